@@ -1,0 +1,334 @@
+#include "agent.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "profiling/profiling.h"
+#include "profilingd.pb-c.h"
+#include "sampler.h"
+#include "util.h"
+#include "wire.h"
+
+/* Ranges the agent enforces whatever the daemon asks (profiling.h). */
+#define AGENT_HZ_DEFAULT  100
+#define AGENT_HZ_MIN      1
+#define AGENT_HZ_MAX      1000
+#define AGENT_DUR_DEFAULT 10000
+#define AGENT_DUR_MIN     100
+#define AGENT_DUR_MAX     120000
+#define AGENT_TICK_MS     100
+
+static pthread_mutex_t agent_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t agent_cond = PTHREAD_COND_INITIALIZER;
+static int agent_refs;
+static bool agent_ready, agent_done;
+static pthread_t agent_thread;
+static int agent_stopfd = -1;
+static char agent_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+
+static uint32_t clamp_u32(uint32_t v, uint32_t def, uint32_t lo, uint32_t hi)
+{
+	if (v == 0)
+		return def;
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+static int agent_send(int sock, const ProtobufCMessage *m)
+{
+	return wire_send_msg(sock, m, WIRE_RUNTIME_MAX_MSG, -1);
+}
+
+static int agent_done_msg(int sock, uint64_t sid, uint32_t status, const char *msg,
+			  uint64_t bytes, const struct smp_stats *st)
+{
+	Pd__RuntimeMsg rm = PD__RUNTIME_MSG__INIT;
+	Pd__CaptureDone d = PD__CAPTURE_DONE__INIT;
+
+	d.session_id = sid;
+	d.status = status;
+	if (msg)
+		d.message = (char *)msg;
+	if (status == PROF_E_NONE) {
+		d.has_bytes = 1;
+		d.bytes = bytes;
+		d.format = "pprof";
+	}
+	if (st) {
+		d.has_dropped = 1;
+		d.dropped = st->dropped;
+		d.has_samples = 1;
+		d.samples = st->samples;
+	}
+	rm.msg_case = PD__RUNTIME_MSG__MSG_DONE;
+	rm.done = &d;
+	return agent_send(sock, &rm.base);
+}
+
+static Pd__DaemonToRuntime *agent_recv(int sock, int *fd)
+{
+	uint8_t buf[WIRE_RUNTIME_MAX_MSG];
+	ssize_t n = wire_recv(sock, buf, sizeof(buf), fd);
+	if (n <= 0)
+		return NULL;
+	return pd__daemon_to_runtime__unpack(NULL, (size_t)n, buf);
+}
+
+/*
+ * Run one stack-sampling capture on this thread, watching the socket for a
+ * cancel. Returns 0, or -EPIPE when the daemon went away or we must stop.
+ */
+static int agent_capture(int sock, const Pd__CaptureRequest *cr, int out_fd)
+{
+	const Pd__Params *p = cr->params;
+	uint32_t hz = clamp_u32(p && p->has_frequency_hz ? p->frequency_hz : 0,
+				AGENT_HZ_DEFAULT, AGENT_HZ_MIN, AGENT_HZ_MAX);
+	uint32_t dur = clamp_u32(p && p->has_duration_ms ? p->duration_ms : 0,
+				 AGENT_DUR_DEFAULT, AGENT_DUR_MIN, AGENT_DUR_MAX);
+	struct smp_stats st;
+	uint64_t bytes = 0;
+	int r;
+
+	if (cr->type != PROF_STACK_SAMPLING) {
+		const char *why = cr->type == PROF_HEAP_DUMP
+			? "native runtime has no heap dump; request PROF_HEAP_PROFILE"
+			: "capture type not supported by this runtime";
+		return agent_done_msg(sock, cr->session_id, PROF_E_INVALID_REQUEST, why, 0, NULL);
+	}
+	int64_t start_ns = (int64_t)util_now_ns(CLOCK_REALTIME);
+	uint64_t t0 = util_mono_ms();
+	if ((r = smp_start(hz)) < 0)
+		return agent_done_msg(sock, cr->session_id, PROF_E_EXECUTING,
+				      strerror(-r), 0, NULL);
+	LOG_D("session %llu: sampling at %u Hz for %u ms",
+	      (unsigned long long)cr->session_id, hz, dur);
+	for (;;) {
+		uint64_t el = util_mono_ms() - t0;
+		if (el >= dur)
+			break;
+		struct pollfd pf[2] = { { .fd = sock, .events = POLLIN },
+					{ .fd = agent_stopfd, .events = POLLIN } };
+		uint64_t left = dur - el;
+		int pr = poll(pf, 2, left < AGENT_TICK_MS ? (int)left : AGENT_TICK_MS);
+		if (pr < 0 && errno != EINTR)
+			break;
+		if (pf[1].revents) {
+			smp_discard();
+			return -EPIPE;
+		}
+		if (pf[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			int fd = -1;
+			Pd__DaemonToRuntime *m = agent_recv(sock, &fd);
+			if (!m) {
+				if (fd >= 0)
+					close(fd);
+				smp_discard();
+				return -EPIPE;
+			}
+			if (m->msg_case == PD__DAEMON_TO_RUNTIME__MSG_CANCEL &&
+			    m->cancel->session_id == cr->session_id) {
+				pd__daemon_to_runtime__free_unpacked(m, NULL);
+				smp_discard();
+				return agent_done_msg(sock, cr->session_id, PROF_E_CANCELLED,
+						      "cancelled", 0, NULL);
+			}
+			if (m->msg_case == PD__DAEMON_TO_RUNTIME__MSG_CAPTURE)
+				agent_done_msg(sock, m->capture->session_id,
+					       PROF_E_PROFILING_IN_PROGRESS,
+					       "a capture is already running", 0, NULL);
+			if (fd >= 0)
+				close(fd);
+			pd__daemon_to_runtime__free_unpacked(m, NULL);
+		}
+		smp_rescan();
+	}
+	int64_t dur_ns = (int64_t)util_now_ns(CLOCK_REALTIME) - start_ns;
+	r = smp_write_pprof(out_fd, start_ns, dur_ns, &st, &bytes);
+	if (r < 0)
+		return agent_done_msg(sock, cr->session_id, PROF_E_EXECUTING,
+				      strerror(-r), 0, &st);
+	LOG_D("session %llu: %llu samples, %llu dropped, %llu bytes",
+	      (unsigned long long)cr->session_id, (unsigned long long)st.samples,
+	      (unsigned long long)st.dropped, (unsigned long long)bytes);
+	return agent_done_msg(sock, cr->session_id, PROF_E_NONE, NULL, bytes, &st);
+}
+
+static int agent_connect(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	util_strlcpy(sa.sun_path, agent_path, sizeof(sa.sun_path));
+	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int r = -errno;
+		close(s);
+		return r;
+	}
+	return s;
+}
+
+static int agent_hello(int sock)
+{
+	Pd__RuntimeMsg rm = PD__RUNTIME_MSG__INIT;
+	Pd__RuntimeHello h = PD__RUNTIME_HELLO__INIT;
+	char *caps[] = { "stack_sampling" };
+
+	h.pid = (uint32_t)getpid();
+	h.runtime = "native";
+	h.capabilities = caps;
+	h.n_capabilities = 1;
+	h.version = PROFILINGD_VERSION;
+	rm.msg_case = PD__RUNTIME_MSG__MSG_HELLO;
+	rm.hello = &h;
+	return agent_send(sock, &rm.base);
+}
+
+static void agent_set_ready(void)
+{
+	pthread_mutex_lock(&agent_lock);
+	agent_ready = true;
+	pthread_cond_broadcast(&agent_cond);
+	pthread_mutex_unlock(&agent_lock);
+}
+
+static void *agent_main(void *arg)
+{
+	int sock = agent_connect();
+	if (sock < 0) {
+		LOG_D("cannot connect to %s: %s", agent_path, strerror(-sock));
+		goto out;
+	}
+	if (agent_hello(sock) < 0)
+		goto out;
+	for (;;) {
+		struct pollfd pf[2] = { { .fd = sock, .events = POLLIN },
+					{ .fd = agent_stopfd, .events = POLLIN } };
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (pf[1].revents)
+			break;
+		int fd = -1;
+		Pd__DaemonToRuntime *m = agent_recv(sock, &fd);
+		if (!m) {
+			if (fd >= 0)
+				close(fd);
+			LOG_D("daemon closed the runtime connection");
+			break;
+		}
+		int r = 0;
+		switch (m->msg_case) {
+		case PD__DAEMON_TO_RUNTIME__MSG_HELLO_ACK:
+			agent_set_ready();
+			break;
+		case PD__DAEMON_TO_RUNTIME__MSG_CAPTURE:
+			if (fd < 0)
+				r = agent_done_msg(sock, m->capture->session_id,
+						   PROF_E_INVALID_REQUEST, "no output fd", 0, NULL);
+			else
+				r = agent_capture(sock, m->capture, fd);
+			break;
+		default:
+			break; /* a cancel for a capture that already ended */
+		}
+		if (fd >= 0)
+			close(fd);
+		pd__daemon_to_runtime__free_unpacked(m, NULL);
+		if (r == -EPIPE)
+			break;
+	}
+out:
+	if (sock >= 0)
+		close(sock);
+	pthread_mutex_lock(&agent_lock);
+	agent_done = true;
+	pthread_cond_broadcast(&agent_cond);
+	pthread_mutex_unlock(&agent_lock);
+	return NULL;
+}
+
+int agent_start(const char *runtime_socket, int wait_ms)
+{
+	sigset_t all, old;
+	int r = 0;
+
+	pthread_mutex_lock(&agent_lock);
+	if (agent_refs > 0 && !agent_done) {
+		agent_refs++;
+		goto out;
+	}
+	if (agent_refs > 0) {
+		/* The previous thread ended (daemon restart): start afresh. */
+		pthread_mutex_unlock(&agent_lock);
+		pthread_join(agent_thread, NULL);
+		pthread_mutex_lock(&agent_lock);
+		close(agent_stopfd);
+		agent_stopfd = -1;
+	}
+	if (util_strlcpy(agent_path, runtime_socket, sizeof(agent_path)) >= sizeof(agent_path)) {
+		r = -ENAMETOOLONG;
+		goto out;
+	}
+	agent_stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (agent_stopfd < 0) {
+		r = -errno;
+		goto out;
+	}
+	agent_ready = agent_done = false;
+	/* The agent thread takes none of the app's signals, SIGPROF included. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = -pthread_create(&agent_thread, NULL, agent_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r) {
+		close(agent_stopfd);
+		agent_stopfd = -1;
+		goto out;
+	}
+	agent_refs = agent_refs > 0 ? agent_refs + 1 : 1;
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += wait_ms / 1000;
+	dl.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	while (!agent_ready && !agent_done)
+		if (pthread_cond_timedwait(&agent_cond, &agent_lock, &dl) == ETIMEDOUT)
+			break;
+out:
+	pthread_mutex_unlock(&agent_lock);
+	return r;
+}
+
+void agent_stop(void)
+{
+	pthread_mutex_lock(&agent_lock);
+	if (agent_refs == 0 || --agent_refs > 0) {
+		pthread_mutex_unlock(&agent_lock);
+		return;
+	}
+	uint64_t one = 1;
+	ssize_t w = write(agent_stopfd, &one, sizeof(one));
+	(void)w;
+	pthread_mutex_unlock(&agent_lock);
+	pthread_join(agent_thread, NULL);
+	pthread_mutex_lock(&agent_lock);
+	close(agent_stopfd);
+	agent_stopfd = -1;
+	pthread_mutex_unlock(&agent_lock);
+}

@@ -1,0 +1,408 @@
+/* libprofiling's public API (profiling.h) over client.sock. */
+#include "profiling/profiling.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "log.h"
+#include "profilingd.pb-c.h"
+#include "util.h"
+#include "wire.h"
+
+#define PROF_DEFAULT_SOCKET "/run/profilingd/client.sock"
+/* Requests with a callback still waiting for their result. */
+#define PROF_MAX_PENDING 64
+/*
+ * Messages that arrive while prof_request waits for its reply are parked
+ * here for the next prof_dispatch. At the cap the oldest is dropped (its fd
+ * closed); with at most one outstanding reply this needs a flood of results.
+ */
+#define PROF_MAX_PARKED 64
+#define PROF_REPLY_TIMEOUT_MS 5000
+#define PROF_AGENT_WAIT_MS 1000
+
+struct prof_pending {
+	uint64_t request_id;
+	prof_result_cb cb;
+	void *ud;
+};
+
+struct prof_parked {
+	Pd__DaemonMsg *msg;
+	int fd;
+};
+
+struct prof_client {
+	int sock;
+	uint32_t uid;
+	uint64_t next_token;
+	bool agent;
+	struct prof_pending pending[PROF_MAX_PENDING];
+	struct prof_parked parked[PROF_MAX_PARKED];
+	unsigned nparked;
+	prof_result_cb listener;
+	void *listener_ud;
+};
+
+static void prof_log_setup(void)
+{
+	static bool done;
+	if (done)
+		return;
+	done = true;
+	const char *d = getenv("PROFILING_DEBUG");
+	if (d && *d == '1')
+		log_init(LOG_SINK_STDERR, LOG_DEBUG, "libprofiling");
+}
+
+static int prof_send(prof_client *c, Pd__ClientMsg *m)
+{
+	int r = wire_send_msg(c->sock, &m->base, WIRE_CLIENT_MAX_MSG, -1);
+	if (r == -EAGAIN) {
+		/* Daemon's queue full: wait for room once rather than fail. */
+		struct pollfd pf = { .fd = c->sock, .events = POLLOUT };
+		if (poll(&pf, 1, PROF_REPLY_TIMEOUT_MS) == 1)
+			r = wire_send_msg(c->sock, &m->base, WIRE_CLIENT_MAX_MSG, -1);
+	}
+	return r;
+}
+
+/* Read one message; NULL with *err set on EOF/error/timeout. */
+static Pd__DaemonMsg *prof_read(prof_client *c, int timeout_ms, int *fd, int *err)
+{
+	uint8_t buf[WIRE_CLIENT_MAX_MSG];
+	struct pollfd pf = { .fd = c->sock, .events = POLLIN };
+	ssize_t n;
+
+	*fd = -1;
+	for (;;) {
+		n = wire_recv(c->sock, buf, sizeof(buf), fd);
+		if (n != -EAGAIN)
+			break;
+		int pr = poll(&pf, 1, timeout_ms);
+		if (pr == 0) {
+			*err = -ETIMEDOUT;
+			return NULL;
+		}
+		if (pr < 0 && errno != EINTR) {
+			*err = -errno;
+			return NULL;
+		}
+	}
+	if (n <= 0) {
+		*err = n == 0 ? -EPIPE : (int)n;
+		return NULL;
+	}
+	Pd__DaemonMsg *m = pd__daemon_msg__unpack(NULL, (size_t)n, buf);
+	if (!m || m->msg_case == PD__DAEMON_MSG__MSG__NOT_SET) {
+		if (m)
+			pd__daemon_msg__free_unpacked(m, NULL);
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		*err = -EPROTO;
+		return NULL;
+	}
+	return m;
+}
+
+static void prof_park(prof_client *c, Pd__DaemonMsg *m, int fd)
+{
+	if (c->nparked == PROF_MAX_PARKED) {
+		LOG_W("parked queue full, dropping the oldest message");
+		pd__daemon_msg__free_unpacked(c->parked[0].msg, NULL);
+		if (c->parked[0].fd >= 0)
+			close(c->parked[0].fd);
+		memmove(&c->parked[0], &c->parked[1], (PROF_MAX_PARKED - 1) * sizeof(c->parked[0]));
+		c->nparked--;
+	}
+	c->parked[c->nparked].msg = m;
+	c->parked[c->nparked].fd = fd;
+	c->nparked++;
+}
+
+/* Wait for the message of kind `want` (and token, for replies); park others. */
+static Pd__DaemonMsg *prof_wait(prof_client *c, Pd__DaemonMsg__MsgCase want,
+				uint64_t token, int *err)
+{
+	uint64_t deadline = util_mono_ms() + PROF_REPLY_TIMEOUT_MS;
+	for (;;) {
+		uint64_t now = util_mono_ms();
+		if (now >= deadline) {
+			*err = -ETIMEDOUT;
+			return NULL;
+		}
+		int fd;
+		Pd__DaemonMsg *m = prof_read(c, (int)(deadline - now), &fd, err);
+		if (!m)
+			return NULL;
+		if (m->msg_case == want &&
+		    (want != PD__DAEMON_MSG__MSG_REPLY || m->reply->token == token)) {
+			if (fd >= 0)
+				close(fd);
+			return m;
+		}
+		prof_park(c, m, fd);
+	}
+}
+
+static int prof_connect_sock(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	if (util_strlcpy(sa.sun_path, path, sizeof(sa.sun_path)) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s < 0)
+		return -errno;
+	/* Unix stream/seqpacket connect completes at once or fails. */
+	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int r = -errno;
+		close(s);
+		return r;
+	}
+	return s;
+}
+
+prof_client *prof_connect(const char *socket_path, int *err)
+{
+	int dummy, r;
+	prof_client *c;
+
+	if (!err)
+		err = &dummy;
+	prof_log_setup();
+	if (!socket_path)
+		socket_path = getenv("PROFILINGD_SOCKET");
+	if (!socket_path || !*socket_path)
+		socket_path = PROF_DEFAULT_SOCKET;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	c->next_token = 1;
+	c->sock = prof_connect_sock(socket_path);
+	if (c->sock < 0) {
+		*err = c->sock;
+		LOG_D("connect %s: %s", socket_path, strerror(-c->sock));
+		free(c);
+		return NULL;
+	}
+
+	Pd__ClientMsg m = PD__CLIENT_MSG__INIT;
+	Pd__ClientHello h = PD__CLIENT_HELLO__INIT;
+	h.version = PROF_API_VERSION;
+	m.msg_case = PD__CLIENT_MSG__MSG_HELLO;
+	m.hello = &h;
+	if ((r = prof_send(c, &m)) < 0)
+		goto fail;
+	Pd__DaemonMsg *w = prof_wait(c, PD__DAEMON_MSG__MSG_WELCOME, 0, &r);
+	if (!w)
+		goto fail;
+	c->uid = w->welcome->uid;
+	const char *no_agent = getenv("PROFILING_NO_AGENT");
+	if (!(no_agent && *no_agent == '1')) {
+		r = agent_start(w->welcome->runtime_socket, PROF_AGENT_WAIT_MS);
+		if (r == 0)
+			c->agent = true;
+		else
+			LOG_D("runtime agent not started: %s", strerror(-r));
+	}
+	pd__daemon_msg__free_unpacked(w, NULL);
+	*err = 0;
+	return c;
+fail:
+	LOG_D("handshake with %s failed: %s", socket_path, strerror(-r));
+	*err = r;
+	prof_close(c);
+	return NULL;
+}
+
+void prof_close(prof_client *c)
+{
+	if (!c)
+		return;
+	for (unsigned i = 0; i < c->nparked; i++) {
+		pd__daemon_msg__free_unpacked(c->parked[i].msg, NULL);
+		if (c->parked[i].fd >= 0)
+			close(c->parked[i].fd);
+	}
+	if (c->sock >= 0)
+		close(c->sock);
+	if (c->agent)
+		agent_stop();
+	free(c);
+}
+
+int prof_fd(prof_client *c)
+{
+	return c ? c->sock : -PROF_E_INVALID_REQUEST;
+}
+
+static int prof_deliver(prof_client *c, Pd__DaemonMsg *m, int fd)
+{
+	int ran = 0;
+
+	if (m->msg_case != PD__DAEMON_MSG__MSG_RESULT)
+		goto out;
+	const Pd__Result *pr = m->result;
+	struct prof_result res = {
+		.request_id = pr->request_id,
+		.type = (enum prof_type)pr->type,
+		.trigger = (enum prof_trigger_type)(pr->has_trigger ? pr->trigger : 0),
+		.error = (int)pr->error,
+		.error_message = pr->error_message ? pr->error_message : "",
+		.tag = pr->tag ? pr->tag : "",
+		.fd = pr->error == 0 ? fd : -1,
+		.path = pr->path ? pr->path : "",
+		.size = pr->size,
+		.start_ns = pr->start_ns,
+		.end_ns = pr->end_ns,
+		.format = pr->format ? pr->format : "",
+	};
+	for (unsigned i = 0; i < PROF_MAX_PENDING; i++) {
+		struct prof_pending *p = &c->pending[i];
+		if (p->cb && p->request_id == pr->request_id) {
+			prof_result_cb cb = p->cb;
+			void *ud = p->ud;
+			memset(p, 0, sizeof(*p));
+			cb(&res, ud);
+			ran++;
+			break;
+		}
+	}
+	if (c->listener) {
+		c->listener(&res, c->listener_ud);
+		ran++;
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	pd__daemon_msg__free_unpacked(m, NULL);
+	return ran;
+}
+
+int prof_dispatch(prof_client *c, int timeout_ms)
+{
+	int ran = 0, err = 0, fd;
+
+	if (!c)
+		return -PROF_E_INVALID_REQUEST;
+	while (c->nparked) {
+		struct prof_parked p = c->parked[0];
+		memmove(&c->parked[0], &c->parked[1], (c->nparked - 1) * sizeof(c->parked[0]));
+		c->nparked--;
+		ran += prof_deliver(c, p.msg, p.fd);
+	}
+	/* Wait only when nothing was parked; then drain what is readable. */
+	int wait = ran ? 0 : timeout_ms;
+	for (;;) {
+		Pd__DaemonMsg *m = prof_read(c, wait, &fd, &err);
+		if (!m)
+			break;
+		ran += prof_deliver(c, m, fd);
+		wait = 0;
+	}
+	if (err == -ETIMEDOUT)
+		return ran;
+	return ran ? ran : -PROF_E_UNKNOWN;
+}
+
+int prof_request(prof_client *c, enum prof_type type, const struct prof_params *params,
+		 const char *tag, prof_result_cb cb, void *ud, uint64_t *request_id)
+{
+	Pd__ClientMsg m = PD__CLIENT_MSG__INIT;
+	Pd__Request rq = PD__REQUEST__INIT;
+	Pd__Params pp = PD__PARAMS__INIT;
+	struct prof_pending *slot = NULL;
+	int r;
+
+	if (!c)
+		return -PROF_E_INVALID_REQUEST;
+	if (tag && strlen(tag) > WIRE_MAX_TAG)
+		return -PROF_E_INVALID_REQUEST;
+	if (cb) {
+		for (unsigned i = 0; i < PROF_MAX_PENDING && !slot; i++)
+			if (!c->pending[i].cb)
+				slot = &c->pending[i];
+		if (!slot)
+			return -PROF_E_PROFILING_IN_PROGRESS;
+	}
+	rq.token = c->next_token++;
+	rq.type = (uint32_t)type;
+	if (params) {
+		pp.has_duration_ms = params->duration_ms != 0;
+		pp.duration_ms = params->duration_ms;
+		pp.has_frequency_hz = params->frequency_hz != 0;
+		pp.frequency_hz = params->frequency_hz;
+		pp.has_sampling_interval_bytes = params->sampling_interval_bytes != 0;
+		pp.sampling_interval_bytes = params->sampling_interval_bytes;
+		pp.has_buffer_kb = params->buffer_kb != 0;
+		pp.buffer_kb = params->buffer_kb;
+		rq.params = &pp;
+	}
+	rq.tag = (char *)tag;
+	m.msg_case = PD__CLIENT_MSG__MSG_REQUEST;
+	m.request = &rq;
+	if ((r = prof_send(c, &m)) < 0) {
+		LOG_D("send: %s", strerror(-r));
+		return -PROF_E_UNKNOWN;
+	}
+	Pd__DaemonMsg *rep = prof_wait(c, PD__DAEMON_MSG__MSG_REPLY, rq.token, &r);
+	if (!rep) {
+		LOG_D("no reply: %s", strerror(-r));
+		return -PROF_E_UNKNOWN;
+	}
+	int e = (int)rep->reply->error;
+	uint64_t id = rep->reply->request_id;
+	if (e)
+		LOG_D("refused: %s (%s)", prof_strerror(e),
+		      rep->reply->message ? rep->reply->message : "");
+	pd__daemon_msg__free_unpacked(rep, NULL);
+	if (e)
+		return -e;
+	if (slot) {
+		slot->request_id = id;
+		slot->cb = cb;
+		slot->ud = ud;
+	}
+	if (request_id)
+		*request_id = id;
+	return 0;
+}
+
+int prof_cancel(prof_client *c, uint64_t request_id)
+{
+	Pd__ClientMsg m = PD__CLIENT_MSG__INIT;
+	Pd__Cancel cn = PD__CANCEL__INIT;
+
+	if (!c || !request_id)
+		return -PROF_E_INVALID_REQUEST;
+	cn.request_id = request_id;
+	m.msg_case = PD__CLIENT_MSG__MSG_CANCEL;
+	m.cancel = &cn;
+	return prof_send(c, &m) < 0 ? -PROF_E_UNKNOWN : 0;
+}
+
+int prof_set_result_listener(prof_client *c, prof_result_cb cb, void *ud)
+{
+	Pd__ClientMsg m = PD__CLIENT_MSG__INIT;
+	Pd__SetListener sl = PD__SET_LISTENER__INIT;
+
+	if (!c)
+		return -PROF_E_INVALID_REQUEST;
+	c->listener = cb;
+	c->listener_ud = ud;
+	sl.has_enable = 1;
+	sl.enable = cb != NULL;
+	m.msg_case = PD__CLIENT_MSG__MSG_SET_LISTENER;
+	m.set_listener = &sl;
+	return prof_send(c, &m) < 0 ? -PROF_E_UNKNOWN : 0;
+}

@@ -1,0 +1,147 @@
+/*
+ * libprofiling: the client API of profilingd (see libprofiling(3) and
+ * DESIGN.md §3). An app connects, requests captures of itself, and receives
+ * the redacted results as file descriptors inside prof_dispatch().
+ *
+ * Thread model: a prof_client is used from one thread at a time. The
+ * in-process runtime agent that answers the daemon's capture requests runs on
+ * its own thread and never calls back into the app.
+ *
+ * Errors: functions return 0 or a negative PROF_E_* code. prof_connect()
+ * reports a negative errno through *err. The library never prints unless
+ * PROFILING_DEBUG=1 is set in the environment.
+ */
+#ifndef PROFILING_PROFILING_H
+#define PROFILING_PROFILING_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PROF_API_VERSION 1
+
+/* Capture types. Values mirror Android's ProfilingManager. */
+enum prof_type {
+	PROF_HEAP_DUMP = 1,
+	PROF_HEAP_PROFILE = 2,
+	PROF_STACK_SAMPLING = 3,
+	PROF_SYSTEM_TRACE = 4,
+};
+
+/* Trigger types; PROF_TRIGGER_NONE marks a direct request. */
+enum prof_trigger_type {
+	PROF_TRIGGER_NONE = 0,
+	PROF_TRIGGER_COLD_START = 1,
+	PROF_TRIGGER_APP_FULLY_DRAWN = 2,
+	PROF_TRIGGER_OOM = 3,
+	PROF_TRIGGER_EXCESSIVE_CPU = 4,
+	PROF_TRIGGER_HANG = 5,
+	PROF_TRIGGER_CRASH = 6,
+	PROF_TRIGGER_ANOMALY = 7,
+	PROF_TRIGGER_PRESSURE_STALL = 8,
+};
+
+/* Errors: positive in results, negative as return codes. 0..8 are Android's. */
+enum prof_error {
+	PROF_E_NONE = 0,
+	PROF_E_RATE_LIMIT_SYSTEM = 1,
+	PROF_E_RATE_LIMIT_PROCESS = 2,
+	PROF_E_PROFILING_IN_PROGRESS = 3,
+	PROF_E_EXECUTING = 4,
+	PROF_E_POST_PROCESSING = 5,
+	PROF_E_NO_DISK_SPACE = 6,
+	PROF_E_INVALID_REQUEST = 7,
+	PROF_E_UNKNOWN = 8,
+	PROF_E_RUNTIME_UNAVAILABLE = 100,
+	PROF_E_TIMEOUT = 101,
+	PROF_E_CANCELLED = 102,
+	PROF_E_TRIGGER_COOLDOWN = 103,
+	PROF_E_PERMISSION = 104,
+};
+
+/*
+ * Capture parameters; a zero field means "the default". Ranges (checked by
+ * the daemon; a value outside gives PROF_E_INVALID_REQUEST):
+ *   duration_ms   100 .. 120000, default 10000
+ *   frequency_hz  1 .. 1000,     default 100   (PROF_STACK_SAMPLING)
+ */
+struct prof_params {
+	uint32_t duration_ms;
+	uint32_t frequency_hz;
+	uint32_t sampling_interval_bytes; /* PROF_HEAP_PROFILE */
+	uint32_t buffer_kb;               /* PROF_SYSTEM_TRACE */
+};
+
+/*
+ * A finished capture, valid only during the callback. On success error is 0
+ * and fd is a read-only descriptor of the delivered file at path; the library
+ * closes it when the callback returns, so dup() it to keep it. On failure
+ * fd is -1 and error/error_message say why.
+ */
+struct prof_result {
+	uint64_t request_id;
+	enum prof_type type;
+	enum prof_trigger_type trigger;
+	int error;                 /* enum prof_error, positive */
+	const char *error_message; /* never NULL; "" when none */
+	const char *tag;           /* never NULL */
+	int fd;
+	const char *path;          /* never NULL; "" on failure */
+	uint64_t size;
+	uint64_t start_ns;         /* CLOCK_REALTIME */
+	uint64_t end_ns;
+	const char *format;        /* "pprof", "perfetto", "hprof", or "" */
+};
+
+typedef struct prof_client prof_client;
+typedef void (*prof_result_cb)(const struct prof_result *result, void *ud);
+
+/*
+ * Connect to profilingd. A NULL socket_path means $PROFILINGD_SOCKET, else
+ * the compiled-in default (/run/profilingd/client.sock). Unless
+ * $PROFILING_NO_AGENT=1, this also starts the in-process runtime agent, which
+ * registers with the daemon before prof_connect returns (or gives up after
+ * one second; the daemon waits for it on the first request).
+ * Returns NULL and sets *err (negative errno) on failure.
+ */
+prof_client *prof_connect(const char *socket_path, int *err);
+void prof_close(prof_client *c);
+
+/* The fd to poll for POLLIN in the app's own loop. */
+int prof_fd(prof_client *c);
+
+/*
+ * Read what the daemon sent and run callbacks. Waits up to timeout_ms for
+ * the first message (0: don't wait, -1: forever). Returns the number of
+ * callbacks run, or a negative PROF_E_* (PROF_E_UNKNOWN: connection lost).
+ */
+int prof_dispatch(prof_client *c, int timeout_ms);
+
+/*
+ * Ask for a capture of the calling process. params may be NULL for
+ * defaults; tag may be NULL. On 0, *request_id (if given) identifies the
+ * capture and cb (if given) receives its result. A refusal returns the
+ * negative PROF_E_* at once.
+ */
+int prof_request(prof_client *c, enum prof_type type,
+		 const struct prof_params *params, const char *tag,
+		 prof_result_cb cb, void *ud, uint64_t *request_id);
+
+/* Cancel a capture; its result arrives with PROF_E_CANCELLED. */
+int prof_cancel(prof_client *c, uint64_t request_id);
+
+/*
+ * Receive every result for this app, including those with no per-request
+ * callback. A NULL cb removes the listener.
+ */
+int prof_set_result_listener(prof_client *c, prof_result_cb cb, void *ud);
+
+/* A static string for a PROF_E_* code, positive or negative. */
+const char *prof_strerror(int error);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,425 @@
+#define UNW_LOCAL_ONLY
+#include "sampler.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libunwind.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pprof.h"
+#include "symbolize.h"
+
+#ifndef sigev_notify_thread_id
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
+
+#define SMP_SIGNAL SIGPROF
+#define SMP_COMM_LEN 16
+
+struct smp_record {
+	_Atomic uint32_t ready;
+	int32_t tid;
+	uint32_t nframes;
+	uint64_t ips[SMP_MAX_FRAMES];
+};
+
+struct smp_thread {
+	pid_t tid;
+	timer_t timer;
+	char comm[SMP_COMM_LEN];
+};
+
+/*
+ * Shared with the signal handler: only the atomics and the record array,
+ * which is mmap'd before any timer is armed and unmapped after the last
+ * handler has left.
+ */
+static struct smp_record *recs;
+static _Atomic uint32_t rec_next;
+static _Atomic uint64_t rec_dropped;
+static _Atomic int running;
+static _Atomic int inflight;
+
+static struct smp_thread *threads;
+static uint32_t nthreads, threads_skipped;
+static pid_t self_tid;
+static uint64_t interval_ns;
+static struct sigaction old_action;
+
+static pid_t smp_gettid(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+static void smp_handler(int sig, siginfo_t *si, void *ucv)
+{
+	int saved_errno = errno;
+
+	/* seq_cst pairs with smp_stop(): either it sees us inside, or we see !running. */
+	atomic_fetch_add(&inflight, 1);
+	if (!atomic_load(&running))
+		goto out;
+	uint32_t i = atomic_fetch_add_explicit(&rec_next, 1, memory_order_relaxed);
+	if (i >= SMP_MAX_RECORDS) {
+		atomic_fetch_add_explicit(&rec_dropped, 1, memory_order_relaxed);
+		goto out;
+	}
+	struct smp_record *r = &recs[i];
+	unw_cursor_t cur;
+	uint32_t n = 0;
+#if defined(__x86_64__)
+	/* libunwind's x86_64 context is a ucontext_t: start at the interrupted pc. */
+	int ok = unw_init_local2(&cur, (unw_context_t *)ucv, UNW_INIT_SIGNAL_FRAME) == 0;
+#else
+	unw_context_t uc;
+	unw_getcontext(&uc);
+	int ok = unw_init_local(&cur, &uc) == 0;
+#endif
+	while (ok && n < SMP_MAX_FRAMES) {
+		unw_word_t ip = 0;
+		if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || ip == 0)
+			break;
+		r->ips[n++] = ip;
+		if (unw_step(&cur) <= 0)
+			break;
+	}
+	r->tid = (int32_t)smp_gettid();
+	r->nframes = n;
+	atomic_store_explicit(&r->ready, 1, memory_order_release);
+out:
+	atomic_fetch_sub(&inflight, 1);
+	errno = saved_errno;
+}
+
+static clockid_t smp_thread_clock(pid_t tid)
+{
+	/* The kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED). */
+	return (clockid_t)((~(unsigned)tid << 3) | 6);
+}
+
+static int smp_known(pid_t tid)
+{
+	for (uint32_t i = 0; i < nthreads; i++)
+		if (threads[i].tid == tid)
+			return 1;
+	return 0;
+}
+
+static void smp_read_comm(pid_t tid, char *comm)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
+	comm[0] = '\0';
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, comm, SMP_COMM_LEN - 1);
+	close(fd);
+	if (n <= 0) {
+		comm[0] = '\0';
+		return;
+	}
+	comm[n] = '\0';
+	char *nl = strchr(comm, '\n');
+	if (nl)
+		*nl = '\0';
+}
+
+static int smp_arm(pid_t tid)
+{
+	struct sigevent sev;
+	struct itimerspec its;
+	struct smp_thread *t;
+
+	if (nthreads >= SMP_MAX_THREADS) {
+		threads_skipped++;
+		return -ENOSPC;
+	}
+	t = &threads[nthreads];
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = SIGEV_THREAD_ID;
+	sev.sigev_signo = SMP_SIGNAL;
+	sev.sigev_notify_thread_id = tid;
+	if (timer_create(smp_thread_clock(tid), &sev, &t->timer) < 0)
+		return -errno; /* the thread exited meanwhile */
+	its.it_interval.tv_sec = (time_t)(interval_ns / 1000000000ull);
+	its.it_interval.tv_nsec = (long)(interval_ns % 1000000000ull);
+	its.it_value = its.it_interval;
+	if (timer_settime(t->timer, 0, &its, NULL) < 0) {
+		int r = -errno;
+		timer_delete(t->timer);
+		return r;
+	}
+	t->tid = tid;
+	smp_read_comm(tid, t->comm);
+	nthreads++;
+	return 0;
+}
+
+int smp_rescan(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		pid_t tid = (pid_t)atoi(de->d_name);
+		if (tid <= 0 || tid == self_tid || smp_known(tid))
+			continue;
+		smp_arm(tid);
+	}
+	closedir(d);
+	return 0;
+}
+
+static void smp_free_buffers(void)
+{
+	if (recs)
+		munmap(recs, SMP_MAX_RECORDS * sizeof(*recs));
+	recs = NULL;
+	free(threads);
+	threads = NULL;
+	nthreads = 0;
+}
+
+int smp_start(uint32_t hz)
+{
+	struct sigaction sa;
+
+	if (recs)
+		return -EBUSY;
+	if (hz == 0 || hz > 10000)
+		return -EINVAL;
+	interval_ns = 1000000000ull / hz;
+	/* MAP_NORESERVE: only the pages that samples touch are committed. */
+	recs = mmap(NULL, SMP_MAX_RECORDS * sizeof(*recs), PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (recs == MAP_FAILED) {
+		recs = NULL;
+		return -ENOMEM;
+	}
+	threads = calloc(SMP_MAX_THREADS, sizeof(*threads));
+	if (!threads) {
+		smp_free_buffers();
+		return -ENOMEM;
+	}
+	atomic_store(&rec_next, 0);
+	atomic_store(&rec_dropped, 0);
+	threads_skipped = 0;
+	self_tid = smp_gettid();
+
+	/*
+	 * Warm libunwind up on this thread: its first use initialises global
+	 * state under a lock, which must not happen inside the handler.
+	 */
+	unw_context_t uc;
+	unw_cursor_t cur;
+	unw_getcontext(&uc);
+	if (unw_init_local(&cur, &uc) == 0)
+		unw_step(&cur);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = smp_handler;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SMP_SIGNAL, &sa, &old_action) < 0) {
+		int r = -errno;
+		smp_free_buffers();
+		return r;
+	}
+	atomic_store(&running, 1);
+	return smp_rescan();
+}
+
+void smp_stop(void)
+{
+	if (!recs)
+		return;
+	for (uint32_t i = 0; i < nthreads; i++)
+		timer_delete(threads[i].timer);
+	atomic_store(&running, 0);
+	/* A signal already queued may still run: wait until none is inside. */
+	while (atomic_load(&inflight))
+		sched_yield();
+	/*
+	 * A SIGPROF still pending must not meet SIG_DFL, which would kill the
+	 * app: an app without its own handler gets SIG_IGN, which also
+	 * discards what is pending.
+	 */
+	if (!(old_action.sa_flags & SA_SIGINFO) && old_action.sa_handler == SIG_DFL) {
+		struct sigaction ign;
+		memset(&ign, 0, sizeof(ign));
+		ign.sa_handler = SIG_IGN;
+		sigaction(SMP_SIGNAL, &ign, NULL);
+	} else {
+		sigaction(SMP_SIGNAL, &old_action, NULL);
+	}
+}
+
+void smp_discard(void)
+{
+	smp_stop();
+	smp_free_buffers();
+}
+
+/* ---- aggregation: identical (tid, stack) records become one pprof sample */
+
+struct smp_agg {
+	uint32_t rec;    /* index of the first record with this key */
+	uint32_t count;
+};
+
+static uint64_t smp_hash(const struct smp_record *r)
+{
+	uint64_t h = 1469598103934665603ull ^ (uint64_t)(uint32_t)r->tid;
+	for (uint32_t i = 0; i < r->nframes; i++) {
+		h ^= r->ips[i];
+		h *= 1099511628211ull;
+	}
+	return h ? h : 1;
+}
+
+static int smp_same(const struct smp_record *a, const struct smp_record *b)
+{
+	return a->tid == b->tid && a->nframes == b->nframes &&
+	       memcmp(a->ips, b->ips, a->nframes * sizeof(a->ips[0])) == 0;
+}
+
+static const char *smp_comm_of(pid_t tid)
+{
+	for (uint32_t i = 0; i < nthreads; i++)
+		if (threads[i].tid == tid)
+			return threads[i].comm;
+	return "";
+}
+
+/* Map a pc to a pprof location, symbolising it on first sight. */
+static int smp_location(struct pp_builder *b, struct sym_ctx *sym, uint64_t *mapids,
+			uint64_t pc, uint64_t *loc)
+{
+	struct sym_frame f;
+	uint64_t fid = 0, mid = 0;
+	char hex[32];
+	int r;
+
+	sym_lookup(sym, pc, &f);
+	if (f.module >= 0) {
+		if (!mapids[f.module]) {
+			struct sym_module m;
+			sym_module_get(sym, f.module, &m);
+			r = pp_add_mapping(b, m.start, m.limit, 0, m.file, m.build_id, true,
+					   f.file != NULL, &mapids[f.module]);
+			if (r)
+				return r;
+		}
+		mid = mapids[f.module];
+	}
+	if (!f.function) {
+		/* Unknown symbol: name it by address so the frame is still visible. */
+		snprintf(hex, sizeof(hex), "0x%llx", (unsigned long long)pc);
+		f.function = hex;
+	}
+	r = pp_add_function(b, f.function, NULL, f.file, 0, &fid);
+	if (r)
+		return r;
+	return pp_add_location(b, mid, pc, fid, f.line, loc);
+}
+
+int smp_write_pprof(int fd, int64_t start_ns, int64_t duration_ns,
+		    struct smp_stats *stats, uint64_t *bytes)
+{
+	struct pp_builder *b = NULL;
+	struct sym_ctx *sym = NULL;
+	struct smp_agg *tab = NULL;
+	uint64_t *mapids = NULL;
+	uint32_t n, cap;
+	int r;
+
+	if (!recs)
+		return -EINVAL;
+	smp_stop();
+	n = atomic_load(&rec_next);
+	if (n > SMP_MAX_RECORDS)
+		n = SMP_MAX_RECORDS;
+	memset(stats, 0, sizeof(*stats));
+	stats->dropped = atomic_load(&rec_dropped);
+	stats->threads = nthreads;
+	stats->threads_skipped = threads_skipped;
+
+	for (cap = 64; cap < 2 * n; cap *= 2)
+		;
+	tab = calloc(cap, sizeof(*tab));
+	mapids = calloc(4096, sizeof(*mapids));
+	r = -ENOMEM;
+	if (!tab || !mapids)
+		goto out;
+	for (uint32_t i = 0; i < n; i++) {
+		struct smp_record *rec = &recs[i];
+		if (!atomic_load_explicit(&rec->ready, memory_order_acquire) || rec->nframes == 0)
+			continue;
+		stats->samples++;
+		uint64_t h = smp_hash(rec);
+		for (uint32_t j = (uint32_t)h & (cap - 1);; j = (j + 1) & (cap - 1)) {
+			if (tab[j].count == 0) {
+				tab[j].rec = i;
+				tab[j].count = 1;
+				break;
+			}
+			if (smp_same(&recs[tab[j].rec], rec)) {
+				tab[j].count++;
+				break;
+			}
+		}
+	}
+
+	if ((r = pp_new(&b)) < 0)
+		goto out;
+	if ((r = pp_add_sample_type(b, "samples", "count")) < 0 ||
+	    (r = pp_add_sample_type(b, "cpu", "nanoseconds")) < 0 ||
+	    (r = pp_set_period(b, "cpu", "nanoseconds", (int64_t)interval_ns)) < 0 ||
+	    (r = pp_set_default_sample_type(b, "cpu")) < 0)
+		goto out;
+	pp_set_time(b, start_ns, duration_ns);
+	pp_add_comment(b, "profilingd native agent: per-thread CPU timers, libunwind");
+	if ((r = sym_open(getpid(), &sym)) < 0)
+		goto out;
+
+	for (uint32_t j = 0; j < cap; j++) {
+		if (!tab[j].count)
+			continue;
+		struct smp_record *rec = &recs[tab[j].rec];
+		uint64_t locs[SMP_MAX_FRAMES];
+		for (uint32_t k = 0; k < rec->nframes; k++) {
+			/* Callers' pcs are return addresses: look up the call itself. */
+			uint64_t pc = k == 0 ? rec->ips[k] : rec->ips[k] - 1;
+			if ((r = smp_location(b, sym, mapids, pc, &locs[k])) < 0)
+				goto out;
+		}
+		int64_t vals[2] = { tab[j].count, (int64_t)(tab[j].count * interval_ns) };
+		struct pp_label labels[2] = {
+			{ .key = "thread_id", .num = rec->tid },
+			{ .key = "thread_name", .str = smp_comm_of(rec->tid) },
+		};
+		if ((r = pp_add_sample(b, locs, rec->nframes, vals, 2, labels, 2)) < 0)
+			goto out;
+	}
+	r = pp_write_gz(b, fd, bytes);
+out:
+	pp_free(b);
+	sym_close(sym);
+	free(tab);
+	free(mapids);
+	smp_free_buffers();
+	return r;
+}

@@ -1,0 +1,143 @@
+#include "symbolize.h"
+
+#include <dlfcn.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SYM_MAX_MODULES 4096
+
+struct sym_mod {
+	Dwfl_Module *m;
+	struct sym_module pub;
+	char build_id[2 * 64 + 1];
+};
+
+struct sym_ctx {
+	Dwfl *dwfl;
+	struct sym_mod *mods;
+	int nmods;
+};
+
+static const Dwfl_Callbacks sym_callbacks = {
+	.find_elf = dwfl_linux_proc_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+};
+
+static int sym_collect(Dwfl_Module *m, void **userdata, const char *name,
+		       Dwarf_Addr start, void *arg)
+{
+	struct sym_ctx *s = arg;
+	Dwarf_Addr lo, hi;
+	const char *mainfile = NULL;
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	int n;
+
+	if (s->nmods >= SYM_MAX_MODULES)
+		return DWARF_CB_ABORT;
+	struct sym_mod *sm = &s->mods[s->nmods];
+	memset(sm, 0, sizeof(*sm));
+	/* Opening the ELF fills in the main file name and the build id. */
+	GElf_Addr bias;
+	dwfl_module_getelf(m, &bias);
+	dwfl_module_info(m, NULL, &lo, &hi, NULL, NULL, &mainfile, NULL);
+	sm->m = m;
+	sm->pub.start = lo;
+	sm->pub.limit = hi;
+	sm->pub.file = mainfile ? mainfile : (name ? name : "");
+	n = dwfl_module_build_id(m, &bits, &vaddr);
+	if (n > 0 && n <= 64) {
+		for (int i = 0; i < n; i++)
+			snprintf(sm->build_id + 2 * i, 3, "%02x", bits[i]);
+		sm->pub.build_id = sm->build_id;
+	}
+	s->nmods++;
+	return DWARF_CB_OK;
+}
+
+int sym_open(int pid, struct sym_ctx **out)
+{
+	struct sym_ctx *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->mods = calloc(SYM_MAX_MODULES, sizeof(*s->mods));
+	if (!s->mods)
+		goto nomem;
+	s->dwfl = dwfl_begin(&sym_callbacks);
+	if (!s->dwfl)
+		goto nomem;
+	/* A failed report leaves an empty Dwfl: lookups fall back to dladdr. */
+	if (dwfl_linux_proc_report(s->dwfl, pid) == 0) {
+		dwfl_report_end(s->dwfl, NULL, NULL);
+		dwfl_getmodules(s->dwfl, sym_collect, s, 0);
+	}
+	*out = s;
+	return 0;
+nomem:
+	sym_close(s);
+	return -ENOMEM;
+}
+
+void sym_close(struct sym_ctx *s)
+{
+	if (!s)
+		return;
+	if (s->dwfl)
+		dwfl_end(s->dwfl);
+	free(s->mods);
+	free(s);
+}
+
+static int sym_module_index(struct sym_ctx *s, Dwfl_Module *m)
+{
+	for (int i = 0; i < s->nmods; i++)
+		if (s->mods[i].m == m)
+			return i;
+	return -1;
+}
+
+int sym_lookup(struct sym_ctx *s, uint64_t pc, struct sym_frame *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->module = -1;
+	if (!s)
+		return -EINVAL;
+	Dwfl_Module *m = s->dwfl ? dwfl_addrmodule(s->dwfl, pc) : NULL;
+	if (m) {
+		GElf_Off off;
+		GElf_Sym sym;
+		out->module = sym_module_index(s, m);
+		out->function = dwfl_module_addrinfo(m, pc, &off, &sym, NULL, NULL, NULL);
+		Dwfl_Line *l = dwfl_module_getsrc(m, pc);
+		if (l) {
+			int line = 0;
+			const char *f = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
+			if (f) {
+				out->file = f;
+				out->line = line;
+			}
+		}
+	}
+	if (!out->function) {
+		Dl_info di;
+		if (dladdr((void *)(uintptr_t)pc, &di) && di.dli_sname)
+			out->function = di.dli_sname;
+	}
+	return 0;
+}
+
+int sym_module_count(struct sym_ctx *s)
+{
+	return s ? s->nmods : 0;
+}
+
+int sym_module_get(struct sym_ctx *s, int idx, struct sym_module *out)
+{
+	if (!s || idx < 0 || idx >= s->nmods)
+		return -EINVAL;
+	*out = s->mods[idx].pub;
+	return 0;
+}

@@ -1,0 +1,33 @@
+/*
+ * Address symbolisation for the agent, after a capture (never in a signal
+ * handler): libdw over the process's own modules (.symtab and DWARF lines,
+ * so static functions of an executable are named), dladdr as the fallback.
+ */
+#ifndef PD_SYMBOLIZE_H
+#define PD_SYMBOLIZE_H
+
+#include <stdint.h>
+
+struct sym_ctx;
+
+struct sym_module {
+	uint64_t start, limit;
+	const char *file;      /* never NULL */
+	const char *build_id;  /* hex, or NULL */
+};
+
+struct sym_frame {
+	const char *function;  /* NULL when unknown */
+	const char *file;      /* source file, or NULL */
+	int line;              /* 0 when unknown */
+	int module;            /* index for sym_module_get, or -1 */
+};
+
+int sym_open(int pid, struct sym_ctx **out);
+void sym_close(struct sym_ctx *s);
+/* Strings stay valid until sym_close. */
+int sym_lookup(struct sym_ctx *s, uint64_t pc, struct sym_frame *out);
+int sym_module_count(struct sym_ctx *s);
+int sym_module_get(struct sym_ctx *s, int idx, struct sym_module *out);
+
+#endif

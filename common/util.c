@@ -1,0 +1,114 @@
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t util_now_ns(int clock_id)
+{
+	struct timespec ts;
+	clock_gettime(clock_id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t util_mono_ms(void)
+{
+	return util_now_ns(CLOCK_MONOTONIC) / 1000000ull;
+}
+
+size_t util_strlcpy(char *dst, const char *src, size_t size)
+{
+	size_t n = strlen(src);
+	if (size) {
+		size_t c = n < size - 1 ? n : size - 1;
+		memcpy(dst, src, c);
+		dst[c] = '\0';
+	}
+	return n;
+}
+
+int util_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int util_proc_start_time(int pid, uint64_t *start)
+{
+	char path[64], buf[1024];
+	int fd, r;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	r = n < 0 ? -errno : 0;
+	close(fd);
+	if (r)
+		return r;
+	buf[n] = '\0';
+	/* comm may hold spaces and parens: fields restart after the last ')'. */
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return -EINVAL;
+	p++;
+	/* After ')' comes field 3 (state); start time is field 22. */
+	unsigned long long v = 0;
+	int field = 2;
+	char *save = NULL;
+	for (char *tok = strtok_r(p, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+		if (++field == 22) {
+			if (sscanf(tok, "%llu", &v) != 1)
+				return -EINVAL;
+			*start = v;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+int util_mkdir_p(const char *path, unsigned mode)
+{
+	char tmp[4096];
+	if (util_strlcpy(tmp, path, sizeof(tmp)) >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int util_fmt(char *out, size_t n, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vsnprintf(out, n, fmt, ap);
+	va_end(ap);
+	if (r < 0)
+		return -EINVAL;
+	return (size_t)r >= n ? -ENAMETOOLONG : 0;
+}

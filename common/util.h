@@ -1,0 +1,25 @@
+/* Small helpers shared by the daemon, the client library and the tools. */
+#ifndef PD_UTIL_H
+#define PD_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+uint64_t util_now_ns(int clock_id);
+/* Monotonic milliseconds, for timeouts. */
+uint64_t util_mono_ms(void);
+/* strlcpy semantics; returns strlen(src). */
+size_t util_strlcpy(char *dst, const char *src, size_t size);
+/* write() all of buf, retrying on EINTR. 0 or -errno. */
+int util_write_all(int fd, const void *buf, size_t len);
+/* Read /proc/<pid>/stat field 22 (start time in clock ticks). 0 or -errno. */
+int util_proc_start_time(int pid, uint64_t *start);
+/* mkdir -p with mode for the last component. 0 or -errno. */
+int util_mkdir_p(const char *path, unsigned mode);
+/*
+ * snprintf that reports truncation: 0, or -ENAMETOOLONG when the output was
+ * cut (it is still NUL-terminated). Use it for paths and log messages.
+ */
+int util_fmt(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,143 @@
+/*
+ * rl: the rate limiter (DESIGN.md §5, docs/RATELIMIT.md).
+ *
+ * Every capture has a cost (per capture type, app request or system
+ * trigger). Three sliding windows (1 h, 24 h, 7 d by default) each have a
+ * system-wide cap and a per-app cap. A capture is admitted only if every
+ * window has room for its cost, for the system and for the app; it is then
+ * recorded once and counts in a window of length W while now - t < W.
+ * Per (app, trigger) cooldowns are kept beside the windows.
+ *
+ * State is a SQLite file of its own, held with an exclusive lock: one rl
+ * handle per file, and the handle is not usable across fork(). A handle is
+ * used from one thread at a time.
+ *
+ * Apps are opaque strings built by the daemon ("uid:1000",
+ * "uid:1000/com.example"), at most RL_APP_MAX - 1 bytes.
+ *
+ * Time: every now_ms is CLOCK_REALTIME in milliseconds, from the caller, so
+ * windows survive reboots. A clock that steps back makes entries "in the
+ * future" count in every window (it fails closed), never the other way.
+ *
+ * Return values. PROF_E_RATE_LIMIT_SYSTEM (1) and _PROCESS (2) collide
+ * with EPERM and ENOENT, so the two admission calls return only PROF_E_*
+ * codes, and the rest only errno codes:
+ *   rl_admit, rl_trigger_check: 0 or a negative PROF_E_* (a refusal);
+ *   every other int function:   0 or a negative errno.
+ */
+#ifndef PD_RL_H
+#define PD_RL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RL_NWIN 3
+#define RL_TYPE_MAX 4           /* capture types 1..4, enum prof_type */
+#define RL_TRIGGER_MAX 8        /* trigger types 1..8, enum prof_trigger_type */
+#define RL_APP_MAX 256          /* app key size, NUL included */
+#define RL_MAX_APPS 4096        /* distinct apps held in memory */
+#define RL_MAX_ENTRIES (1u << 20) /* cost entries held in memory */
+/* Cooldown records are kept this long, so longer periods act as 30 d. */
+#define RL_TRIGGER_KEEP_MS (30LL * 24 * 3600 * 1000)
+#define RL_SCHEMA_VERSION 1
+
+struct rl_window_cfg {
+	int64_t length_ms;      /* > 0 */
+	uint32_t system_cap;    /* cost units */
+	uint32_t app_cap;
+};
+
+struct rl_config {
+	/* Checked in this order; the first that fails picks the error. */
+	struct rl_window_cfg win[RL_NWIN];
+	/* Indexed by enum prof_type; [0] is unused. A cost of 0 is free
+	 * and not recorded. */
+	uint32_t app_cost[RL_TYPE_MAX + 1];
+	uint32_t system_cost[RL_TYPE_MAX + 1];
+	/* One app exempt from cost limits (not from cooldowns), "" for
+	 * none. Its captures are neither checked nor recorded. */
+	char exempt_app[RL_APP_MAX];
+	/* synchronous=FULL: also durable against power loss, at one fsync
+	 * per admission. Off: WAL with synchronous=NORMAL, durable against
+	 * a crash or kill -9 of the daemon. */
+	bool sync_full;
+};
+
+struct rl_usage {
+	int64_t length_ms;
+	uint64_t system_used;
+	uint32_t system_cap;
+	uint64_t app_used;
+	uint32_t app_cap;
+};
+
+struct rl;
+
+/* 1 h 20/10, 24 h 50/20, 7 d 150/30; cost 10 (app) and 5 (system). */
+void rl_config_defaults(struct rl_config *cfg);
+
+/*
+ * Open or create the store at path and load the entries still inside the
+ * longest window. cfg NULL means the defaults; it is copied.
+ * Returns -EINVAL (bad arguments or config) or -ENOMEM, with *out NULL.
+ * A store that cannot be opened, read, locked, or is corrupt or of a future
+ * schema version still gives 0 and a handle, in the failed state: see
+ * rl_failed(). The failure is logged with the file and the repair.
+ */
+int rl_open(const char *path, const struct rl_config *cfg, int64_t now_ms,
+	    struct rl **out);
+void rl_close(struct rl *rl);
+
+/* True if the handle fails closed (also for NULL). *why, if given, gets
+ * the reason, valid until rl_close(); "" when not failed. */
+bool rl_failed(const struct rl *rl, const char **why);
+
+/* The exempt app's key, or NULL when no app is exempt (so the daemon can
+ * warn at start-up). */
+const char *rl_exempt_app(const struct rl *rl);
+
+/*
+ * Admit a capture of type (1..RL_TYPE_MAX) for app, recording it. On 0 the
+ * entry is already committed to the store. Refusals:
+ *   -PROF_E_RATE_LIMIT_SYSTEM   a system cap is hit first; also in the
+ *                               failed state, when the store cannot be
+ *                               written, or at RL_MAX_APPS / RL_MAX_ENTRIES
+ *   -PROF_E_RATE_LIMIT_PROCESS  the app's cap is hit first
+ *   -PROF_E_INVALID_REQUEST     NULL/oversized app or bad type
+ */
+int rl_admit(struct rl *rl, const char *app, int type, bool system_triggered,
+	     int64_t now_ms);
+
+/*
+ * Cooldown check for (app, trigger 1..RL_TRIGGER_MAX): refused while
+ * now_ms - last_fire < period_s * 1000. Records nothing. Returns 0,
+ * -PROF_E_TRIGGER_COOLDOWN, -PROF_E_RATE_LIMIT_SYSTEM (failed state) or
+ * -PROF_E_INVALID_REQUEST.
+ */
+int rl_trigger_check(struct rl *rl, const char *app, int trigger,
+		     uint32_t period_s, int64_t now_ms);
+
+/* Record an admitted trigger fire, committed before return. 0, -EINVAL,
+ * -EIO (failed state or write error), -ENOSPC (RL_MAX_APPS reached). */
+int rl_trigger_record(struct rl *rl, const char *app, int trigger,
+		      int64_t now_ms);
+
+/* Usage for a status command, per window in config order. app may be NULL
+ * (app_used 0). -EINVAL, or -EIO in the failed state (out zeroed). */
+int rl_usage(struct rl *rl, const char *app, int64_t now_ms,
+	     struct rl_usage out[RL_NWIN]);
+
+/* Delete entries outside every window and cooldown records older than
+ * RL_TRIGGER_KEEP_MS; free idle apps. rl_admit prunes the file itself
+ * about once an hour. 0, -EINVAL, or -EIO. */
+int rl_prune(struct rl *rl, int64_t now_ms);
+
+/*
+ * Repair (profilingd --reset-ratelimit): move path aside to
+ * "<path>.broken-<unix seconds of now_ms>", remove <path>-wal and
+ * <path>-shm, and create a fresh, empty store. -EBUSY if another process
+ * holds the store open; other -errno on failure.
+ */
+int rl_reset(const char *path, int64_t now_ms);
+
+#endif

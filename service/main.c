@@ -1,0 +1,149 @@
+/* profilingd: the on-device profiling trigger service. */
+#include <errno.h>
+#include <event2/event.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "svc.h"
+#include "util.h"
+
+#define DEFAULT_CONFIG "/etc/profilingd/profilingd.conf"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: profilingd [options]\n"
+		"On-device profiling trigger service: apps (libprofiling) request captures\n"
+		"of themselves; profilingd asks their runtime for them, stores and delivers\n"
+		"the results.\n\n"
+		"  -c, --config FILE         config file (default " DEFAULT_CONFIG ";\n"
+		"                            a missing default file means built-in defaults)\n"
+		"  -S, --state-dir DIR       state directory (database, results)\n"
+		"      --client-socket PATH  app socket (overrides the config)\n"
+		"      --runtime-socket PATH runtime agent socket (overrides the config)\n"
+		"  -f, --foreground          log readable lines to stderr (the daemon never forks;\n"
+		"                            under systemd it logs with journald priority prefixes)\n"
+		"  -d, --debug               log at debug level\n"
+		"  -h, --help                this text\n"
+		"  -V, --version             print the version\n\n"
+		"Signals: SIGTERM and SIGINT stop it cleanly. See profilingd(8).\n");
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct event_base *base = arg;
+	LOG_N("signal %d: shutting down", (int)sig);
+	event_base_loopexit(base, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	enum { OPT_CLIENT = 256, OPT_RUNTIME };
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "state-dir", required_argument, NULL, 'S' },
+		{ "client-socket", required_argument, NULL, OPT_CLIENT },
+		{ "runtime-socket", required_argument, NULL, OPT_RUNTIME },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "debug", no_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 }
+	};
+	const char *config = NULL, *state = NULL, *csock = NULL, *rsock = NULL;
+	int debug = 0, foreground = 0, c, r, line = 0, rc = 1;
+	struct svc_config cfg;
+	struct event_base *base = NULL;
+	struct event *ev_term = NULL, *ev_int = NULL;
+	char dbpath[SVC_PATH_MAX + 32];
+
+	while ((c = getopt_long(argc, argv, "c:S:fdhV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c': config = optarg; break;
+		case 'S': state = optarg; break;
+		case OPT_CLIENT: csock = optarg; break;
+		case OPT_RUNTIME: rsock = optarg; break;
+		case 'f': foreground = 1; break;
+		case 'd': debug = 1; break;
+		case 'h': usage(stdout); return 0;
+		case 'V': printf("profilingd %s\n", PROFILINGD_VERSION); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "profilingd: unexpected argument '%s' (see --help)\n", argv[optind]);
+		return 2;
+	}
+
+	enum log_sink sink = foreground ? LOG_SINK_STDERR : log_sink_auto();
+	log_init(sink, debug ? LOG_DEBUG : LOG_INFO, "profilingd");
+	svc_config_defaults(&cfg);
+	if (config || access(DEFAULT_CONFIG, F_OK) == 0) {
+		const char *path = config ? config : DEFAULT_CONFIG;
+		if ((r = svc_config_load(&cfg, path, &line)) < 0) {
+			if (line > 0)
+				fprintf(stderr, "profilingd: %s:%d: invalid config line\n", path, line);
+			else
+				fprintf(stderr, "profilingd: cannot read %s: %s\n", path, strerror(-r));
+			return 1;
+		}
+	}
+	if (state && util_strlcpy(cfg.state_dir, state, sizeof(cfg.state_dir)) >= sizeof(cfg.state_dir))
+		goto toolong;
+	if (csock && util_strlcpy(cfg.client_socket, csock, sizeof(cfg.client_socket)) >= sizeof(cfg.client_socket))
+		goto toolong;
+	if (rsock && util_strlcpy(cfg.runtime_socket, rsock, sizeof(cfg.runtime_socket)) >= sizeof(cfg.runtime_socket))
+		goto toolong;
+	if (svc_config_finish(&cfg) < 0)
+		return 1;
+	log_init(sink, debug ? LOG_DEBUG : cfg.log_level, "profilingd");
+
+	signal(SIGPIPE, SIG_IGN);
+	if ((r = util_mkdir_p(cfg.state_dir, 0755)) < 0) {
+		LOG_E("cannot create state dir %s: %s", cfg.state_dir, strerror(-r));
+		return 1;
+	}
+	base = event_base_new();
+	if (!base) {
+		LOG_E("cannot create the event loop");
+		return 1;
+	}
+	snprintf(dbpath, sizeof(dbpath), "%s/profilingd.db", cfg.state_dir);
+	if (svc_db_init(dbpath) < 0)
+		goto out;
+	if ((r = svc_db_recover()) > 0)
+		LOG_N("%d capture(s) were cut short by the previous run and are marked failed", r);
+	if (svc_session_init(base, &cfg) < 0 || svc_conn_init(base, &cfg) < 0)
+		goto out;
+	ev_term = evsignal_new(base, SIGTERM, on_signal, base);
+	ev_int = evsignal_new(base, SIGINT, on_signal, base);
+	if (!ev_term || !ev_int || evsignal_add(ev_term, NULL) < 0 || evsignal_add(ev_int, NULL) < 0) {
+		LOG_E("cannot install signal handlers");
+		goto out;
+	}
+	LOG_N("profilingd %s ready (state %s)", PROFILINGD_VERSION, cfg.state_dir);
+	if (event_base_dispatch(base) < 0)
+		LOG_E("event loop failed");
+	else
+		rc = 0;
+out:
+	svc_session_fini();
+	svc_conn_fini();
+	svc_db_fini();
+	if (ev_term)
+		event_free(ev_term);
+	if (ev_int)
+		event_free(ev_int);
+	event_base_free(base);
+	if (rc == 0)
+		LOG_N("stopped");
+	return rc;
+toolong:
+	fprintf(stderr, "profilingd: path too long\n");
+	return 2;
+}

@@ -1,0 +1,129 @@
+/*
+ * profilingd's service modules (svc_*). Each has an _init/_fini pair where it
+ * holds state; main.c starts them in dependency order:
+ *   config -> db -> session -> conn (listeners) -> event loop.
+ */
+#ifndef PD_SVC_H
+#define PD_SVC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/un.h>
+
+#include "profilingd.pb-c.h"
+
+struct event_base;
+
+#define SVC_PATH_MAX 4096
+#define SVC_SUN_MAX  sizeof(((struct sockaddr_un *)0)->sun_path)
+
+/* Request parameter ranges (profiling.h documents them for apps). */
+#define SVC_DURATION_MIN_MS 100
+#define SVC_DURATION_MAX_MS 120000
+#define SVC_HZ_MIN 1
+#define SVC_HZ_MAX 1000
+
+/* ---------------------------------------------------------- svc_config.c */
+
+struct svc_config {
+	char state_dir[SVC_PATH_MAX];
+	char client_socket[SVC_SUN_MAX];
+	char runtime_socket[SVC_SUN_MAX];
+	int log_level;
+	uint32_t max_clients;          /* all client.sock connections */
+	uint32_t max_clients_per_uid;
+	uint32_t max_runtimes;         /* runtime.sock connections */
+	uint32_t max_queued_msgs;      /* per peer; a peer that lets more pile up is closed */
+	uint32_t max_sessions;         /* concurrent captures, system-wide */
+	uint32_t default_duration_ms;
+	uint32_t default_frequency_hz;
+	uint32_t deadline_grace_ms;    /* runtime deadline = duration + grace */
+	uint32_t runtime_wait_ms;      /* how long a request waits for a runtime hello */
+	uint64_t max_result_bytes;     /* a bigger artifact fails with POST_PROCESSING */
+};
+
+void svc_config_defaults(struct svc_config *cfg);
+/* Parse an INI file over the current values. 0, or -errno with *line set. */
+int svc_config_load(struct svc_config *cfg, const char *path, int *line);
+/* Resolve paths relative to the state dir; check ranges. 0 or -EINVAL. */
+int svc_config_finish(struct svc_config *cfg);
+
+/* -------------------------------------------------------------- svc_db.c */
+
+#define SVC_DB_SCHEMA_VERSION 1
+
+int svc_db_init(const char *path);
+void svc_db_fini(void);
+/* Sessions left "active" by a previous run are marked failed. Returns how many. */
+int svc_db_recover(void);
+int svc_db_session_new(uid_t uid, pid_t pid, uint32_t type, const char *tag,
+		       uint64_t now_ns, uint64_t *id);
+int svc_db_session_end(uint64_t id, const char *state, int error,
+		       const char *message, uint64_t now_ns);
+int svc_db_result_add(uint64_t session_id, uid_t uid, uint32_t type, uint32_t trigger,
+		      const char *path, uint64_t size, const char *format,
+		      uint64_t start_ns, uint64_t end_ns, uint64_t *result_id);
+int svc_db_result_delivered(uint64_t result_id);
+
+/* ----------------------------------------------------------- svc_proto.c */
+
+/*
+ * Decode and validate one packet (size cap already enforced). On failure
+ * returns NULL and *why names the reason for the log. Unknown fields are
+ * ignored; required ones, string lengths and repeated counts are checked.
+ */
+Pd__ClientMsg *svc_decode_client(const uint8_t *buf, size_t len, const char **why);
+Pd__RuntimeMsg *svc_decode_runtime(const uint8_t *buf, size_t len, const char **why);
+
+/* ------------------------------------------------------------ svc_conn.c */
+
+enum svc_role { SVC_ROLE_CLIENT, SVC_ROLE_RUNTIME };
+
+struct svc_conn;
+
+int svc_conn_init(struct event_base *base, const struct svc_config *cfg);
+void svc_conn_fini(void);
+/* Queue a message (and optionally an fd, which is dup'd) to the peer. */
+int svc_conn_send(struct svc_conn *c, const ProtobufCMessage *m, int fd);
+/* Close the peer after the current handler returns. */
+void svc_conn_drop(struct svc_conn *c, const char *why);
+uint64_t svc_conn_id(const struct svc_conn *c);
+struct svc_conn *svc_conn_by_id(uint64_t id);
+uid_t svc_conn_uid(const struct svc_conn *c);
+gid_t svc_conn_gid(const struct svc_conn *c);
+pid_t svc_conn_pid(const struct svc_conn *c);
+void svc_conn_set_listener(struct svc_conn *c, bool on);
+/* A connected client of uid with a result listener, or NULL. */
+struct svc_conn *svc_conn_listener_for(uid_t uid);
+/* Runtime bookkeeping: the hello'd runtime of pid, or NULL. */
+struct svc_conn *svc_conn_runtime_for(pid_t pid);
+void svc_conn_set_runtime(struct svc_conn *c, uint32_t caps);
+uint32_t svc_conn_runtime_caps(const struct svc_conn *c);
+
+/* --------------------------------------------------------- svc_session.c */
+
+/* Capability bits a runtime announces in its hello. */
+#define SVC_CAP_HEAP_DUMP      (1u << 0)
+#define SVC_CAP_HEAP_PROFILE   (1u << 1)
+#define SVC_CAP_STACK_SAMPLING (1u << 2)
+#define SVC_CAP_TRACE_RING     (1u << 3)
+
+int svc_session_init(struct event_base *base, const struct svc_config *cfg);
+void svc_session_fini(void);
+/*
+ * An app's request. Returns 0 and the new id, or a positive PROF_E_* with
+ * *why for the synchronous refusal.
+ */
+int svc_session_request(struct svc_conn *client, const Pd__Request *rq,
+			uint64_t *id, const char **why);
+int svc_session_cancel(struct svc_conn *client, uint64_t id);
+/* A runtime said hello: start what waits for it. */
+void svc_session_runtime_up(struct svc_conn *rt);
+/* A runtime connection is closing: fail what it was capturing. */
+void svc_session_runtime_down(struct svc_conn *rt);
+/* CaptureDone from a runtime. A negative return closes the runtime. */
+int svc_session_capture_done(struct svc_conn *rt, const Pd__CaptureDone *d);
+unsigned svc_session_active(void);
+
+#endif

@@ -1,0 +1,150 @@
+/* INI config (libinih). Every key is documented in policy/profilingd.conf. */
+#include "svc.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "util.h"
+
+enum key_kind { K_STR_PATH, K_STR_SUN, K_U32, K_U64, K_LEVEL };
+
+struct key {
+	const char *section, *name;
+	enum key_kind kind;
+	size_t off;
+	uint64_t min, max;
+};
+
+#define OFF(f) offsetof(struct svc_config, f)
+
+/* The table is the schema: parse, range checks and docs follow it. */
+static const struct key keys[] = {
+	{ "daemon", "state_dir", K_STR_PATH, OFF(state_dir), 0, 0 },
+	{ "daemon", "client_socket", K_STR_SUN, OFF(client_socket), 0, 0 },
+	{ "daemon", "runtime_socket", K_STR_SUN, OFF(runtime_socket), 0, 0 },
+	{ "daemon", "log_level", K_LEVEL, OFF(log_level), 0, 0 },
+	{ "limits", "max_clients", K_U32, OFF(max_clients), 1, 65536 },
+	{ "limits", "max_clients_per_uid", K_U32, OFF(max_clients_per_uid), 1, 65536 },
+	{ "limits", "max_runtimes", K_U32, OFF(max_runtimes), 1, 65536 },
+	{ "limits", "max_queued_msgs", K_U32, OFF(max_queued_msgs), 4, 4096 },
+	{ "limits", "max_sessions", K_U32, OFF(max_sessions), 1, 4096 },
+	{ "limits", "max_result_bytes", K_U64, OFF(max_result_bytes), 4096, 1ull << 40 },
+	{ "capture", "default_duration_ms", K_U32, OFF(default_duration_ms),
+	  SVC_DURATION_MIN_MS, SVC_DURATION_MAX_MS },
+	{ "capture", "default_frequency_hz", K_U32, OFF(default_frequency_hz), SVC_HZ_MIN, SVC_HZ_MAX },
+	{ "capture", "deadline_grace_ms", K_U32, OFF(deadline_grace_ms), 100, 600000 },
+	{ "capture", "runtime_wait_ms", K_U32, OFF(runtime_wait_ms), 0, 60000 },
+};
+
+void svc_config_defaults(struct svc_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	util_strlcpy(c->state_dir, "/var/lib/profilingd", sizeof(c->state_dir));
+	util_strlcpy(c->client_socket, "/run/profilingd/client.sock", sizeof(c->client_socket));
+	util_strlcpy(c->runtime_socket, "/run/profilingd/runtime.sock", sizeof(c->runtime_socket));
+	c->log_level = LOG_INFO;
+	c->max_clients = 1024;
+	c->max_clients_per_uid = 64;
+	c->max_runtimes = 1024;
+	c->max_queued_msgs = 64;
+	c->max_sessions = 16;
+	c->max_result_bytes = 256ull << 20;
+	c->default_duration_ms = 10000;
+	c->default_frequency_hz = 100;
+	c->deadline_grace_ms = 5000;
+	c->runtime_wait_ms = 2000;
+}
+
+struct parse_ctx {
+	struct svc_config *cfg;
+	int err;
+};
+
+static int set_key(struct svc_config *cfg, const struct key *k, const char *v)
+{
+	char *p = (char *)cfg + k->off;
+	char *end;
+	unsigned long long n;
+
+	switch (k->kind) {
+	case K_STR_PATH:
+		return util_strlcpy(p, v, SVC_PATH_MAX) >= SVC_PATH_MAX ? -ENAMETOOLONG : 0;
+	case K_STR_SUN:
+		return util_strlcpy(p, v, SVC_SUN_MAX) >= SVC_SUN_MAX ? -ENAMETOOLONG : 0;
+	case K_LEVEL: {
+		int l = log_level_parse(v);
+		if (l < 0)
+			return -EINVAL;
+		*(int *)p = l;
+		return 0;
+	}
+	case K_U32:
+	case K_U64:
+		errno = 0;
+		n = strtoull(v, &end, 10);
+		if (errno || end == v || *end || v[0] == '-' || n < k->min || n > k->max)
+			return -ERANGE;
+		if (k->kind == K_U32)
+			*(uint32_t *)p = (uint32_t)n;
+		else
+			*(uint64_t *)p = n;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static int on_kv(void *user, const char *section, const char *name, const char *value)
+{
+	struct parse_ctx *pc = user;
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		if (strcmp(keys[i].section, section) || strcmp(keys[i].name, name))
+			continue;
+		int r = set_key(pc->cfg, &keys[i], value);
+		if (r < 0) {
+			LOG_E("[%s] %s = %s: %s", section, name, value,
+			      r == -ERANGE ? "out of range" : strerror(-r));
+			pc->err = r;
+			return 0;
+		}
+		return 1;
+	}
+	LOG_E("unknown key [%s] %s", section, name);
+	pc->err = -EINVAL;
+	return 0;
+}
+
+int svc_config_load(struct svc_config *cfg, const char *path, int *line)
+{
+	struct parse_ctx pc = { .cfg = cfg };
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	int r = ini_parse_file(f, on_kv, &pc);
+	fclose(f);
+	if (line)
+		*line = r;
+	if (r != 0)
+		return pc.err ? pc.err : -EINVAL;
+	return 0;
+}
+
+int svc_config_finish(struct svc_config *cfg)
+{
+	if (cfg->state_dir[0] != '/') {
+		LOG_E("state_dir must be an absolute path: %s", cfg->state_dir);
+		return -EINVAL;
+	}
+	if (!cfg->client_socket[0] || !cfg->runtime_socket[0] ||
+	    strcmp(cfg->client_socket, cfg->runtime_socket) == 0) {
+		LOG_E("client_socket and runtime_socket must be two different paths");
+		return -EINVAL;
+	}
+	if (cfg->max_clients_per_uid > cfg->max_clients)
+		cfg->max_clients_per_uid = cfg->max_clients;
+	return 0;
+}

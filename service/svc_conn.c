@@ -1,0 +1,594 @@
+/*
+ * Peers on client.sock and runtime.sock: accept with caps, identity from
+ * SO_PEERCRED, one packet = one message, a table-driven dispatcher per role,
+ * and a bounded outgoing queue per peer.
+ *
+ * Caps and what happens at them:
+ *   max_clients / max_clients_per_uid / max_runtimes: the new connection is
+ *     accepted and closed at once (logged, rate-limited to one line per cap).
+ *   max_queued_msgs: a peer that does not read its messages is closed.
+ *   packet size (wire.h): the peer is closed, with one log line.
+ */
+#include "svc.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "profiling/profiling.h"
+#include "util.h"
+#include "wire.h"
+
+struct out_msg {
+	uint8_t *buf;
+	size_t len;
+	int fd;
+};
+
+struct svc_conn {
+	uint64_t id;
+	enum svc_role role;
+	int fd;
+	uid_t uid;
+	gid_t gid;
+	pid_t pid;
+	struct event *ev_read, *ev_write;
+	struct out_msg *q;
+	uint32_t qhead, qlen;
+	bool hello;        /* client: ClientHello seen; runtime: RuntimeHello accepted */
+	bool listener;
+	bool dropping;
+	uint32_t caps;     /* runtime capabilities */
+	struct svc_conn *next;
+};
+
+struct listener {
+	int fd;
+	enum svc_role role;
+	struct event *ev;
+	char path[SVC_SUN_MAX];
+};
+
+static struct event_base *base;
+static const struct svc_config *cfg;
+static struct listener listeners[2];
+static struct svc_conn *conns;
+static uint64_t next_conn_id = 1;
+static uint32_t nclients, nruntimes;
+
+static void conn_free(struct svc_conn *c);
+
+/* ------------------------------------------------------------ lookups */
+
+uint64_t svc_conn_id(const struct svc_conn *c) { return c->id; }
+uid_t svc_conn_uid(const struct svc_conn *c) { return c->uid; }
+gid_t svc_conn_gid(const struct svc_conn *c) { return c->gid; }
+pid_t svc_conn_pid(const struct svc_conn *c) { return c->pid; }
+void svc_conn_set_listener(struct svc_conn *c, bool on) { c->listener = on; }
+uint32_t svc_conn_runtime_caps(const struct svc_conn *c) { return c->caps; }
+
+void svc_conn_set_runtime(struct svc_conn *c, uint32_t caps)
+{
+	c->hello = true;
+	c->caps = caps;
+}
+
+struct svc_conn *svc_conn_by_id(uint64_t id)
+{
+	for (struct svc_conn *c = conns; c; c = c->next)
+		if (c->id == id && !c->dropping)
+			return c;
+	return NULL;
+}
+
+struct svc_conn *svc_conn_listener_for(uid_t uid)
+{
+	for (struct svc_conn *c = conns; c; c = c->next)
+		if (c->role == SVC_ROLE_CLIENT && c->uid == uid && c->listener && !c->dropping)
+			return c;
+	return NULL;
+}
+
+struct svc_conn *svc_conn_runtime_for(pid_t pid)
+{
+	for (struct svc_conn *c = conns; c; c = c->next)
+		if (c->role == SVC_ROLE_RUNTIME && c->hello && c->pid == pid && !c->dropping)
+			return c;
+	return NULL;
+}
+
+/* ------------------------------------------------------------ sending */
+
+static int conn_flush(struct svc_conn *c)
+{
+	while (c->qlen) {
+		struct out_msg *m = &c->q[c->qhead];
+		int r = wire_send(c->fd, m->buf, m->len, m->fd);
+		if (r == -EAGAIN) {
+			event_add(c->ev_write, NULL);
+			return 0;
+		}
+		free(m->buf);
+		if (m->fd >= 0)
+			close(m->fd);
+		m->buf = NULL;
+		m->fd = -1;
+		c->qhead = (c->qhead + 1) % cfg->max_queued_msgs;
+		c->qlen--;
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int svc_conn_send(struct svc_conn *c, const ProtobufCMessage *m, int fd)
+{
+	size_t cap = c->role == SVC_ROLE_CLIENT ? WIRE_CLIENT_MAX_MSG : WIRE_RUNTIME_MAX_MSG;
+	size_t len = protobuf_c_message_get_packed_size(m);
+
+	if (c->dropping)
+		return -EPIPE;
+	if (len > cap)
+		return -EMSGSIZE;
+	if (c->qlen == cfg->max_queued_msgs) {
+		svc_conn_drop(c, "peer does not read: outgoing queue full");
+		return -ENOBUFS;
+	}
+	struct out_msg *o = &c->q[(c->qhead + c->qlen) % cfg->max_queued_msgs];
+	o->buf = malloc(len ? len : 1);
+	if (!o->buf)
+		return -ENOMEM;
+	o->len = protobuf_c_message_pack(m, o->buf);
+	o->fd = -1;
+	if (fd >= 0 && (o->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0) {
+		int r = -errno;
+		free(o->buf);
+		o->buf = NULL;
+		return r;
+	}
+	c->qlen++;
+	int r = conn_flush(c);
+	if (r < 0)
+		svc_conn_drop(c, strerror(-r));
+	return r;
+}
+
+/* ------------------------------------------------------------ closing */
+
+static void conn_unlink(struct svc_conn *c)
+{
+	for (struct svc_conn **pp = &conns; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			return;
+		}
+	}
+}
+
+static void conn_free(struct svc_conn *c)
+{
+	if (!c)
+		return;
+	if (c->role == SVC_ROLE_RUNTIME && c->hello)
+		svc_session_runtime_down(c);
+	conn_unlink(c);
+	if (c->role == SVC_ROLE_CLIENT)
+		nclients--;
+	else
+		nruntimes--;
+	if (c->ev_read)
+		event_free(c->ev_read);
+	if (c->ev_write)
+		event_free(c->ev_write);
+	for (uint32_t i = 0; i < c->qlen; i++) {
+		struct out_msg *m = &c->q[(c->qhead + i) % cfg->max_queued_msgs];
+		free(m->buf);
+		if (m->fd >= 0)
+			close(m->fd);
+	}
+	free(c->q);
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c);
+}
+
+static void conn_reap_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct svc_conn *c = arg;
+	conn_free(c);
+}
+
+void svc_conn_drop(struct svc_conn *c, const char *why)
+{
+	if (c->dropping)
+		return;
+	c->dropping = true;
+	if (why)
+		LOG_N("closing %s peer pid %d uid %u: %s",
+		      c->role == SVC_ROLE_CLIENT ? "client" : "runtime", (int)c->pid,
+		      (unsigned)c->uid, why);
+	/* Free outside the current handler: callers may still hold c. */
+	event_base_once(base, -1, EV_TIMEOUT, conn_reap_cb, c, NULL);
+}
+
+/* --------------------------------------------------- client dispatcher */
+
+typedef int (*client_fn)(struct svc_conn *c, const Pd__ClientMsg *m);
+
+static int client_hello(struct svc_conn *c, const Pd__ClientMsg *m)
+{
+	Pd__DaemonMsg out = PD__DAEMON_MSG__INIT;
+	Pd__Welcome w = PD__WELCOME__INIT;
+
+	if (c->hello)
+		return -EPROTO;
+	c->hello = true;
+	w.version = PROF_API_VERSION;
+	w.runtime_socket = (char *)cfg->runtime_socket;
+	w.uid = (uint32_t)c->uid;
+	w.has_max_message_bytes = 1;
+	w.max_message_bytes = WIRE_CLIENT_MAX_MSG;
+	out.msg_case = PD__DAEMON_MSG__MSG_WELCOME;
+	out.welcome = &w;
+	return svc_conn_send(c, &out.base, -1);
+}
+
+static int client_request(struct svc_conn *c, const Pd__ClientMsg *m)
+{
+	Pd__DaemonMsg out = PD__DAEMON_MSG__INIT;
+	Pd__RequestReply rep = PD__REQUEST_REPLY__INIT;
+	const char *why = NULL;
+	uint64_t id = 0;
+
+	int e = svc_session_request(c, m->request, &id, &why);
+	rep.token = m->request->token;
+	rep.request_id = id;
+	rep.error = (uint32_t)e;
+	rep.message = (char *)why;
+	out.msg_case = PD__DAEMON_MSG__MSG_REPLY;
+	out.reply = &rep;
+	if (e)
+		LOG_I("refused request from pid %d uid %u: %s", (int)c->pid,
+		      (unsigned)c->uid, why ? why : prof_strerror(e));
+	return svc_conn_send(c, &out.base, -1);
+}
+
+static int client_cancel(struct svc_conn *c, const Pd__ClientMsg *m)
+{
+	svc_session_cancel(c, m->cancel->request_id);
+	return 0;
+}
+
+static int client_set_listener(struct svc_conn *c, const Pd__ClientMsg *m)
+{
+	c->listener = !m->set_listener->has_enable || m->set_listener->enable;
+	return 0;
+}
+
+static const struct {
+	Pd__ClientMsg__MsgCase which;
+	bool needs_hello;
+	client_fn fn;
+} client_table[] = {
+	{ PD__CLIENT_MSG__MSG_HELLO, false, client_hello },
+	{ PD__CLIENT_MSG__MSG_REQUEST, true, client_request },
+	{ PD__CLIENT_MSG__MSG_CANCEL, true, client_cancel },
+	{ PD__CLIENT_MSG__MSG_SET_LISTENER, true, client_set_listener },
+};
+
+static int client_dispatch(struct svc_conn *c, const uint8_t *buf, size_t len)
+{
+	const char *why;
+	Pd__ClientMsg *m = svc_decode_client(buf, len, &why);
+	int r = -EPROTO;
+
+	if (!m) {
+		svc_conn_drop(c, why);
+		return -EPROTO;
+	}
+	for (size_t i = 0; i < sizeof(client_table) / sizeof(client_table[0]); i++) {
+		if (client_table[i].which != m->msg_case)
+			continue;
+		if (client_table[i].needs_hello && !c->hello) {
+			why = "message before hello";
+			break;
+		}
+		r = client_table[i].fn(c, m);
+		why = r == -EPROTO ? "protocol violation" : NULL;
+		break;
+	}
+	pd__client_msg__free_unpacked(m, NULL);
+	if (r < 0)
+		svc_conn_drop(c, why);
+	return r;
+}
+
+/* -------------------------------------------------- runtime dispatcher */
+
+static uint32_t parse_caps(const Pd__RuntimeHello *h)
+{
+	static const struct { const char *name; uint32_t bit; } names[] = {
+		{ "heap_dump", SVC_CAP_HEAP_DUMP },
+		{ "heap_profile", SVC_CAP_HEAP_PROFILE },
+		{ "stack_sampling", SVC_CAP_STACK_SAMPLING },
+		{ "trace_ring", SVC_CAP_TRACE_RING },
+	};
+	uint32_t caps = 0;
+	for (size_t i = 0; i < h->n_capabilities; i++)
+		for (size_t j = 0; j < sizeof(names) / sizeof(names[0]); j++)
+			if (strcmp(h->capabilities[i], names[j].name) == 0)
+				caps |= names[j].bit;
+	return caps;
+}
+
+typedef int (*runtime_fn)(struct svc_conn *c, const Pd__RuntimeMsg *m);
+
+static int runtime_hello(struct svc_conn *c, const Pd__RuntimeMsg *m)
+{
+	Pd__DaemonToRuntime out = PD__DAEMON_TO_RUNTIME__INIT;
+	Pd__HelloAck ack = PD__HELLO_ACK__INIT;
+
+	if (c->hello)
+		return -EPROTO;
+	/* The pid is the kernel's word, never the message's. */
+	if ((pid_t)m->hello->pid != c->pid) {
+		LOG_W("runtime hello claims pid %u but the peer is pid %d",
+		      m->hello->pid, (int)c->pid);
+		return -EPERM;
+	}
+	if (svc_conn_runtime_for(c->pid)) {
+		LOG_W("pid %d already has a runtime connection", (int)c->pid);
+		return -EEXIST;
+	}
+	svc_conn_set_runtime(c, parse_caps(m->hello));
+	LOG_I("runtime up: pid %d uid %u kind %s caps 0x%x", (int)c->pid, (unsigned)c->uid,
+	      m->hello->runtime, c->caps);
+	ack.version = PROF_API_VERSION;
+	out.msg_case = PD__DAEMON_TO_RUNTIME__MSG_HELLO_ACK;
+	out.hello_ack = &ack;
+	int r = svc_conn_send(c, &out.base, -1);
+	if (r == 0)
+		svc_session_runtime_up(c);
+	return r;
+}
+
+static int runtime_done(struct svc_conn *c, const Pd__RuntimeMsg *m)
+{
+	return svc_session_capture_done(c, m->done);
+}
+
+static const struct {
+	Pd__RuntimeMsg__MsgCase which;
+	bool needs_hello;
+	runtime_fn fn;
+} runtime_table[] = {
+	{ PD__RUNTIME_MSG__MSG_HELLO, false, runtime_hello },
+	{ PD__RUNTIME_MSG__MSG_DONE, true, runtime_done },
+};
+
+static int runtime_dispatch(struct svc_conn *c, const uint8_t *buf, size_t len)
+{
+	const char *why;
+	Pd__RuntimeMsg *m = svc_decode_runtime(buf, len, &why);
+	int r = -EPROTO;
+
+	if (!m) {
+		svc_conn_drop(c, why);
+		return -EPROTO;
+	}
+	for (size_t i = 0; i < sizeof(runtime_table) / sizeof(runtime_table[0]); i++) {
+		if (runtime_table[i].which != m->msg_case)
+			continue;
+		if (runtime_table[i].needs_hello && !c->hello) {
+			why = "message before hello";
+			break;
+		}
+		r = runtime_table[i].fn(c, m);
+		why = r < 0 ? strerror(-r) : NULL;
+		break;
+	}
+	pd__runtime_msg__free_unpacked(m, NULL);
+	if (r < 0)
+		svc_conn_drop(c, why);
+	return r;
+}
+
+/* ------------------------------------------------------------ events */
+
+static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct svc_conn *c = arg;
+	uint8_t buf[WIRE_CLIENT_MAX_MSG > WIRE_RUNTIME_MAX_MSG ? WIRE_CLIENT_MAX_MSG
+							      : WIRE_RUNTIME_MAX_MSG];
+	size_t cap = c->role == SVC_ROLE_CLIENT ? WIRE_CLIENT_MAX_MSG : WIRE_RUNTIME_MAX_MSG;
+
+	/* A bounded batch per wakeup keeps one chatty peer from starving others. */
+	for (int i = 0; i < 16 && !c->dropping; i++) {
+		ssize_t n = wire_recv(c->fd, buf, cap, NULL);
+		if (n == -EAGAIN)
+			return;
+		if (n == 0) {
+			LOG_D("%s pid %d disconnected",
+			      c->role == SVC_ROLE_CLIENT ? "client" : "runtime", (int)c->pid);
+			svc_conn_drop(c, NULL);
+			return;
+		}
+		if (n < 0) {
+			svc_conn_drop(c, n == -EMSGSIZE ? "message over the size cap"
+				      : n == -EPROTO ? "unexpected fds or truncated control data"
+				      : strerror((int)-n));
+			return;
+		}
+		if (c->role == SVC_ROLE_CLIENT)
+			client_dispatch(c, buf, (size_t)n);
+		else
+			runtime_dispatch(c, buf, (size_t)n);
+	}
+}
+
+static void conn_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct svc_conn *c = arg;
+	int r = conn_flush(c);
+	if (r < 0)
+		svc_conn_drop(c, strerror(-r));
+}
+
+static uint32_t count_uid(uid_t uid)
+{
+	uint32_t n = 0;
+	for (struct svc_conn *c = conns; c; c = c->next)
+		if (c->role == SVC_ROLE_CLIENT && c->uid == uid && !c->dropping)
+			n++;
+	return n;
+}
+
+static void accept_cb(evutil_socket_t lfd, short what, void *arg)
+{
+	struct listener *l = arg;
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	const char *refuse = NULL;
+
+	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			LOG_W("accept on %s: %s", l->path, strerror(errno));
+		return;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
+		LOG_W("SO_PEERCRED: %s", strerror(errno));
+		close(fd);
+		return;
+	}
+	if (l->role == SVC_ROLE_CLIENT) {
+		if (nclients >= cfg->max_clients)
+			refuse = "max_clients reached";
+		else if (count_uid(cred.uid) >= cfg->max_clients_per_uid)
+			refuse = "max_clients_per_uid reached";
+	} else if (nruntimes >= cfg->max_runtimes) {
+		refuse = "max_runtimes reached";
+	}
+	if (refuse) {
+		LOG_W("refusing pid %d uid %u on %s: %s", (int)cred.pid, (unsigned)cred.uid,
+		      l->path, refuse);
+		close(fd);
+		return;
+	}
+	struct svc_conn *c = calloc(1, sizeof(*c));
+	if (!c)
+		goto fail;
+	c->q = calloc(cfg->max_queued_msgs, sizeof(*c->q));
+	c->fd = fd;
+	c->id = next_conn_id++;
+	c->role = l->role;
+	c->uid = cred.uid;
+	c->gid = cred.gid;
+	c->pid = cred.pid;
+	c->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, conn_read_cb, c);
+	c->ev_write = event_new(base, fd, EV_WRITE, conn_write_cb, c);
+	if (!c->q || !c->ev_read || !c->ev_write)
+		goto fail_conn;
+	c->next = conns;
+	conns = c;
+	if (c->role == SVC_ROLE_CLIENT)
+		nclients++;
+	else
+		nruntimes++;
+	event_add(c->ev_read, NULL);
+	LOG_D("%s connected: pid %d uid %u", l->role == SVC_ROLE_CLIENT ? "client" : "runtime",
+	      (int)c->pid, (unsigned)c->uid);
+	return;
+fail_conn:
+	if (c->ev_read)
+		event_free(c->ev_read);
+	if (c->ev_write)
+		event_free(c->ev_write);
+	free(c->q);
+	free(c);
+fail:
+	LOG_E("out of memory accepting a connection");
+	close(fd);
+}
+
+static int listen_on(struct listener *l, const char *path, enum svc_role role)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	char dir[SVC_SUN_MAX];
+	int r;
+
+	l->fd = -1;
+	l->role = role;
+	util_strlcpy(l->path, path, sizeof(l->path));
+	util_strlcpy(sa.sun_path, path, sizeof(sa.sun_path));
+	util_strlcpy(dir, path, sizeof(dir));
+	char *slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		if ((r = util_mkdir_p(dir, 0755)) < 0) {
+			LOG_E("cannot create %s: %s", dir, strerror(-r));
+			return r;
+		}
+	}
+	/* Replace a stale socket from a previous run, never another file. */
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			LOG_E("%s exists and is not a socket", path);
+			return -EEXIST;
+		}
+		unlink(path);
+	}
+	l->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (l->fd < 0)
+		return -errno;
+	if (bind(l->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l->fd, 128) < 0) {
+		r = -errno;
+		LOG_E("cannot listen on %s: %s", path, strerror(errno));
+		close(l->fd);
+		l->fd = -1;
+		return r;
+	}
+	/* Any local process may connect; authorisation is by peer uid. */
+	chmod(path, 0666);
+	l->ev = event_new(base, l->fd, EV_READ | EV_PERSIST, accept_cb, l);
+	if (!l->ev)
+		return -ENOMEM;
+	event_add(l->ev, NULL);
+	LOG_I("listening on %s", path);
+	return 0;
+}
+
+int svc_conn_init(struct event_base *b, const struct svc_config *c)
+{
+	int r;
+	base = b;
+	cfg = c;
+	listeners[0].fd = listeners[1].fd = -1;
+	if ((r = listen_on(&listeners[0], cfg->client_socket, SVC_ROLE_CLIENT)) < 0)
+		return r;
+	return listen_on(&listeners[1], cfg->runtime_socket, SVC_ROLE_RUNTIME);
+}
+
+void svc_conn_fini(void)
+{
+	for (int i = 0; i < 2; i++) {
+		if (listeners[i].ev)
+			event_free(listeners[i].ev);
+		if (listeners[i].fd >= 0) {
+			close(listeners[i].fd);
+			unlink(listeners[i].path);
+		}
+		listeners[i].ev = NULL;
+		listeners[i].fd = -1;
+	}
+	while (conns)
+		conn_free(conns);
+}

@@ -1,0 +1,200 @@
+/*
+ * The daemon's state database (<state>/profilingd.db): sessions and
+ * results. WAL mode; PRAGMA user_version is the schema version and
+ * migrations[] brings an older file up to date. A file from a newer
+ * profilingd is refused rather than guessed at.
+ */
+#include "svc.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+
+static sqlite3 *db;
+
+/* migrations[i] takes the schema from version i to i + 1. */
+static const char *const migrations[] = {
+	"CREATE TABLE sessions ("
+	" id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" uid INTEGER NOT NULL, pid INTEGER NOT NULL, type INTEGER NOT NULL,"
+	" trigger INTEGER NOT NULL DEFAULT 0, tag TEXT NOT NULL DEFAULT '',"
+	" state TEXT NOT NULL, error INTEGER NOT NULL DEFAULT 0, message TEXT,"
+	" created_ns INTEGER NOT NULL, ended_ns INTEGER);"
+	"CREATE INDEX sessions_state ON sessions(state);"
+	"CREATE TABLE results ("
+	" id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" session_id INTEGER NOT NULL REFERENCES sessions(id),"
+	" uid INTEGER NOT NULL, type INTEGER NOT NULL, trigger INTEGER NOT NULL DEFAULT 0,"
+	" path TEXT NOT NULL, size INTEGER NOT NULL, format TEXT NOT NULL,"
+	" start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,"
+	" delivered INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0);"
+	"CREATE INDEX results_uid ON results(uid, delivered);",
+};
+
+_Static_assert(sizeof(migrations) / sizeof(migrations[0]) == SVC_DB_SCHEMA_VERSION,
+	       "one migration per schema version");
+
+static int db_exec(const char *sql)
+{
+	char *err = NULL;
+	if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
+		LOG_E("%s", err ? err : sqlite3_errmsg(db));
+		sqlite3_free(err);
+		return -EIO;
+	}
+	return 0;
+}
+
+static int db_user_version(int *v)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	int r = sqlite3_step(st) == SQLITE_ROW ? 0 : -EIO;
+	*v = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return r;
+}
+
+static int db_migrate(const char *path)
+{
+	int v, r;
+	char sql[64];
+
+	if ((r = db_user_version(&v)) < 0)
+		return r;
+	if (v > SVC_DB_SCHEMA_VERSION) {
+		LOG_E("%s has schema version %d, newer than this profilingd (%d); "
+		      "run the newer profilingd or move the file aside", path, v,
+		      SVC_DB_SCHEMA_VERSION);
+		return -EPROTO;
+	}
+	for (; v < SVC_DB_SCHEMA_VERSION; v++) {
+		if ((r = db_exec("BEGIN IMMEDIATE")) < 0)
+			return r;
+		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", v + 1);
+		if ((r = db_exec(migrations[v])) < 0 || (r = db_exec(sql)) < 0) {
+			db_exec("ROLLBACK");
+			return r;
+		}
+		if ((r = db_exec("COMMIT")) < 0)
+			return r;
+		LOG_I("%s: schema migrated to version %d", path, v + 1);
+	}
+	return 0;
+}
+
+int svc_db_init(const char *path)
+{
+	int r;
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+			    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+		LOG_E("cannot open %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
+		svc_db_fini();
+		return -EIO;
+	}
+	sqlite3_busy_timeout(db, 2000);
+	/* WAL + NORMAL survives a daemon crash; see docs/ARCHITECTURE.md. */
+	if ((r = db_exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+			 " PRAGMA foreign_keys=ON")) < 0 ||
+	    (r = db_migrate(path)) < 0) {
+		svc_db_fini();
+		return r;
+	}
+	return 0;
+}
+
+void svc_db_fini(void)
+{
+	if (db)
+		sqlite3_close_v2(db);
+	db = NULL;
+}
+
+int svc_db_recover(void)
+{
+	if (db_exec("UPDATE sessions SET state='failed', error=8,"
+		    " message='daemon restarted during the capture'"
+		    " WHERE state='active'") < 0)
+		return -EIO;
+	return sqlite3_changes(db);
+}
+
+static int db_step_done(sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE)
+		LOG_E("%s", sqlite3_errmsg(db));
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int svc_db_session_new(uid_t uid, pid_t pid, uint32_t type, const char *tag,
+		       uint64_t now_ns, uint64_t *id)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(db, "INSERT INTO sessions(uid,pid,type,tag,state,created_ns)"
+			       " VALUES(?,?,?,?,'active',?)", -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, uid);
+	sqlite3_bind_int64(st, 2, pid);
+	sqlite3_bind_int64(st, 3, type);
+	sqlite3_bind_text(st, 4, tag ? tag : "", -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 5, (sqlite3_int64)now_ns);
+	int r = db_step_done(st);
+	if (r == 0)
+		*id = (uint64_t)sqlite3_last_insert_rowid(db);
+	return r;
+}
+
+int svc_db_session_end(uint64_t id, const char *state, int error, const char *message,
+		       uint64_t now_ns)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(db, "UPDATE sessions SET state=?, error=?, message=?, ended_ns=?"
+			       " WHERE id=?", -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_text(st, 1, state, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, error);
+	sqlite3_bind_text(st, 3, message ? message : "", -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 4, (sqlite3_int64)now_ns);
+	sqlite3_bind_int64(st, 5, (sqlite3_int64)id);
+	return db_step_done(st);
+}
+
+int svc_db_result_add(uint64_t session_id, uid_t uid, uint32_t type, uint32_t trigger,
+		      const char *path, uint64_t size, const char *format,
+		      uint64_t start_ns, uint64_t end_ns, uint64_t *result_id)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(db, "INSERT INTO results(session_id,uid,type,trigger,path,size,"
+			       "format,start_ns,end_ns) VALUES(?,?,?,?,?,?,?,?,?)",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)session_id);
+	sqlite3_bind_int64(st, 2, uid);
+	sqlite3_bind_int64(st, 3, type);
+	sqlite3_bind_int64(st, 4, trigger);
+	sqlite3_bind_text(st, 5, path, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 6, (sqlite3_int64)size);
+	sqlite3_bind_text(st, 7, format, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 8, (sqlite3_int64)start_ns);
+	sqlite3_bind_int64(st, 9, (sqlite3_int64)end_ns);
+	int r = db_step_done(st);
+	if (r == 0)
+		*result_id = (uint64_t)sqlite3_last_insert_rowid(db);
+	return r;
+}
+
+int svc_db_result_delivered(uint64_t result_id)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(db, "UPDATE results SET delivered=1, attempts=attempts+1"
+			       " WHERE id=?", -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)result_id);
+	return db_step_done(st);
+}

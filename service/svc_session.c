@@ -1,0 +1,559 @@
+/*
+ * Capture sessions: admission checks, the request to the runtime, the
+ * deadline, and the store-then-deliver step.
+ *
+ *   request --(runtime hello'd?)--> WAIT_RUNTIME --hello--> CAPTURING
+ *   CAPTURING --CaptureDone ok--> store --> deliver (Result + fd)
+ *   any state --cancel / deadline / runtime gone / error--> failed Result
+ *
+ * The artifact is written by the runtime into <state>/raw/<id>.raw, a
+ * root-owned file the daemon created and passed as an fd. On success it is
+ * fsync'd, handed to the app's uid and renamed into <state>/results/<uid>/,
+ * so a result file is either absent or complete.
+ */
+#include "svc.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "profiling/profiling.h"
+#include "util.h"
+#include "wire.h"
+
+enum sess_state { S_WAIT_RUNTIME, S_CAPTURING };
+
+struct session {
+	uint64_t id;
+	uid_t uid;
+	gid_t gid;
+	pid_t pid;
+	uint32_t type;
+	uint32_t duration_ms, hz;
+	char tag[WIRE_MAX_TAG + 1];
+	uint64_t client_id;
+	struct svc_conn *rt;
+	enum sess_state state;
+	int raw_fd;
+	char raw_path[SVC_PATH_MAX];
+	struct event *timer;
+	uint64_t start_ns;
+	struct session *next;
+};
+
+static struct event_base *base;
+static const struct svc_config *cfg;
+static struct session *sessions;
+static unsigned nsessions;
+static char raw_dir[SVC_PATH_MAX], results_dir[SVC_PATH_MAX];
+
+static const struct {
+	const char *name, *ext, *format;
+	uint32_t cap;
+} type_info[] = {
+	[PROF_HEAP_DUMP] = { "heapdump", "hprof", "hprof", SVC_CAP_HEAP_DUMP },
+	[PROF_HEAP_PROFILE] = { "heapprofile", "pb.gz", "pprof", SVC_CAP_HEAP_PROFILE },
+	[PROF_STACK_SAMPLING] = { "stack", "pb.gz", "pprof", SVC_CAP_STACK_SAMPLING },
+	[PROF_SYSTEM_TRACE] = { "trace", "perfetto-trace", "perfetto", SVC_CAP_TRACE_RING },
+};
+
+static bool type_valid(uint32_t t)
+{
+	return t >= PROF_HEAP_DUMP && t <= PROF_SYSTEM_TRACE;
+}
+
+unsigned svc_session_active(void)
+{
+	return nsessions;
+}
+
+static struct session *find(uint64_t id)
+{
+	for (struct session *s = sessions; s; s = s->next)
+		if (s->id == id)
+			return s;
+	return NULL;
+}
+
+static void unlink_session(struct session *s)
+{
+	for (struct session **pp = &sessions; *pp; pp = &(*pp)->next) {
+		if (*pp == s) {
+			*pp = s->next;
+			nsessions--;
+			return;
+		}
+	}
+}
+
+/* The app's connection for this result: the requester, else a listener. */
+static struct svc_conn *result_peer(const struct session *s)
+{
+	struct svc_conn *c = svc_conn_by_id(s->client_id);
+	return c ? c : svc_conn_listener_for(s->uid);
+}
+
+static int send_result(struct session *s, int error, const char *msg, const char *path,
+		       uint64_t size, uint64_t result_id, int fd)
+{
+	Pd__DaemonMsg out = PD__DAEMON_MSG__INIT;
+	Pd__Result r = PD__RESULT__INIT;
+	struct svc_conn *c = result_peer(s);
+
+	if (!c)
+		return -ENOTCONN;
+	r.request_id = s->id;
+	r.type = s->type;
+	r.has_trigger = 1;
+	r.trigger = PROF_TRIGGER_NONE;
+	r.error = (uint32_t)error;
+	r.error_message = (char *)(msg ? msg : "");
+	r.tag = s->tag;
+	if (path) {
+		r.path = (char *)path;
+		r.has_size = 1;
+		r.size = size;
+		r.format = (char *)type_info[s->type].format;
+		r.has_result_id = 1;
+		r.result_id = result_id;
+	}
+	r.has_start_ns = 1;
+	r.start_ns = s->start_ns;
+	r.has_end_ns = 1;
+	r.end_ns = util_now_ns(CLOCK_REALTIME);
+	out.msg_case = PD__DAEMON_MSG__MSG_RESULT;
+	out.result = &r;
+	return svc_conn_send(c, &out.base, fd);
+}
+
+static void session_free(struct session *s)
+{
+	unlink_session(s);
+	if (s->timer)
+		event_free(s->timer);
+	if (s->raw_fd >= 0)
+		close(s->raw_fd);
+	if (s->raw_path[0])
+		unlink(s->raw_path);
+	free(s);
+}
+
+/* End a session with an error: record it, tell the app, free it. */
+static void fail(struct session *s, int error, const char *msg)
+{
+	LOG_I("session %llu (pid %d) failed: %s: %s", (unsigned long long)s->id, (int)s->pid,
+	      prof_strerror(error), msg);
+	svc_db_session_end(s->id, "failed", error, msg, util_now_ns(CLOCK_REALTIME));
+	if (send_result(s, error, msg, NULL, 0, 0, -1) < 0)
+		LOG_D("session %llu: app not connected for its failure result",
+		      (unsigned long long)s->id);
+	session_free(s);
+}
+
+static void send_cancel(struct session *s)
+{
+	Pd__DaemonToRuntime out = PD__DAEMON_TO_RUNTIME__INIT;
+	Pd__CaptureCancel cc = PD__CAPTURE_CANCEL__INIT;
+
+	if (s->state != S_CAPTURING || !s->rt)
+		return;
+	cc.session_id = s->id;
+	out.msg_case = PD__DAEMON_TO_RUNTIME__MSG_CANCEL;
+	out.cancel = &cc;
+	svc_conn_send(s->rt, &out.base, -1);
+}
+
+static void start_capture(struct session *s, struct svc_conn *rt);
+
+static void timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	char msg[128];
+
+	if (s->state == S_WAIT_RUNTIME) {
+		struct svc_conn *rt = svc_conn_runtime_for(s->pid);
+		if (rt) {
+			start_capture(s, rt);
+			return;
+		}
+		util_fmt(msg, sizeof(msg), "no runtime agent connected for pid %d within %u ms",
+			 (int)s->pid, cfg->runtime_wait_ms);
+		fail(s, PROF_E_RUNTIME_UNAVAILABLE, msg);
+		return;
+	}
+	util_fmt(msg, sizeof(msg), "runtime missed its deadline of %u ms",
+		 s->duration_ms + cfg->deadline_grace_ms);
+	send_cancel(s);
+	fail(s, PROF_E_TIMEOUT, msg);
+}
+
+static void arm(struct session *s, uint32_t ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+	evtimer_add(s->timer, &tv);
+}
+
+static void start_capture(struct session *s, struct svc_conn *rt)
+{
+	Pd__DaemonToRuntime out = PD__DAEMON_TO_RUNTIME__INIT;
+	Pd__CaptureRequest cr = PD__CAPTURE_REQUEST__INIT;
+	Pd__Params p = PD__PARAMS__INIT;
+	char msg[128];
+
+	if (!(svc_conn_runtime_caps(rt) & type_info[s->type].cap)) {
+		util_fmt(msg, sizeof(msg), "the runtime of pid %d cannot take a %s capture",
+			 (int)s->pid, type_info[s->type].name);
+		fail(s, PROF_E_INVALID_REQUEST, msg);
+		return;
+	}
+	if (util_fmt(s->raw_path, sizeof(s->raw_path), "%s/%llu.raw", raw_dir,
+		     (unsigned long long)s->id) < 0) {
+		s->raw_path[0] = '\0';
+		fail(s, PROF_E_UNKNOWN, "state_dir path too long");
+		return;
+	}
+	s->raw_fd = open(s->raw_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (s->raw_fd < 0) {
+		int e = errno;
+		s->raw_path[0] = '\0';
+		util_fmt(msg, sizeof(msg), "cannot create the capture file: %s", strerror(e));
+		fail(s, e == ENOSPC || e == EDQUOT ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN, msg);
+		return;
+	}
+	p.has_duration_ms = 1;
+	p.duration_ms = s->duration_ms;
+	p.has_frequency_hz = 1;
+	p.frequency_hz = s->hz;
+	cr.session_id = s->id;
+	cr.type = s->type;
+	cr.params = &p;
+	cr.deadline_ms = s->duration_ms + cfg->deadline_grace_ms;
+	out.msg_case = PD__DAEMON_TO_RUNTIME__MSG_CAPTURE;
+	out.capture = &cr;
+	s->rt = rt;
+	s->state = S_CAPTURING;
+	s->start_ns = util_now_ns(CLOCK_REALTIME);
+	if (svc_conn_send(rt, &out.base, s->raw_fd) < 0) {
+		fail(s, PROF_E_EXECUTING, "cannot reach the runtime");
+		return;
+	}
+	arm(s, cr.deadline_ms);
+	LOG_I("session %llu: %s capture of pid %d for %u ms at %u Hz",
+	      (unsigned long long)s->id, type_info[s->type].name, (int)s->pid,
+	      s->duration_ms, s->hz);
+}
+
+/* Result names: <type>_<tag>_<utc>_<id>.<ext>; tags are [a-z0-9-]{0,20}. */
+static void result_name(const struct session *s, char *out, size_t n)
+{
+	char tag[21];
+	size_t j = 0;
+	for (size_t i = 0; s->tag[i] && j < sizeof(tag) - 1; i++) {
+		char ch = s->tag[i];
+		if (ch >= 'A' && ch <= 'Z')
+			ch = (char)(ch - 'A' + 'a');
+		tag[j++] = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ? ch : '-';
+	}
+	tag[j] = '\0';
+	time_t now = time(NULL);
+	struct tm tm;
+	gmtime_r(&now, &tm);
+	char ts[32];
+	strftime(ts, sizeof(ts), "%Y%m%dT%H%M%SZ", &tm);
+	util_fmt(out, n, "%s_%s_%s_%llu.%s", type_info[s->type].name, j ? tag : "none", ts,
+		 (unsigned long long)s->id, type_info[s->type].ext);
+}
+
+static int app_dir(const struct session *s, char *out, size_t n)
+{
+	if (util_fmt(out, n, "%s/%u", results_dir, (unsigned)s->uid) < 0)
+		return -ENAMETOOLONG;
+	if (mkdir(out, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	/* Owned by the app so that it can remove its own results. */
+	if (chown(out, s->uid, s->gid) < 0 && errno != EPERM)
+		return -errno;
+	return chmod(out, 0700) < 0 ? -errno : 0;
+}
+
+static void fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		fsync(fd);
+		close(fd);
+	}
+}
+
+/* Check the artifact, move it into the app's results and hand it over. */
+static void store_and_deliver(struct session *s, const Pd__CaptureDone *d)
+{
+	char dir[SVC_PATH_MAX], name[256], path[SVC_PATH_MAX + 256], msg[160];
+	unsigned char magic[2];
+	struct stat st;
+	uint64_t result_id = 0;
+	int r;
+
+	if (fstat(s->raw_fd, &st) < 0 || st.st_size <= 0) {
+		fail(s, PROF_E_POST_PROCESSING, "the runtime wrote no data");
+		return;
+	}
+	if ((uint64_t)st.st_size > cfg->max_result_bytes) {
+		util_fmt(msg, sizeof(msg), "artifact of %lld bytes exceeds max_result_bytes",
+			 (long long)st.st_size);
+		fail(s, PROF_E_POST_PROCESSING, msg);
+		return;
+	}
+	/* pprof is gzip'd: anything else is not what was asked for. */
+	if (type_info[s->type].format[1] == 'p' &&
+	    (pread(s->raw_fd, magic, 2, 0) != 2 || magic[0] != 0x1f || magic[1] != 0x8b)) {
+		fail(s, PROF_E_POST_PROCESSING, "artifact is not a gzip'd pprof");
+		return;
+	}
+	if ((r = app_dir(s, dir, sizeof(dir))) < 0) {
+		util_fmt(msg, sizeof(msg), "cannot prepare %s: %s", dir, strerror(-r));
+		fail(s, PROF_E_UNKNOWN, msg);
+		return;
+	}
+	if ((fchown(s->raw_fd, s->uid, s->gid) < 0 && errno != EPERM) ||
+	    fchmod(s->raw_fd, 0600) < 0 || fsync(s->raw_fd) < 0) {
+		int e = errno;
+		util_fmt(msg, sizeof(msg), "cannot finish the result file: %s", strerror(e));
+		fail(s, e == ENOSPC || e == EDQUOT ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN, msg);
+		return;
+	}
+	result_name(s, name, sizeof(name));
+	if (util_fmt(path, sizeof(path), "%s/%s", dir, name) < 0) {
+		fail(s, PROF_E_UNKNOWN, "result path too long");
+		return;
+	}
+	if (rename(s->raw_path, path) < 0) {
+		util_fmt(msg, sizeof(msg), "cannot move the result into place: %s", strerror(errno));
+		fail(s, PROF_E_UNKNOWN, msg);
+		return;
+	}
+	s->raw_path[0] = '\0';
+	fsync_dir(dir);
+	uint64_t end_ns = util_now_ns(CLOCK_REALTIME);
+	if (svc_db_result_add(s->id, s->uid, s->type, PROF_TRIGGER_NONE, path,
+			      (uint64_t)st.st_size, type_info[s->type].format, s->start_ns,
+			      end_ns, &result_id) < 0)
+		LOG_E("session %llu: result %s not indexed", (unsigned long long)s->id, path);
+	svc_db_session_end(s->id, "done", 0, NULL, end_ns);
+
+	int rfd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	r = rfd < 0 ? -errno
+		    : send_result(s, PROF_E_NONE, NULL, path, (uint64_t)st.st_size, result_id, rfd);
+	if (rfd >= 0)
+		close(rfd);
+	if (r == 0 && result_id)
+		svc_db_result_delivered(result_id);
+	LOG_I("session %llu: %lld bytes, %llu samples (%llu dropped) -> %s%s",
+	      (unsigned long long)s->id, (long long)st.st_size,
+	      (unsigned long long)d->samples, (unsigned long long)d->dropped, path,
+	      r == 0 ? "" : " (app not connected; kept for later)");
+	session_free(s);
+}
+
+int svc_session_capture_done(struct svc_conn *rt, const Pd__CaptureDone *d)
+{
+	struct session *s = find(d->session_id);
+
+	/* Late answers to sessions that already timed out or were cancelled. */
+	if (!s || s->rt != rt || s->state != S_CAPTURING)
+		return 0;
+	if (d->status != PROF_E_NONE) {
+		int e = d->status <= PROF_E_UNKNOWN ||
+			(d->status >= PROF_E_RUNTIME_UNAVAILABLE && d->status <= PROF_E_PERMISSION)
+			? (int)d->status : PROF_E_EXECUTING;
+		fail(s, e, d->message ? d->message : "the runtime reported a failure");
+		return 0;
+	}
+	store_and_deliver(s, d);
+	return 0;
+}
+
+static int check_param(uint32_t has, uint32_t v, uint32_t def, uint32_t lo, uint32_t hi,
+		       uint32_t *out)
+{
+	if (!has || v == 0) {
+		*out = def;
+		return 0;
+	}
+	if (v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int svc_session_request(struct svc_conn *client, const Pd__Request *rq, uint64_t *id,
+			const char **why)
+{
+	static char msg[160];
+	const Pd__Params *p = rq->params;
+	struct session *s;
+	uint32_t dur, hz;
+
+	*why = msg;
+	if (!type_valid(rq->type)) {
+		util_fmt(msg, sizeof(msg), "unknown capture type %u", rq->type);
+		return PROF_E_INVALID_REQUEST;
+	}
+	if (check_param(p && p->has_duration_ms, p ? p->duration_ms : 0, cfg->default_duration_ms,
+			SVC_DURATION_MIN_MS, SVC_DURATION_MAX_MS, &dur) < 0) {
+		util_fmt(msg, sizeof(msg), "duration_ms must be %u..%u", SVC_DURATION_MIN_MS,
+			 SVC_DURATION_MAX_MS);
+		return PROF_E_INVALID_REQUEST;
+	}
+	if (check_param(p && p->has_frequency_hz, p ? p->frequency_hz : 0,
+			cfg->default_frequency_hz, SVC_HZ_MIN, SVC_HZ_MAX, &hz) < 0) {
+		util_fmt(msg, sizeof(msg), "frequency_hz must be %u..%u", SVC_HZ_MIN, SVC_HZ_MAX);
+		return PROF_E_INVALID_REQUEST;
+	}
+	pid_t pid = svc_conn_pid(client);
+	for (s = sessions; s; s = s->next) {
+		if (s->pid == pid) {
+			util_fmt(msg, sizeof(msg), "session %llu is already capturing pid %d",
+				 (unsigned long long)s->id, (int)pid);
+			return PROF_E_PROFILING_IN_PROGRESS;
+		}
+	}
+	if (nsessions >= cfg->max_sessions) {
+		util_fmt(msg, sizeof(msg), "%u captures running system-wide (max_sessions)",
+			 nsessions);
+		return PROF_E_PROFILING_IN_PROGRESS;
+	}
+	struct svc_conn *rt = svc_conn_runtime_for(pid);
+	if (rt && !(svc_conn_runtime_caps(rt) & type_info[rq->type].cap)) {
+		util_fmt(msg, sizeof(msg), "%s", rq->type == PROF_HEAP_DUMP
+			 ? "this runtime has no heap dump; use PROF_HEAP_PROFILE for native code"
+			 : "the runtime of this process cannot take that capture type");
+		return PROF_E_INVALID_REQUEST;
+	}
+
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		util_fmt(msg, sizeof(msg), "out of memory");
+		return PROF_E_UNKNOWN;
+	}
+	s->raw_fd = -1;
+	s->uid = svc_conn_uid(client);
+	s->gid = svc_conn_gid(client);
+	s->pid = pid;
+	s->type = rq->type;
+	s->duration_ms = dur;
+	s->hz = hz;
+	s->client_id = svc_conn_id(client);
+	util_strlcpy(s->tag, rq->tag ? rq->tag : "", sizeof(s->tag));
+	s->timer = evtimer_new(base, timer_cb, s);
+	if (!s->timer ||
+	    svc_db_session_new(s->uid, s->pid, s->type, s->tag, util_now_ns(CLOCK_REALTIME),
+			       &s->id) < 0) {
+		if (s->timer)
+			event_free(s->timer);
+		free(s);
+		util_fmt(msg, sizeof(msg), "cannot record the session");
+		return PROF_E_UNKNOWN;
+	}
+	s->next = sessions;
+	sessions = s;
+	nsessions++;
+	*id = s->id;
+	*why = NULL;
+	s->state = S_WAIT_RUNTIME;
+	/*
+	 * Start from the event loop, after the synchronous reply is queued:
+	 * at once when the runtime is here, else when it says hello.
+	 */
+	arm(s, rt ? 0 : cfg->runtime_wait_ms);
+	return 0;
+}
+
+void svc_session_runtime_up(struct svc_conn *rt)
+{
+	pid_t pid = svc_conn_pid(rt);
+	for (struct session *s = sessions, *next; s; s = next) {
+		next = s->next;
+		if (s->state == S_WAIT_RUNTIME && s->pid == pid) {
+			evtimer_del(s->timer);
+			start_capture(s, rt);
+		}
+	}
+}
+
+void svc_session_runtime_down(struct svc_conn *rt)
+{
+	for (struct session *s = sessions, *next; s; s = next) {
+		next = s->next;
+		if (s->rt == rt && s->state == S_CAPTURING) {
+			s->rt = NULL;
+			fail(s, PROF_E_EXECUTING, "the runtime disconnected mid-capture");
+		}
+	}
+}
+
+int svc_session_cancel(struct svc_conn *client, uint64_t id)
+{
+	struct session *s = find(id);
+	if (!s || s->uid != svc_conn_uid(client))
+		return -ENOENT;
+	send_cancel(s);
+	fail(s, PROF_E_CANCELLED, "cancelled by the app");
+	return 0;
+}
+
+static void clean_raw(void)
+{
+	DIR *d = opendir(raw_dir);
+	struct dirent *de;
+	int n = 0;
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+			n++;
+	}
+	closedir(d);
+	if (n)
+		LOG_N("removed %d partial capture file(s) left by a previous run", n);
+}
+
+int svc_session_init(struct event_base *b, const struct svc_config *c)
+{
+	int r;
+	base = b;
+	cfg = c;
+	if (util_fmt(raw_dir, sizeof(raw_dir), "%s/raw", cfg->state_dir) < 0 ||
+	    util_fmt(results_dir, sizeof(results_dir), "%s/results", cfg->state_dir) < 0) {
+		LOG_E("state_dir path too long");
+		return -ENAMETOOLONG;
+	}
+	if ((r = util_mkdir_p(raw_dir, 0700)) < 0 || (r = util_mkdir_p(results_dir, 0755)) < 0) {
+		LOG_E("cannot create the state directories under %s: %s", cfg->state_dir,
+		      strerror(-r));
+		return r;
+	}
+	chmod(raw_dir, 0700);
+	clean_raw();
+	return 0;
+}
+
+void svc_session_fini(void)
+{
+	while (sessions) {
+		struct session *s = sessions;
+		svc_db_session_end(s->id, "failed", PROF_E_UNKNOWN, "daemon stopped",
+				   util_now_ns(CLOCK_REALTIME));
+		session_free(s);
+	}
+}
