@@ -1,0 +1,308 @@
+/*
+ * Fault cases against the real daemon. Each subcommand is one scenario;
+ * faults.sh starts the daemon and runs them. Where a runtime is needed this
+ * program plays one itself on runtime.sock (PROFILING_NO_AGENT=1), so that
+ * it can misbehave on purpose: vanish mid-capture, miss its deadline, or lie
+ * about its pid.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <profiling/profiling.h>
+
+#include "profilingd.pb-c.h"
+#include "util.h"
+#include "wire.h"
+
+static const char *runtime_path;
+
+#define CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, "FAIL %s:%d: ", __func__, __LINE__); \
+	fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } } while (0)
+
+struct outcome {
+	int done, error;
+	char msg[256];
+};
+
+static void on_result(const struct prof_result *r, void *ud)
+{
+	struct outcome *o = ud;
+	o->done = 1;
+	o->error = r->error;
+	snprintf(o->msg, sizeof(o->msg), "%s", r->error_message);
+}
+
+static void wait_result(prof_client *c, struct outcome *o, int max_ms)
+{
+	uint64_t end = util_mono_ms() + (uint64_t)max_ms;
+	while (!o->done && util_mono_ms() < end)
+		CHECK(prof_dispatch(c, 100) >= 0, "lost the daemon");
+	CHECK(o->done, "no result within %d ms", max_ms);
+}
+
+static int raw_connect(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	util_strlcpy(sa.sun_path, path, sizeof(sa.sun_path));
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	CHECK(s >= 0, "socket");
+	CHECK(connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect %s: %s", path, strerror(errno));
+	return s;
+}
+
+/* True when the daemon closes s within ms. */
+static int closed_by_peer(int s, int ms)
+{
+	struct pollfd pf = { .fd = s, .events = POLLIN };
+	uint8_t buf[WIRE_CLIENT_MAX_MSG];
+	uint64_t end = util_mono_ms() + (uint64_t)ms;
+	while (util_mono_ms() < end) {
+		if (poll(&pf, 1, 50) == 1) {
+			ssize_t n = recv(s, buf, sizeof(buf), MSG_DONTWAIT);
+			if (n == 0 || (n < 0 && errno == ECONNRESET))
+				return 1;
+		}
+	}
+	return 0;
+}
+
+/* A hand-made runtime: hello with the given pid; returns the socket. */
+static int fake_runtime(uint32_t pid, int expect_ack)
+{
+	int s = raw_connect(runtime_path);
+	Pd__RuntimeMsg m = PD__RUNTIME_MSG__INIT;
+	Pd__RuntimeHello h = PD__RUNTIME_HELLO__INIT;
+	char *caps[] = { "stack_sampling" };
+	h.pid = pid;
+	h.runtime = "native";
+	h.capabilities = caps;
+	h.n_capabilities = 1;
+	m.msg_case = PD__RUNTIME_MSG__MSG_HELLO;
+	m.hello = &h;
+	CHECK(wire_send_msg(s, &m.base, WIRE_RUNTIME_MAX_MSG, -1) == 0, "send hello");
+	if (!expect_ack)
+		return s;
+	struct pollfd pf = { .fd = s, .events = POLLIN };
+	CHECK(poll(&pf, 1, 2000) == 1, "no HelloAck");
+	uint8_t buf[WIRE_RUNTIME_MAX_MSG];
+	ssize_t n = wire_recv(s, buf, sizeof(buf), NULL);
+	CHECK(n > 0, "HelloAck recv: %zd", n);
+	Pd__DaemonToRuntime *d = pd__daemon_to_runtime__unpack(NULL, (size_t)n, buf);
+	CHECK(d && d->msg_case == PD__DAEMON_TO_RUNTIME__MSG_HELLO_ACK, "not a HelloAck");
+	pd__daemon_to_runtime__free_unpacked(d, NULL);
+	return s;
+}
+
+/* Read the next daemon->runtime message; returns its case. */
+static int runtime_read(int s, int *fd, uint64_t *sid, int ms)
+{
+	struct pollfd pf = { .fd = s, .events = POLLIN };
+	uint8_t buf[WIRE_RUNTIME_MAX_MSG];
+	CHECK(poll(&pf, 1, ms) == 1, "runtime got nothing within %d ms", ms);
+	ssize_t n = wire_recv(s, buf, sizeof(buf), fd);
+	CHECK(n > 0, "runtime recv: %zd", n);
+	Pd__DaemonToRuntime *d = pd__daemon_to_runtime__unpack(NULL, (size_t)n, buf);
+	CHECK(d, "undecodable daemon message");
+	int which = d->msg_case;
+	if (sid)
+		*sid = which == PD__DAEMON_TO_RUNTIME__MSG_CAPTURE ? d->capture->session_id
+		       : which == PD__DAEMON_TO_RUNTIME__MSG_CANCEL ? d->cancel->session_id : 0;
+	pd__daemon_to_runtime__free_unpacked(d, NULL);
+	return which;
+}
+
+static prof_client *connect_app(void)
+{
+	int err;
+	prof_client *c = prof_connect(NULL, &err);
+	CHECK(c, "prof_connect: %s", strerror(-err));
+	return c;
+}
+
+static int t_invalid(void)
+{
+	prof_client *c = connect_app();
+	struct prof_params p = { 0 };
+	CHECK(prof_request(c, (enum prof_type)99, NULL, NULL, NULL, NULL, NULL) == -PROF_E_INVALID_REQUEST,
+	      "unknown type accepted");
+	CHECK(prof_request(c, (enum prof_type)0, NULL, NULL, NULL, NULL, NULL) == -PROF_E_INVALID_REQUEST,
+	      "type 0 accepted");
+	p.duration_ms = 99;
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, NULL, NULL, NULL, NULL) == -PROF_E_INVALID_REQUEST,
+	      "duration 99 ms accepted");
+	p.duration_ms = 120001;
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, NULL, NULL, NULL, NULL) == -PROF_E_INVALID_REQUEST,
+	      "duration 120001 ms accepted");
+	p.duration_ms = 500;
+	p.frequency_hz = 1001;
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, NULL, NULL, NULL, NULL) == -PROF_E_INVALID_REQUEST,
+	      "1001 Hz accepted");
+	char tag[80];
+	memset(tag, 'x', sizeof(tag) - 1);
+	tag[sizeof(tag) - 1] = '\0';
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, NULL, tag, NULL, NULL, NULL) == -PROF_E_INVALID_REQUEST,
+	      "over-long tag accepted");
+	prof_close(c);
+	printf("invalid requests refused synchronously\n");
+	return 0;
+}
+
+static int t_badpeer(void)
+{
+	/* A well-behaved app with the real agent, connected throughout. */
+	prof_client *good = connect_app();
+
+	uint8_t big[WIRE_CLIENT_MAX_MSG + 1];
+	memset(big, 0x08, sizeof(big));
+	int s = raw_connect(getenv("PROFILINGD_SOCKET"));
+	CHECK(send(s, big, sizeof(big), 0) == (ssize_t)sizeof(big), "send oversize");
+	CHECK(closed_by_peer(s, 2000), "oversize message did not close the peer");
+	close(s);
+
+	s = raw_connect(getenv("PROFILINGD_SOCKET"));
+	CHECK(send(s, "\xff\xff\xff\xff\xff\xff", 6, 0) == 6, "send junk");
+	CHECK(closed_by_peer(s, 2000), "undecodable message did not close the peer");
+	close(s);
+
+	/* A valid request before the hello. */
+	Pd__ClientMsg m = PD__CLIENT_MSG__INIT;
+	Pd__Request rq = PD__REQUEST__INIT;
+	rq.token = 1;
+	rq.type = PROF_STACK_SAMPLING;
+	m.msg_case = PD__CLIENT_MSG__MSG_REQUEST;
+	m.request = &rq;
+	s = raw_connect(getenv("PROFILINGD_SOCKET"));
+	CHECK(wire_send_msg(s, &m.base, WIRE_CLIENT_MAX_MSG, -1) == 0, "send");
+	CHECK(closed_by_peer(s, 2000), "request before hello did not close the peer");
+	close(s);
+
+	/* An fd where none is expected. */
+	s = raw_connect(getenv("PROFILINGD_SOCKET"));
+	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	CHECK(wire_send(s, "\x0a\x02\x08\x01", 4, devnull) == 0, "send with fd");
+	close(devnull);
+	CHECK(closed_by_peer(s, 2000), "stray fd did not close the peer");
+	close(s);
+
+	/* Oversize on runtime.sock too. */
+	s = raw_connect(runtime_path);
+	CHECK(send(s, big, sizeof(big), 0) == (ssize_t)sizeof(big), "send oversize");
+	CHECK(closed_by_peer(s, 2000), "oversize runtime message did not close the peer");
+	close(s);
+
+	/* The daemon still serves the good app end to end. */
+	struct outcome o = { 0 };
+	struct prof_params p = { .duration_ms = 300 };
+	CHECK(prof_request(good, PROF_STACK_SAMPLING, &p, "after-bad", on_result, &o, NULL) == 0,
+	      "good request refused");
+	wait_result(good, &o, 10000);
+	/* An idle app burns no CPU, so the profile may be empty: both outcomes mean served. */
+	CHECK(o.error == 0 || o.error == PROF_E_POST_PROCESSING, "good request failed: %d %s", o.error, o.msg);
+	prof_close(good);
+	printf("bad peers closed; good app served (result %d)\n", o.error);
+	return 0;
+}
+
+static int t_runtime_gone(int hang)
+{
+	prof_client *c = connect_app();
+	int rt = fake_runtime((uint32_t)getpid(), 1);
+	struct outcome o = { 0 };
+	struct prof_params p = { .duration_ms = 200 };
+	uint64_t id, sid;
+	int fd = -1;
+
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, NULL, on_result, &o, &id) == 0, "refused");
+	CHECK(runtime_read(rt, &fd, &sid, 2000) == PD__DAEMON_TO_RUNTIME__MSG_CAPTURE, "no CaptureRequest");
+	CHECK(fd >= 0, "CaptureRequest carried no fd");
+	CHECK(sid == id, "session id %llu != request id %llu", (unsigned long long)sid,
+	      (unsigned long long)id);
+	/* While it runs, a second request for this process is refused at once. */
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, NULL, NULL, NULL, NULL) ==
+	      -PROF_E_PROFILING_IN_PROGRESS, "second concurrent session accepted");
+	if (!hang)
+		close(rt);
+	wait_result(c, &o, 10000);
+	int want = hang ? PROF_E_TIMEOUT : PROF_E_EXECUTING;
+	CHECK(o.error == want, "result %d (%s), want %d", o.error, o.msg, want);
+	if (hang) {
+		/* The daemon also tells the runtime to stop. */
+		CHECK(runtime_read(rt, NULL, &sid, 2000) == PD__DAEMON_TO_RUNTIME__MSG_CANCEL, "no cancel");
+		close(rt);
+	}
+	close(fd);
+	prof_close(c);
+	printf("runtime %s: app told %s\n", hang ? "hung" : "vanished", prof_strerror(o.error));
+	return 0;
+}
+
+static int t_wrong_pid(void)
+{
+	int rt = fake_runtime((uint32_t)getpid() + 1, 0);
+	CHECK(closed_by_peer(rt, 2000), "runtime with a wrong pid was not closed");
+	close(rt);
+	printf("runtime hello with a wrong pid refused\n");
+	return 0;
+}
+
+static int t_no_runtime(void)
+{
+	prof_client *c = connect_app();
+	struct outcome o = { 0 };
+	struct prof_params p = { .duration_ms = 200 };
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, NULL, on_result, &o, NULL) == 0, "refused");
+	wait_result(c, &o, 10000);
+	CHECK(o.error == PROF_E_RUNTIME_UNAVAILABLE, "result %d (%s)", o.error, o.msg);
+	prof_close(c);
+	printf("no runtime: %s\n", o.msg);
+	return 0;
+}
+
+static int t_cancel(void)
+{
+	prof_client *c = connect_app();
+	int rt = fake_runtime((uint32_t)getpid(), 1);
+	struct outcome o = { 0 };
+	struct prof_params p = { .duration_ms = 5000 };
+	uint64_t id, sid;
+	int fd = -1;
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, NULL, on_result, &o, &id) == 0, "refused");
+	CHECK(runtime_read(rt, &fd, &sid, 2000) == PD__DAEMON_TO_RUNTIME__MSG_CAPTURE, "no CaptureRequest");
+	CHECK(prof_cancel(c, id) == 0, "cancel");
+	wait_result(c, &o, 3000);
+	CHECK(o.error == PROF_E_CANCELLED, "result %d (%s)", o.error, o.msg);
+	CHECK(runtime_read(rt, NULL, &sid, 2000) == PD__DAEMON_TO_RUNTIME__MSG_CANCEL, "runtime not told");
+	CHECK(sid == id, "cancel for the wrong session");
+	close(fd);
+	close(rt);
+	prof_close(c);
+	printf("cancel delivered to the app and the runtime\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	runtime_path = getenv("PROFILINGD_RUNTIME_SOCKET");
+	if (argc != 2 || !runtime_path) {
+		fprintf(stderr, "usage: PROFILINGD_SOCKET=.. PROFILINGD_RUNTIME_SOCKET=.. it_faults "
+			"invalid|badpeer|runtime-gone|runtime-hang|wrong-pid|no-runtime|cancel\n");
+		return 2;
+	}
+	const char *t = argv[1];
+	if (!strcmp(t, "invalid")) return t_invalid();
+	if (!strcmp(t, "badpeer")) return t_badpeer();
+	if (!strcmp(t, "runtime-gone")) return t_runtime_gone(0);
+	if (!strcmp(t, "runtime-hang")) return t_runtime_gone(1);
+	if (!strcmp(t, "wrong-pid")) return t_wrong_pid();
+	if (!strcmp(t, "no-runtime")) return t_no_runtime();
+	if (!strcmp(t, "cancel")) return t_cancel();
+	fprintf(stderr, "unknown scenario %s\n", t);
+	return 2;
+}
