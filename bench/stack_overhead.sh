@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# bench/stack_overhead: the demo workload (2 threads, hot:cold 3:1)
+# unprofiled vs profiled at 100 Hz by the in-process agent, alternating runs
+# in one invocation. Prints the rates and the slowdown. Goal: < 1 %.
+# Not a test: it asserts nothing.
+#   usage: bench/stack_overhead [BUILD_DIR] [SECONDS] [PAIRS]
+set -euo pipefail
+BUILD=$(cd "${1:-$(dirname "$0")/..}" && pwd)
+[ -x "$BUILD/service/profilingd" ] || BUILD=$(cd "$BUILD/build" && pwd)
+SECS=${2:-5}
+PAIRS=${3:-3}
+T=$(mktemp -d /tmp/pd-bench.XXXXXX)
+"$BUILD/service/profilingd" -f -S "$T/state" --client-socket "$T/c.sock" \
+	--runtime-socket "$T/r.sock" > "$T/daemon.log" 2>&1 &
+DPID=$!
+trap 'kill $DPID 2>/dev/null; wait $DPID 2>/dev/null; rm -rf "$T"' EXIT
+for _ in $(seq 100); do [ -S "$T/c.sock" ] && [ -S "$T/r.sock" ] && break; sleep 0.05; done
+export PROFILINGD_SOCKET=$T/c.sock
+DEMO=$BUILD/client/profiling-demo
+ms=$((SECS * 1000))
+
+rate() { sed -n 's/^work_rate=//p' "$1"; }
+un=() pr=()
+for i in $(seq "$PAIRS"); do
+	"$DEMO" --no-request --rate --threads 2 --duration-ms "$ms" 2> "$T/u.txt"
+	un+=("$(rate "$T/u.txt")")
+	"$DEMO" --rate --threads 2 --duration-ms "$ms" --frequency 100 2> "$T/p.txt" > /dev/null
+	pr+=("$(rate "$T/p.txt")")
+	echo "pair $i: unprofiled ${un[-1]} rounds/s, profiled ${pr[-1]} rounds/s"
+done
+median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+mu=$(median "${un[@]}")
+mp=$(median "${pr[@]}")
+awk -v u="$mu" -v p="$mp" -v s="$SECS" -v n="$PAIRS" 'BEGIN {
+	printf "stack_overhead: median of %d x %d s, 2 threads, 100 Hz\n", n, s
+	printf "  unprofiled %.1f rounds/s\n  profiled   %.1f rounds/s\n", u, p
+	printf "  slowdown   %.2f %% (goal < 1 %%)\n", (u / p - 1) * 100
+}'

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <profiling/profiling.h>
@@ -17,6 +18,7 @@
 #define UNIT_ITERS 200000
 
 static atomic_int stop;
+static atomic_ullong units; /* hot+cold rounds done, for bench/stack_overhead */
 static volatile uint64_t sink;
 
 /* Same work per iteration; different constants keep the two functions apart. */
@@ -44,6 +46,7 @@ static void *worker(void *arg)
 	while (!atomic_load(&stop)) {
 		x = hot_function(x);
 		x = cold_function(x);
+		atomic_fetch_add_explicit(&units, 1, memory_order_relaxed);
 	}
 	sink = x;
 	return NULL;
@@ -77,7 +80,8 @@ static void usage(FILE *f)
 		"  -t, --threads N       worker threads, 1..64 (default 2)\n"
 		"  -d, --duration-ms MS  capture length (default 2000)\n"
 		"  -f, --frequency HZ    sampling frequency (default 100)\n"
-		"  -n, --no-request      only burn CPU until killed (for benchmarks)\n"
+		"  -n, --no-request      burn CPU for the duration without profiling (benchmarks)\n"
+		"  -r, --rate            print work_rate=<rounds/s> on stderr at the end\n"
 		"  -h, --help            this text\n");
 }
 
@@ -89,21 +93,23 @@ int main(int argc, char **argv)
 		{ "duration-ms", required_argument, NULL, 'd' },
 		{ "frequency", required_argument, NULL, 'f' },
 		{ "no-request", no_argument, NULL, 'n' },
+		{ "rate", no_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	const char *sock = NULL;
-	int nthreads = 2, no_request = 0, c, err;
+	int nthreads = 2, no_request = 0, rate = 0, c, err;
 	struct prof_params params = { .duration_ms = 2000, .frequency_hz = 100 };
 	pthread_t th[64];
 
-	while ((c = getopt_long(argc, argv, "s:t:d:f:nh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:t:d:f:nrh", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': sock = optarg; break;
 		case 't': nthreads = atoi(optarg); break;
 		case 'd': params.duration_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'f': params.frequency_hz = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'n': no_request = 1; break;
+		case 'r': rate = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -112,11 +118,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "profiling-demo: --threads must be 1..64\n");
 		return 2;
 	}
+	struct timespec t0, t1;
 	for (int i = 0; i < nthreads; i++)
 		pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)(i + 1));
 	if (no_request) {
-		for (;;)
-			pause();
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		usleep(params.duration_ms * 1000u);
+		atomic_store(&stop, 1);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		for (int i = 0; i < nthreads; i++)
+			pthread_join(th[i], NULL);
+		if (rate)
+			fprintf(stderr, "work_rate=%.1f\n", (double)atomic_load(&units) /
+				((double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9));
+		return 0;
 	}
 
 	prof_client *pc = prof_connect(sock, &err);
@@ -126,6 +141,8 @@ int main(int argc, char **argv)
 	}
 	struct outcome o = { 0 };
 	uint64_t id;
+	unsigned long long u0 = atomic_load(&units);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int r = prof_request(pc, PROF_STACK_SAMPLING, &params, "demo", on_result, &o, &id);
 	if (r < 0) {
 		fprintf(stderr, "profiling-demo: request refused: %s\n", prof_strerror(r));
@@ -142,10 +159,15 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	unsigned long long u1 = atomic_load(&units);
 	atomic_store(&stop, 1);
 	for (int i = 0; i < nthreads; i++)
 		pthread_join(th[i], NULL);
 	prof_close(pc);
+	if (rate)
+		fprintf(stderr, "work_rate=%.1f\n", (double)(u1 - u0) /
+			((double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9));
 	if (o.error) {
 		fprintf(stderr, "profiling-demo: capture failed: %s: %s\n",
 			prof_strerror(o.error), o.message);
