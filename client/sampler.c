@@ -223,6 +223,7 @@ int smp_start(uint32_t hz)
 	 * Warm libunwind up on this thread: its first use initialises global
 	 * state under a lock, which must not happen inside the handler.
 	 */
+	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 	unw_context_t uc;
 	unw_cursor_t cur;
 	unw_getcontext(&uc);
