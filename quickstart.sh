@@ -37,6 +37,14 @@ build() { # build DIR [cmake args...]
 	cmake --build "$dir" -j"$(nproc)"
 }
 
+DAEMON_PID=
+stop_daemon() {
+	[ -n "$DAEMON_PID" ] || return 0
+	kill -TERM "$DAEMON_PID" 2>/dev/null || true
+	wait "$DAEMON_PID" 2>/dev/null || true
+	DAEMON_PID=
+}
+
 demo() {
 	install_missing $PKGS_BUILD
 	build "$ROOT/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -46,10 +54,10 @@ demo() {
 	say "starting profilingd (state in $state); Ctrl-C stops it"
 	"$ROOT/build/service/profilingd" --foreground --state-dir "$state" \
 		--client-socket "$csock" --runtime-socket "$rsock" &
-	local dpid=$!
+	DAEMON_PID=$!
 	# Stop the daemon cleanly whatever happens (including Ctrl-C).
-	trap 'kill -TERM $dpid 2>/dev/null; wait $dpid 2>/dev/null; exit 130' INT TERM
-	trap 'kill -TERM $dpid 2>/dev/null; wait $dpid 2>/dev/null' EXIT
+	trap 'stop_daemon; exit 130' INT TERM
+	trap 'stop_daemon' EXIT
 	for _ in $(seq 100); do [ -S "$csock" ] && [ -S "$rsock" ] && break; sleep 0.05; done
 	say "running the demo app: 2 threads, hot_function:cold_function = 3:1, 2 s stack sample"
 	local out

@@ -55,6 +55,7 @@ struct rl {
 	sqlite3_stmt *ins_entry, *del_entries, *put_trigger, *del_triggers;
 	bool failed;
 	char why[256];
+	const char *repair;     /* how to leave the failed state */
 	int longest;            /* index of the longest window */
 	int64_t pruned_ms;
 	int64_t logged_ms;
@@ -146,10 +147,11 @@ static void store_fail(struct rl *rl, bool locked, const char *fmt, ...)
 	vsnprintf(rl->why, sizeof(rl->why), fmt, ap);
 	va_end(ap);
 	rl->failed = true;
+	rl->repair = locked ? REPAIR_LOCKED : REPAIR_RESET;
 	close_db(rl);
 	LOG_E("rate-limit store %s is %s: refusing every capture with "
 	      "RATE_LIMIT_SYSTEM until repaired; to repair, %s",
-	      rl->path, rl->why, locked ? REPAIR_LOCKED : REPAIR_RESET);
+	      rl->path, rl->why, rl->repair);
 }
 
 /* Map a SQLite error met while opening or loading to the failed state. */
@@ -691,7 +693,7 @@ static int refuse_failed(struct rl *rl, int64_t now)
 {
 	if (log_due(rl, now))
 		LOG_E("rate-limit store %s is %s: refusing (RATE_LIMIT_SYSTEM); to repair, %s",
-		      rl->path, rl->why, REPAIR_RESET);
+		      rl->path, rl->why, rl->repair);
 	return -PROF_E_RATE_LIMIT_SYSTEM;
 }
 

@@ -335,7 +335,7 @@ static void test_invalid_args(void **state)
 	struct fx *f = *state;
 	struct rl_config c;
 	struct rl_usage u[RL_NWIN];
-	struct rl *rl = (struct rl *)&c;
+	struct rl *rl = (struct rl *)&c; /* not NULL: rl_open must clear it */
 	char longapp[RL_APP_MAX + 1];
 	const char *why;
 
@@ -404,8 +404,10 @@ static void test_cooldown(void **state)
 	/* The period is the caller's: a shorter one is already over. */
 	assert_int_equal(rl_trigger_check(rl, a, PROF_TRIGGER_OOM, 60, T0 + 60000), 0);
 	assert_int_equal(rl_trigger_check(rl, a, PROF_TRIGGER_OOM, 60, T0 + 59999), COOL);
-	/* A fire after the clock stepped back is still cooling down. */
+	/* A fire after the clock stepped back is still cooling down, unless
+	 * there is no cooldown at all. */
 	assert_int_equal(rl_trigger_check(rl, a, PROF_TRIGGER_OOM, 1, T0 - 5000), COOL);
+	assert_int_equal(rl_trigger_check(rl, a, PROF_TRIGGER_OOM, 0, T0 - 5000), 0);
 	/* A new fire restarts the period. */
 	assert_int_equal(rl_trigger_record(rl, a, PROF_TRIGGER_OOM, T0 + 2 * H), 0);
 	assert_int_equal(rl_trigger_check(rl, a, PROF_TRIGGER_OOM, 3600, T0 + 3 * H - 1), COOL);
@@ -469,6 +471,14 @@ static void test_exemption(void **state)
 	assert_int_equal(rl_trigger_record(rl, "uid:2000/com.example.test", PROF_TRIGGER_HANG, T0), 0);
 	assert_int_equal(rl_trigger_check(rl, "uid:2000/com.example.test", PROF_TRIGGER_HANG,
 					  10, T0 + 1), COOL);
+	rl_close(rl);
+
+	/* A failed store refuses the exempt app too. */
+	write_file(f->path, "not a database, not at all", 26, 0);
+	assert_int_equal(rl_open(f->path, &c, T0, &rl), 0);
+	assert_true(rl_failed(rl, NULL));
+	assert_int_equal(rl_admit(rl, "uid:2000/com.example.test", PROF_SYSTEM_TRACE, false, T0),
+			 SYS);
 	rl_close(rl);
 }
 
@@ -714,21 +724,24 @@ static void test_locked(void **state)
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		struct rl *rl = NULL;
+		/* Only the parent's write end: EOF if the parent goes away. */
+		close(go[0]);
+		close(done[1]);
 		c = rl_open(f->path, NULL, T0, &rl) == 0 && !rl_failed(rl, NULL) ? 'y' : 'n';
 		if (write(go[1], &c, 1) != 1 || read(done[0], &c, 1) != 1)
 			_exit(1);
 		_exit(0);
 	}
+	close(go[1]);
+	close(done[0]);
 	assert_int_equal(read(go[0], &c, 1), 1);
 	assert_int_equal(c, 'y');
 	rl_close(open_failed(f->path, T0, "locked"));
 	assert_int_equal(rl_reset(f->path, T0), -EBUSY);
 	assert_int_equal(write(done[1], "x", 1), 1);
-	waitpid(pid, NULL, 0);
-	close(go[0]);
-	close(go[1]);
-	close(done[0]);
 	close(done[1]);
+	close(go[0]);
+	waitpid(pid, NULL, 0);
 
 	a = open_ok(f->path, NULL, T0);
 	assert_int_equal(rl_admit(a, "uid:1", PROF_HEAP_DUMP, false, T0), PROC);
@@ -787,32 +800,47 @@ static void test_app_cap(void **state)
 	for (int w = 0; w < RL_NWIN; w++)
 		c.win[w].system_cap = c.win[w].app_cap = UINT32_MAX;
 	rl = open_ok(f->path, &c, T0);
+	/* uid:0 and uid:1 spend at T0, the others an hour later. */
 	for (int i = 0; i < RL_MAX_APPS; i++) {
 		snprintf(app, sizeof(app), "uid:%d", i);
-		assert_int_equal(rl_admit(rl, app, PROF_HEAP_DUMP, false, T0), 0);
+		assert_int_equal(rl_admit(rl, app, PROF_HEAP_DUMP, false, i < 2 ? T0 : T0 + H), 0);
 	}
-	assert_int_equal(rl_admit(rl, "uid:new", PROF_HEAP_DUMP, false, T0), SYS);
-	assert_int_equal(rl_trigger_record(rl, "uid:new", PROF_TRIGGER_OOM, T0), -ENOSPC);
-	assert_int_equal(rl_trigger_check(rl, "uid:new", PROF_TRIGGER_OOM, 60, T0), 0);
-	assert_int_equal(rl_admit(rl, "uid:7", PROF_HEAP_DUMP, false, T0), 0);
-	usage_at(rl, "uid:7", T0, u);
+	assert_int_equal(rl_trigger_record(rl, "uid:1", PROF_TRIGGER_HANG, T0), 0);
+	assert_int_equal(rl_admit(rl, "uid:new", PROF_HEAP_DUMP, false, T0 + H), SYS);
+	assert_int_equal(rl_trigger_record(rl, "uid:new", PROF_TRIGGER_OOM, T0 + H), -ENOSPC);
+	assert_int_equal(rl_trigger_check(rl, "uid:new", PROF_TRIGGER_OOM, 60, T0 + H), 0);
+	assert_int_equal(rl_admit(rl, "uid:7", PROF_HEAP_DUMP, false, T0 + H), 0);
+	usage_at(rl, "uid:7", T0 + H, u);
 	assert_int_equal(u[0].app_used, 20);
-	assert_int_equal(u[0].system_used, 10ull * (RL_MAX_APPS + 1));
-	/* One app keeps a cooldown; the rest go idle and are freed. */
-	assert_int_equal(rl_trigger_record(rl, "uid:9", PROF_TRIGGER_HANG, T0), 0);
+	assert_int_equal(u[2].system_used, 10ull * (RL_MAX_APPS + 1));
+
+	/* A week on, uid:0 is idle and its slot is freed; uid:1 keeps its
+	 * slot for the cooldown; the later apps keep their entries. */
 	assert_int_equal(rl_admit(rl, "uid:new", PROF_HEAP_DUMP, false, T0 + 7 * D), 0);
 	usage_at(rl, "uid:new", T0 + 7 * D, u);
-	assert_int_equal(u[0].app_used, 10);
-	assert_int_equal(u[0].system_used, 10);
-	assert_int_equal(rl_trigger_check(rl, "uid:9", PROF_TRIGGER_HANG, 8 * 24 * 3600, T0 + 7 * D),
-			 COOL);
-	for (int i = 0; i < RL_MAX_APPS - 2; i++) {
-		snprintf(app, sizeof(app), "uid:b%d", i);
-		assert_int_equal(rl_admit(rl, app, PROF_HEAP_DUMP, false, T0 + 7 * D), 0);
-	}
-	assert_int_equal(rl_admit(rl, "uid:last", PROF_HEAP_DUMP, false, T0 + 7 * D), SYS);
-	usage_at(rl, "uid:b5", T0 + 7 * D, u);
 	assert_int_equal(u[2].app_used, 10);
+	assert_int_equal(u[2].system_used, 10ull * RL_MAX_APPS);
+	usage_at(rl, "uid:4095", T0 + 7 * D, u);
+	assert_int_equal(u[2].app_used, 10);
+	usage_at(rl, "uid:7", T0 + 7 * D, u);
+	assert_int_equal(u[2].app_used, 20);
+	usage_at(rl, "uid:1", T0 + 7 * D, u);
+	assert_int_equal(u[2].app_used, 0);
+	assert_int_equal(rl_trigger_check(rl, "uid:1", PROF_TRIGGER_HANG, 8 * 24 * 3600, T0 + 7 * D),
+			 COOL);
+	assert_int_equal(rl_admit(rl, "uid:last", PROF_HEAP_DUMP, false, T0 + 7 * D), SYS);
+	assert_int_equal(rl_admit(rl, "uid:4095", PROF_HEAP_DUMP, false, T0 + 7 * D), 0);
+	/* Once the rest age out, rl_prune frees them all. */
+	assert_int_equal(rl_prune(rl, T0 + 7 * D + H), 0);
+	assert_int_equal(rl_admit(rl, "uid:last", PROF_HEAP_DUMP, false, T0 + 7 * D + H), 0);
+	usage_at(rl, "uid:4095", T0 + 7 * D + H, u);
+	assert_int_equal(u[2].app_used, 10);
+	assert_int_equal(u[2].system_used, 30);
+	/* The entries that aged out were charged back to their own apps. */
+	usage_at(rl, "uid:new", T0 + 7 * D + H, u);
+	assert_int_equal(u[2].app_used, 10);
+	usage_at(rl, "uid:2", T0 + 7 * D + H, u);
+	assert_int_equal(u[2].app_used, 0);
 	rl_close(rl);
 }
 
