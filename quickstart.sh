@@ -49,6 +49,9 @@ demo() {
 	install_missing $PKGS_BUILD
 	build "$ROOT/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	local state=$ROOT/build/demo-state
+	# A fresh state each run: the demo's app budget (one app capture per
+	# hour by default) would otherwise refuse a second run within the hour.
+	rm -rf "$state"
 	mkdir -p "$state"
 	local csock=$state/client.sock rsock=$state/runtime.sock
 	say "starting profilingd (state in $state); Ctrl-C stops it"

@@ -10,7 +10,9 @@ BUILD=$(cd "${1:-$(dirname "$0")/..}" && pwd)
 SECS=${2:-5}
 PAIRS=${3:-3}
 T=$(mktemp -d /tmp/pd-bench.XXXXXX)
-"$BUILD/service/profilingd" -f -S "$T/state" --client-socket "$T/c.sock" \
+# Budgets the benchmark cannot exhaust: it makes one capture per pair.
+printf '[ratelimit]\nhour_app_cap = 100000\nhour_system_cap = 100000\nday_app_cap = 100000\nday_system_cap = 100000\nweek_app_cap = 100000\nweek_system_cap = 100000\n' > "$T/bench.conf"
+"$BUILD/service/profilingd" -f -c "$T/bench.conf" -S "$T/state" --client-socket "$T/c.sock" \
 	--runtime-socket "$T/r.sock" > "$T/daemon.log" 2>&1 &
 DPID=$!
 trap 'kill $DPID 2>/dev/null; wait $DPID 2>/dev/null; rm -rf "$T"' EXIT

@@ -366,6 +366,8 @@ int prof_request(prof_client *c, enum prof_type type, const struct prof_params *
 		LOG_D("refused: %s (%s)", prof_strerror(e),
 		      rep->reply->message ? rep->reply->message : "");
 	pd__daemon_msg__free_unpacked(rep, NULL);
+	if (request_id)
+		*request_id = id; /* a refusal has an id too: the listener's copy carries it */
 	if (e)
 		return -e;
 	if (slot) {
@@ -373,8 +375,6 @@ int prof_request(prof_client *c, enum prof_type type, const struct prof_params *
 		slot->cb = cb;
 		slot->ud = ud;
 	}
-	if (request_id)
-		*request_id = id;
 	return 0;
 }
 

@@ -697,11 +697,11 @@ static int refuse_failed(struct rl *rl, int64_t now)
 	return -PROF_E_RATE_LIMIT_SYSTEM;
 }
 
-int rl_admit(struct rl *rl, const char *app, int type, bool system_triggered,
-	     int64_t now_ms)
+/* The admission decision without recording; *cost_out 0 means "free". */
+static int check(struct rl *rl, const char *app, int type, bool system_triggered,
+		 int64_t now_ms, uint32_t *cost_out)
 {
-	int a, r, rc;
-
+	*cost_out = 0;
 	if (!rl || !app_ok(app) || type < 1 || type > RL_TYPE_MAX)
 		return -PROF_E_INVALID_REQUEST;
 	if (rl->failed)
@@ -713,7 +713,7 @@ int rl_admit(struct rl *rl, const char *app, int type, bool system_triggered,
 		return 0;
 
 	advance(rl, now_ms);
-	a = app_find(rl, app);
+	int a = app_find(rl, app);
 	for (int w = 0; w < RL_NWIN; w++) {
 		const struct rl_window_cfg *wc = &rl->cfg.win[w];
 		if (rl->sum[w] + cost > wc->system_cap)
@@ -721,6 +721,26 @@ int rl_admit(struct rl *rl, const char *app, int type, bool system_triggered,
 		if ((a >= 0 ? rl->apps[a].sum[w] : 0) + cost > wc->app_cap)
 			return -PROF_E_RATE_LIMIT_PROCESS;
 	}
+	*cost_out = cost;
+	return 0;
+}
+
+int rl_check(struct rl *rl, const char *app, int type, bool system_triggered,
+	     int64_t now_ms)
+{
+	uint32_t cost;
+	return check(rl, app, type, system_triggered, now_ms, &cost);
+}
+
+int rl_admit(struct rl *rl, const char *app, int type, bool system_triggered,
+	     int64_t now_ms)
+{
+	uint32_t cost;
+	int a, r, rc;
+
+	if ((r = check(rl, app, type, system_triggered, now_ms, &cost)) < 0 || !cost)
+		return r;
+	a = app_find(rl, app);
 
 	/* Admitted. Pruning here neither reclaims (a stays valid) nor runs
 	 * more than about once an hour. */

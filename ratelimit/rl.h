@@ -22,7 +22,7 @@
  * Return values. PROF_E_RATE_LIMIT_SYSTEM (1) and _PROCESS (2) collide
  * with EPERM and ENOENT, so the two admission calls return only PROF_E_*
  * codes, and the rest only errno codes:
- *   rl_admit, rl_trigger_check: 0 or a negative PROF_E_* (a refusal);
+ *   rl_admit, rl_check, rl_trigger_check: 0 or a negative PROF_E_* (a refusal);
  *   every other int function:   0 or a negative errno.
  */
 #ifndef PD_RL_H
@@ -106,6 +106,14 @@ const char *rl_exempt_app(const struct rl *rl);
  *   -PROF_E_INVALID_REQUEST     NULL/oversized app or bad type
  */
 int rl_admit(struct rl *rl, const char *app, int type, bool system_triggered,
+	     int64_t now_ms);
+
+/*
+ * The decision rl_admit would take now, without recording anything, so
+ * that the daemon can run its other admission rules before charging the
+ * cost. Same return values as rl_admit.
+ */
+int rl_check(struct rl *rl, const char *app, int type, bool system_triggered,
 	     int64_t now_ms);
 
 /*

@@ -1,11 +1,14 @@
 /* profilingd: the on-device profiling trigger service. */
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <event2/event.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -29,9 +32,33 @@ static void usage(FILE *f)
 		"  -f, --foreground          log readable lines to stderr (the daemon never forks;\n"
 		"                            under systemd it logs with journald priority prefixes)\n"
 		"  -d, --debug               log at debug level\n"
+		"      --reset-ratelimit     repair an unreadable rate-limit store: move\n"
+		"                            <state>/ratelimit.db aside and start an empty one,\n"
+		"                            then exit (the daemon must be stopped)\n"
 		"  -h, --help                this text\n"
 		"  -V, --version             print the version\n\n"
 		"Signals: SIGTERM and SIGINT stop it cleanly. See profilingd(8).\n");
+}
+
+/*
+ * One daemon per state dir: an flock on <state>/profilingd.lock, held for
+ * the daemon's life. --reset-ratelimit takes it too, so it cannot run
+ * under a live daemon. Returns the fd, or -errno (-EBUSY when held).
+ */
+static int lock_state(const char *state_dir)
+{
+	char path[SVC_PATH_MAX + 32];
+	if (util_fmt(path, sizeof(path), "%s/profilingd.lock", state_dir) < 0)
+		return -ENAMETOOLONG;
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int r = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -43,7 +70,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_CLIENT = 256, OPT_RUNTIME };
+	enum { OPT_CLIENT = 256, OPT_RUNTIME, OPT_RESET_RL };
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "state-dir", required_argument, NULL, 'S' },
@@ -51,12 +78,13 @@ int main(int argc, char **argv)
 		{ "runtime-socket", required_argument, NULL, OPT_RUNTIME },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "debug", no_argument, NULL, 'd' },
+		{ "reset-ratelimit", no_argument, NULL, OPT_RESET_RL },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 }
 	};
 	const char *config = NULL, *state = NULL, *csock = NULL, *rsock = NULL;
-	int debug = 0, foreground = 0, c, r, line = 0, rc = 1;
+	int debug = 0, foreground = 0, reset_rl = 0, c, r, line = 0, rc = 1;
 	struct svc_config cfg;
 	struct event_base *base = NULL;
 	struct event *ev_term = NULL, *ev_int = NULL;
@@ -70,6 +98,7 @@ int main(int argc, char **argv)
 		case OPT_RUNTIME: rsock = optarg; break;
 		case 'f': foreground = 1; break;
 		case 'd': debug = 1; break;
+		case OPT_RESET_RL: reset_rl = 1; break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("profilingd %s\n", PROFILINGD_VERSION); return 0;
 		default: usage(stderr); return 2;
@@ -102,23 +131,48 @@ int main(int argc, char **argv)
 	if (svc_config_finish(&cfg) < 0)
 		return 1;
 	log_init(sink, debug ? LOG_DEBUG : cfg.log_level, "profilingd");
-
-	signal(SIGPIPE, SIG_IGN);
 	if ((r = util_mkdir_p(cfg.state_dir, 0755)) < 0) {
 		LOG_E("cannot create state dir %s: %s", cfg.state_dir, strerror(-r));
+		svc_config_free(&cfg);
 		return 1;
 	}
+	int lockfd = lock_state(cfg.state_dir);
+	if (lockfd < 0) {
+		fprintf(stderr, "profilingd: %s: %s\n", cfg.state_dir, lockfd == -EBUSY
+			? "another profilingd is running on this state directory; stop it first"
+			: strerror(-lockfd));
+		svc_config_free(&cfg);
+		return 1;
+	}
+	if (reset_rl) {
+		char rlpath[SVC_PATH_MAX + 32];
+		snprintf(rlpath, sizeof(rlpath), "%s/ratelimit.db", cfg.state_dir);
+		r = rl_reset(rlpath, (int64_t)(util_now_ns(CLOCK_REALTIME) / 1000000ull));
+		if (r < 0) {
+			fprintf(stderr, "profilingd: cannot reset %s: %s%s\n", rlpath, strerror(-r),
+				r == -EBUSY ? " (stop the running profilingd first)" : "");
+			svc_config_free(&cfg);
+			return 1;
+		}
+		printf("profilingd: %s reset; the old file was moved aside as %s.broken-*\n",
+		       rlpath, rlpath);
+		svc_config_free(&cfg);
+		return 0;
+	}
+
+	signal(SIGPIPE, SIG_IGN);
 	base = event_base_new();
 	if (!base) {
 		LOG_E("cannot create the event loop");
-		return 1;
+		goto out;
 	}
 	snprintf(dbpath, sizeof(dbpath), "%s/profilingd.db", cfg.state_dir);
 	if (svc_db_init(dbpath) < 0)
 		goto out;
 	if ((r = svc_db_recover()) > 0)
 		LOG_N("%d capture(s) were cut short by the previous run and are marked failed", r);
-	if (svc_session_init(base, &cfg) < 0 || svc_conn_init(base, &cfg) < 0)
+	if (svc_admit_init(&cfg) < 0 || svc_session_init(base, &cfg) < 0 ||
+	    svc_conn_init(base, &cfg) < 0)
 		goto out;
 	ev_term = evsignal_new(base, SIGTERM, on_signal, base);
 	ev_int = evsignal_new(base, SIGINT, on_signal, base);
@@ -134,7 +188,9 @@ int main(int argc, char **argv)
 out:
 	svc_session_fini();
 	svc_conn_fini();
+	svc_admit_fini();
 	svc_db_fini();
+	svc_config_free(&cfg);
 	if (ev_term)
 		event_free(ev_term);
 	if (ev_int)

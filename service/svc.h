@@ -12,6 +12,7 @@
 #include <sys/un.h>
 
 #include "profilingd.pb-c.h"
+#include "rl.h"
 
 struct event_base;
 
@@ -41,9 +42,24 @@ struct svc_config {
 	uint32_t deadline_grace_ms;    /* runtime deadline = duration + grace */
 	uint32_t runtime_wait_ms;      /* how long a request waits for a runtime hello */
 	uint64_t max_result_bytes;     /* a bigger artifact fails with POST_PROCESSING */
+	uint64_t max_app_result_bytes; /* stored results per app */
+	uint64_t max_total_result_bytes;
+	uint64_t min_free_bytes;       /* free space the state filesystem keeps */
+	struct rl_config rl;           /* [ratelimit] */
+	/* [apps]: executable path -> app id, for several apps under one uid. */
+	struct svc_app_map {
+		char exe[SVC_PATH_MAX];
+		char id[128];
+	} *apps;
+	unsigned napps;
 };
 
+#define SVC_MAX_APP_MAP 256
+
 void svc_config_defaults(struct svc_config *cfg);
+void svc_config_free(struct svc_config *cfg);
+/* The app id the [apps] map gives exe, or NULL. */
+const char *svc_config_app_id(const struct svc_config *cfg, const char *exe);
 /* Parse an INI file over the current values. 0, or -errno with *line set. */
 int svc_config_load(struct svc_config *cfg, const char *path, int *line);
 /* Resolve paths relative to the state dir; check ranges. 0 or -EINVAL. */
@@ -51,19 +67,22 @@ int svc_config_finish(struct svc_config *cfg);
 
 /* -------------------------------------------------------------- svc_db.c */
 
-#define SVC_DB_SCHEMA_VERSION 1
+#define SVC_DB_SCHEMA_VERSION 2
 
 int svc_db_init(const char *path);
 void svc_db_fini(void);
 /* Sessions left "active" by a previous run are marked failed. Returns how many. */
 int svc_db_recover(void);
-int svc_db_session_new(uid_t uid, pid_t pid, uint32_t type, const char *tag,
-		       uint64_t now_ns, uint64_t *id);
+/* A new session row; refused != 0 records a refusal (error = refused). */
+int svc_db_session_new(const char *app, uid_t uid, pid_t pid, uint32_t type, const char *tag,
+		       uint64_t now_ns, int refused, const char *message, uint64_t *id);
 int svc_db_session_end(uint64_t id, const char *state, int error,
 		       const char *message, uint64_t now_ns);
-int svc_db_result_add(uint64_t session_id, uid_t uid, uint32_t type, uint32_t trigger,
-		      const char *path, uint64_t size, const char *format,
+int svc_db_result_add(uint64_t session_id, const char *app, uid_t uid, uint32_t type,
+		      uint32_t trigger, const char *path, uint64_t size, const char *format,
 		      uint64_t start_ns, uint64_t end_ns, uint64_t *result_id);
+/* Bytes of stored results of app, or of all apps when app is NULL. */
+int svc_db_result_bytes(const char *app, uint64_t *bytes);
 int svc_db_result_delivered(uint64_t result_id);
 
 /* ----------------------------------------------------------- svc_proto.c */
@@ -93,13 +112,34 @@ struct svc_conn *svc_conn_by_id(uint64_t id);
 uid_t svc_conn_uid(const struct svc_conn *c);
 gid_t svc_conn_gid(const struct svc_conn *c);
 pid_t svc_conn_pid(const struct svc_conn *c);
+/* The app key: "uid:<uid>" or "uid:<uid>/<id>" when [apps] maps the exe. */
+const char *svc_conn_app(const struct svc_conn *c);
 void svc_conn_set_listener(struct svc_conn *c, bool on);
+bool svc_conn_is_listener(const struct svc_conn *c);
 /* A connected client of uid with a result listener, or NULL. */
 struct svc_conn *svc_conn_listener_for(uid_t uid);
 /* Runtime bookkeeping: the hello'd runtime of pid, or NULL. */
 struct svc_conn *svc_conn_runtime_for(pid_t pid);
 void svc_conn_set_runtime(struct svc_conn *c, uint32_t caps);
 uint32_t svc_conn_runtime_caps(const struct svc_conn *c);
+
+/* ----------------------------------------------------------- svc_admit.c */
+
+/*
+ * Admission rules other than the session ones: the cost windows (rl) and
+ * the disk quota. Each check returns 0 or a positive PROF_E_* with a
+ * message in why[n].
+ */
+int svc_admit_init(const struct svc_config *cfg);
+void svc_admit_fini(void);
+int svc_admit_rate_check(const char *app, uint32_t type, bool system, char *why, size_t n);
+int svc_admit_disk_check(const char *app, char *why, size_t n);
+/* Charge the cost (records it). 0 or a positive PROF_E_*. */
+int svc_admit_charge(const char *app, uint32_t type, bool system, char *why, size_t n);
+/* Reserve quota for a new result of size bytes; refused if it would not fit. */
+int svc_admit_result_reserve(const char *app, uint64_t size, char *why, size_t n);
+/* Fill usage for status and tests. */
+int svc_admit_usage(const char *app, struct rl_usage out[RL_NWIN]);
 
 /* --------------------------------------------------------- svc_session.c */
 
@@ -118,6 +158,9 @@ void svc_session_fini(void);
 int svc_session_request(struct svc_conn *client, const Pd__Request *rq,
 			uint64_t *id, const char **why);
 int svc_session_cancel(struct svc_conn *client, uint64_t id);
+/* After the refusal's reply: give the app's result listener its copy. */
+void svc_session_refused(struct svc_conn *client, uint64_t id, const Pd__Request *rq,
+			 int error, const char *why);
 /* A runtime said hello: start what waits for it. */
 void svc_session_runtime_up(struct svc_conn *rt);
 /* A runtime connection is closing: fail what it was capturing. */

@@ -11,7 +11,7 @@
 #include "log.h"
 #include "util.h"
 
-enum key_kind { K_STR_PATH, K_STR_SUN, K_U32, K_U64, K_LEVEL };
+enum key_kind { K_STR_PATH, K_STR_SUN, K_STR_APP, K_U32, K_U64, K_LEVEL, K_BOOL };
 
 struct key {
 	const char *section, *name;
@@ -39,6 +39,25 @@ static const struct key keys[] = {
 	{ "capture", "default_frequency_hz", K_U32, OFF(default_frequency_hz), SVC_HZ_MIN, SVC_HZ_MAX },
 	{ "capture", "deadline_grace_ms", K_U32, OFF(deadline_grace_ms), 100, 600000 },
 	{ "capture", "runtime_wait_ms", K_U32, OFF(runtime_wait_ms), 0, 60000 },
+	{ "limits", "max_app_result_bytes", K_U64, OFF(max_app_result_bytes), 0, 1ull << 50 },
+	{ "limits", "max_total_result_bytes", K_U64, OFF(max_total_result_bytes), 0, 1ull << 50 },
+	{ "limits", "min_free_bytes", K_U64, OFF(min_free_bytes), 0, 1ull << 50 },
+	{ "ratelimit", "app_cost_heap_dump", K_U32, OFF(rl.app_cost[1]), 0, 1000000 },
+	{ "ratelimit", "app_cost_heap_profile", K_U32, OFF(rl.app_cost[2]), 0, 1000000 },
+	{ "ratelimit", "app_cost_stack_sampling", K_U32, OFF(rl.app_cost[3]), 0, 1000000 },
+	{ "ratelimit", "app_cost_system_trace", K_U32, OFF(rl.app_cost[4]), 0, 1000000 },
+	{ "ratelimit", "system_cost_heap_dump", K_U32, OFF(rl.system_cost[1]), 0, 1000000 },
+	{ "ratelimit", "system_cost_heap_profile", K_U32, OFF(rl.system_cost[2]), 0, 1000000 },
+	{ "ratelimit", "system_cost_stack_sampling", K_U32, OFF(rl.system_cost[3]), 0, 1000000 },
+	{ "ratelimit", "system_cost_system_trace", K_U32, OFF(rl.system_cost[4]), 0, 1000000 },
+	{ "ratelimit", "hour_system_cap", K_U32, OFF(rl.win[0].system_cap), 0, 4000000000u },
+	{ "ratelimit", "hour_app_cap", K_U32, OFF(rl.win[0].app_cap), 0, 4000000000u },
+	{ "ratelimit", "day_system_cap", K_U32, OFF(rl.win[1].system_cap), 0, 4000000000u },
+	{ "ratelimit", "day_app_cap", K_U32, OFF(rl.win[1].app_cap), 0, 4000000000u },
+	{ "ratelimit", "week_system_cap", K_U32, OFF(rl.win[2].system_cap), 0, 4000000000u },
+	{ "ratelimit", "week_app_cap", K_U32, OFF(rl.win[2].app_cap), 0, 4000000000u },
+	{ "ratelimit", "exempt_app", K_STR_APP, OFF(rl.exempt_app), 0, 0 },
+	{ "ratelimit", "sync_full", K_BOOL, OFF(rl.sync_full), 0, 0 },
 };
 
 void svc_config_defaults(struct svc_config *c)
@@ -58,6 +77,45 @@ void svc_config_defaults(struct svc_config *c)
 	c->default_frequency_hz = 100;
 	c->deadline_grace_ms = 5000;
 	c->runtime_wait_ms = 2000;
+	c->max_app_result_bytes = 512ull << 20;
+	c->max_total_result_bytes = 2048ull << 20;
+	c->min_free_bytes = 64ull << 20;
+	rl_config_defaults(&c->rl);
+}
+
+void svc_config_free(struct svc_config *c)
+{
+	if (!c)
+		return;
+	free(c->apps);
+	c->apps = NULL;
+	c->napps = 0;
+}
+
+const char *svc_config_app_id(const struct svc_config *c, const char *exe)
+{
+	for (unsigned i = 0; exe && i < c->napps; i++)
+		if (strcmp(c->apps[i].exe, exe) == 0)
+			return c->apps[i].id;
+	return NULL;
+}
+
+/* [apps] "<executable> = <id>": ids are [A-Za-z0-9._-], 1..127 bytes. */
+static int add_app(struct svc_config *c, const char *exe, const char *id)
+{
+	size_t n = strlen(id);
+	if (exe[0] != '/' || n == 0 || n >= sizeof(c->apps[0].id) ||
+	    strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n)
+		return -EINVAL;
+	if (c->napps == SVC_MAX_APP_MAP)
+		return -ENOSPC;
+	if (!c->apps && !(c->apps = calloc(SVC_MAX_APP_MAP, sizeof(*c->apps))))
+		return -ENOMEM;
+	if (util_strlcpy(c->apps[c->napps].exe, exe, sizeof(c->apps[0].exe)) >= sizeof(c->apps[0].exe))
+		return -ENAMETOOLONG;
+	util_strlcpy(c->apps[c->napps].id, id, sizeof(c->apps[0].id));
+	c->napps++;
+	return 0;
 }
 
 struct parse_ctx {
@@ -76,6 +134,16 @@ static int set_key(struct svc_config *cfg, const struct key *k, const char *v)
 		return util_strlcpy(p, v, SVC_PATH_MAX) >= SVC_PATH_MAX ? -ENAMETOOLONG : 0;
 	case K_STR_SUN:
 		return util_strlcpy(p, v, SVC_SUN_MAX) >= SVC_SUN_MAX ? -ENAMETOOLONG : 0;
+	case K_STR_APP:
+		return util_strlcpy(p, v, RL_APP_MAX) >= RL_APP_MAX ? -ENAMETOOLONG : 0;
+	case K_BOOL:
+		if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "1"))
+			*(bool *)p = true;
+		else if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "0"))
+			*(bool *)p = false;
+		else
+			return -EINVAL;
+		return 0;
 	case K_LEVEL: {
 		int l = log_level_parse(v);
 		if (l < 0)
@@ -101,6 +169,17 @@ static int set_key(struct svc_config *cfg, const struct key *k, const char *v)
 static int on_kv(void *user, const char *section, const char *name, const char *value)
 {
 	struct parse_ctx *pc = user;
+	if (strcmp(section, "apps") == 0) {
+		int r = add_app(pc->cfg, name, value);
+		if (r < 0) {
+			LOG_E("[apps] %s = %s: %s", name, value, r == -EINVAL
+			      ? "want an absolute executable path = an id of [A-Za-z0-9._-]"
+			      : strerror(-r));
+			pc->err = r;
+			return 0;
+		}
+		return 1;
+	}
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		if (strcmp(keys[i].section, section) || strcmp(keys[i].name, name))
 			continue;

@@ -46,6 +46,7 @@ struct svc_conn {
 	bool listener;
 	bool dropping;
 	uint32_t caps;     /* runtime capabilities */
+	char app[RL_APP_MAX];
 	struct svc_conn *next;
 };
 
@@ -71,7 +72,29 @@ uint64_t svc_conn_id(const struct svc_conn *c) { return c->id; }
 uid_t svc_conn_uid(const struct svc_conn *c) { return c->uid; }
 gid_t svc_conn_gid(const struct svc_conn *c) { return c->gid; }
 pid_t svc_conn_pid(const struct svc_conn *c) { return c->pid; }
+const char *svc_conn_app(const struct svc_conn *c) { return c->app; }
+
+/* The app key of a peer: its uid, plus the [apps] id of its executable. */
+static void conn_app_key(struct svc_conn *c)
+{
+	char link[64], exe[SVC_PATH_MAX];
+	const char *id = NULL;
+
+	if (cfg->napps) {
+		snprintf(link, sizeof(link), "/proc/%d/exe", (int)c->pid);
+		ssize_t n = readlink(link, exe, sizeof(exe) - 1);
+		if (n > 0) {
+			exe[n] = '\0';
+			id = svc_config_app_id(cfg, exe);
+		}
+	}
+	if (id)
+		util_fmt(c->app, sizeof(c->app), "uid:%u/%s", (unsigned)c->uid, id);
+	else
+		util_fmt(c->app, sizeof(c->app), "uid:%u", (unsigned)c->uid);
+}
 void svc_conn_set_listener(struct svc_conn *c, bool on) { c->listener = on; }
+bool svc_conn_is_listener(const struct svc_conn *c) { return c->listener && !c->dropping; }
 uint32_t svc_conn_runtime_caps(const struct svc_conn *c) { return c->caps; }
 
 void svc_conn_set_runtime(struct svc_conn *c, uint32_t caps)
@@ -255,9 +278,12 @@ static int client_request(struct svc_conn *c, const Pd__ClientMsg *m)
 	out.msg_case = PD__DAEMON_MSG__MSG_REPLY;
 	out.reply = &rep;
 	if (e)
-		LOG_I("refused request from pid %d uid %u: %s", (int)c->pid,
-		      (unsigned)c->uid, why ? why : prof_strerror(e));
-	return svc_conn_send(c, &out.base, -1);
+		LOG_I("refused request from pid %d (%s): %s: %s", (int)c->pid, c->app,
+		      prof_strerror(e), why ? why : "");
+	int r = svc_conn_send(c, &out.base, -1);
+	if (r == 0 && e)
+		svc_session_refused(c, id, m->request, e, why);
+	return r;
 }
 
 static int client_cancel(struct svc_conn *c, const Pd__ClientMsg *m)
@@ -492,6 +518,7 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 	c->uid = cred.uid;
 	c->gid = cred.gid;
 	c->pid = cred.pid;
+	conn_app_key(c);
 	c->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, conn_read_cb, c);
 	c->ev_write = event_new(base, fd, EV_WRITE, conn_write_cb, c);
 	if (!c->q || !c->ev_read || !c->ev_write)

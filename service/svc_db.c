@@ -32,6 +32,12 @@ static const char *const migrations[] = {
 	" start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,"
 	" delivered INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0);"
 	"CREATE INDEX results_uid ON results(uid, delivered);",
+	/* 2: the app key (uid plus [apps] id) for quotas and listings. */
+	"ALTER TABLE sessions ADD COLUMN app TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE results ADD COLUMN app TEXT NOT NULL DEFAULT '';"
+	"UPDATE results SET app = 'uid:' || uid;"
+	"UPDATE sessions SET app = 'uid:' || uid;"
+	"CREATE INDEX results_app ON results(app);",
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == SVC_DB_SCHEMA_VERSION,
@@ -132,18 +138,27 @@ static int db_step_done(sqlite3_stmt *st)
 	return rc == SQLITE_DONE ? 0 : -EIO;
 }
 
-int svc_db_session_new(uid_t uid, pid_t pid, uint32_t type, const char *tag,
-		       uint64_t now_ns, uint64_t *id)
+int svc_db_session_new(const char *app, uid_t uid, pid_t pid, uint32_t type, const char *tag,
+		       uint64_t now_ns, int refused, const char *message, uint64_t *id)
 {
 	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(db, "INSERT INTO sessions(uid,pid,type,tag,state,created_ns)"
-			       " VALUES(?,?,?,?,'active',?)", -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(db, "INSERT INTO sessions(app,uid,pid,type,tag,state,error,message,"
+			       "created_ns,ended_ns) VALUES(?,?,?,?,?,?,?,?,?,?)", -1, &st,
+			       NULL) != SQLITE_OK)
 		return -EIO;
-	sqlite3_bind_int64(st, 1, uid);
-	sqlite3_bind_int64(st, 2, pid);
-	sqlite3_bind_int64(st, 3, type);
-	sqlite3_bind_text(st, 4, tag ? tag : "", -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(st, 5, (sqlite3_int64)now_ns);
+	sqlite3_bind_text(st, 1, app, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 2, uid);
+	sqlite3_bind_int64(st, 3, pid);
+	sqlite3_bind_int64(st, 4, type);
+	sqlite3_bind_text(st, 5, tag ? tag : "", -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 6, refused ? "refused" : "active", -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 7, refused);
+	sqlite3_bind_text(st, 8, message ? message : "", -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 9, (sqlite3_int64)now_ns);
+	if (refused)
+		sqlite3_bind_int64(st, 10, (sqlite3_int64)now_ns);
+	else
+		sqlite3_bind_null(st, 10);
 	int r = db_step_done(st);
 	if (r == 0)
 		*id = (uint64_t)sqlite3_last_insert_rowid(db);
@@ -165,15 +180,16 @@ int svc_db_session_end(uint64_t id, const char *state, int error, const char *me
 	return db_step_done(st);
 }
 
-int svc_db_result_add(uint64_t session_id, uid_t uid, uint32_t type, uint32_t trigger,
-		      const char *path, uint64_t size, const char *format,
+int svc_db_result_add(uint64_t session_id, const char *app, uid_t uid, uint32_t type,
+		      uint32_t trigger, const char *path, uint64_t size, const char *format,
 		      uint64_t start_ns, uint64_t end_ns, uint64_t *result_id)
 {
 	sqlite3_stmt *st;
 	if (sqlite3_prepare_v2(db, "INSERT INTO results(session_id,uid,type,trigger,path,size,"
-			       "format,start_ns,end_ns) VALUES(?,?,?,?,?,?,?,?,?)",
+			       "format,start_ns,end_ns,app) VALUES(?,?,?,?,?,?,?,?,?,?)",
 			       -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
+	sqlite3_bind_text(st, 10, app, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)session_id);
 	sqlite3_bind_int64(st, 2, uid);
 	sqlite3_bind_int64(st, 3, type);
@@ -197,4 +213,26 @@ int svc_db_result_delivered(uint64_t result_id)
 		return -EIO;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)result_id);
 	return db_step_done(st);
+}
+
+static int db_sum(const char *sql, const char *app, uint64_t *out)
+{
+	sqlite3_stmt *st;
+	*out = 0;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	if (app)
+		sqlite3_bind_text(st, 1, app, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*out = (uint64_t)sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW ? 0 : -EIO;
+}
+
+int svc_db_result_bytes(const char *app, uint64_t *bytes)
+{
+	if (app)
+		return db_sum("SELECT COALESCE(SUM(size),0) FROM results WHERE app=?", app, bytes);
+	return db_sum("SELECT COALESCE(SUM(size),0) FROM results", NULL, bytes);
 }

@@ -39,6 +39,7 @@ struct session {
 	uint32_t type;
 	uint32_t duration_ms, hz;
 	char tag[WIRE_MAX_TAG + 1];
+	char app[RL_APP_MAX];
 	uint64_t client_id;
 	struct svc_conn *rt;
 	enum sess_state state;
@@ -101,37 +102,44 @@ static struct svc_conn *result_peer(const struct session *s)
 	return c ? c : svc_conn_listener_for(s->uid);
 }
 
-static int send_result(struct session *s, int error, const char *msg, const char *path,
-		       uint64_t size, uint64_t result_id, int fd)
+static int send_result_to(struct svc_conn *c, uint64_t id, uint32_t type, const char *tag,
+			  int error, const char *msg, const char *path, uint64_t size,
+			  uint64_t result_id, uint64_t start_ns, int fd)
 {
 	Pd__DaemonMsg out = PD__DAEMON_MSG__INIT;
 	Pd__Result r = PD__RESULT__INIT;
-	struct svc_conn *c = result_peer(s);
 
 	if (!c)
 		return -ENOTCONN;
-	r.request_id = s->id;
-	r.type = s->type;
+	r.request_id = id;
+	r.type = type;
 	r.has_trigger = 1;
 	r.trigger = PROF_TRIGGER_NONE;
 	r.error = (uint32_t)error;
 	r.error_message = (char *)(msg ? msg : "");
-	r.tag = s->tag;
+	r.tag = (char *)tag;
 	if (path) {
 		r.path = (char *)path;
 		r.has_size = 1;
 		r.size = size;
-		r.format = (char *)type_info[s->type].format;
+		r.format = (char *)type_info[type].format;
 		r.has_result_id = 1;
 		r.result_id = result_id;
 	}
 	r.has_start_ns = 1;
-	r.start_ns = s->start_ns;
+	r.start_ns = start_ns;
 	r.has_end_ns = 1;
 	r.end_ns = util_now_ns(CLOCK_REALTIME);
 	out.msg_case = PD__DAEMON_MSG__MSG_RESULT;
 	out.result = &r;
 	return svc_conn_send(c, &out.base, fd);
+}
+
+static int send_result(struct session *s, int error, const char *msg, const char *path,
+		       uint64_t size, uint64_t result_id, int fd)
+{
+	return send_result_to(result_peer(s), s->id, s->type, s->tag, error, msg, path, size,
+			      result_id, s->start_ns, fd);
 }
 
 static void session_free(struct session *s)
@@ -318,6 +326,10 @@ static void store_and_deliver(struct session *s, const Pd__CaptureDone *d)
 		fail(s, PROF_E_POST_PROCESSING, "artifact is not a gzip'd pprof");
 		return;
 	}
+	if ((r = svc_admit_result_reserve(s->app, (uint64_t)st.st_size, msg, sizeof(msg))) != 0) {
+		fail(s, r, msg);
+		return;
+	}
 	if ((r = app_dir(s, dir, sizeof(dir))) < 0) {
 		util_fmt(msg, sizeof(msg), "cannot prepare %s: %s", dir, strerror(-r));
 		fail(s, PROF_E_UNKNOWN, msg);
@@ -343,7 +355,7 @@ static void store_and_deliver(struct session *s, const Pd__CaptureDone *d)
 	s->raw_path[0] = '\0';
 	fsync_dir(dir);
 	uint64_t end_ns = util_now_ns(CLOCK_REALTIME);
-	if (svc_db_result_add(s->id, s->uid, s->type, PROF_TRIGGER_NONE, path,
+	if (svc_db_result_add(s->id, s->app, s->uid, s->type, PROF_TRIGGER_NONE, path,
 			      (uint64_t)st.st_size, type_info[s->type].format, s->start_ns,
 			      end_ns, &result_id) < 0)
 		LOG_E("session %llu: result %s not indexed", (unsigned long long)s->id, path);
@@ -394,87 +406,132 @@ static int check_param(uint32_t has, uint32_t v, uint32_t def, uint32_t lo, uint
 	return 0;
 }
 
-int svc_session_request(struct svc_conn *client, const Pd__Request *rq, uint64_t *id,
-			const char **why)
+/*
+ * The admission rules in DESIGN §2 order: validity, cost windows, one
+ * session per process and the system cap, disk quota; the cost is charged
+ * only when all have passed. Returns 0 or a positive PROF_E_*.
+ */
+static int admit(struct svc_conn *client, const Pd__Request *rq, uint32_t *dur, uint32_t *hz,
+		 char *msg, size_t n)
 {
-	static char msg[160];
 	const Pd__Params *p = rq->params;
-	struct session *s;
-	uint32_t dur, hz;
+	const char *app = svc_conn_app(client);
+	pid_t pid = svc_conn_pid(client);
+	int e;
 
-	*why = msg;
 	if (!type_valid(rq->type)) {
-		util_fmt(msg, sizeof(msg), "unknown capture type %u", rq->type);
+		util_fmt(msg, n, "unknown capture type %u", rq->type);
 		return PROF_E_INVALID_REQUEST;
 	}
 	if (check_param(p && p->has_duration_ms, p ? p->duration_ms : 0, cfg->default_duration_ms,
-			SVC_DURATION_MIN_MS, SVC_DURATION_MAX_MS, &dur) < 0) {
-		util_fmt(msg, sizeof(msg), "duration_ms must be %u..%u", SVC_DURATION_MIN_MS,
+			SVC_DURATION_MIN_MS, SVC_DURATION_MAX_MS, dur) < 0) {
+		util_fmt(msg, n, "duration_ms must be %u..%u", SVC_DURATION_MIN_MS,
 			 SVC_DURATION_MAX_MS);
 		return PROF_E_INVALID_REQUEST;
 	}
 	if (check_param(p && p->has_frequency_hz, p ? p->frequency_hz : 0,
-			cfg->default_frequency_hz, SVC_HZ_MIN, SVC_HZ_MAX, &hz) < 0) {
-		util_fmt(msg, sizeof(msg), "frequency_hz must be %u..%u", SVC_HZ_MIN, SVC_HZ_MAX);
+			cfg->default_frequency_hz, SVC_HZ_MIN, SVC_HZ_MAX, hz) < 0) {
+		util_fmt(msg, n, "frequency_hz must be %u..%u", SVC_HZ_MIN, SVC_HZ_MAX);
 		return PROF_E_INVALID_REQUEST;
 	}
-	pid_t pid = svc_conn_pid(client);
-	for (s = sessions; s; s = s->next) {
+	struct svc_conn *rt = svc_conn_runtime_for(pid);
+	if (rt && !(svc_conn_runtime_caps(rt) & type_info[rq->type].cap)) {
+		util_fmt(msg, n, "%s", rq->type == PROF_HEAP_DUMP
+			 ? "this runtime has no heap dump; use PROF_HEAP_PROFILE for native code"
+			 : "the runtime of this process cannot take that capture type");
+		return PROF_E_INVALID_REQUEST;
+	}
+	if ((e = svc_admit_rate_check(app, rq->type, false, msg, n)) != 0)
+		return e;
+	for (struct session *s = sessions; s; s = s->next) {
 		if (s->pid == pid) {
-			util_fmt(msg, sizeof(msg), "session %llu is already capturing pid %d",
+			util_fmt(msg, n, "session %llu is already capturing pid %d",
 				 (unsigned long long)s->id, (int)pid);
 			return PROF_E_PROFILING_IN_PROGRESS;
 		}
 	}
 	if (nsessions >= cfg->max_sessions) {
-		util_fmt(msg, sizeof(msg), "%u captures running system-wide (max_sessions)",
-			 nsessions);
+		util_fmt(msg, n, "%u captures running system-wide (max_sessions)", nsessions);
 		return PROF_E_PROFILING_IN_PROGRESS;
 	}
-	struct svc_conn *rt = svc_conn_runtime_for(pid);
-	if (rt && !(svc_conn_runtime_caps(rt) & type_info[rq->type].cap)) {
-		util_fmt(msg, sizeof(msg), "%s", rq->type == PROF_HEAP_DUMP
-			 ? "this runtime has no heap dump; use PROF_HEAP_PROFILE for native code"
-			 : "the runtime of this process cannot take that capture type");
-		return PROF_E_INVALID_REQUEST;
+	if ((e = svc_admit_disk_check(app, msg, n)) != 0)
+		return e;
+	return svc_admit_charge(app, rq->type, false, msg, n);
+}
+
+int svc_session_request(struct svc_conn *client, const Pd__Request *rq, uint64_t *id,
+			const char **why)
+{
+	static char msg[256];
+	struct session *s;
+	uint32_t dur = 0, hz = 0;
+	uint64_t now = util_now_ns(CLOCK_REALTIME);
+
+	*why = NULL;
+	*id = 0;
+	int e = admit(client, rq, &dur, &hz, msg, sizeof(msg));
+	if (e) {
+		*why = msg;
+		/* Refusals get an id too, so the listener's copy can be matched. */
+		if (svc_db_session_new(svc_conn_app(client), svc_conn_uid(client),
+				       svc_conn_pid(client), rq->type, rq->tag, now, e, msg, id) < 0)
+			*id = 0;
+		return e;
 	}
 
 	s = calloc(1, sizeof(*s));
 	if (!s) {
-		util_fmt(msg, sizeof(msg), "out of memory");
+		*why = "out of memory";
 		return PROF_E_UNKNOWN;
 	}
 	s->raw_fd = -1;
 	s->uid = svc_conn_uid(client);
 	s->gid = svc_conn_gid(client);
-	s->pid = pid;
+	s->pid = svc_conn_pid(client);
 	s->type = rq->type;
 	s->duration_ms = dur;
 	s->hz = hz;
 	s->client_id = svc_conn_id(client);
+	s->start_ns = now;
 	util_strlcpy(s->tag, rq->tag ? rq->tag : "", sizeof(s->tag));
+	util_strlcpy(s->app, svc_conn_app(client), sizeof(s->app));
 	s->timer = evtimer_new(base, timer_cb, s);
 	if (!s->timer ||
-	    svc_db_session_new(s->uid, s->pid, s->type, s->tag, util_now_ns(CLOCK_REALTIME),
-			       &s->id) < 0) {
+	    svc_db_session_new(s->app, s->uid, s->pid, s->type, s->tag, now, 0, NULL, &s->id) < 0) {
 		if (s->timer)
 			event_free(s->timer);
 		free(s);
-		util_fmt(msg, sizeof(msg), "cannot record the session");
+		*why = "cannot record the session";
 		return PROF_E_UNKNOWN;
 	}
 	s->next = sessions;
 	sessions = s;
 	nsessions++;
 	*id = s->id;
-	*why = NULL;
 	s->state = S_WAIT_RUNTIME;
 	/*
 	 * Start from the event loop, after the synchronous reply is queued:
 	 * at once when the runtime is here, else when it says hello.
 	 */
-	arm(s, rt ? 0 : cfg->runtime_wait_ms);
+	arm(s, svc_conn_runtime_for(s->pid) ? 0 : cfg->runtime_wait_ms);
 	return 0;
+}
+
+void svc_session_refused(struct svc_conn *client, uint64_t id, const Pd__Request *rq,
+			 int error, const char *why)
+{
+	struct svc_conn *l = NULL;
+
+	/* The app's listener gets every result, refusals included. */
+	if (!id || !type_valid(rq->type))
+		return;
+	if (svc_conn_is_listener(client))
+		l = client;
+	else
+		l = svc_conn_listener_for(svc_conn_uid(client));
+	if (l)
+		send_result_to(l, id, rq->type, rq->tag ? rq->tag : "", error, why, NULL, 0, 0,
+			       util_now_ns(CLOCK_REALTIME), -1);
 }
 
 void svc_session_runtime_up(struct svc_conn *rt)

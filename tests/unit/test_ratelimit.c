@@ -189,6 +189,28 @@ static void test_caps_exact(void **state)
 	rl_close(rl);
 }
 
+static void test_check_records_nothing(void **state)
+{
+	struct fx *f = *state;
+	struct rl *rl = open_ok(f->path, NULL, T0);
+	struct rl_usage u[RL_NWIN];
+
+	/* rl_check gives rl_admit's answer and charges nothing, however often. */
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(rl_check(rl, "uid:1", PROF_STACK_SAMPLING, false, T0), 0);
+	usage_at(rl, "uid:1", T0, u);
+	assert_int_equal(u[0].app_used, 0);
+	assert_int_equal(rl_admit(rl, "uid:1", PROF_STACK_SAMPLING, false, T0), 0);
+	assert_int_equal(rl_check(rl, "uid:1", PROF_STACK_SAMPLING, false, T0), PROC);
+	assert_int_equal(rl_admit(rl, "uid:2", PROF_STACK_SAMPLING, false, T0), 0);
+	assert_int_equal(rl_check(rl, "uid:3", PROF_STACK_SAMPLING, false, T0), SYS);
+	assert_int_equal(rl_check(NULL, "uid:3", PROF_STACK_SAMPLING, false, T0),
+			 -PROF_E_INVALID_REQUEST);
+	usage_at(rl, NULL, T0, u);
+	assert_int_equal(u[0].system_used, 20);
+	rl_close(rl);
+}
+
 static void test_system_cost_exact(void **state)
 {
 	struct fx *f = *state;
@@ -927,6 +949,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults),
 		T(test_caps_exact),
+		T(test_check_records_nothing),
 		T(test_system_cost_exact),
 		T(test_window_edges),
 		T(test_system_cap_24h),

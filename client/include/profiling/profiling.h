@@ -123,7 +123,9 @@ int prof_dispatch(prof_client *c, int timeout_ms);
  * Ask for a capture of the calling process. params may be NULL for
  * defaults; tag may be NULL. On 0, *request_id (if given) identifies the
  * capture and cb (if given) receives its result. A refusal returns the
- * negative PROF_E_* at once.
+ * negative PROF_E_* at once; cb is not called for it, but the result
+ * listener (prof_set_result_listener) also receives it as a result, with
+ * the id stored in *request_id.
  */
 int prof_request(prof_client *c, enum prof_type type,
 		 const struct prof_params *params, const char *tag,

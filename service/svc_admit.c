@@ -1,0 +1,132 @@
+/*
+ * Admission: the cost windows of ratelimit/ (DESIGN §5) and the disk
+ * quota. svc_session calls the checks in DESIGN's order and charges the
+ * cost only once every rule has passed, so a refused request costs nothing.
+ *
+ * The rate-limit store is <state>/ratelimit.db. One that cannot be read
+ * fails closed: every request gets RATE_LIMIT_SYSTEM until
+ * `profilingd --reset-ratelimit` repairs it (rl logs the file and the fix).
+ */
+#include "svc.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <time.h>
+
+#include "log.h"
+#include "profiling/profiling.h"
+#include "util.h"
+
+static struct rl *rl;
+static const struct svc_config *cfg;
+static uint64_t total_bytes; /* all stored results, kept in step with svc_db */
+
+static int64_t now_ms(void)
+{
+	return (int64_t)(util_now_ns(CLOCK_REALTIME) / 1000000ull);
+}
+
+int svc_admit_init(const struct svc_config *c)
+{
+	char path[SVC_PATH_MAX + 32];
+	int r;
+
+	cfg = c;
+	if (util_fmt(path, sizeof(path), "%s/ratelimit.db", cfg->state_dir) < 0)
+		return -ENAMETOOLONG;
+	if ((r = rl_open(path, &cfg->rl, now_ms(), &rl)) < 0) {
+		LOG_E("rate limiter: %s", strerror(-r));
+		return r;
+	}
+	const char *why;
+	if (rl_failed(rl, &why))
+		LOG_E("rate limiter FAILS CLOSED (%s): every request is refused with "
+		      "RATE_LIMIT_SYSTEM until `profilingd --reset-ratelimit` repairs %s", why, path);
+	const char *ex = rl_exempt_app(rl);
+	if (ex)
+		LOG_W("rate limits are OFF for app %s (ratelimit.exempt_app): test setups only", ex);
+	if ((r = svc_db_result_bytes(NULL, &total_bytes)) < 0)
+		return r;
+	return 0;
+}
+
+void svc_admit_fini(void)
+{
+	rl_close(rl);
+	rl = NULL;
+}
+
+static int rl_error(int r, const char *app, char *why, size_t n)
+{
+	if (r == -PROF_E_RATE_LIMIT_SYSTEM)
+		util_fmt(why, n, "%s", rl_failed(rl, NULL)
+			 ? "rate-limit store unusable; the daemon fails closed"
+			 : "system-wide capture budget used up");
+	else if (r == -PROF_E_RATE_LIMIT_PROCESS)
+		util_fmt(why, n, "capture budget of %s used up", app);
+	else
+		util_fmt(why, n, "rate limiter refused the request");
+	return -r;
+}
+
+int svc_admit_rate_check(const char *app, uint32_t type, bool system, char *why, size_t n)
+{
+	int r = rl_check(rl, app, (int)type, system, now_ms());
+	return r ? rl_error(r, app, why, n) : 0;
+}
+
+int svc_admit_charge(const char *app, uint32_t type, bool system, char *why, size_t n)
+{
+	int r = rl_admit(rl, app, (int)type, system, now_ms());
+	return r ? rl_error(r, app, why, n) : 0;
+}
+
+int svc_admit_disk_check(const char *app, char *why, size_t n)
+{
+	struct statvfs sv;
+	uint64_t app_bytes;
+
+	if (statvfs(cfg->state_dir, &sv) == 0 &&
+	    (uint64_t)sv.f_bavail * sv.f_frsize < cfg->min_free_bytes) {
+		util_fmt(why, n, "%s has %llu bytes free, under min_free_bytes", cfg->state_dir,
+			 (unsigned long long)sv.f_bavail * sv.f_frsize);
+		return PROF_E_NO_DISK_SPACE;
+	}
+	if (total_bytes >= cfg->max_total_result_bytes) {
+		util_fmt(why, n, "stored results reach max_total_result_bytes");
+		return PROF_E_NO_DISK_SPACE;
+	}
+	if (svc_db_result_bytes(app, &app_bytes) < 0) {
+		util_fmt(why, n, "cannot read the result index");
+		return PROF_E_UNKNOWN;
+	}
+	if (app_bytes >= cfg->max_app_result_bytes) {
+		util_fmt(why, n, "results of %s reach max_app_result_bytes", app);
+		return PROF_E_NO_DISK_SPACE;
+	}
+	return 0;
+}
+
+int svc_admit_result_reserve(const char *app, uint64_t size, char *why, size_t n)
+{
+	uint64_t app_bytes;
+	if (svc_db_result_bytes(app, &app_bytes) < 0) {
+		util_fmt(why, n, "cannot read the result index");
+		return PROF_E_UNKNOWN;
+	}
+	if (app_bytes + size > cfg->max_app_result_bytes ||
+	    total_bytes + size > cfg->max_total_result_bytes) {
+		util_fmt(why, n, "a %llu-byte result would exceed the result quota",
+			 (unsigned long long)size);
+		return PROF_E_NO_DISK_SPACE;
+	}
+	total_bytes += size;
+	return 0;
+}
+
+int svc_admit_usage(const char *app, struct rl_usage out[RL_NWIN])
+{
+	return rl_usage(rl, app, now_ms(), out);
+}
