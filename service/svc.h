@@ -67,15 +67,17 @@ int svc_config_finish(struct svc_config *cfg);
 
 /* -------------------------------------------------------------- svc_db.c */
 
-#define SVC_DB_SCHEMA_VERSION 2
+#define SVC_DB_SCHEMA_VERSION 3
 
 int svc_db_init(const char *path);
 void svc_db_fini(void);
 /* Sessions left "active" by a previous run are marked failed. Returns how many. */
 int svc_db_recover(void);
-/* A new session row; refused != 0 records a refusal (error = refused). */
-int svc_db_session_new(const char *app, uid_t uid, pid_t pid, uint32_t type, const char *tag,
-		       uint64_t now_ns, int refused, const char *message, uint64_t *id);
+/* A request id, unique across restarts; refusals take one too. */
+int svc_db_alloc_id(uint64_t *id);
+/* Record an admitted session as active. */
+int svc_db_session_new(uint64_t id, const char *app, uid_t uid, pid_t pid, uint32_t type,
+		       const char *tag, uint64_t now_ns);
 int svc_db_session_end(uint64_t id, const char *state, int error,
 		       const char *message, uint64_t now_ns);
 int svc_db_result_add(uint64_t session_id, const char *app, uid_t uid, uint32_t type,

@@ -473,8 +473,7 @@ int svc_session_request(struct svc_conn *client, const Pd__Request *rq, uint64_t
 	if (e) {
 		*why = msg;
 		/* Refusals get an id too, so the listener's copy can be matched. */
-		if (svc_db_session_new(svc_conn_app(client), svc_conn_uid(client),
-				       svc_conn_pid(client), rq->type, rq->tag, now, e, msg, id) < 0)
+		if (svc_db_alloc_id(id) < 0)
 			*id = 0;
 		return e;
 	}
@@ -496,8 +495,8 @@ int svc_session_request(struct svc_conn *client, const Pd__Request *rq, uint64_t
 	util_strlcpy(s->tag, rq->tag ? rq->tag : "", sizeof(s->tag));
 	util_strlcpy(s->app, svc_conn_app(client), sizeof(s->app));
 	s->timer = evtimer_new(base, timer_cb, s);
-	if (!s->timer ||
-	    svc_db_session_new(s->app, s->uid, s->pid, s->type, s->tag, now, 0, NULL, &s->id) < 0) {
+	if (!s->timer || svc_db_alloc_id(&s->id) < 0 ||
+	    svc_db_session_new(s->id, s->app, s->uid, s->pid, s->type, s->tag, now) < 0) {
 		if (s->timer)
 			event_free(s->timer);
 		free(s);
