@@ -282,6 +282,18 @@ static int prof_deliver(prof_client *c, Pd__DaemonMsg *m, int fd)
 		c->listener(&res, c->listener_ud);
 		ran++;
 	}
+	/*
+	 * The callback returned: the app has the result, so the daemon may
+	 * stop redelivering it. A result nobody took stays queued.
+	 */
+	if (ran && pr->error == 0 && pr->has_result_id) {
+		Pd__ClientMsg am = PD__CLIENT_MSG__INIT;
+		Pd__Ack ack = PD__ACK__INIT;
+		ack.result_id = pr->result_id;
+		am.msg_case = PD__CLIENT_MSG__MSG_ACK;
+		am.ack = &ack;
+		prof_send(c, &am);
+	}
 out:
 	if (fd >= 0)
 		close(fd);

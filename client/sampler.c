@@ -408,11 +408,13 @@ int smp_write_pprof(int fd, int64_t start_ns, int64_t duration_ns,
 				goto out;
 		}
 		int64_t vals[2] = { tab[j].count, (int64_t)(tab[j].count * interval_ns) };
-		struct pp_label labels[2] = {
+		/* The redactor keeps a sample by its pid label. */
+		struct pp_label labels[3] = {
+			{ .key = "pid", .num = getpid() },
 			{ .key = "thread_id", .num = rec->tid },
 			{ .key = "thread_name", .str = smp_comm_of(rec->tid) },
 		};
-		if ((r = pp_add_sample(b, locs, rec->nframes, vals, 2, labels, 2)) < 0)
+		if ((r = pp_add_sample(b, locs, rec->nframes, vals, 2, labels, 3)) < 0)
 			goto out;
 	}
 	r = pp_write_gz(b, fd, bytes);

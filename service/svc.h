@@ -17,6 +17,7 @@
 struct event_base;
 
 #define SVC_PATH_MAX 4096
+#define SVC_MAX_DLP  32
 #define SVC_SUN_MAX  sizeof(((struct sockaddr_un *)0)->sun_path)
 
 /* Request parameter ranges (profiling.h documents them for apps). */
@@ -46,6 +47,20 @@ struct svc_config {
 	uint64_t max_total_result_bytes;
 	uint64_t min_free_bytes;       /* free space the state filesystem keeps */
 	struct rl_config rl;           /* [ratelimit] */
+	/* [redact] */
+	char redactor[SVC_PATH_MAX];   /* "" = beside the daemon, then libexec */
+	char redact_user[64];
+	uint32_t redact_timeout_ms;
+	uint64_t redact_max_memory;
+	bool keep_failed_raw;          /* debug: keep artifacts that failed to redact */
+	/* [dlp] */
+	bool dlp_builtin;
+	char dlp[SVC_MAX_DLP][256];
+	unsigned ndlp;
+	/* [results] */
+	uint32_t retention_days;
+	uint32_t delivery_attempts;
+	uint32_t delivery_max_age_days;
 	/* [apps]: executable path -> app id, for several apps under one uid. */
 	struct svc_app_map {
 		char exe[SVC_PATH_MAX];
@@ -85,7 +100,27 @@ int svc_db_result_add(uint64_t session_id, const char *app, uid_t uid, uint32_t 
 		      uint64_t start_ns, uint64_t end_ns, uint64_t *result_id);
 /* Bytes of stored results of app, or of all apps when app is NULL. */
 int svc_db_result_bytes(const char *app, uint64_t *bytes);
-int svc_db_result_delivered(uint64_t result_id);
+/* A delivery attempt was made (the Result with its fd is queued). */
+int svc_db_result_attempt(uint64_t result_id);
+/* The app acknowledged result_id. -ENOENT if it is not app's or already acked. */
+int svc_db_result_delivered(uint64_t result_id, const char *app);
+
+struct svc_db_result {
+	uint64_t id, session_id, size, start_ns;
+	uint32_t type;
+	char path[SVC_PATH_MAX];
+	char tag[72];
+};
+typedef void (*svc_db_result_fn)(const struct svc_db_result *r, void *ud);
+/* Undelivered results of app (attempts < max, ended >= min_end_ns), oldest
+ * first, at most limit (<= 16). Returns how many fn saw, or -EIO. */
+int svc_db_pending(const char *app, uint32_t max_attempts, uint64_t min_end_ns, unsigned limit,
+		   svc_db_result_fn fn, void *ud);
+int svc_db_result_delete(uint64_t result_id);
+/* Results that ended before before_ns (fn may delete them). */
+int svc_db_expired(uint64_t before_ns, svc_db_result_fn fn, void *ud);
+/* For each app over max_app_bytes, its oldest results until it would fit. */
+int svc_db_over_quota(uint64_t max_app_bytes, svc_db_result_fn fn, void *ud);
 
 /* ----------------------------------------------------------- svc_proto.c */
 
@@ -140,8 +175,28 @@ int svc_admit_disk_check(const char *app, char *why, size_t n);
 int svc_admit_charge(const char *app, uint32_t type, bool system, char *why, size_t n);
 /* Reserve quota for a new result of size bytes; refused if it would not fit. */
 int svc_admit_result_reserve(const char *app, uint64_t size, char *why, size_t n);
+/* Stored results changed outside admission (retention): recount. */
+int svc_admit_recount(void);
 /* Fill usage for status and tests. */
 int svc_admit_usage(const char *app, struct rl_usage out[RL_NWIN]);
+
+/* ---------------------------------------------------------- svc_redact.c */
+
+#define SVC_REDACT_TIDS_MAX 1024
+/* Redactor outcomes besides its exit status (0, 65 malformed, 66 cap, 70). */
+#define SVC_REDACT_TIMEOUT 256
+#define SVC_REDACT_CRASHED 257
+
+struct svc_redact;
+typedef void (*svc_redact_cb)(void *ud, int code, const char *message);
+
+int svc_redact_init(struct event_base *base, const struct svc_config *cfg);
+void svc_redact_fini(void);
+/* Start redacting in_fd (rewound) into out_fd for app_pid. cb runs once. */
+int svc_redact_start(int in_fd, int out_fd, const char *format, pid_t app_pid,
+		     svc_redact_cb cb, void *ud, struct svc_redact **h);
+/* Kill a running redactor; its cb does not run. */
+void svc_redact_abort(struct svc_redact *h);
 
 /* --------------------------------------------------------- svc_session.c */
 
@@ -163,6 +218,13 @@ int svc_session_cancel(struct svc_conn *client, uint64_t id);
 /* After the refusal's reply: give the app's result listener its copy. */
 void svc_session_refused(struct svc_conn *client, uint64_t id, const Pd__Request *rq,
 			 int error, const char *why);
+/* The app's listener connected: send it what was not delivered yet. */
+void svc_session_redeliver(struct svc_conn *client);
+/* The app acknowledged a delivered result. */
+void svc_session_ack(struct svc_conn *client, uint64_t result_id);
+/* Retention: delete expired results and the oldest over a quota. now_ns is
+ * injectable for tests. Returns how many were removed. */
+int svc_store_prune(const struct svc_config *cfg, uint64_t now_ns);
 /* A runtime said hello: start what waits for it. */
 void svc_session_runtime_up(struct svc_conn *rt);
 /* A runtime connection is closing: fail what it was capturing. */

@@ -126,6 +126,11 @@ int svc_admit_result_reserve(const char *app, uint64_t size, char *why, size_t n
 	return 0;
 }
 
+int svc_admit_recount(void)
+{
+	return svc_db_result_bytes(NULL, &total_bytes);
+}
+
 int svc_admit_usage(const char *app, struct rl_usage out[RL_NWIN])
 {
 	return rl_usage(rl, app, now_ms(), out);

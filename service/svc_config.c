@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <ini.h>
 #include <limits.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 #include "log.h"
 #include "util.h"
 
-enum key_kind { K_STR_PATH, K_STR_SUN, K_STR_APP, K_U32, K_U64, K_LEVEL, K_BOOL };
+enum key_kind { K_STR_PATH, K_STR_SUN, K_STR_APP, K_STR_USER, K_U32, K_U64, K_LEVEL, K_BOOL };
 
 struct key {
 	const char *section, *name;
@@ -58,6 +59,15 @@ static const struct key keys[] = {
 	{ "ratelimit", "week_app_cap", K_U32, OFF(rl.win[2].app_cap), 0, 4000000000u },
 	{ "ratelimit", "exempt_app", K_STR_APP, OFF(rl.exempt_app), 0, 0 },
 	{ "ratelimit", "sync_full", K_BOOL, OFF(rl.sync_full), 0, 0 },
+	{ "redact", "redactor", K_STR_PATH, OFF(redactor), 0, 0 },
+	{ "redact", "user", K_STR_USER, OFF(redact_user), 0, 0 },
+	{ "redact", "timeout_ms", K_U32, OFF(redact_timeout_ms), 100, 3600000 },
+	{ "redact", "max_memory_bytes", K_U64, OFF(redact_max_memory), 16ull << 20, 1ull << 40 },
+	{ "redact", "keep_failed_raw", K_BOOL, OFF(keep_failed_raw), 0, 0 },
+	{ "dlp", "builtin", K_BOOL, OFF(dlp_builtin), 0, 0 },
+	{ "results", "retention_days", K_U32, OFF(retention_days), 1, 3650 },
+	{ "results", "delivery_attempts", K_U32, OFF(delivery_attempts), 1, 100 },
+	{ "results", "delivery_max_age_days", K_U32, OFF(delivery_max_age_days), 1, 3650 },
 };
 
 void svc_config_defaults(struct svc_config *c)
@@ -81,6 +91,12 @@ void svc_config_defaults(struct svc_config *c)
 	c->max_total_result_bytes = 2048ull << 20;
 	c->min_free_bytes = 64ull << 20;
 	rl_config_defaults(&c->rl);
+	util_strlcpy(c->redact_user, "nobody", sizeof(c->redact_user));
+	c->redact_timeout_ms = 60000;
+	c->redact_max_memory = 1024ull << 20;
+	c->retention_days = 14;
+	c->delivery_attempts = 3;
+	c->delivery_max_age_days = 7;
 }
 
 void svc_config_free(struct svc_config *c)
@@ -136,6 +152,8 @@ static int set_key(struct svc_config *cfg, const struct key *k, const char *v)
 		return util_strlcpy(p, v, SVC_SUN_MAX) >= SVC_SUN_MAX ? -ENAMETOOLONG : 0;
 	case K_STR_APP:
 		return util_strlcpy(p, v, RL_APP_MAX) >= RL_APP_MAX ? -ENAMETOOLONG : 0;
+	case K_STR_USER:
+		return util_strlcpy(p, v, 64) >= 64 ? -ENAMETOOLONG : 0;
 	case K_BOOL:
 		if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "1"))
 			*(bool *)p = true;
@@ -178,6 +196,25 @@ static int on_kv(void *user, const char *section, const char *name, const char *
 			pc->err = r;
 			return 0;
 		}
+		return 1;
+	}
+	if (strcmp(section, "dlp") == 0 && strcmp(name, "pattern") == 0) {
+		/* Repeatable: one line per pattern, checked by regcomp at start. */
+		if (pc->cfg->ndlp == SVC_MAX_DLP ||
+		    util_strlcpy(pc->cfg->dlp[pc->cfg->ndlp], value, sizeof(pc->cfg->dlp[0])) >=
+			    sizeof(pc->cfg->dlp[0])) {
+			LOG_E("[dlp] pattern: at most %d patterns of 255 bytes", SVC_MAX_DLP);
+			pc->err = -E2BIG;
+			return 0;
+		}
+		regex_t re;
+		if (regcomp(&re, value, REG_EXTENDED) != 0) {
+			LOG_E("[dlp] pattern = %s: not a POSIX extended regex", value);
+			pc->err = -EINVAL;
+			return 0;
+		}
+		regfree(&re);
+		pc->cfg->ndlp++;
 		return 1;
 	}
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {

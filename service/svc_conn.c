@@ -295,6 +295,14 @@ static int client_cancel(struct svc_conn *c, const Pd__ClientMsg *m)
 static int client_set_listener(struct svc_conn *c, const Pd__ClientMsg *m)
 {
 	c->listener = !m->set_listener->has_enable || m->set_listener->enable;
+	if (c->listener)
+		svc_session_redeliver(c);
+	return 0;
+}
+
+static int client_ack(struct svc_conn *c, const Pd__ClientMsg *m)
+{
+	svc_session_ack(c, m->ack->result_id);
 	return 0;
 }
 
@@ -307,6 +315,7 @@ static const struct {
 	{ PD__CLIENT_MSG__MSG_REQUEST, true, client_request },
 	{ PD__CLIENT_MSG__MSG_CANCEL, true, client_cancel },
 	{ PD__CLIENT_MSG__MSG_SET_LISTENER, true, client_set_listener },
+	{ PD__CLIENT_MSG__MSG_ACK, true, client_ack },
 };
 
 static int client_dispatch(struct svc_conn *c, const uint8_t *buf, size_t len)

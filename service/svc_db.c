@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "util.h"
 
 static sqlite3 *db;
 
@@ -20,7 +21,7 @@ static sqlite3 *db;
  * these one-row statements (bench/admission).
  */
 enum { ST_SESSION_NEW, ST_SESSION_END, ST_RESULT_ADD, ST_RESULT_DELIVERED,
-       ST_BYTES_APP, ST_BYTES_ALL, ST_ID_LIMIT, ST_COUNT };
+       ST_BYTES_APP, ST_BYTES_ALL, ST_ID_LIMIT, ST_RESULT_ATTEMPT, ST_PENDING, ST_COUNT };
 static sqlite3_stmt *stmts[ST_COUNT];
 
 static sqlite3_stmt *stmt(int which, const char *sql)
@@ -267,14 +268,121 @@ int svc_db_result_add(uint64_t session_id, const char *app, uid_t uid, uint32_t 
 	return r;
 }
 
-int svc_db_result_delivered(uint64_t result_id)
+int svc_db_result_attempt(uint64_t result_id)
 {
-	sqlite3_stmt *st = stmt(ST_RESULT_DELIVERED, "UPDATE results SET delivered=1,"
-				" attempts=attempts+1 WHERE id=?");
+	sqlite3_stmt *st = stmt(ST_RESULT_ATTEMPT, "UPDATE results SET attempts=attempts+1"
+				" WHERE id=?");
 	if (!st)
 		return -EIO;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)result_id);
 	return db_step_done(st);
+}
+
+int svc_db_result_delivered(uint64_t result_id, const char *app)
+{
+	sqlite3_stmt *st = stmt(ST_RESULT_DELIVERED, "UPDATE results SET delivered=1"
+				" WHERE id=? AND app=? AND delivered=0");
+	if (!st)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)result_id);
+	sqlite3_bind_text(st, 2, app, -1, SQLITE_TRANSIENT);
+	int r = db_step_done(st);
+	return r < 0 ? r : sqlite3_changes(db) ? 0 : -ENOENT;
+}
+
+int svc_db_pending(const char *app, uint32_t max_attempts, uint64_t min_end_ns, unsigned limit,
+		   svc_db_result_fn fn, void *ud)
+{
+	sqlite3_stmt *st = stmt(ST_PENDING, "SELECT r.id, r.session_id, r.type, r.path, r.size,"
+				" r.start_ns, COALESCE(s.tag, '') FROM results r"
+				" LEFT JOIN sessions s ON s.id = r.session_id"
+				" WHERE r.app=? AND r.delivered=0 AND r.attempts<? AND r.end_ns>=?"
+				" ORDER BY r.id LIMIT ?");
+	int n = 0, rc;
+	if (!st)
+		return -EIO;
+	sqlite3_bind_text(st, 1, app, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 2, max_attempts);
+	sqlite3_bind_int64(st, 3, (sqlite3_int64)min_end_ns);
+	sqlite3_bind_int64(st, 4, limit);
+	/* Collect first: fn may write to the database. */
+	struct svc_db_result rows[16];
+	while (n < (int)(sizeof(rows) / sizeof(rows[0])) && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct svc_db_result *r = &rows[n];
+		r->id = (uint64_t)sqlite3_column_int64(st, 0);
+		r->session_id = (uint64_t)sqlite3_column_int64(st, 1);
+		r->type = (uint32_t)sqlite3_column_int(st, 2);
+		util_strlcpy(r->path, (const char *)sqlite3_column_text(st, 3), sizeof(r->path));
+		r->size = (uint64_t)sqlite3_column_int64(st, 4);
+		r->start_ns = (uint64_t)sqlite3_column_int64(st, 5);
+		util_strlcpy(r->tag, (const char *)sqlite3_column_text(st, 6), sizeof(r->tag));
+		n++;
+	}
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	for (int i = 0; i < n; i++)
+		fn(&rows[i], ud);
+	return n;
+}
+
+int svc_db_result_delete(uint64_t result_id)
+{
+	char sql[96];
+	snprintf(sql, sizeof(sql), "DELETE FROM results WHERE id=%llu", (unsigned long long)result_id);
+	return db_exec(sql);
+}
+
+int svc_db_expired(uint64_t before_ns, svc_db_result_fn fn, void *ud)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(db, "SELECT id, path, size FROM results WHERE end_ns < ? ORDER BY id",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)before_ns);
+	int n = 0, rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct svc_db_result r = { 0 };
+		r.id = (uint64_t)sqlite3_column_int64(st, 0);
+		util_strlcpy(r.path, (const char *)sqlite3_column_text(st, 1), sizeof(r.path));
+		r.size = (uint64_t)sqlite3_column_int64(st, 2);
+		fn(&r, ud);
+		n++;
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? n : -EIO;
+}
+
+int svc_db_over_quota(uint64_t max_app_bytes, svc_db_result_fn fn, void *ud)
+{
+	sqlite3_stmt *st;
+	/* Oldest first within each app that is over its quota. */
+	if (sqlite3_prepare_v2(db, "SELECT r.id, r.path, r.size, r.app, t.total FROM results r JOIN"
+			       " (SELECT app, SUM(size) AS total FROM results GROUP BY app"
+			       "  HAVING SUM(size) > ?) t ON t.app = r.app ORDER BY r.app, r.end_ns",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)max_app_bytes);
+	char app[RL_APP_MAX] = "";
+	uint64_t total = 0;
+	int n = 0, rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct svc_db_result r = { 0 };
+		const char *a = (const char *)sqlite3_column_text(st, 3);
+		if (strcmp(a, app) != 0) {
+			util_strlcpy(app, a, sizeof(app));
+			total = (uint64_t)sqlite3_column_int64(st, 4);
+		}
+		if (total <= max_app_bytes)
+			continue;
+		r.id = (uint64_t)sqlite3_column_int64(st, 0);
+		util_strlcpy(r.path, (const char *)sqlite3_column_text(st, 1), sizeof(r.path));
+		r.size = (uint64_t)sqlite3_column_int64(st, 2);
+		total -= r.size;
+		fn(&r, ud);
+		n++;
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? n : -EIO;
 }
 
 static int db_sum(int which, const char *sql, const char *app, uint64_t *out)

@@ -45,6 +45,7 @@ Pd__ClientMsg *svc_decode_client(const uint8_t *buf, size_t len, const char **wh
 		break;
 	case PD__CLIENT_MSG__MSG_CANCEL:
 	case PD__CLIENT_MSG__MSG_SET_LISTENER:
+	case PD__CLIENT_MSG__MSG_ACK:
 		break;
 	default:
 		*why = "no message set";

@@ -29,7 +29,7 @@
 #include "util.h"
 #include "wire.h"
 
-enum sess_state { S_WAIT_RUNTIME, S_CAPTURING };
+enum sess_state { S_WAIT_RUNTIME, S_CAPTURING, S_REDACTING };
 
 struct session {
 	uint64_t id;
@@ -45,6 +45,10 @@ struct session {
 	enum sess_state state;
 	int raw_fd;
 	char raw_path[SVC_PATH_MAX];
+	int out_fd;                      /* the redactor's output, in the app's dir */
+	char out_path[SVC_PATH_MAX + 32];
+	struct svc_redact *rd;
+	uint64_t samples, dropped;       /* from the runtime, for the log */
 	struct event *timer;
 	uint64_t start_ns;
 	struct session *next;
@@ -145,12 +149,17 @@ static int send_result(struct session *s, int error, const char *msg, const char
 static void session_free(struct session *s)
 {
 	unlink_session(s);
+	svc_redact_abort(s->rd);
 	if (s->timer)
 		event_free(s->timer);
 	if (s->raw_fd >= 0)
 		close(s->raw_fd);
 	if (s->raw_path[0])
 		unlink(s->raw_path);
+	if (s->out_fd >= 0)
+		close(s->out_fd);
+	if (s->out_path[0])
+		unlink(s->out_path);
 	free(s);
 }
 
@@ -301,15 +310,103 @@ static void fsync_dir(const char *dir)
 	}
 }
 
-/* Check the artifact, move it into the app's results and hand it over. */
-static void store_and_deliver(struct session *s, const Pd__CaptureDone *d)
+/* Open result r (fd and metadata) to the app's connection c; counts an attempt. */
+static int deliver_to(struct svc_conn *c, uint64_t request_id, uint32_t type, const char *tag,
+		      const char *path, uint64_t size, uint64_t result_id, uint64_t start_ns)
 {
-	char dir[SVC_PATH_MAX], name[256], path[SVC_PATH_MAX + 256], msg[160];
-	unsigned char magic[2];
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	int r = send_result_to(c, request_id, type, tag, PROF_E_NONE, NULL, path, size, result_id,
+			       start_ns, fd);
+	close(fd);
+	if (r == 0)
+		svc_db_result_attempt(result_id);
+	return r;
+}
+
+/* The redactor is done: move its output into place and hand it over. */
+static void redact_done(void *ud, int code, const char *rmsg)
+{
+	struct session *s = ud;
+	char dir[SVC_PATH_MAX], name[256], path[SVC_PATH_MAX + 256], msg[320];
 	struct stat st;
 	uint64_t result_id = 0;
 	int r;
 
+	s->rd = NULL;
+	if (code != 0) {
+		if (cfg->keep_failed_raw && s->raw_path[0]) {
+			char keep[SVC_PATH_MAX + 32];
+			if (util_fmt(keep, sizeof(keep), "%s/failed-%llu.raw", raw_dir,
+				     (unsigned long long)s->id) == 0 && rename(s->raw_path, keep) == 0) {
+				s->raw_path[0] = '\0';
+				LOG_N("session %llu: raw artifact kept as %s (keep_failed_raw)",
+				      (unsigned long long)s->id, keep);
+			}
+		}
+		util_fmt(msg, sizeof(msg), "redaction failed: %s", rmsg && *rmsg ? rmsg : "?");
+		fail(s, PROF_E_POST_PROCESSING, msg);
+		return;
+	}
+	if (fstat(s->out_fd, &st) < 0 || st.st_size <= 0) {
+		fail(s, PROF_E_POST_PROCESSING, "the redactor wrote nothing");
+		return;
+	}
+	if ((r = svc_admit_result_reserve(s->app, (uint64_t)st.st_size, msg, sizeof(msg))) != 0) {
+		fail(s, r, msg);
+		return;
+	}
+	if ((fchown(s->out_fd, s->uid, s->gid) < 0 && errno != EPERM) ||
+	    fchmod(s->out_fd, 0600) < 0 || fsync(s->out_fd) < 0) {
+		int e = errno;
+		util_fmt(msg, sizeof(msg), "cannot finish the result file: %s", strerror(e));
+		fail(s, e == ENOSPC || e == EDQUOT ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN, msg);
+		return;
+	}
+	if ((r = app_dir(s, dir, sizeof(dir))) < 0) {
+		fail(s, PROF_E_UNKNOWN, "cannot prepare the result directory");
+		return;
+	}
+	result_name(s, name, sizeof(name));
+	if (util_fmt(path, sizeof(path), "%s/%s", dir, name) < 0) {
+		fail(s, PROF_E_UNKNOWN, "result path too long");
+		return;
+	}
+	if (rename(s->out_path, path) < 0) {
+		util_fmt(msg, sizeof(msg), "cannot move the result into place: %s", strerror(errno));
+		fail(s, PROF_E_UNKNOWN, msg);
+		return;
+	}
+	s->out_path[0] = '\0';
+	fsync_dir(dir);
+	uint64_t end_ns = util_now_ns(CLOCK_REALTIME);
+	if (svc_db_result_add(s->id, s->app, s->uid, s->type, PROF_TRIGGER_NONE, path,
+			      (uint64_t)st.st_size, type_info[s->type].format, s->start_ns,
+			      end_ns, &result_id) < 0)
+		LOG_E("session %llu: result %s not indexed", (unsigned long long)s->id, path);
+	svc_db_session_end(s->id, "done", 0, NULL, end_ns);
+
+	struct svc_conn *c = result_peer(s);
+	r = c ? deliver_to(c, s->id, s->type, s->tag, path, (uint64_t)st.st_size, result_id,
+			   s->start_ns) : -ENOTCONN;
+	LOG_I("session %llu: %llu samples (%llu dropped by the runtime); redacted (%s) "
+	      "-> %s, %lld bytes%s", (unsigned long long)s->id, (unsigned long long)s->samples,
+	      (unsigned long long)s->dropped, rmsg, path, (long long)st.st_size,
+	      r == 0 ? "" : " (app not connected; queued)");
+	session_free(s);
+}
+
+/* Check the runtime's artifact, then hand it to the redactor. */
+static void start_redaction(struct session *s, const Pd__CaptureDone *d)
+{
+	char dir[SVC_PATH_MAX], msg[160];
+	unsigned char magic[2];
+	struct stat st;
+	int r;
+
+	s->samples = d->samples;
+	s->dropped = d->dropped;
 	if (fstat(s->raw_fd, &st) < 0 || st.st_size <= 0) {
 		fail(s, PROF_E_POST_PROCESSING, "the runtime wrote no data");
 		return;
@@ -326,53 +423,30 @@ static void store_and_deliver(struct session *s, const Pd__CaptureDone *d)
 		fail(s, PROF_E_POST_PROCESSING, "artifact is not a gzip'd pprof");
 		return;
 	}
-	if ((r = svc_admit_result_reserve(s->app, (uint64_t)st.st_size, msg, sizeof(msg))) != 0) {
-		fail(s, r, msg);
+	if ((r = app_dir(s, dir, sizeof(dir))) < 0 ||
+	    util_fmt(s->out_path, sizeof(s->out_path), "%s/.tmp-%llu", dir,
+		     (unsigned long long)s->id) < 0) {
+		fail(s, PROF_E_UNKNOWN, "cannot prepare the result directory");
 		return;
 	}
-	if ((r = app_dir(s, dir, sizeof(dir))) < 0) {
-		util_fmt(msg, sizeof(msg), "cannot prepare %s: %s", dir, strerror(-r));
-		fail(s, PROF_E_UNKNOWN, msg);
-		return;
-	}
-	if ((fchown(s->raw_fd, s->uid, s->gid) < 0 && errno != EPERM) ||
-	    fchmod(s->raw_fd, 0600) < 0 || fsync(s->raw_fd) < 0) {
+	/* Root-owned until it is complete; the app cannot see a partial file. */
+	s->out_fd = open(s->out_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (s->out_fd < 0) {
 		int e = errno;
-		util_fmt(msg, sizeof(msg), "cannot finish the result file: %s", strerror(e));
+		s->out_path[0] = '\0';
+		util_fmt(msg, sizeof(msg), "cannot create the result file: %s", strerror(e));
 		fail(s, e == ENOSPC || e == EDQUOT ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN, msg);
 		return;
 	}
-	result_name(s, name, sizeof(name));
-	if (util_fmt(path, sizeof(path), "%s/%s", dir, name) < 0) {
-		fail(s, PROF_E_UNKNOWN, "result path too long");
-		return;
+	evtimer_del(s->timer);
+	s->state = S_REDACTING;
+	s->rt = NULL;
+	r = svc_redact_start(s->raw_fd, s->out_fd, type_info[s->type].format, s->pid,
+			     redact_done, s, &s->rd);
+	if (r < 0) {
+		util_fmt(msg, sizeof(msg), "cannot start the redactor: %s", strerror(-r));
+		fail(s, PROF_E_POST_PROCESSING, msg);
 	}
-	if (rename(s->raw_path, path) < 0) {
-		util_fmt(msg, sizeof(msg), "cannot move the result into place: %s", strerror(errno));
-		fail(s, PROF_E_UNKNOWN, msg);
-		return;
-	}
-	s->raw_path[0] = '\0';
-	fsync_dir(dir);
-	uint64_t end_ns = util_now_ns(CLOCK_REALTIME);
-	if (svc_db_result_add(s->id, s->app, s->uid, s->type, PROF_TRIGGER_NONE, path,
-			      (uint64_t)st.st_size, type_info[s->type].format, s->start_ns,
-			      end_ns, &result_id) < 0)
-		LOG_E("session %llu: result %s not indexed", (unsigned long long)s->id, path);
-	svc_db_session_end(s->id, "done", 0, NULL, end_ns);
-
-	int rfd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	r = rfd < 0 ? -errno
-		    : send_result(s, PROF_E_NONE, NULL, path, (uint64_t)st.st_size, result_id, rfd);
-	if (rfd >= 0)
-		close(rfd);
-	if (r == 0 && result_id)
-		svc_db_result_delivered(result_id);
-	LOG_I("session %llu: %lld bytes, %llu samples (%llu dropped) -> %s%s",
-	      (unsigned long long)s->id, (long long)st.st_size,
-	      (unsigned long long)d->samples, (unsigned long long)d->dropped, path,
-	      r == 0 ? "" : " (app not connected; kept for later)");
-	session_free(s);
 }
 
 int svc_session_capture_done(struct svc_conn *rt, const Pd__CaptureDone *d)
@@ -389,7 +463,7 @@ int svc_session_capture_done(struct svc_conn *rt, const Pd__CaptureDone *d)
 		fail(s, e, d->message ? d->message : "the runtime reported a failure");
 		return 0;
 	}
-	store_and_deliver(s, d);
+	start_redaction(s, d);
 	return 0;
 }
 
@@ -484,6 +558,7 @@ int svc_session_request(struct svc_conn *client, const Pd__Request *rq, uint64_t
 		return PROF_E_UNKNOWN;
 	}
 	s->raw_fd = -1;
+	s->out_fd = -1;
 	s->uid = svc_conn_uid(client);
 	s->gid = svc_conn_gid(client);
 	s->pid = svc_conn_pid(client);
@@ -533,6 +608,47 @@ void svc_session_refused(struct svc_conn *client, uint64_t id, const Pd__Request
 			       util_now_ns(CLOCK_REALTIME), -1);
 }
 
+struct redeliver_ctx {
+	struct svc_conn *c;
+	int sent;
+};
+
+static void redeliver_one(const struct svc_db_result *r, void *ud)
+{
+	struct redeliver_ctx *rc = ud;
+	int e = deliver_to(rc->c, r->session_id, r->type, r->tag, r->path, r->size, r->id,
+			   r->start_ns);
+	if (e == -ENOENT) {
+		/* The file is gone (removed by hand): nothing left to deliver. */
+		svc_db_result_delete(r->id);
+		return;
+	}
+	if (e == 0)
+		rc->sent++;
+}
+
+void svc_session_redeliver(struct svc_conn *client)
+{
+	struct redeliver_ctx rc = { .c = client };
+	uint64_t now = util_now_ns(CLOCK_REALTIME);
+	uint64_t age = (uint64_t)cfg->delivery_max_age_days * 86400ull * 1000000000ull;
+	/* A burst fits the peer's queue; the rest goes on its next listener call
+	 * or connection. */
+	unsigned limit = cfg->max_queued_msgs / 2 < 16 ? cfg->max_queued_msgs / 2 : 16;
+	svc_db_pending(svc_conn_app(client), cfg->delivery_attempts, now > age ? now - age : 0,
+		       limit, redeliver_one, &rc);
+	if (rc.sent)
+		LOG_I("redelivered %d queued result(s) to pid %d (%s)", rc.sent,
+		      (int)svc_conn_pid(client), svc_conn_app(client));
+}
+
+void svc_session_ack(struct svc_conn *client, uint64_t result_id)
+{
+	if (svc_db_result_delivered(result_id, svc_conn_app(client)) < 0)
+		LOG_D("ack for result %llu from pid %d ignored (not its own, or acked)",
+		      (unsigned long long)result_id, (int)svc_conn_pid(client));
+}
+
 void svc_session_runtime_up(struct svc_conn *rt)
 {
 	pid_t pid = svc_conn_pid(rt);
@@ -566,6 +682,36 @@ int svc_session_cancel(struct svc_conn *client, uint64_t id)
 	return 0;
 }
 
+/* Results half-written by a crashed run: <results>/<uid>/.tmp-<id>. */
+static void clean_tmp_results(void)
+{
+	DIR *d = opendir(results_dir);
+	struct dirent *de;
+	int n = 0;
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		int afd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		if (afd < 0)
+			continue;
+		DIR *ad = fdopendir(afd);
+		if (!ad) {
+			close(afd);
+			continue;
+		}
+		struct dirent *e;
+		while ((e = readdir(ad)))
+			if (strncmp(e->d_name, ".tmp-", 5) == 0 && unlinkat(afd, e->d_name, 0) == 0)
+				n++;
+		closedir(ad);
+	}
+	closedir(d);
+	if (n)
+		LOG_N("removed %d unfinished result file(s) left by a previous run", n);
+}
+
 static void clean_raw(void)
 {
 	DIR *d = opendir(raw_dir);
@@ -582,6 +728,13 @@ static void clean_raw(void)
 	closedir(d);
 	if (n)
 		LOG_N("removed %d partial capture file(s) left by a previous run", n);
+}
+
+static struct event *retention;
+
+static void retention_cb(evutil_socket_t fd, short what, void *arg)
+{
+	svc_store_prune(cfg, util_now_ns(CLOCK_REALTIME));
 }
 
 int svc_session_init(struct event_base *b, const struct svc_config *c)
@@ -601,11 +754,20 @@ int svc_session_init(struct event_base *b, const struct svc_config *c)
 	}
 	chmod(raw_dir, 0700);
 	clean_raw();
+	clean_tmp_results();
+	retention = event_new(base, -1, EV_PERSIST, retention_cb, NULL);
+	struct timeval hour = { .tv_sec = 3600 };
+	if (!retention || event_add(retention, &hour) < 0)
+		return -ENOMEM;
+	svc_store_prune(cfg, util_now_ns(CLOCK_REALTIME));
 	return 0;
 }
 
 void svc_session_fini(void)
 {
+	if (retention)
+		event_free(retention);
+	retention = NULL;
 	while (sessions) {
 		struct session *s = sessions;
 		svc_db_session_end(s->id, "failed", PROF_E_UNKNOWN, "daemon stopped",

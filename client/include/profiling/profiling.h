@@ -78,7 +78,10 @@ struct prof_params {
  * A finished capture, valid only during the callback. On success error is 0
  * and fd is a read-only descriptor of the delivered file at path; the library
  * closes it when the callback returns, so dup() it to keep it. On failure
- * fd is -1 and error/error_message say why.
+ * fd is -1 and error/error_message say why. When a callback has run for a
+ * delivered result the library acknowledges it; a result that reached no
+ * callback (the app exited first) is delivered again to the app's result
+ * listener when it next connects, up to 3 times within 7 days.
  */
 struct prof_result {
 	uint64_t request_id;

@@ -1,0 +1,183 @@
+/*
+ * profilingd-redact: the redactor child. The daemon forks, drops the child
+ * to an unprivileged user (no capabilities, no_new_privs), sets memory and
+ * CPU limits and execs this program with the raw artifact on fd 0 and the
+ * result file on fd 1. It compiles its DLP rules, installs the seccomp
+ * allow-list of policy/seccomp/redactor.policy (failure is fatal), then
+ * parses and rewrites the artifact. One status line goes to fd 2.
+ *
+ * Exit status: 0 done; 65 the artifact is malformed or holds nothing of
+ * the app; 66 a format cap was hit; 70 anything else (usage, sandbox, I/O).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "rdc.h"
+#include "redactor_policy.h"
+#include "sandbox.h"
+
+/*
+ * LeakSanitizer's exit-time scan reads /proc, which the sandbox forbids;
+ * sanitizer builds of the redactor skip it (the daemon's own builds keep it).
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define PD_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PD_ASAN 1
+#endif
+#endif
+#ifdef PD_ASAN
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+	return "detect_leaks=0";
+}
+#endif
+
+#define EXIT_BADMSG 65
+#define EXIT_CAP 66
+#define EXIT_OTHER 70
+#define MAX_IDS 4096
+
+static int parse_ids(const char *s, int32_t *out, size_t *n)
+{
+	char *end;
+	while (*s) {
+		if (*n == MAX_IDS)
+			return -E2BIG;
+		long v = strtol(s, &end, 10);
+		if (end == s || v <= 0 || v > INT32_MAX || (*end && *end != ','))
+			return -EINVAL;
+		out[(*n)++] = (int32_t)v;
+		s = *end ? end + 1 : end;
+	}
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: profilingd-redact --format pprof|perfetto|hprof --pids P[,P..] [options]\n"
+		"Reads a raw capture on stdin, writes the app's redacted copy on stdout.\n"
+		"Run by profilingd; see docs/ARCHITECTURE.md.\n\n"
+		"  --tids T[,T..]        the app's threads (for traces)\n"
+		"  --dlp REGEX           scrub matches from trace names (repeatable)\n"
+		"  --dlp-builtin         also scrub e-mail addresses, IPv4 and long hex tokens\n"
+		"  --debug-seccomp       trap forbidden syscalls and name them, instead of kill\n"
+		"  --test-forbidden      after the sandbox is on, try openat(2) (for tests)\n"
+		"  --allow-root          run even as root (development only)\n");
+}
+
+int main(int argc, char **argv)
+{
+	enum { O_FORMAT = 256, O_PIDS, O_TIDS, O_DLP, O_DLP_BUILTIN, O_DEBUG, O_FORBIDDEN, O_ROOT };
+	static const struct option opts[] = {
+		{ "format", required_argument, NULL, O_FORMAT },
+		{ "pids", required_argument, NULL, O_PIDS },
+		{ "tids", required_argument, NULL, O_TIDS },
+		{ "dlp", required_argument, NULL, O_DLP },
+		{ "dlp-builtin", no_argument, NULL, O_DLP_BUILTIN },
+		{ "debug-seccomp", no_argument, NULL, O_DEBUG },
+		{ "test-forbidden", no_argument, NULL, O_FORBIDDEN },
+		{ "allow-root", no_argument, NULL, O_ROOT },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	static int32_t pids[MAX_IDS], tids[MAX_IDS];
+	const char *format = NULL, *dlp[RDC_DLP_MAX];
+	size_t npids = 0, ntids = 0, ndlp = 0;
+	bool debug = false, forbidden = false, allow_root = false;
+	int c, r;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case O_FORMAT: format = optarg; break;
+		case O_PIDS:
+			if (parse_ids(optarg, pids, &npids) < 0)
+				goto bad;
+			break;
+		case O_TIDS:
+			if (parse_ids(optarg, tids, &ntids) < 0)
+				goto bad;
+			break;
+		case O_DLP:
+			if (ndlp == RDC_DLP_MAX)
+				goto bad;
+			dlp[ndlp++] = optarg;
+			break;
+		case O_DLP_BUILTIN:
+			for (size_t i = 0; i < rdc_dlp_builtin_count && ndlp < RDC_DLP_MAX; i++)
+				dlp[ndlp++] = rdc_dlp_builtin[i];
+			break;
+		case O_DEBUG: debug = true; break;
+		case O_FORBIDDEN: forbidden = true; break;
+		case O_ROOT: allow_root = true; break;
+		case 'h': usage(stdout); return 0;
+		default: goto bad;
+		}
+	}
+	int (*fn)(int, int, const struct rdc_policy *, struct rdc_stats *) = NULL;
+	if (format && !strcmp(format, "pprof"))
+		fn = rdc_pprof;
+#ifndef PD_NO_PERFETTO
+	else if (format && !strcmp(format, "perfetto"))
+		fn = rdc_perfetto;
+#endif
+#ifndef PD_NO_HPROF
+	else if (format && !strcmp(format, "hprof"))
+		fn = rdc_hprof;
+#endif
+	if (!fn || npids == 0 || optind != argc)
+		goto bad;
+	if ((getuid() == 0 || geteuid() == 0) && !allow_root) {
+		dprintf(2, "error: refusing to redact as root; the daemon drops privileges first\n");
+		return EXIT_OTHER;
+	}
+
+	struct rdc_dlp *d = NULL;
+	if (ndlp && (r = rdc_dlp_compile(dlp, ndlp, &d)) < 0) {
+		dprintf(2, "error: bad --dlp pattern\n");
+		return EXIT_OTHER;
+	}
+	/* Nothing but fds 0-2 may stay open into the sandbox. */
+	syscall(SYS_close_range, 3, ~0u, 0);
+	if ((r = sbx_install(redactor_policy, redactor_policy_count, debug)) < 0) {
+		dprintf(2, "error: cannot install the seccomp filter: %s\n", strerror(-r));
+		return EXIT_OTHER;
+	}
+	if (forbidden) {
+		/* Raw syscall: glibc's open() may take another route. */
+		long fd = syscall(SYS_openat, -100, "/etc/passwd", 0);
+		dprintf(2, "error: the sandbox let openat through (%ld)\n", fd);
+		return EXIT_OTHER;
+	}
+
+	struct rdc_policy pol = { .pids = pids, .npids = npids, .tids = tids, .ntids = ntids,
+				  .dlp = d };
+	struct rdc_stats st;
+	memset(&st, 0, sizeof(st));
+	r = fn(0, 1, &pol, &st);
+	if (r < 0) {
+		dprintf(2, "error: %s: %s\n", format,
+			r == -EBADMSG ? "malformed artifact"
+			: r == -ENODATA ? "nothing of the app in the capture"
+			: strerror(-r));
+		return r == -EBADMSG || r == -ENODATA ? EXIT_BADMSG : r == -E2BIG ? EXIT_CAP : EXIT_OTHER;
+	}
+	dprintf(2, "ok in=%llu out=%llu kept=%llu dropped=%llu anonymised=%llu scrubbed=%llu\n",
+		(unsigned long long)st.in_bytes, (unsigned long long)st.out_bytes,
+		(unsigned long long)st.kept, (unsigned long long)st.dropped,
+		(unsigned long long)st.anonymised, (unsigned long long)st.scrubbed);
+	return 0;
+bad:
+	usage(stderr);
+	return EXIT_OTHER;
+}

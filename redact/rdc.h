@@ -1,0 +1,67 @@
+/*
+ * rdc: redaction of raw capture artifacts (DESIGN.md §6). Each redactor
+ * reads an untrusted artifact from in_fd and writes a redacted copy that
+ * holds only the requesting app's data to out_fd. They run inside the
+ * profilingd-redact child: no privileges, a seccomp allow-list, so they
+ * may only read/write/lseek/close the fds they are given and allocate
+ * memory (no open, no sockets, no threads).
+ *
+ * Every redactor parses all of its input: an artifact that does not parse,
+ * or that would produce an empty result, is refused (-EBADMSG), never
+ * passed through. Memory is bounded by the caps of each format, not by the
+ * input size, where the format allows streaming.
+ *
+ * Return: 0, -EBADMSG (malformed or unacceptable input), -E2BIG (a cap was
+ * hit), -ENOMEM, or another -errno from I/O.
+ */
+#ifndef PD_RDC_H
+#define PD_RDC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Who the app is: its processes and, where known, their threads. */
+struct rdc_policy {
+	const int32_t *pids;   /* the app's processes (tgids) */
+	size_t npids;
+	const int32_t *tids;   /* the app's threads; may be empty */
+	size_t ntids;
+	const struct rdc_dlp *dlp; /* patterns to scrub from names, or NULL */
+};
+
+struct rdc_stats {
+	uint64_t in_bytes, out_bytes;
+	uint64_t kept, dropped;    /* samples, packets or records */
+	uint64_t anonymised;       /* kept but stripped of identity */
+	uint64_t scrubbed;         /* strings changed by DLP rules */
+};
+
+int rdc_pprof(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stats *st);
+int rdc_perfetto(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stats *st);
+/* in_fd must be seekable (two passes: class layouts, then the rewrite). */
+int rdc_hprof(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stats *st);
+
+/* True if pid (or tid) belongs to the app. */
+int rdc_is_app_pid(const struct rdc_policy *p, int32_t pid);
+int rdc_is_app_tid(const struct rdc_policy *p, int32_t tid);
+
+/* ---- DLP: POSIX extended regexes scrubbed from names and annotations. */
+
+#define RDC_DLP_MAX 32            /* patterns */
+#define RDC_DLP_REPLACEMENT "[redacted]"
+
+struct rdc_dlp;
+/* Built-in patterns: e-mail, IPv4, hex tokens of 32+ digits. */
+extern const char *const rdc_dlp_builtin[];
+extern const size_t rdc_dlp_builtin_count;
+int rdc_dlp_compile(const char *const *patterns, size_t n, struct rdc_dlp **out);
+void rdc_dlp_free(struct rdc_dlp *d);
+/*
+ * Copy in to out (outsz bytes, NUL-terminated, truncated if need be) with
+ * every match replaced by RDC_DLP_REPLACEMENT. *changed (may be NULL) is
+ * set to 1 if anything was replaced. d NULL copies unchanged. 0 or -errno.
+ */
+int rdc_dlp_scrub(const struct rdc_dlp *d, const char *in, char *out, size_t outsz,
+		  int *changed);
+
+#endif

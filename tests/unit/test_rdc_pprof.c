@@ -1,0 +1,218 @@
+/* pprof redaction (redact/rdc_pprof.c) on crafted profiles. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "pprof.h"
+#include "profile.pb-c.h"
+#include "rdc.h"
+
+#define APP 100
+#define OTHER 200
+#define KADDR 0xffffffff81000000ull
+
+static int memfd(void)
+{
+	int fd = memfd_create("t", MFD_CLOEXEC);
+	assert_true(fd >= 0);
+	return fd;
+}
+
+/* A profile with app and foreign samples, a kernel frame and a peer label. */
+static int make_profile(bool with_app)
+{
+	struct pp_builder *b;
+	uint64_t m, mk, f_app, f_other, f_k, l_app, l_other, l_k, l_main, f_main;
+	assert_int_equal(pp_new(&b), 0);
+	assert_int_equal(pp_add_sample_type(b, "samples", "count"), 0);
+	assert_int_equal(pp_add_sample_type(b, "cpu", "nanoseconds"), 0);
+	assert_int_equal(pp_add_mapping(b, 0x400000, 0x500000, 0, "/usr/bin/app", "abcd", true, false, &m), 0);
+	assert_int_equal(pp_add_mapping(b, KADDR, KADDR + 0x100000, 0, "[kernel.kallsyms]", NULL, true, false, &mk), 0);
+	assert_int_equal(pp_add_function(b, "app_hot", NULL, "app.c", 1, &f_app), 0);
+	assert_int_equal(pp_add_function(b, "main", NULL, "app.c", 1, &f_main), 0);
+	assert_int_equal(pp_add_function(b, "foreign_secret_fn", NULL, "/home/other/secret.c", 1, &f_other), 0);
+	assert_int_equal(pp_add_function(b, "do_syscall_64", NULL, NULL, 0, &f_k), 0);
+	assert_int_equal(pp_add_location(b, m, 0x401000, f_app, 10, &l_app), 0);
+	assert_int_equal(pp_add_location(b, m, 0x402000, f_main, 20, &l_main), 0);
+	assert_int_equal(pp_add_location(b, m, 0x403000, f_other, 30, &l_other), 0);
+	assert_int_equal(pp_add_location(b, mk, KADDR + 0x10, f_k, 0, &l_k), 0);
+	int64_t v[2] = { 3, 30000000 };
+	uint64_t stack_app[3] = { l_k, l_app, l_main };
+	uint64_t stack_other[2] = { l_other, l_main };
+	struct pp_label la[3] = { { .key = "pid", .num = APP }, { .key = "thread_id", .num = APP + 1 },
+				  { .key = "peer_pid", .num = OTHER } };
+	struct pp_label lo[2] = { { .key = "pid", .num = OTHER }, { .key = "thread_name", .str = "secret-thread" } };
+	if (with_app)
+		assert_int_equal(pp_add_sample(b, stack_app, 3, v, 2, la, 3), 0);
+	assert_int_equal(pp_add_sample(b, stack_other, 2, v, 2, lo, 2), 0);
+	/* No pid label at all: not attributable, so dropped. */
+	assert_int_equal(pp_add_sample(b, stack_other, 2, v, 2, NULL, 0), 0);
+	int fd = memfd();
+	assert_int_equal(pp_write_gz(b, fd, NULL), 0);
+	pp_free(b);
+	lseek(fd, 0, SEEK_SET);
+	return fd;
+}
+
+static uint8_t *slurp(int fd, size_t *n)
+{
+	off_t end = lseek(fd, 0, SEEK_END);
+	uint8_t *buf = malloc((size_t)end + 1);
+	assert_non_null(buf);
+	assert_int_equal(pread(fd, buf, (size_t)end, 0), end);
+	*n = (size_t)end;
+	return buf;
+}
+
+static Perftools__Profiles__Profile *decode(int fd, uint8_t **raw_out, size_t *rawn)
+{
+	size_t n;
+	uint8_t *gz = slurp(fd, &n);
+	size_t cap = 1 << 20;
+	uint8_t *raw = malloc(cap);
+	z_stream z = { 0 };
+	assert_int_equal(inflateInit2(&z, 15 + 32), Z_OK);
+	z.next_in = gz;
+	z.avail_in = (uInt)n;
+	z.next_out = raw;
+	z.avail_out = (uInt)cap;
+	assert_int_equal(inflate(&z, Z_FINISH), Z_STREAM_END);
+	*rawn = cap - z.avail_out;
+	inflateEnd(&z);
+	free(gz);
+	*raw_out = raw;
+	Perftools__Profiles__Profile *p = perftools__profiles__profile__unpack(NULL, *rawn, raw);
+	assert_non_null(p);
+	return p;
+}
+
+static void test_keeps_only_app(void **state)
+{
+	int32_t pids[] = { APP };
+	struct rdc_policy pol = { .pids = pids, .npids = 1 };
+	struct rdc_stats st;
+	int in = make_profile(true), out = memfd();
+
+	assert_int_equal(rdc_pprof(in, out, &pol, &st), 0);
+	assert_int_equal(st.kept, 1);
+	assert_int_equal(st.dropped, 2);
+	uint8_t *raw;
+	size_t rawn;
+	Perftools__Profiles__Profile *p = decode(out, &raw, &rawn);
+	assert_int_equal(p->n_sample, 1);
+	/* The kernel frame is gone: app_hot is now the leaf, main the root. */
+	assert_int_equal(p->sample[0]->n_location_id, 2);
+	for (size_t i = 0; i < p->n_location; i++)
+		assert_true(p->location[i]->address < KADDR);
+	for (size_t i = 0; i < p->n_mapping; i++)
+		assert_true(p->mapping[i]->memory_start < KADDR);
+	/* pid and thread_id stay; the foreign peer_pid label is dropped. */
+	assert_int_equal(p->sample[0]->n_label, 2);
+	/* No string of a dropped sample or frame survives, in the decoded view... */
+	for (size_t i = 0; i < p->n_string_table; i++) {
+		assert_null(strstr(p->string_table[i], "secret"));
+		assert_null(strstr(p->string_table[i], "do_syscall"));
+		assert_null(strstr(p->string_table[i], "kallsyms"));
+	}
+	/* ...nor in the raw bytes. */
+	assert_null(memmem(raw, rawn, "secret", 6));
+	assert_null(memmem(raw, rawn, "do_syscall_64", 13));
+	assert_non_null(memmem(raw, rawn, "app_hot", 7));
+	perftools__profiles__profile__free_unpacked(p, NULL);
+	free(raw);
+	close(in);
+	close(out);
+}
+
+static void test_no_app_samples(void **state)
+{
+	int32_t pids[] = { APP };
+	struct rdc_policy pol = { .pids = pids, .npids = 1 };
+	int in = make_profile(false), out = memfd();
+	assert_int_equal(rdc_pprof(in, out, &pol, NULL), -ENODATA);
+	close(in);
+	close(out);
+}
+
+static void test_malformed(void **state)
+{
+	int32_t pids[] = { APP };
+	struct rdc_policy pol = { .pids = pids, .npids = 1 };
+	int good = make_profile(true);
+	size_t n;
+	uint8_t *buf = slurp(good, &n);
+	/* Every truncation of a valid file is refused, never passed through. */
+	for (size_t cut = 0; cut < n; cut++) {
+		int in = memfd(), out = memfd();
+		assert_int_equal(write(in, buf, cut), (ssize_t)cut);
+		lseek(in, 0, SEEK_SET);
+		int r = rdc_pprof(in, out, &pol, NULL);
+		assert_true(r == -EBADMSG || r == -ENODATA);
+		close(in);
+		close(out);
+	}
+	/* Corrupt bytes inside the deflate stream. */
+	for (size_t pos = 10; pos < n; pos += 7) {
+		int in = memfd(), out = memfd();
+		uint8_t save = buf[pos];
+		buf[pos] ^= 0x5a;
+		assert_int_equal(write(in, buf, n), (ssize_t)n);
+		lseek(in, 0, SEEK_SET);
+		int r = rdc_pprof(in, out, &pol, NULL);
+		assert_true(r == 0 || r == -EBADMSG || r == -ENODATA);
+		buf[pos] = save;
+		close(in);
+		close(out);
+	}
+	/* Not gzip and not a profile. */
+	int in = memfd(), out = memfd();
+	assert_int_equal(write(in, "\xff\xff\xff\xff", 4), 4);
+	lseek(in, 0, SEEK_SET);
+	assert_int_equal(rdc_pprof(in, out, &pol, NULL), -EBADMSG);
+	free(buf);
+	close(in);
+	close(out);
+	close(good);
+}
+
+static void test_dlp(void **state)
+{
+	struct rdc_dlp *d;
+	char out[128];
+	int changed;
+	assert_int_equal(rdc_dlp_compile(rdc_dlp_builtin, rdc_dlp_builtin_count, &d), 0);
+	assert_int_equal(rdc_dlp_scrub(d, "mail bob@example.com from 10.1.2.3 tok "
+				       "0123456789abcdef0123456789abcdef!", out, sizeof(out), &changed), 0);
+	assert_int_equal(changed, 1);
+	assert_string_equal(out, "mail [redacted] from [redacted] tok [redacted]!");
+	assert_int_equal(rdc_dlp_scrub(d, "plain name", out, sizeof(out), &changed), 0);
+	assert_int_equal(changed, 0);
+	assert_string_equal(out, "plain name");
+	/* Truncation is safe. */
+	assert_int_equal(rdc_dlp_scrub(d, "a@b.cc and more text", out, 8, NULL), 0);
+	assert_int_equal(strlen(out), 7);
+	rdc_dlp_free(d);
+	const char *bad[] = { "(" };
+	assert_int_equal(rdc_dlp_compile(bad, 1, &d), -EINVAL);
+	rdc_dlp_free(NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_keeps_only_app),
+		cmocka_unit_test(test_no_app_samples),
+		cmocka_unit_test(test_malformed),
+		cmocka_unit_test(test_dlp),
+	};
+	return cmocka_run_group_tests_name("rdc_pprof", tests, NULL, NULL);
+}

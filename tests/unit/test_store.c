@@ -1,0 +1,138 @@
+/* Retention and quota pruning of stored results (svc_store.c), clock injected. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "svc.h"
+
+#define DAY_NS (86400ull * 1000000000ull)
+#define NOW (20000 * DAY_NS)
+
+static char dir[64];
+
+static int setup(void **state)
+{
+	char db[128];
+	snprintf(dir, sizeof(dir), "/tmp/pd-store.XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	snprintf(db, sizeof(db), "%s/profilingd.db", dir);
+	assert_int_equal(svc_db_init(db), 0);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+	svc_db_fini();
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* A result file of size bytes for app, ended age_days before NOW. */
+static uint64_t add(const char *app, const char *name, size_t size, double age_days)
+{
+	char path[256];
+	uint64_t sid, rid;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	close(fd);
+	uint64_t end = NOW - (uint64_t)(age_days * (double)DAY_NS);
+	assert_int_equal(svc_db_alloc_id(&sid), 0);
+	assert_int_equal(svc_db_session_new(sid, app, 1000, 1, 3, "t", end), 0);
+	assert_int_equal(svc_db_result_add(sid, app, 1000, 3, 0, path, size, "pprof", end - 1, end,
+					   &rid), 0);
+	return rid;
+}
+
+static int exists(const char *name)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return access(path, F_OK) == 0;
+}
+
+static void test_retention_age(void **state)
+{
+	struct svc_config cfg;
+	uint64_t bytes;
+	svc_config_defaults(&cfg);
+	cfg.retention_days = 14;
+	add("uid:1", "old", 100, 14.01);
+	add("uid:1", "edge", 100, 13.99);
+	add("uid:2", "new", 100, 1);
+	assert_int_equal(svc_store_prune(&cfg, NOW), 1);
+	assert_false(exists("old"));
+	assert_true(exists("edge"));
+	assert_true(exists("new"));
+	assert_int_equal(svc_db_result_bytes(NULL, &bytes), 0);
+	assert_int_equal(bytes, 200);
+	/* A day later the edge result ages out too; nothing twice. */
+	assert_int_equal(svc_store_prune(&cfg, NOW + DAY_NS / 10), 1);
+	assert_false(exists("edge"));
+	assert_int_equal(svc_store_prune(&cfg, NOW + DAY_NS / 10), 0);
+}
+
+static void test_quota_oldest_first(void **state)
+{
+	struct svc_config cfg;
+	uint64_t bytes;
+	svc_config_defaults(&cfg);
+	cfg.max_app_result_bytes = 250;
+	add("uid:1", "a1", 100, 3);
+	add("uid:1", "a2", 100, 2);
+	add("uid:1", "a3", 100, 1);
+	add("uid:2", "b1", 200, 5); /* under its own quota: untouched */
+	assert_int_equal(svc_store_prune(&cfg, NOW), 1);
+	assert_false(exists("a1"));
+	assert_true(exists("a2"));
+	assert_true(exists("a3"));
+	assert_true(exists("b1"));
+	assert_int_equal(svc_db_result_bytes("uid:1", &bytes), 0);
+	assert_int_equal(bytes, 200);
+	/* Exactly at the quota is fine. */
+	cfg.max_app_result_bytes = 200;
+	assert_int_equal(svc_store_prune(&cfg, NOW), 0);
+}
+
+static void count(const struct svc_db_result *r, void *ud)
+{
+	(*(int *)ud)++;
+}
+
+static void test_pending_and_ack(void **state)
+{
+	uint64_t r1 = add("uid:1", "p1", 10, 1);
+	uint64_t r2 = add("uid:1", "p2", 10, 8); /* older than the 7-day queue */
+	(void)r2;
+	int n = 0;
+	assert_int_equal(svc_db_pending("uid:1", 3, NOW - 7 * DAY_NS, 16, count, &n), 1);
+	/* Three attempts, then it is no longer offered. */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(svc_db_result_attempt(r1), 0);
+	assert_int_equal(svc_db_pending("uid:1", 3, NOW - 7 * DAY_NS, 16, count, &n), 0);
+	/* An ack only counts from the owning app, once. */
+	assert_int_equal(svc_db_result_delivered(r1, "uid:2"), -ENOENT);
+	assert_int_equal(svc_db_result_delivered(r1, "uid:1"), 0);
+	assert_int_equal(svc_db_result_delivered(r1, "uid:1"), -ENOENT);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_retention_age, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_quota_oldest_first, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pending_and_ack, setup, teardown),
+	};
+	return cmocka_run_group_tests_name("store", tests, NULL, NULL);
+}
