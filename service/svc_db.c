@@ -36,7 +36,8 @@ static sqlite3_stmt *stmt(int which, const char *sql)
 
 /* migrations[i] takes the schema from version i to i + 1. */
 static const char *const migrations[] = {
-	"CREATE TABLE sessions ("
+	/* 1 (parenthesised: one element of several literals, on purpose) */
+	("CREATE TABLE sessions ("
 	" id INTEGER PRIMARY KEY AUTOINCREMENT,"
 	" uid INTEGER NOT NULL, pid INTEGER NOT NULL, type INTEGER NOT NULL,"
 	" trigger INTEGER NOT NULL DEFAULT 0, tag TEXT NOT NULL DEFAULT '',"
@@ -50,16 +51,16 @@ static const char *const migrations[] = {
 	" path TEXT NOT NULL, size INTEGER NOT NULL, format TEXT NOT NULL,"
 	" start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,"
 	" delivered INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0);"
-	"CREATE INDEX results_uid ON results(uid, delivered);",
+	"CREATE INDEX results_uid ON results(uid, delivered);"),
 	/* 2: the app key (uid plus [apps] id) for quotas and listings. */
-	"ALTER TABLE sessions ADD COLUMN app TEXT NOT NULL DEFAULT '';"
+	("ALTER TABLE sessions ADD COLUMN app TEXT NOT NULL DEFAULT '';"
 	"ALTER TABLE results ADD COLUMN app TEXT NOT NULL DEFAULT '';"
 	"UPDATE results SET app = 'uid:' || uid;"
 	"UPDATE sessions SET app = 'uid:' || uid;"
-	"CREATE INDEX results_app ON results(app);",
+	"CREATE INDEX results_app ON results(app);"),
 	/* 3: request ids are handed out in blocks (svc_db_alloc_id). */
-	"CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
-	"INSERT INTO meta VALUES('id_limit', (SELECT COALESCE(MAX(id), 0) + 1 FROM sessions));",
+	("CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+	"INSERT INTO meta VALUES('id_limit', (SELECT COALESCE(MAX(id), 0) + 1 FROM sessions));"),
 };
 
 /*

@@ -17,6 +17,20 @@ PROFILING_NO_AGENT=1 "$IT" runtime-hang || fail "runtime-hang"
 grep -q "claims pid" "$T/daemon.log" || fail "wrong pid not logged"
 PROFILING_NO_AGENT=1 "$IT" no-runtime || fail "no-runtime"
 PROFILING_NO_AGENT=1 "$IT" cancel || fail "cancel"
+PROFILING_NO_AGENT=1 "$IT" garbage || fail "garbage"
+ls "$T/state/raw" | grep -q . && fail "raw artifact kept after a failed redaction"
+ls -a "$T/state/results/"* 2>/dev/null | grep -q "^.tmp-" && fail "temp result left behind"
+PROFILING_NO_AGENT=1 "$IT" queued || fail "queued"
 daemon_alive || fail "daemon died"
+stop_daemon
+
+# The redactor's caps: past its time it is killed; past its memory it fails.
+start_daemon "[redact]" "timeout_ms = 100"
+PROFILING_NO_AGENT=1 IT_WANT="killed after 100 ms" "$IT" bomb || fail "redactor time cap"
+stop_daemon
+start_daemon "[redact]" "max_memory_bytes = 33554432"
+want="Cannot allocate memory"
+[ -n "${PD_SANITIZE:-}" ] && want= # no address-space cap under sanitizers
+PROFILING_NO_AGENT=1 IT_WANT="$want" "$IT" bomb || fail "redactor memory cap"
 stop_daemon
 pass "fault scenarios"

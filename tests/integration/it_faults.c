@@ -13,10 +13,13 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <profiling/profiling.h>
 
+#include "pprof.h"
 #include "profilingd.pb-c.h"
 #include "util.h"
 #include "wire.h"
@@ -243,6 +246,149 @@ static int t_runtime_gone(int hang)
 	return 0;
 }
 
+/* Runtime side of a capture: wait for the request, write what fill() makes. */
+static void serve_capture(int rt, uint64_t *sid_out, void (*fill)(int fd))
+{
+	int fd = -1;
+	uint64_t sid;
+	CHECK(runtime_read(rt, &fd, &sid, 2000) == PD__DAEMON_TO_RUNTIME__MSG_CAPTURE, "no CaptureRequest");
+	fill(fd);
+	off_t size = lseek(fd, 0, SEEK_END);
+	close(fd);
+	Pd__RuntimeMsg m = PD__RUNTIME_MSG__INIT;
+	Pd__CaptureDone d = PD__CAPTURE_DONE__INIT;
+	d.session_id = sid;
+	d.status = 0;
+	d.has_bytes = 1;
+	d.bytes = (uint64_t)size;
+	m.msg_case = PD__RUNTIME_MSG__MSG_DONE;
+	m.done = &d;
+	CHECK(wire_send_msg(rt, &m.base, WIRE_RUNTIME_MAX_MSG, -1) == 0, "send CaptureDone");
+	if (sid_out)
+		*sid_out = sid;
+}
+
+static void fill_garbage(int fd)
+{
+	/* gzip magic, then nonsense: passes the daemon's format sniff only. */
+	CHECK(write(fd, "\x1f\x8b\x08\x00garbage-not-deflate", 24) == 24, "write");
+}
+
+/* A gzip bomb: 512 MiB of zeros, a few hundred KiB compressed. */
+static void fill_bomb(int fd)
+{
+	static uint8_t zeros[1 << 20], out[1 << 16];
+	z_stream z;
+	memset(&z, 0, sizeof(z));
+	CHECK(deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK, "deflateInit");
+	for (int i = 0; i < 512; i++) {
+		z.next_in = zeros;
+		z.avail_in = sizeof(zeros);
+		do {
+			z.next_out = out;
+			z.avail_out = sizeof(out);
+			deflate(&z, i == 511 ? Z_FINISH : Z_NO_FLUSH);
+			CHECK(write(fd, out, sizeof(out) - z.avail_out) >= 0, "write");
+		} while (z.avail_out == 0);
+	}
+	deflateEnd(&z);
+}
+
+/* A well-formed pprof of one sample labelled with this process's pid. */
+static void fill_pprof(int fd)
+{
+	struct pp_builder *b;
+	uint64_t f, l;
+	CHECK(pp_new(&b) == 0, "pp_new");
+	pp_add_sample_type(b, "samples", "count");
+	pp_add_function(b, "queued_fn", NULL, NULL, 0, &f);
+	pp_add_location(b, 0, 0x1000, f, 0, &l);
+	int64_t v = 1;
+	struct pp_label lab = { .key = "pid", .num = getpid() };
+	CHECK(pp_add_sample(b, &l, 1, &v, 1, &lab, 1) == 0, "pp_add_sample");
+	CHECK(pp_write_gz(b, fd, NULL) == 0, "pp_write_gz");
+	pp_free(b);
+}
+
+/* The runtime hands over an artifact the redactor must refuse. */
+static int t_bad_artifact(void (*fill)(int), const char *want)
+{
+	prof_client *c = connect_app();
+	int rt = fake_runtime((uint32_t)getpid(), 1);
+	struct outcome o = { 0 };
+	struct prof_params p = { .duration_ms = 100 };
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, NULL, on_result, &o, NULL) == 0, "refused");
+	serve_capture(rt, NULL, fill);
+	wait_result(c, &o, 60000);
+	CHECK(o.error == PROF_E_POST_PROCESSING, "result %d (%s), want POST_PROCESSING", o.error, o.msg);
+	CHECK(!want || strstr(o.msg, want), "message '%s' lacks '%s'", o.msg, want);
+	close(rt);
+	prof_close(c);
+	printf("bad artifact refused: %s\n", o.msg);
+	return 0;
+}
+
+struct got {
+	int n;
+	uint64_t id;
+	char path[4096];
+};
+
+static void on_listener(const struct prof_result *r, void *ud)
+{
+	struct got *g = ud;
+	g->n++;
+	g->id = r->request_id;
+	snprintf(g->path, sizeof(g->path), "%s", r->path);
+}
+
+/* The app is gone when its result is ready; it gets it on return, once. */
+static int t_queued(void)
+{
+	uint64_t sid = 0;
+	int pfd[2];
+	CHECK(pipe(pfd) == 0, "pipe");
+	pid_t child = fork();
+	if (child == 0) {
+		prof_client *c = connect_app();
+		int rt = fake_runtime((uint32_t)getpid(), 1);
+		struct prof_params p = { .duration_ms = 100 };
+		CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "queued", NULL, NULL, NULL) == 0, "refused");
+		serve_capture(rt, &sid, fill_pprof);
+		CHECK(write(pfd[1], &sid, sizeof(sid)) == sizeof(sid), "pipe write");
+		_exit(0); /* before the result is redacted and delivered */
+	}
+	close(pfd[1]);
+	CHECK(read(pfd[0], &sid, sizeof(sid)) == sizeof(sid), "child failed");
+	int status;
+	waitpid(child, &status, 0);
+	usleep(500000); /* let the redactor finish while nobody listens */
+
+	struct got g = { 0 };
+	prof_client *c = connect_app();
+	CHECK(prof_set_result_listener(c, on_listener, &g) == 0, "listener");
+	uint64_t end = util_mono_ms() + 3000;
+	while (g.n == 0 && util_mono_ms() < end)
+		prof_dispatch(c, 100);
+	CHECK(g.n == 1 && g.id == sid, "queued result not redelivered (n=%d id=%llu want %llu)", g.n,
+	      (unsigned long long)g.id, (unsigned long long)sid);
+	CHECK(access(g.path, F_OK) == 0, "redelivered path %s missing", g.path);
+	prof_dispatch(c, 300);
+	prof_close(c);
+
+	/* Acknowledged: a new listener gets nothing. */
+	struct got g2 = { 0 };
+	c = connect_app();
+	CHECK(prof_set_result_listener(c, on_listener, &g2) == 0, "listener");
+	end = util_mono_ms() + 1000;
+	while (util_mono_ms() < end)
+		prof_dispatch(c, 100);
+	CHECK(g.n == 1 && g2.n == 0, "delivered %d more time(s) after the ack", g2.n + g.n - 1);
+	prof_close(c);
+	printf("queued result delivered once, on reconnect (%s)\n", g.path);
+	return 0;
+}
+
 static int t_wrong_pid(void)
 {
 	int rt = fake_runtime((uint32_t)getpid() + 1, 0);
@@ -292,7 +438,7 @@ int main(int argc, char **argv)
 	runtime_path = getenv("PROFILINGD_RUNTIME_SOCKET");
 	if (argc != 2 || !runtime_path) {
 		fprintf(stderr, "usage: PROFILINGD_SOCKET=.. PROFILINGD_RUNTIME_SOCKET=.. it_faults "
-			"invalid|badpeer|runtime-gone|runtime-hang|wrong-pid|no-runtime|cancel\n");
+			"invalid|badpeer|runtime-gone|runtime-hang|wrong-pid|no-runtime|cancel|garbage|bomb|queued\n");
 		return 2;
 	}
 	const char *t = argv[1];
@@ -303,6 +449,9 @@ int main(int argc, char **argv)
 	if (!strcmp(t, "wrong-pid")) return t_wrong_pid();
 	if (!strcmp(t, "no-runtime")) return t_no_runtime();
 	if (!strcmp(t, "cancel")) return t_cancel();
+	if (!strcmp(t, "garbage")) return t_bad_artifact(fill_garbage, "malformed");
+	if (!strcmp(t, "bomb")) return t_bad_artifact(fill_bomb, getenv("IT_WANT"));
+	if (!strcmp(t, "queued")) return t_queued();
 	fprintf(stderr, "unknown scenario %s\n", t);
 	return 2;
 }
