@@ -17,6 +17,7 @@
 #include "profiling/profiling.h"
 #include "profilingd.pb-c.h"
 #include "sampler.h"
+#include "trace.h"
 #include "util.h"
 #include "wire.h"
 
@@ -49,8 +50,8 @@ static int agent_send(int sock, const ProtobufCMessage *m)
 	return wire_send_msg(sock, m, WIRE_RUNTIME_MAX_MSG, -1);
 }
 
-static int agent_done_msg(int sock, uint64_t sid, uint32_t status, const char *msg,
-			  uint64_t bytes, const struct smp_stats *st)
+static int agent_done_fmt(int sock, uint64_t sid, uint32_t status, const char *msg,
+			  uint64_t bytes, const struct smp_stats *st, const char *format)
 {
 	Pd__RuntimeMsg rm = PD__RUNTIME_MSG__INIT;
 	Pd__CaptureDone d = PD__CAPTURE_DONE__INIT;
@@ -62,7 +63,7 @@ static int agent_done_msg(int sock, uint64_t sid, uint32_t status, const char *m
 	if (status == PROF_E_NONE) {
 		d.has_bytes = 1;
 		d.bytes = bytes;
-		d.format = "pprof";
+		d.format = (char *)format;
 	}
 	if (st) {
 		d.has_dropped = 1;
@@ -75,6 +76,12 @@ static int agent_done_msg(int sock, uint64_t sid, uint32_t status, const char *m
 	return agent_send(sock, &rm.base);
 }
 
+static int agent_done_msg(int sock, uint64_t sid, uint32_t status, const char *msg,
+			  uint64_t bytes, const struct smp_stats *st)
+{
+	return agent_done_fmt(sock, sid, status, msg, bytes, st, "pprof");
+}
+
 static Pd__DaemonToRuntime *agent_recv(int sock, int *fd)
 {
 	uint8_t buf[WIRE_RUNTIME_MAX_MSG];
@@ -85,63 +92,36 @@ static Pd__DaemonToRuntime *agent_recv(int sock, int *fd)
 }
 
 /*
- * Run one stack-sampling capture on this thread, watching the socket for a
- * cancel. Returns 0, or -EPIPE when the daemon went away or we must stop.
+ * Wait out a capture of dur ms on this thread, answering what arrives
+ * meanwhile: tick() runs every AGENT_TICK_MS. Returns 0 when the time is
+ * up, 1 when the daemon cancelled it (CANCELLED already sent), -EPIPE when
+ * the daemon went away or the agent must stop.
  */
-static int agent_capture(int sock, const Pd__CaptureRequest *cr, int out_fd)
+static int agent_wait(int sock, const Pd__CaptureRequest *cr, uint32_t dur, void (*tick)(void))
 {
-	const Pd__Params *p = cr->params;
-	uint32_t hz = clamp_u32(p && p->has_frequency_hz ? p->frequency_hz : 0,
-				AGENT_HZ_DEFAULT, AGENT_HZ_MIN, AGENT_HZ_MAX);
-	uint32_t dur = clamp_u32(p && p->has_duration_ms ? p->duration_ms : 0,
-				 AGENT_DUR_DEFAULT, AGENT_DUR_MIN, AGENT_DUR_MAX);
-	struct smp_stats st;
-	uint64_t bytes = 0;
-	int r;
-
-	if (cr->type != PROF_STACK_SAMPLING) {
-		const char *why = cr->type == PROF_HEAP_DUMP
-			? "native runtime has no heap dump; request PROF_HEAP_PROFILE"
-			: "capture type not supported by this runtime";
-		return agent_done_msg(sock, cr->session_id, PROF_E_INVALID_REQUEST, why, 0, NULL);
-	}
-	int64_t start_ns = (int64_t)util_now_ns(CLOCK_REALTIME);
 	uint64_t t0 = util_mono_ms();
-	if ((r = smp_start(hz)) < 0)
-		return agent_done_msg(sock, cr->session_id, PROF_E_EXECUTING,
-				      strerror(-r), 0, NULL);
-	LOG_D("session %llu: sampling at %u Hz for %u ms",
-	      (unsigned long long)cr->session_id, hz, dur);
 	for (;;) {
 		uint64_t el = util_mono_ms() - t0;
 		if (el >= dur)
-			break;
+			return 0;
 		struct pollfd pf[2] = { { .fd = sock, .events = POLLIN },
 					{ .fd = agent_stopfd, .events = POLLIN } };
 		uint64_t left = dur - el;
 		int pr = poll(pf, 2, left < AGENT_TICK_MS ? (int)left : AGENT_TICK_MS);
 		if (pr < 0 && errno != EINTR)
-			break;
-		if (pf[1].revents) {
-			smp_discard();
 			return -EPIPE;
-		}
+		if (pf[1].revents)
+			return -EPIPE;
 		if (pf[0].revents & (POLLIN | POLLHUP | POLLERR)) {
 			int fd = -1;
 			Pd__DaemonToRuntime *m = agent_recv(sock, &fd);
 			if (!m) {
 				if (fd >= 0)
 					close(fd);
-				smp_discard();
 				return -EPIPE;
 			}
-			if (m->msg_case == PD__DAEMON_TO_RUNTIME__MSG_CANCEL &&
-			    m->cancel->session_id == cr->session_id) {
-				pd__daemon_to_runtime__free_unpacked(m, NULL);
-				smp_discard();
-				return agent_done_msg(sock, cr->session_id, PROF_E_CANCELLED,
-						      "cancelled", 0, NULL);
-			}
+			int cancelled = m->msg_case == PD__DAEMON_TO_RUNTIME__MSG_CANCEL &&
+					m->cancel->session_id == cr->session_id;
 			if (m->msg_case == PD__DAEMON_TO_RUNTIME__MSG_CAPTURE)
 				agent_done_msg(sock, m->capture->session_id,
 					       PROF_E_PROFILING_IN_PROGRESS,
@@ -149,8 +129,39 @@ static int agent_capture(int sock, const Pd__CaptureRequest *cr, int out_fd)
 			if (fd >= 0)
 				close(fd);
 			pd__daemon_to_runtime__free_unpacked(m, NULL);
+			if (cancelled) {
+				agent_done_msg(sock, cr->session_id, PROF_E_CANCELLED, "cancelled", 0, NULL);
+				return 1;
+			}
 		}
-		smp_rescan();
+		if (tick)
+			tick();
+	}
+}
+
+static void smp_tick(void)
+{
+	smp_rescan();
+}
+
+static int agent_stack(int sock, const Pd__CaptureRequest *cr, int out_fd, uint32_t dur)
+{
+	const Pd__Params *p = cr->params;
+	uint32_t hz = clamp_u32(p && p->has_frequency_hz ? p->frequency_hz : 0,
+				AGENT_HZ_DEFAULT, AGENT_HZ_MIN, AGENT_HZ_MAX);
+	struct smp_stats st;
+	uint64_t bytes = 0;
+	int r;
+
+	int64_t start_ns = (int64_t)util_now_ns(CLOCK_REALTIME);
+	if ((r = smp_start(hz)) < 0)
+		return agent_done_msg(sock, cr->session_id, PROF_E_EXECUTING,
+				      strerror(-r), 0, NULL);
+	LOG_D("session %llu: sampling at %u Hz for %u ms",
+	      (unsigned long long)cr->session_id, hz, dur);
+	if ((r = agent_wait(sock, cr, dur, smp_tick)) != 0) {
+		smp_discard();
+		return r < 0 ? r : 0;
 	}
 	int64_t dur_ns = (int64_t)util_now_ns(CLOCK_REALTIME) - start_ns;
 	r = smp_write_pprof(out_fd, start_ns, dur_ns, &st, &bytes);
@@ -161,6 +172,43 @@ static int agent_capture(int sock, const Pd__CaptureRequest *cr, int out_fd)
 	      (unsigned long long)cr->session_id, (unsigned long long)st.samples,
 	      (unsigned long long)st.dropped, (unsigned long long)bytes);
 	return agent_done_msg(sock, cr->session_id, PROF_E_NONE, NULL, bytes, &st);
+}
+
+/* The flight recorder runs all the time: wait, then snapshot every ring. */
+static int agent_trace(int sock, const Pd__CaptureRequest *cr, int out_fd, uint32_t dur)
+{
+	struct trc_stats ts;
+	struct smp_stats st = { 0 };
+	uint64_t bytes = 0;
+	int r = agent_wait(sock, cr, dur, NULL);
+	if (r != 0)
+		return r < 0 ? r : 0;
+	if ((r = trc_snapshot(out_fd, &ts, &bytes)) < 0)
+		return agent_done_msg(sock, cr->session_id, PROF_E_EXECUTING, strerror(-r), 0, NULL);
+	st.samples = ts.events;
+	st.dropped = ts.dropped;
+	return agent_done_fmt(sock, cr->session_id, PROF_E_NONE, NULL, bytes, &st, "perfetto");
+}
+
+/* Run one capture on this thread. 0, or -EPIPE when the agent must stop. */
+static int agent_capture(int sock, const Pd__CaptureRequest *cr, int out_fd)
+{
+	const Pd__Params *p = cr->params;
+	uint32_t dur = clamp_u32(p && p->has_duration_ms ? p->duration_ms : 0,
+				 AGENT_DUR_DEFAULT, AGENT_DUR_MIN, AGENT_DUR_MAX);
+	switch (cr->type) {
+	case PROF_STACK_SAMPLING:
+		return agent_stack(sock, cr, out_fd, dur);
+	case PROF_SYSTEM_TRACE:
+		return agent_trace(sock, cr, out_fd, dur);
+	case PROF_HEAP_DUMP:
+		return agent_done_msg(sock, cr->session_id, PROF_E_INVALID_REQUEST,
+				      "native runtime has no heap dump; request PROF_HEAP_PROFILE",
+				      0, NULL);
+	default:
+		return agent_done_msg(sock, cr->session_id, PROF_E_INVALID_REQUEST,
+				      "capture type not supported by this runtime", 0, NULL);
+	}
 }
 
 static int agent_connect(void)
@@ -182,12 +230,12 @@ static int agent_hello(int sock)
 {
 	Pd__RuntimeMsg rm = PD__RUNTIME_MSG__INIT;
 	Pd__RuntimeHello h = PD__RUNTIME_HELLO__INIT;
-	char *caps[] = { "stack_sampling" };
+	char *caps[] = { "stack_sampling", "trace_ring" };
 
 	h.pid = (uint32_t)getpid();
 	h.runtime = "native";
 	h.capabilities = caps;
-	h.n_capabilities = 1;
+	h.n_capabilities = sizeof(caps) / sizeof(caps[0]);
 	h.version = PROFILINGD_VERSION;
 	rm.msg_case = PD__RUNTIME_MSG__MSG_HELLO;
 	rm.hello = &h;

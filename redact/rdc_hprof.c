@@ -4,10 +4,11 @@
  * same structure as the input and any HPROF reader still opens it.
  *
  * Two passes over the seekable input. Pass 1 checks the whole structure and
- * collects each CLASS DUMP's superclass and instance field types; nothing
- * is written. Pass 2 repeats the walk and writes, now able to lay out every
- * INSTANCE DUMP (whose class may come later in the file). I/O goes through
- * two fixed buffers, so memory is the class table plus 2 MiB.
+ * collects each CLASS DUMP's superclass and instance field types, and the
+ * ids that records use as names; nothing is written. Pass 2 repeats the
+ * walk and writes, now able to lay out every INSTANCE DUMP (whose class may
+ * come later in the file) and to drop UTF8 records that name nothing. I/O
+ * goes through two fixed buffers, so memory is the tables plus 2 MiB.
  */
 #include "rdc.h"
 
@@ -19,6 +20,7 @@
 #define HP_IOBUF (1u << 20)
 #define HP_MAX_CLASSES (1u << 20)
 #define HP_MAX_FIELDS (1u << 24) /* instance field types, all classes together */
+#define HP_MAX_NAMES (1u << 22)  /* distinct UTF8 ids referenced as names */
 #define HP_NONE UINT32_MAX
 #define HP_HEADER 31             /* "JAVA PROFILE 1.0.x\0", u4 id size, u8 time */
 
@@ -110,6 +112,8 @@ struct hp {
 	uint32_t nslot;          /* power of two */
 	uint8_t *types;
 	uint32_t ntypes, captypes;
+	uint64_t *names;         /* set of referenced name ids, 0 = free */
+	uint32_t nnames, nname_slots;
 
 	uint64_t out_bytes, kept, dropped, anonymised, subrecs;
 };
@@ -366,6 +370,60 @@ static int types_reserve(struct hp *h, uint32_t n)
 }
 
 /*
+ * Names. HotSpot writes its whole symbol table as UTF8 records, string
+ * literals included, so only the UTF8 records that something in the dump
+ * names (classes, fields, frames, threads, heaps) are kept.
+ */
+static uint32_t name_slot(uint64_t id, uint32_t nslots)
+{
+	return (uint32_t)((id * 0x9e3779b97f4a7c15ull) >> 32) & (nslots - 1);
+}
+
+static int name_has(const struct hp *h, uint64_t id)
+{
+	if (!id || !h->nname_slots)
+		return 0;
+	for (uint32_t s = name_slot(id, h->nname_slots);; s = (s + 1) & (h->nname_slots - 1)) {
+		if (h->names[s] == id)
+			return 1;
+		if (!h->names[s])
+			return 0;
+	}
+}
+
+static void name_insert(uint64_t *names, uint32_t nslots, uint64_t id)
+{
+	uint32_t s = name_slot(id, nslots);
+	while (names[s] && names[s] != id)
+		s = (s + 1) & (nslots - 1);
+	names[s] = id;
+}
+
+/* Record a reference to name id (pass 1 only; 0 is no name). */
+static int name_ref(struct hp *h, uint64_t id)
+{
+	if (h->emit || !id || name_has(h, id))
+		return 0;
+	if (h->nnames >= HP_MAX_NAMES)
+		return -E2BIG;
+	if ((uint64_t)(h->nnames + 1) * 2 > h->nname_slots) {
+		uint32_t n = h->nname_slots ? h->nname_slots * 2 : 4096;
+		uint64_t *t = calloc(n, sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < h->nname_slots; i++)
+			if (h->names[i])
+				name_insert(t, n, h->names[i]);
+		free(h->names);
+		h->names = t;
+		h->nname_slots = n;
+	}
+	name_insert(h->names, h->nname_slots, id);
+	h->nnames++;
+	return 0;
+}
+
+/*
  * Give every class its full instance size and its nearest superclass with
  * fields. Iterative with an explicit stack, since a crafted chain can be a
  * million classes deep; a cycle or an unknown superclass is malformed.
@@ -452,7 +510,8 @@ static int class_dump(struct hp *h, uint64_t end)
 	if ((rc = take_copy(h, 2, end, &p)))
 		return rc;
 	for (uint32_t i = 0, n = be16(p); i < n; i++) {
-		if ((rc = take_copy(h, I + 1, end, &p)) || (rc = value(h, p[I], end)))
+		if ((rc = take_copy(h, I + 1, end, &p)) || (rc = name_ref(h, get_id(h, p))) ||
+		    (rc = value(h, p[I], end)))
 			return rc;
 	}
 
@@ -471,12 +530,15 @@ static int class_dump(struct hp *h, uint64_t end)
 	for (uint32_t i = 0; i < nf; i++) {
 		if ((rc = take_copy(h, I + 1, end, &p)))
 			return rc;
-		unsigned sz = type_size(h, p[I]);
+		uint8_t t = p[I];
+		unsigned sz = type_size(h, t);
 		if (!sz)
 			return -EBADMSG;
+		if ((rc = name_ref(h, get_id(h, p))))
+			return rc;
 		own += sz;
 		if (!h->emit)
-			h->types[h->ntypes + i] = p[I];
+			h->types[h->ntypes + i] = t;
 	}
 	if (h->emit)
 		return 0;
@@ -633,6 +695,11 @@ static int heap_dump(struct hp *h, uint64_t end)
 			/* Without a length, an unknown sub-record cannot be skipped. */
 			if (!(sz = fixed_sub_size(h, tag)))
 				return -EBADMSG;
+			if (tag == SUB_ART_HEAP_DUMP_INFO) { /* heap type, heap name id */
+				if (!(rc = take_copy(h, sz, end, &p)))
+					rc = name_ref(h, get_id(h, p + 4));
+				break;
+			}
 			rc = xfer(h, sz, end, 0);
 		}
 		if (rc)
@@ -661,6 +728,41 @@ static int counted(struct hp *h, uint32_t len, uint64_t end, size_t prefix, size
 static int fixed(struct hp *h, uint32_t len, uint64_t end, uint64_t want)
 {
 	return len == want ? xfer(h, len, end, 0) : -EBADMSG;
+}
+
+/* A fixed-size body (at most 4 ids and 8 bytes) with name ids at at[]. */
+static int named(struct hp *h, uint32_t len, uint64_t end, uint32_t want, const unsigned *at,
+		 size_t nat)
+{
+	const uint8_t *p;
+	if (len != want)
+		return -EBADMSG;
+	int rc = take_copy(h, len, end, &p);
+	for (size_t i = 0; i < nat && !rc; i++)
+		rc = name_ref(h, get_id(h, p + at[i]));
+	return rc;
+}
+
+static int known_tag(unsigned tag)
+{
+	switch (tag) {
+	case TAG_UTF8:
+	case TAG_LOAD_CLASS:
+	case TAG_UNLOAD_CLASS:
+	case TAG_STACK_FRAME:
+	case TAG_STACK_TRACE:
+	case TAG_ALLOC_SITES:
+	case TAG_HEAP_SUMMARY:
+	case TAG_START_THREAD:
+	case TAG_END_THREAD:
+	case TAG_HEAP_DUMP:
+	case TAG_CPU_SAMPLES:
+	case TAG_CONTROL_SETTINGS:
+	case TAG_HEAP_DUMP_SEGMENT:
+	case TAG_HEAP_DUMP_END:
+		return 1;
+	}
+	return 0;
 }
 
 static int header(struct hp *h)
@@ -695,47 +797,48 @@ static int walk(struct hp *h)
 		if (len > h->size - in_pos(h))
 			return -EBADMSG;
 		uint64_t end = in_pos(h) + len;
-		switch (tag) {
-		case TAG_UTF8:
-		case TAG_LOAD_CLASS:
-		case TAG_UNLOAD_CLASS:
-		case TAG_STACK_FRAME:
-		case TAG_STACK_TRACE:
-		case TAG_ALLOC_SITES:
-		case TAG_HEAP_SUMMARY:
-		case TAG_START_THREAD:
-		case TAG_END_THREAD:
-		case TAG_HEAP_DUMP:
-		case TAG_CPU_SAMPLES:
-		case TAG_CONTROL_SETTINGS:
-		case TAG_HEAP_DUMP_SEGMENT:
-		case TAG_HEAP_DUMP_END:
-			if ((rc = out_put(h, p, 9)))
+		uint8_t rec[9];
+		memcpy(rec, p, sizeof(rec)); /* p does not survive the next read */
+
+		/* Unknown content cannot be vetted, so it never goes out; nor do
+		 * UTF8 records that name nothing (pass 2 knows the names). */
+		int keep = known_tag(tag);
+		if (keep && tag == TAG_UTF8) {
+			if (len < I)
+				return -EBADMSG;
+			if ((rc = in_need(h, I)))
 				return rc;
-			if (h->emit)
-				h->kept++;
-			break;
-		default:
-			/* Unknown content cannot be vetted, so it never goes out. */
+			keep = !h->emit || name_has(h, get_id(h, h->ib + h->ih));
+		}
+		if (!keep) {
 			in_skip(h, len);
 			if (h->emit)
 				h->dropped++;
 			continue;
 		}
+		if ((rc = out_put(h, rec, sizeof(rec))))
+			return rc;
+		if (h->emit)
+			h->kept++;
+
 		switch (tag) {
 		case TAG_UTF8: /* name id, then the name's bytes */
-			rc = len < I ? -EBADMSG : xfer(h, len, end, 0);
+			rc = xfer(h, len, end, 0);
 			break;
-		case TAG_LOAD_CLASS: /* serial, class id, stack serial, name id */
-			rc = fixed(h, len, end, 2 * I + 8);
+		case TAG_LOAD_CLASS: { /* serial, class id, stack serial, name id */
+			const unsigned at[] = { 8 + I };
+			rc = named(h, len, end, 2 * I + 8, at, 1);
 			break;
+		}
 		case TAG_UNLOAD_CLASS:
 		case TAG_END_THREAD:
 			rc = fixed(h, len, end, 4);
 			break;
-		case TAG_STACK_FRAME: /* frame, method, signature, source; class serial, line */
-			rc = fixed(h, len, end, 4 * I + 8);
+		case TAG_STACK_FRAME: { /* frame, method, signature, source; class serial, line */
+			const unsigned at[] = { I, 2 * I, 3 * I };
+			rc = named(h, len, end, 4 * I + 8, at, 3);
 			break;
+		}
 		case TAG_STACK_TRACE: /* serial, thread serial, count; frame ids */
 			rc = counted(h, len, end, 12, 8, I);
 			break;
@@ -745,9 +848,11 @@ static int walk(struct hp *h)
 		case TAG_HEAP_SUMMARY:
 			rc = fixed(h, len, end, 24);
 			break;
-		case TAG_START_THREAD: /* serial, thread, trace serial, 3 name ids */
-			rc = fixed(h, len, end, 4 * I + 8);
+		case TAG_START_THREAD: { /* serial, thread, trace serial; thread, group, parent names */
+			const unsigned at[] = { 8 + I, 8 + 2 * I, 8 + 3 * I };
+			rc = named(h, len, end, 4 * I + 8, at, 3);
 			break;
+		}
 		case TAG_CPU_SAMPLES: /* total, count; (samples, trace serial) pairs */
 			rc = counted(h, len, end, 8, 4, 8);
 			break;
@@ -818,5 +923,6 @@ out:
 	free(h.cls);
 	free(h.slot);
 	free(h.types);
+	free(h.names);
 	return rc;
 }

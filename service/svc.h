@@ -25,6 +25,8 @@ struct event_base;
 #define SVC_DURATION_MAX_MS 120000
 #define SVC_HZ_MIN 1
 #define SVC_HZ_MAX 1000
+#define SVC_BUFFER_KB_MIN 64     /* per-CPU kernel trace buffer of a system trace */
+#define SVC_BUFFER_KB_MAX 65536
 
 /* ---------------------------------------------------------- svc_config.c */
 
@@ -195,7 +197,13 @@ void svc_redact_fini(void);
 /* Start redacting in_fd (rewound) into out_fd for app_pid. cb runs once. */
 int svc_redact_start(int in_fd, int out_fd, const char *format, pid_t app_pid,
 		     svc_redact_cb cb, void *ud, struct svc_redact **h);
-/* Kill a running redactor; its cb does not run. */
+/*
+ * Record kernel sched data for a system trace with profilingd-ftrace into
+ * out_fd. -ENOENT when the helper is not installed. cb runs once.
+ */
+int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_kb, int out_fd,
+		     svc_redact_cb cb, void *ud, struct svc_redact **h);
+/* Kill a running helper (redactor or ftrace); its cb does not run. */
 void svc_redact_abort(struct svc_redact *h);
 
 /* --------------------------------------------------------- svc_session.c */

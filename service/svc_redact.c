@@ -1,9 +1,12 @@
 /*
- * Runs profilingd-redact for a finished capture: fork, drop the child to
- * the redact user (no groups, no capabilities, no_new_privs), cap its
- * address space and CPU time, exec the redactor with the raw artifact on
- * fd 0, the result file on fd 1 and a pipe on fd 2. Its exit is watched
- * through a pidfd in the event loop; past redact_timeout_ms it is killed.
+ * The daemon's helper processes, one module for both kinds:
+ * - profilingd-redact for a finished capture: the child is dropped to the
+ *   redact user (no groups, no capabilities, no_new_privs), its address
+ *   space and CPU time are capped, and it gets the raw artifact on fd 0;
+ * - profilingd-ftrace for a system trace: it stays root (tracefs).
+ * Each gets its output file on fd 1 and a pipe on fd 2 for its status
+ * line, and an empty environment. Exits are watched through a pidfd in the
+ * event loop; past its time cap a helper is killed.
  */
 #include "svc.h"
 
@@ -35,11 +38,12 @@ struct svc_redact {
 	svc_redact_cb cb;
 	void *ud;
 	bool timed_out;
+	uint32_t timeout_ms;
 };
 
 static struct event_base *base;
 static const struct svc_config *cfg;
-static char redactor[SVC_PATH_MAX];
+static char redactor[SVC_PATH_MAX], ftracer[SVC_PATH_MAX];
 static uid_t run_uid;
 static gid_t run_gid;
 static bool drop_privs;
@@ -68,39 +72,42 @@ static void list_tids(pid_t pid, char *out, size_t n)
 	closedir(d);
 }
 
-static int find_redactor(void)
+/*
+ * A helper binary: the configured path, else beside the daemon
+ * (installed), the build tree's <subdir>/, then libexec.
+ */
+static int find_helper(const char *configured, const char *name, const char *subdir, char *out)
 {
 	char self[SVC_PATH_MAX];
 	const char *cand[3];
-	char c0[SVC_PATH_MAX + 32], c1[SVC_PATH_MAX + 48];
+	char c0[SVC_PATH_MAX + 64], c1[SVC_PATH_MAX + 96], c2[SVC_PATH_MAX];
 	int n = 0;
 
-	if (cfg->redactor[0]) {
-		cand[n++] = cfg->redactor;
+	if (configured && configured[0]) {
+		cand[n++] = configured;
 	} else {
-		/* Beside the daemon (installed), or the build tree's redact/. */
 		ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
 		if (len > 0) {
 			self[len] = '\0';
 			char *slash = strrchr(self, '/');
 			if (slash)
 				*slash = '\0';
-			util_fmt(c0, sizeof(c0), "%s/profilingd-redact", self);
-			util_fmt(c1, sizeof(c1), "%s/../redact/profilingd-redact", self);
+			util_fmt(c0, sizeof(c0), "%s/%s", self, name);
+			util_fmt(c1, sizeof(c1), "%s/../%s/%s", self, subdir, name);
 			cand[n++] = c0;
 			cand[n++] = c1;
 		}
-		cand[n++] = PROFILINGD_LIBEXECDIR "/profilingd-redact";
+		util_fmt(c2, sizeof(c2), "%s/%s", PROFILINGD_LIBEXECDIR, name);
+		cand[n++] = c2;
 	}
 	for (int i = 0; i < n; i++) {
 		if (access(cand[i], X_OK) == 0) {
-			if (!realpath(cand[i], redactor))
-				util_strlcpy(redactor, cand[i], sizeof(redactor));
+			if (!realpath(cand[i], out))
+				util_strlcpy(out, cand[i], SVC_PATH_MAX);
 			return 0;
 		}
 	}
-	LOG_E("profilingd-redact not found (tried %s%s%s); set [redact] redactor", cand[0],
-	      n > 1 ? " and others" : "", "");
+	LOG_E("%s not found (tried %s%s)", name, cand[0], n > 1 ? " and others" : "");
 	return -ENOENT;
 }
 
@@ -109,8 +116,11 @@ int svc_redact_init(struct event_base *b, const struct svc_config *c)
 	int r;
 	base = b;
 	cfg = c;
-	if ((r = find_redactor()) < 0)
+	if ((r = find_helper(cfg->redactor, "profilingd-redact", "redact", redactor)) < 0)
 		return r;
+	/* Without it system traces carry the app's own events only (logged then). */
+	if (find_helper(NULL, "profilingd-ftrace", "runtime/ftrace", ftracer) < 0)
+		ftracer[0] = '\0';
 	if (geteuid() == 0) {
 		struct passwd *pw = getpwnam(cfg->redact_user);
 		if (!pw) {
@@ -147,12 +157,12 @@ static void finish(struct svc_redact *h, int status)
 	int code;
 	if (h->timed_out) {
 		code = SVC_REDACT_TIMEOUT;
-		util_fmt(msg, sizeof(msg), "redactor killed after %u ms", cfg->redact_timeout_ms);
+		util_fmt(msg, sizeof(msg), "helper killed after %u ms", h->timeout_ms);
 	} else if (WIFEXITED(status)) {
 		code = WEXITSTATUS(status);
 	} else {
 		code = SVC_REDACT_CRASHED;
-		util_fmt(msg, sizeof(msg), "redactor died of signal %d%s", WTERMSIG(status),
+		util_fmt(msg, sizeof(msg), "helper died of signal %d%s", WTERMSIG(status),
 			 WTERMSIG(status) == SIGSYS ? " (seccomp)" :
 			 WTERMSIG(status) == SIGKILL ? " (memory or CPU limit)" : "");
 	}
@@ -184,14 +194,20 @@ static void timeout_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* In the child, before exec: only async-signal-safe calls. */
-static void child(int in_fd, int out_fd, int err_w, char **argv)
+static void child(const char *path, int in_fd, int out_fd, int err_w, char **argv, bool redact)
 {
 	struct rlimit as = { cfg->redact_max_memory, cfg->redact_max_memory };
 	rlim_t secs = (cfg->redact_timeout_ms + 999) / 1000 + 1;
 	struct rlimit cpu = { secs, secs + 1 };
 
+	if (in_fd < 0)
+		in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_w, 2) < 0)
 		_exit(71);
+	if (!redact) {
+		execve(path, argv, (char *[]){ NULL });
+		_exit(73);
+	}
 #ifndef PROFILINGD_SANITIZE_BUILD
 	/* Sanitizer runtimes reserve terabytes of shadow: no address-space cap there. */
 	setrlimit(RLIMIT_AS, &as);
@@ -207,8 +223,62 @@ static void child(int in_fd, int out_fd, int err_w, char **argv)
 	/* The redactor sets no_new_privs too; doing it here covers exec. */
 	syscall(SYS_prctl, 38 /* PR_SET_NO_NEW_PRIVS */, 1, 0, 0, 0);
 	char *envp[] = { NULL };
-	execve(redactor, argv, envp);
+	execve(path, argv, envp);
 	_exit(73);
+}
+
+static int spawn(const char *path, char **argv, int in_fd, int out_fd, bool redact,
+		 uint32_t timeout_ms, svc_redact_cb cb, void *ud, struct svc_redact **out)
+{
+	int pipefd[2];
+
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return -errno;
+	struct svc_redact *h = calloc(1, sizeof(*h));
+	if (!h) {
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return -ENOMEM;
+	}
+	h->cb = cb;
+	h->ud = ud;
+	h->pidfd = -1;
+	h->errfd = pipefd[0];
+	h->timeout_ms = timeout_ms;
+	h->pid = fork();
+	if (h->pid < 0) {
+		int e = errno;
+		free(h);
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return -e;
+	}
+	if (h->pid == 0)
+		child(path, in_fd, out_fd, pipefd[1], argv, redact);
+	close(pipefd[1]);
+	fcntl(h->errfd, F_SETFL, O_NONBLOCK);
+	h->pidfd = (int)syscall(SYS_pidfd_open, h->pid, 0);
+	h->ev_exit = h->pidfd >= 0 ? event_new(base, h->pidfd, EV_READ, exit_cb, h) : NULL;
+	h->ev_timer = evtimer_new(base, timeout_cb, h);
+	if (!h->ev_exit || !h->ev_timer) {
+		kill(h->pid, SIGKILL);
+		waitpid(h->pid, NULL, 0);
+		if (h->ev_exit)
+			event_free(h->ev_exit);
+		if (h->ev_timer)
+			event_free(h->ev_timer);
+		if (h->pidfd >= 0)
+			close(h->pidfd);
+		close(h->errfd);
+		free(h);
+		return -ENOMEM;
+	}
+	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
+	event_add(h->ev_exit, NULL);
+	evtimer_add(h->ev_timer, &tv);
+	if (out)
+		*out = h;
+	return 0;
 }
 
 int svc_redact_start(int in_fd, int out_fd, const char *format, pid_t app_pid,
@@ -216,7 +286,7 @@ int svc_redact_start(int in_fd, int out_fd, const char *format, pid_t app_pid,
 {
 	char pids[16], tids[SVC_REDACT_TIDS_MAX * 12];
 	char *argv[MAX_ARGS];
-	int n = 0, pipefd[2];
+	int n = 0;
 
 	/* The app's threads now; a trace names them by tid. */
 	snprintf(pids, sizeof(pids), "%d", (int)app_pid);
@@ -240,57 +310,24 @@ int svc_redact_start(int in_fd, int out_fd, const char *format, pid_t app_pid,
 		argv[n++] = (char *)cfg->dlp[i];
 	}
 	argv[n] = NULL;
-
 	if (lseek(in_fd, 0, SEEK_SET) < 0)
 		return -errno;
-	if (pipe2(pipefd, O_CLOEXEC) < 0)
-		return -errno;
-	struct svc_redact *h = calloc(1, sizeof(*h));
-	if (!h)
-		goto nomem;
-	h->cb = cb;
-	h->ud = ud;
-	h->pidfd = -1;
-	h->errfd = pipefd[0];
-	h->pid = fork();
-	if (h->pid < 0) {
-		int e = errno;
-		free(h);
-		close(pipefd[0]);
-		close(pipefd[1]);
-		return -e;
-	}
-	if (h->pid == 0)
-		child(in_fd, out_fd, pipefd[1], argv);
-	close(pipefd[1]);
-	fcntl(h->errfd, F_SETFL, O_NONBLOCK);
-	h->pidfd = (int)syscall(SYS_pidfd_open, h->pid, 0);
-	h->ev_exit = h->pidfd >= 0 ? event_new(base, h->pidfd, EV_READ, exit_cb, h) : NULL;
-	h->ev_timer = evtimer_new(base, timeout_cb, h);
-	if (!h->ev_exit || !h->ev_timer) {
-		kill(h->pid, SIGKILL);
-		waitpid(h->pid, NULL, 0);
-		if (h->ev_exit)
-			event_free(h->ev_exit);
-		if (h->ev_timer)
-			event_free(h->ev_timer);
-		if (h->pidfd >= 0)
-			close(h->pidfd);
-		close(h->errfd);
-		free(h);
-		return -ENOMEM;
-	}
-	struct timeval tv = { .tv_sec = cfg->redact_timeout_ms / 1000,
-			      .tv_usec = (cfg->redact_timeout_ms % 1000) * 1000 };
-	event_add(h->ev_exit, NULL);
-	evtimer_add(h->ev_timer, &tv);
-	if (out)
-		*out = h;
-	return 0;
-nomem:
-	close(pipefd[0]);
-	close(pipefd[1]);
-	return -ENOMEM;
+	return spawn(redactor, argv, in_fd, out_fd, true, cfg->redact_timeout_ms, cb, ud, out);
+}
+
+int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_kb, int out_fd,
+		     svc_redact_cb cb, void *ud, struct svc_redact **out)
+{
+	char dur[16], kb[16], inst[48];
+	if (!ftracer[0])
+		return -ENOENT;
+	snprintf(dur, sizeof(dur), "%u", duration_ms);
+	snprintf(kb, sizeof(kb), "%u", buffer_kb);
+	snprintf(inst, sizeof(inst), "profilingd-%llu", (unsigned long long)session_id);
+	char *argv[] = { "profilingd-ftrace", "--duration-ms", dur, "--buffer-kb", kb,
+			 "--instance", inst, NULL };
+	/* It stops on its own after the duration; the cap covers reading out. */
+	return spawn(ftracer, argv, -1, out_fd, false, duration_ms + 30000, cb, ud, out);
 }
 
 void svc_redact_abort(struct svc_redact *h)

@@ -49,6 +49,12 @@ struct session {
 	char out_path[SVC_PATH_MAX + 32];
 	struct svc_redact *rd;
 	uint64_t samples, dropped;       /* from the runtime, for the log */
+	/* System traces: kernel sched data recorded beside the runtime's ring. */
+	struct svc_redact *ft;
+	int ft_fd;
+	char ft_path[SVC_PATH_MAX + 32];
+	bool ft_running, capture_done;
+	uint32_t buffer_kb;
 	struct event *timer;
 	uint64_t start_ns;
 	struct session *next;
@@ -150,6 +156,11 @@ static void session_free(struct session *s)
 {
 	unlink_session(s);
 	svc_redact_abort(s->rd);
+	svc_redact_abort(s->ft);
+	if (s->ft_fd >= 0)
+		close(s->ft_fd);
+	if (s->ft_path[0])
+		unlink(s->ft_path);
 	if (s->timer)
 		event_free(s->timer);
 	if (s->raw_fd >= 0)
@@ -218,6 +229,63 @@ static void arm(struct session *s, uint32_t ms)
 	evtimer_add(s->timer, &tv);
 }
 
+static void start_redaction(struct session *s);
+
+/* profilingd-ftrace finished: the kernel half of a system trace. */
+static void ftrace_done(void *ud, int code, const char *msg)
+{
+	struct session *s = ud;
+	s->ft = NULL;
+	s->ft_running = false;
+	if (code != 0) {
+		LOG_W("session %llu: no kernel sched data in the trace: %s", (unsigned long long)s->id,
+		      msg);
+		if (s->ft_fd >= 0)
+			close(s->ft_fd);
+		s->ft_fd = -1;
+	}
+	if (s->capture_done)
+		start_redaction(s);
+}
+
+static void start_ftrace(struct session *s)
+{
+	if (util_fmt(s->ft_path, sizeof(s->ft_path), "%s/%llu.ftrace", raw_dir,
+		     (unsigned long long)s->id) < 0)
+		return;
+	s->ft_fd = open(s->ft_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (s->ft_fd < 0) {
+		s->ft_path[0] = '\0';
+		return;
+	}
+	int r = svc_ftrace_start(s->id, s->duration_ms, s->buffer_kb, s->ft_fd, ftrace_done, s, &s->ft);
+	if (r < 0) {
+		LOG_W("session %llu: no kernel sched data: %s", (unsigned long long)s->id,
+		      r == -ENOENT ? "profilingd-ftrace is not installed" : strerror(-r));
+		close(s->ft_fd);
+		s->ft_fd = -1;
+		return;
+	}
+	s->ft_running = true;
+}
+
+/* Append the kernel half to the runtime's trace: both are TracePacket streams. */
+static int append_ftrace(struct session *s)
+{
+	struct stat st;
+	if (s->ft_fd < 0 || fstat(s->ft_fd, &st) < 0 || st.st_size == 0)
+		return 0;
+	off_t in = 0, out = lseek(s->raw_fd, 0, SEEK_END);
+	if (out < 0)
+		return -errno;
+	while (in < st.st_size) {
+		ssize_t n = copy_file_range(s->ft_fd, &in, s->raw_fd, &out, (size_t)(st.st_size - in), 0);
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+	}
+	return 0;
+}
+
 static void start_capture(struct session *s, struct svc_conn *rt)
 {
 	Pd__DaemonToRuntime out = PD__DAEMON_TO_RUNTIME__INIT;
@@ -245,6 +313,8 @@ static void start_capture(struct session *s, struct svc_conn *rt)
 		fail(s, e == ENOSPC || e == EDQUOT ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN, msg);
 		return;
 	}
+	if (s->type == PROF_SYSTEM_TRACE)
+		start_ftrace(s);
 	p.has_duration_ms = 1;
 	p.duration_ms = s->duration_ms;
 	p.has_frequency_hz = 1;
@@ -398,15 +468,16 @@ static void redact_done(void *ud, int code, const char *rmsg)
 }
 
 /* Check the runtime's artifact, then hand it to the redactor. */
-static void start_redaction(struct session *s, const Pd__CaptureDone *d)
+static void start_redaction(struct session *s)
 {
 	char dir[SVC_PATH_MAX], msg[160];
 	unsigned char magic[2];
 	struct stat st;
 	int r;
 
-	s->samples = d->samples;
-	s->dropped = d->dropped;
+	if (s->type == PROF_SYSTEM_TRACE && (r = append_ftrace(s)) < 0)
+		LOG_W("session %llu: kernel sched data not merged: %s", (unsigned long long)s->id,
+		      strerror(-r));
 	if (fstat(s->raw_fd, &st) < 0 || st.st_size <= 0) {
 		fail(s, PROF_E_POST_PROCESSING, "the runtime wrote no data");
 		return;
@@ -438,9 +509,7 @@ static void start_redaction(struct session *s, const Pd__CaptureDone *d)
 		fail(s, e == ENOSPC || e == EDQUOT ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN, msg);
 		return;
 	}
-	evtimer_del(s->timer);
 	s->state = S_REDACTING;
-	s->rt = NULL;
 	r = svc_redact_start(s->raw_fd, s->out_fd, type_info[s->type].format, s->pid,
 			     redact_done, s, &s->rd);
 	if (r < 0) {
@@ -463,7 +532,14 @@ int svc_session_capture_done(struct svc_conn *rt, const Pd__CaptureDone *d)
 		fail(s, e, d->message ? d->message : "the runtime reported a failure");
 		return 0;
 	}
-	start_redaction(s, d);
+	s->samples = d->samples;
+	s->dropped = d->dropped;
+	s->capture_done = true;
+	s->rt = NULL;
+	evtimer_del(s->timer);
+	/* A system trace waits for its kernel half, which ends on its own. */
+	if (!s->ft_running)
+		start_redaction(s);
 	return 0;
 }
 
@@ -506,6 +582,11 @@ static int admit(struct svc_conn *client, const Pd__Request *rq, uint32_t *dur, 
 	if (check_param(p && p->has_frequency_hz, p ? p->frequency_hz : 0,
 			cfg->default_frequency_hz, SVC_HZ_MIN, SVC_HZ_MAX, hz) < 0) {
 		util_fmt(msg, n, "frequency_hz must be %u..%u", SVC_HZ_MIN, SVC_HZ_MAX);
+		return PROF_E_INVALID_REQUEST;
+	}
+	if (p && p->has_buffer_kb && p->buffer_kb &&
+	    (p->buffer_kb < SVC_BUFFER_KB_MIN || p->buffer_kb > SVC_BUFFER_KB_MAX)) {
+		util_fmt(msg, n, "buffer_kb must be %u..%u", SVC_BUFFER_KB_MIN, SVC_BUFFER_KB_MAX);
 		return PROF_E_INVALID_REQUEST;
 	}
 	struct svc_conn *rt = svc_conn_runtime_for(pid);
@@ -559,12 +640,15 @@ int svc_session_request(struct svc_conn *client, const Pd__Request *rq, uint64_t
 	}
 	s->raw_fd = -1;
 	s->out_fd = -1;
+	s->ft_fd = -1;
 	s->uid = svc_conn_uid(client);
 	s->gid = svc_conn_gid(client);
 	s->pid = svc_conn_pid(client);
 	s->type = rq->type;
 	s->duration_ms = dur;
 	s->hz = hz;
+	s->buffer_kb = rq->params && rq->params->has_buffer_kb && rq->params->buffer_kb
+		? rq->params->buffer_kb : 4096;
 	s->client_id = svc_conn_id(client);
 	s->start_ns = now;
 	util_strlcpy(s->tag, rq->tag ? rq->tag : "", sizeof(s->tag));

@@ -66,6 +66,8 @@ enum prof_error {
  * the daemon; a value outside gives PROF_E_INVALID_REQUEST):
  *   duration_ms   100 .. 120000, default 10000
  *   frequency_hz  1 .. 1000,     default 100   (PROF_STACK_SAMPLING)
+ *   buffer_kb     64 .. 65536,   default 4096  (PROF_SYSTEM_TRACE, kernel
+ *                 buffer per CPU)
  */
 struct prof_params {
 	uint32_t duration_ms;
@@ -142,6 +144,18 @@ int prof_cancel(prof_client *c, uint64_t request_id);
  * callback. A NULL cb removes the listener.
  */
 int prof_set_result_listener(prof_client *c, prof_result_cb cb, void *ud);
+
+/*
+ * The trace flight recorder. Each thread writes into its own ring (4096
+ * events, oldest overwritten) that always runs, so a PROF_SYSTEM_TRACE
+ * capture shows what happened before it was asked for. Lock-free and
+ * cheap (one clock read and a copy of at most 39 bytes of name); safe to
+ * call from any thread, no connection needed. Slices nest per thread.
+ */
+void prof_trace_begin(const char *name);
+void prof_trace_end(void);
+void prof_trace_instant(const char *name);
+void prof_trace_counter(const char *name, int64_t value);
 
 /* A static string for a PROF_E_* code, positive or negative. */
 const char *prof_strerror(int error);

@@ -1,0 +1,34 @@
+/*
+ * The trace flight recorder: prof_trace_begin/end/instant/counter write into
+ * a per-thread ring that always runs, so a capture can include what
+ * happened before it was asked for. Each ring is fixed-size and overwrites
+ * its oldest events (counted as dropped). Writers take no lock: a ring has
+ * one writer, its thread; the snapshot copies it and keeps only the events
+ * that were not overwritten while it copied.
+ *
+ * Caps: TRC_RING_EVENTS events per thread, TRC_MAX_RINGS rings (threads
+ * past that record nothing and count in trc_stats.threads_skipped), names
+ * of TRC_NAME_MAX - 1 bytes (longer ones are cut).
+ */
+#ifndef PD_TRACE_H
+#define PD_TRACE_H
+
+#include <stdint.h>
+
+#define TRC_RING_EVENTS 4096
+#define TRC_MAX_RINGS 256
+#define TRC_NAME_MAX 40
+
+struct trc_stats {
+	uint64_t events, dropped;
+	uint32_t threads, threads_skipped;
+};
+
+/*
+ * Write a Perfetto trace (a stream of TracePackets) of every ring's
+ * current contents to fd: a process track, a thread track per ring, and
+ * slices, instants and counters on them. Timestamps are CLOCK_BOOTTIME.
+ */
+int trc_snapshot(int fd, struct trc_stats *st, uint64_t *bytes);
+
+#endif

@@ -1,0 +1,1262 @@
+/*
+ * Perfetto trace redaction (DESIGN.md §6, docs/PERFETTO.md).
+ *
+ * A trace file is a bare sequence of `packet` fields (field 1, length-
+ * delimited). We read that framing ourselves, unpack one TracePacket at a
+ * time with protobuf-c into a per-packet arena, filter and rewrite it, and
+ * write it back with the same framing through a buffered writer. Memory is
+ * bounded by the packet cap and the arena budget, not by the trace size.
+ *
+ * Only read/write on the given fds and memory allocation happen here, so
+ * this runs under the redact child's seccomp filter.
+ */
+#include "rdc.h"
+#include "perfetto_trace.pb-c.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A packet bigger than this is refused (-E2BIG). Perfetto's own writers
+ * keep packets far smaller; heap graphs and the like, which can be larger,
+ * are content we drop anyway. */
+#define PF_MAX_PACKET (1u << 20)
+/* Nesting of known messages in one packet (DebugAnnotation is recursive,
+ * and protobuf-c's unpacker recurses without a limit of its own). */
+#define PF_MAX_DEPTH 64
+/* Memory protobuf-c may use for one unpacked packet. A packet of tiny
+ * sub-messages unpacks to ~40x its size; real ones to ~3x. */
+#define PF_UNPACK_BUDGET (64u << 20)
+/* Caps on the state kept across packets. */
+#define PF_MAX_SEQS (1u << 16)
+#define PF_MAX_TRACKS (1u << 18)
+#define PF_MAX_LEARNED (1u << 16)
+#define PF_MAX_CPU 65535u
+/* Foreign tasks on cpu N become tid PF_SYNTH_BASE + N: above Linux's
+ * PID_MAX_LIMIT (2^22), so it never names a real task. */
+#define PF_SYNTH_BASE 1000000000
+
+#define PF_IOBUF (64u << 10)
+#define ARENA_BLK (1u << 20)
+#define ARENA_KEEP (4u << 20)
+
+/* Short strings (comms, most names) repeat endlessly; their DLP result is
+ * cached so a sched-heavy trace does not run the regexes per event. */
+#define DLP_CACHE_N 256
+#define DLP_CACHE_STR 32
+
+typedef Perfetto__Protos__TracePacket Packet;
+typedef Perfetto__Protos__FtraceEventBundle Bundle;
+typedef Perfetto__Protos__FtraceEventBundle__CompactSched Compact;
+typedef Perfetto__Protos__FtraceEvent FEvent;
+typedef Perfetto__Protos__TrackEvent TEvent;
+typedef Perfetto__Protos__TrackDescriptor TDesc;
+typedef Perfetto__Protos__DebugAnnotation Annot;
+
+#define SEQ_CLEARED PERFETTO__PROTOS__TRACE_PACKET__SEQUENCE_FLAGS__SEQ_INCREMENTAL_STATE_CLEARED
+
+/* ---- per-packet arena: protobuf-c's allocator, reset after each packet */
+
+struct blk {
+	struct blk *next;
+	size_t size, used;
+};
+#define BLK_HDR ((sizeof(struct blk) + 15) & ~(size_t)15)
+
+struct arena {
+	struct blk *head;
+	size_t total, budget;
+	bool over, nomem;
+};
+
+static void *ar_alloc(void *ad, size_t n)
+{
+	struct arena *a = ad;
+
+	if (n > a->budget) {
+		a->over = true;
+		return NULL;
+	}
+	n = (n + 15) & ~(size_t)15;
+	if (!n)
+		n = 16;
+	struct blk *b = a->head;
+	if (!b || b->size - b->used < n) {
+		size_t sz = n > ARENA_BLK ? n : ARENA_BLK;
+		if (a->total + sz > a->budget) {
+			a->over = true;
+			return NULL;
+		}
+		b = malloc(BLK_HDR + sz);
+		if (!b) {
+			a->nomem = true;
+			return NULL;
+		}
+		b->size = sz;
+		b->used = 0;
+		b->next = a->head;
+		a->head = b;
+		a->total += sz;
+	}
+	void *p = (char *)b + BLK_HDR + b->used;
+	b->used += n;
+	return p;
+}
+
+static void ar_free(void *ad, void *p)
+{
+	/* Everything goes at once in ar_reset(). */
+}
+
+/* Keep a few standard blocks for the next packet so steady state does not
+ * call malloc; give big one-off blocks back. */
+static void ar_reset(struct arena *a)
+{
+	struct blk *keep = NULL, *b = a->head;
+	size_t kept = 0;
+
+	while (b) {
+		struct blk *next = b->next;
+		if (b->size == ARENA_BLK && kept + b->size <= ARENA_KEEP) {
+			b->used = 0;
+			b->next = keep;
+			keep = b;
+			kept += b->size;
+		} else {
+			free(b);
+		}
+		b = next;
+	}
+	a->head = keep;
+	a->total = kept;
+	a->over = a->nomem = false;
+}
+
+static void ar_fini(struct arena *a)
+{
+	a->budget = 0;
+	for (struct blk *b = a->head, *next; b; b = next) {
+		next = b->next;
+		free(b);
+	}
+	a->head = NULL;
+}
+
+/* ---- open-addressing map: u64 key -> nonzero u8 value */
+
+struct map {
+	uint64_t *key;
+	uint8_t *val; /* 0: empty slot */
+	size_t cap, n, max;
+};
+
+static size_t map_slot(uint64_t k, size_t cap)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	return (size_t)k & (cap - 1);
+}
+
+static uint8_t map_get(const struct map *m, uint64_t k)
+{
+	if (!m->cap)
+		return 0;
+	for (size_t i = map_slot(k, m->cap);; i = (i + 1) & (m->cap - 1)) {
+		if (!m->val[i])
+			return 0;
+		if (m->key[i] == k)
+			return m->val[i];
+	}
+}
+
+static int map_grow(struct map *m)
+{
+	size_t cap = m->cap ? m->cap * 2 : 64;
+	uint64_t *key = calloc(cap, sizeof(*key));
+	uint8_t *val = calloc(cap, 1);
+	if (!key || !val) {
+		free(key);
+		free(val);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < m->cap; i++) {
+		if (!m->val[i])
+			continue;
+		size_t j = map_slot(m->key[i], cap);
+		while (val[j])
+			j = (j + 1) & (cap - 1);
+		key[j] = m->key[i];
+		val[j] = m->val[i];
+	}
+	free(m->key);
+	free(m->val);
+	m->key = key;
+	m->val = val;
+	m->cap = cap;
+	return 0;
+}
+
+static int map_put(struct map *m, uint64_t k, uint8_t v)
+{
+	if (m->cap) {
+		for (size_t i = map_slot(k, m->cap); m->val[i]; i = (i + 1) & (m->cap - 1)) {
+			if (m->key[i] == k) {
+				m->val[i] = v;
+				return 0;
+			}
+		}
+	}
+	if (m->n >= m->max)
+		return -E2BIG;
+	if ((m->n + 1) * 2 > m->cap) {
+		int r = map_grow(m);
+		if (r)
+			return r;
+	}
+	size_t i = map_slot(k, m->cap);
+	while (m->val[i])
+		i = (i + 1) & (m->cap - 1);
+	m->key[i] = k;
+	m->val[i] = v;
+	m->n++;
+	return 0;
+}
+
+static void map_fini(struct map *m)
+{
+	free(m->key);
+	free(m->val);
+	memset(m, 0, sizeof(*m));
+}
+
+/* ---- buffered fd I/O */
+
+struct rbuf {
+	int fd;
+	size_t pos, len;
+	uint64_t total;
+	uint8_t buf[PF_IOBUF];
+};
+
+struct wbuf {
+	int fd;
+	size_t len;
+	uint64_t total;
+	uint8_t buf[PF_IOBUF];
+};
+
+/* 1 when bytes are buffered, 0 at end of file, or -errno. */
+static int rb_fill(struct rbuf *r)
+{
+	if (r->pos < r->len)
+		return 1;
+	for (;;) {
+		ssize_t n = read(r->fd, r->buf, sizeof(r->buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		r->pos = 0;
+		r->len = (size_t)n;
+		r->total += (uint64_t)n;
+		return n > 0;
+	}
+}
+
+/* Exactly n bytes into dst (NULL: skip them); running out is -EBADMSG. */
+static int rb_take(struct rbuf *r, uint8_t *dst, uint64_t n)
+{
+	while (n) {
+		int f = rb_fill(r);
+		if (f < 0)
+			return f;
+		if (!f)
+			return -EBADMSG;
+		size_t k = r->len - r->pos;
+		if (k > n)
+			k = (size_t)n;
+		if (dst) {
+			memcpy(dst, r->buf + r->pos, k);
+			dst += k;
+		}
+		r->pos += k;
+		n -= k;
+	}
+	return 0;
+}
+
+/* A varint; *eof set (and 0 returned) on a clean end before its first byte. */
+static int rb_varint(struct rbuf *r, uint64_t *v, bool *eof)
+{
+	*v = 0;
+	if (eof)
+		*eof = false;
+	for (unsigned i = 0; i < 10; i++) {
+		int f = rb_fill(r);
+		if (f < 0)
+			return f;
+		if (!f) {
+			if (i == 0 && eof) {
+				*eof = true;
+				return 0;
+			}
+			return -EBADMSG;
+		}
+		uint8_t b = r->buf[r->pos++];
+		*v |= (uint64_t)(b & 0x7f) << (7 * i);
+		if (!(b & 0x80))
+			return 0;
+	}
+	return -EBADMSG;
+}
+
+static int wb_flush(struct wbuf *w)
+{
+	size_t off = 0;
+	while (off < w->len) {
+		ssize_t n = write(w->fd, w->buf + off, w->len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		off += (size_t)n;
+	}
+	w->total += w->len;
+	w->len = 0;
+	return 0;
+}
+
+static int wb_put(struct wbuf *w, const void *p, size_t n)
+{
+	const uint8_t *s = p;
+	while (n) {
+		if (w->len == sizeof(w->buf)) {
+			int r = wb_flush(w);
+			if (r)
+				return r;
+		}
+		size_t k = sizeof(w->buf) - w->len;
+		if (k > n)
+			k = n;
+		memcpy(w->buf + w->len, s, k);
+		w->len += k;
+		s += k;
+		n -= k;
+	}
+	return 0;
+}
+
+/* ---- wire checks before protobuf-c sees a packet */
+
+static int wire_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v)
+{
+	*v = 0;
+	for (unsigned k = 0; k < 10; k++) {
+		if (*i >= n)
+			return -EBADMSG;
+		uint8_t b = p[(*i)++];
+		*v |= (uint64_t)(b & 0x7f) << (7 * k);
+		if (!(b & 0x80))
+			return 0;
+	}
+	return -EBADMSG;
+}
+
+/* Walk the wire form against the schema: well-formed framing, no groups,
+ * known sub-messages nested at most PF_MAX_DEPTH deep. */
+static int wire_check(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n,
+		      unsigned depth)
+{
+	if (depth > PF_MAX_DEPTH)
+		return -EBADMSG;
+	size_t i = 0;
+	while (i < n) {
+		uint64_t tag, len;
+		if (wire_varint(p, n, &i, &tag) || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff)
+			return -EBADMSG;
+		switch (tag & 7) {
+		case 0:
+			if (wire_varint(p, n, &i, &len))
+				return -EBADMSG;
+			break;
+		case 1:
+		case 5: {
+			size_t w = (tag & 7) == 1 ? 8 : 4;
+			if (n - i < w)
+				return -EBADMSG;
+			i += w;
+			break;
+		}
+		case 2: {
+			if (wire_varint(p, n, &i, &len) || len > n - i)
+				return -EBADMSG;
+			const ProtobufCFieldDescriptor *f =
+				protobuf_c_message_descriptor_get_field(d, (unsigned)(tag >> 3));
+			if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+				int r = wire_check(f->descriptor, p + i, (size_t)len, depth + 1);
+				if (r)
+					return r;
+			}
+			i += (size_t)len;
+			break;
+		}
+		default:
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}
+
+/* protobuf-c keeps unknown fields and would write them back: drop them
+ * everywhere, so only what the schema models can reach the app. */
+static void strip_unknown(ProtobufCMessage *m)
+{
+	const ProtobufCMessageDescriptor *d = m->descriptor;
+
+	m->n_unknown_fields = 0;
+	m->unknown_fields = NULL;
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+			continue;
+		void *member = (char *)m + f->offset;
+		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+			size_t n = *(size_t *)((char *)m + f->quantifier_offset);
+			ProtobufCMessage **a = *(ProtobufCMessage ***)member;
+			for (size_t k = 0; k < n; k++)
+				strip_unknown(a[k]);
+			continue;
+		}
+		if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+		    *(uint32_t *)((char *)m + f->quantifier_offset) != f->id)
+			continue;
+		ProtobufCMessage *sub = *(ProtobufCMessage **)member;
+		if (sub)
+			strip_unknown(sub);
+	}
+}
+
+/* ---- redaction state */
+
+enum { ID_PID = 1, ID_TID = 2 };            /* ids: from the policy */
+enum { LEARN_APP = 1, LEARN_GONE = 2 };     /* learned: forked by the app */
+enum { SEQ_APP = 1, SEQ_FOREIGN = 2, SEQ_TRUSTED = 4 };
+enum { TRK_APP = 1, TRK_FOREIGN = 2 };
+
+struct dlp_ent {
+	bool valid, changed;
+	char in[DLP_CACHE_STR];
+	char out[DLP_CACHE_STR * (sizeof(RDC_DLP_REPLACEMENT) - 1) + 1];
+};
+
+struct pf {
+	const struct rdc_policy *p;
+	struct rdc_stats *st;
+	struct map ids, learned, seqs, tracks;
+	struct arena ar;
+	ProtobufCAllocator pa;
+	uint64_t app_records, packets;
+	uint8_t *pkt, *out;
+	size_t pktcap, outcap;
+	struct dlp_ent *cache;
+	struct rbuf rb;
+	struct wbuf wb;
+};
+
+static int ar_err(const struct pf *c)
+{
+	return c->ar.nomem ? -ENOMEM : -E2BIG;
+}
+
+static bool is_app_tid(const struct pf *c, int32_t tid)
+{
+	return map_get(&c->ids, (uint32_t)tid) || map_get(&c->learned, (uint32_t)tid) == LEARN_APP;
+}
+
+static bool is_app_pid(const struct pf *c, int32_t pid)
+{
+	return map_get(&c->ids, (uint32_t)pid) == ID_PID ||
+	       map_get(&c->learned, (uint32_t)pid) == LEARN_APP;
+}
+
+/* A task the app created is the app's (DESIGN §6: the process tree rooted
+ * at its pids) until its id is handed out again by someone else. */
+static int learn(struct pf *c, int32_t id, bool app)
+{
+	uint8_t cur = map_get(&c->learned, (uint32_t)id);
+	if (app) {
+		if (cur == LEARN_APP || map_get(&c->ids, (uint32_t)id))
+			return 0;
+		return map_put(&c->learned, (uint32_t)id, LEARN_APP);
+	}
+	return cur == LEARN_APP ? map_put(&c->learned, (uint32_t)id, LEARN_GONE) : 0;
+}
+
+static uint8_t seq_state(const struct pf *c, uint32_t seq)
+{
+	return seq ? map_get(&c->seqs, seq) & (SEQ_APP | SEQ_FOREIGN) : 0;
+}
+
+/* trusted_pid is written by the tracing service, not the producer: when a
+ * sequence has it, it alone decides. Two different answers: foreign. */
+static int seq_trust(struct pf *c, uint32_t seq, int32_t pid)
+{
+	uint8_t cur = map_get(&c->seqs, seq);
+	uint8_t want = SEQ_TRUSTED | (is_app_pid(c, pid) ? SEQ_APP : SEQ_FOREIGN);
+	if (cur == want)
+		return 0;
+	if (cur & SEQ_TRUSTED)
+		want = SEQ_TRUSTED | SEQ_FOREIGN;
+	return map_put(&c->seqs, seq, want);
+}
+
+/* What a sequence's own packets say about it. Foreign evidence wins. */
+static int seq_evidence(struct pf *c, uint32_t seq, uint8_t ev)
+{
+	if (!seq)
+		return 0;
+	uint8_t cur = map_get(&c->seqs, seq);
+	if (cur & SEQ_TRUSTED)
+		return 0;
+	if (ev == SEQ_FOREIGN)
+		return cur == SEQ_FOREIGN ? 0 : map_put(&c->seqs, seq, SEQ_FOREIGN);
+	return cur ? 0 : map_put(&c->seqs, seq, SEQ_APP);
+}
+
+/* ---- string rewriting (arena memory, so no frees) */
+
+static char *ar_strndup(struct pf *c, const char *s, size_t n)
+{
+	char *d = ar_alloc(&c->ar, n + 1);
+	if (!d)
+		return NULL;
+	memcpy(d, s, n);
+	d[n] = '\0';
+	return d;
+}
+
+static int set_str(struct pf *c, char **field, const char *s)
+{
+	char *d = ar_strndup(c, s, strlen(s));
+	if (!d)
+		return ar_err(c);
+	*field = d;
+	return 0;
+}
+
+static size_t str_hash(const char *s)
+{
+	size_t h = 2166136261u;
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 16777619u;
+	return h;
+}
+
+/* DLP scrub one string field in place; count it if it changed. */
+static int scrub(struct pf *c, char **s)
+{
+	if (!c->p->dlp || !*s || !**s)
+		return 0;
+	size_t len = strlen(*s);
+	struct dlp_ent *e = NULL;
+	if (len < DLP_CACHE_STR) {
+		e = &c->cache[str_hash(*s) % DLP_CACHE_N];
+		if (e->valid && !strcmp(e->in, *s)) {
+			if (!e->changed)
+				return 0;
+			c->st->scrubbed++;
+			return set_str(c, s, e->out);
+		}
+	}
+	/* A match consumes at least a byte and becomes one replacement. */
+	size_t cap = len * (sizeof(RDC_DLP_REPLACEMENT) - 1) + 1;
+	char *out = ar_alloc(&c->ar, cap);
+	if (!out)
+		return ar_err(c);
+	int changed = 0;
+	int r = rdc_dlp_scrub(c->p->dlp, *s, out, cap, &changed);
+	if (r)
+		return r;
+	if (e && strlen(out) < sizeof(e->out)) {
+		memcpy(e->in, *s, len + 1);
+		memcpy(e->out, out, strlen(out) + 1);
+		e->changed = changed;
+		e->valid = true;
+	}
+	if (changed) {
+		*s = out;
+		c->st->scrubbed++;
+	}
+	return 0;
+}
+
+static int scrub_all(struct pf *c, char **a, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int r = scrub(c, &a[i]);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+/* Interned strings are bytes: scrubbed as text up to a first NUL, and
+ * anything after such a NUL is dropped rather than passed unchecked. */
+static int scrub_bytes(struct pf *c, ProtobufCBinaryData *b)
+{
+	if (!c->p->dlp || !b->len || !b->data)
+		return 0;
+	char *s = ar_strndup(c, (const char *)b->data, b->len);
+	if (!s)
+		return ar_err(c);
+	int r = scrub(c, &s);
+	if (r)
+		return r;
+	b->data = (uint8_t *)s;
+	b->len = strlen(s);
+	return 0;
+}
+
+static int scrub_annots(struct pf *c, Annot **a, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int r = 0;
+		if (a[i]->name_field_case == PERFETTO__PROTOS__DEBUG_ANNOTATION__NAME_FIELD_NAME)
+			r = scrub(c, &a[i]->name);
+		if (!r && a[i]->value_case == PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_STRING_VALUE)
+			r = scrub(c, &a[i]->string_value);
+		if (!r && a[i]->value_case == PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_LEGACY_JSON_VALUE)
+			r = scrub(c, &a[i]->legacy_json_value);
+		if (!r)
+			r = scrub_annots(c, a[i]->dict_entries, a[i]->n_dict_entries);
+		if (!r)
+			r = scrub_annots(c, a[i]->array_values, a[i]->n_array_values);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static int scrub_interned(struct pf *c, Perfetto__Protos__InternedData *d)
+{
+	int r = 0;
+	for (size_t i = 0; !r && i < d->n_event_categories; i++)
+		r = scrub(c, &d->event_categories[i]->name);
+	for (size_t i = 0; !r && i < d->n_event_names; i++)
+		r = scrub(c, &d->event_names[i]->name);
+	for (size_t i = 0; !r && i < d->n_debug_annotation_names; i++)
+		r = scrub(c, &d->debug_annotation_names[i]->name);
+	for (size_t i = 0; !r && i < d->n_debug_annotation_string_values; i++)
+		r = scrub_bytes(c, &d->debug_annotation_string_values[i]->str);
+	return r;
+}
+
+/* ---- ftrace */
+
+/* One side of a switch: the app's stays, anyone else's becomes the cpu's
+ * synthetic task with no name. The idle task keeps pid 0, so idle time
+ * still reads as idle. */
+static int switch_side(struct pf *c, char **comm, protobuf_c_boolean has_pid, int32_t *pid,
+		       int32_t synth, bool *app)
+{
+	if (has_pid && is_app_tid(c, *pid)) {
+		*app = true;
+		return scrub(c, comm);
+	}
+	*app = false;
+	if (has_pid && *pid != 0)
+		*pid = synth;
+	return set_str(c, comm, "");
+}
+
+/* The task that was current when the event fired. */
+static void anon_current(struct pf *c, FEvent *e, int32_t synth)
+{
+	if (e->has_pid && e->pid != 0 && !is_app_tid(c, (int32_t)e->pid))
+		e->pid = (uint32_t)synth;
+}
+
+/* The three wakeup events share one layout. */
+static int wakeup(struct pf *c, char **comm, protobuf_c_boolean has_pid, int32_t pid)
+{
+	if (!has_pid || !is_app_tid(c, pid))
+		return 0;
+	int r = scrub(c, comm);
+	return r ? r : 1;
+}
+
+/* 1: keep (possibly rewritten), 0: drop, or -errno. */
+static int ftrace_event(struct pf *c, FEvent *e, int32_t synth)
+{
+	int32_t cur = e->has_pid ? (int32_t)e->pid : -1;
+	int r = 0;
+
+	switch (e->event_case) {
+	case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_SWITCH: {
+		Perfetto__Protos__SchedSwitchFtraceEvent *s = e->sched_switch;
+		bool pa, na;
+		r = switch_side(c, &s->prev_comm, s->has_prev_pid, &s->prev_pid, synth, &pa);
+		if (!r)
+			r = switch_side(c, &s->next_comm, s->has_next_pid, &s->next_pid, synth, &na);
+		if (r)
+			return r;
+		anon_current(c, e, synth);
+		if (pa || na)
+			c->app_records++;
+		if (!pa || !na)
+			c->st->anonymised++;
+		return 1;
+	}
+	case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_WAKEUP:
+		r = wakeup(c, &e->sched_wakeup->comm, e->sched_wakeup->has_pid, e->sched_wakeup->pid);
+		break;
+	case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_WAKING:
+		r = wakeup(c, &e->sched_waking->comm, e->sched_waking->has_pid, e->sched_waking->pid);
+		break;
+	case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_WAKEUP_NEW:
+		r = wakeup(c, &e->sched_wakeup_new->comm, e->sched_wakeup_new->has_pid,
+			   e->sched_wakeup_new->pid);
+		break;
+	case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_TASK_RENAME: {
+		Perfetto__Protos__TaskRenameFtraceEvent *t = e->task_rename;
+		if (!t->has_pid || !is_app_tid(c, t->pid))
+			return 0;
+		r = scrub(c, &t->oldcomm);
+		if (!r)
+			r = scrub(c, &t->newcomm);
+		r = r ? r : 1;
+		break;
+	}
+	case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_TASK_NEWTASK: {
+		/* Emitted by the parent: the current task. */
+		Perfetto__Protos__TaskNewtaskFtraceEvent *t = e->task_newtask;
+		bool app = e->has_pid && is_app_tid(c, cur);
+		if (t->has_pid && (r = learn(c, t->pid, app)))
+			return r;
+		if (!app)
+			return 0;
+		r = scrub(c, &t->comm);
+		r = r ? r : 1;
+		break;
+	}
+	case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_PROCESS_FORK: {
+		Perfetto__Protos__SchedProcessForkFtraceEvent *f = e->sched_process_fork;
+		bool app = f->has_parent_pid && is_app_tid(c, f->parent_pid);
+		if (f->has_child_pid && (r = learn(c, f->child_pid, app)))
+			return r;
+		if (!app)
+			return 0;
+		r = scrub(c, &f->parent_comm);
+		if (!r)
+			r = scrub(c, &f->child_comm);
+		r = r ? r : 1;
+		break;
+	}
+	case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_PROCESS_EXEC: {
+		Perfetto__Protos__SchedProcessExecFtraceEvent *x = e->sched_process_exec;
+		if (!x->has_pid || !is_app_tid(c, x->pid) ||
+		    (x->has_old_pid && !is_app_tid(c, x->old_pid)))
+			return 0;
+		r = scrub(c, &x->filename);
+		r = r ? r : 1;
+		break;
+	}
+	case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_PROCESS_EXIT: {
+		Perfetto__Protos__SchedProcessExitFtraceEvent *x = e->sched_process_exit;
+		if (!x->has_pid || !is_app_tid(c, x->pid) ||
+		    (x->has_tgid && !is_app_pid(c, x->tgid)))
+			return 0;
+		r = scrub(c, &x->comm);
+		r = r ? r : 1;
+		break;
+	}
+	case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_MARK_VICTIM:
+		r = e->mark_victim->has_pid && is_app_tid(c, e->mark_victim->pid);
+		break;
+	case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_PRINT:
+		/* trace_marker writes (atrace): the writer's own data. */
+		if (!e->has_pid || !is_app_tid(c, cur))
+			return 0;
+		r = scrub(c, &e->print->buf);
+		r = r ? r : 1;
+		break;
+	default:
+		/* An event type we do not model: it cannot be checked. */
+		return 0;
+	}
+	if (r > 0) {
+		anon_current(c, e, synth);
+		c->app_records++;
+	}
+	return r;
+}
+
+static int comm_remap(struct pf *c, Compact *cs, uint32_t *remap, char **tab, size_t *ntab,
+		      uint32_t *idx)
+{
+	if (remap[*idx] == UINT32_MAX) {
+		int r = scrub(c, &cs->intern_table[*idx]);
+		if (r)
+			return r;
+		remap[*idx] = (uint32_t)*ntab;
+		tab[(*ntab)++] = cs->intern_table[*idx];
+	}
+	*idx = remap[*idx];
+	return 0;
+}
+
+/* Columnar sched_switch/sched_waking. A switch records only its next task
+ * (the previous one is the last switch's next), so anonymising next_pid
+ * covers both sides. The comm table is rebuilt: "" first, then only the
+ * comms of app tasks still referenced. Returns the entries kept. */
+static int64_t compact_sched(struct pf *c, Compact *cs, int32_t synth)
+{
+	size_t n = cs->n_switch_timestamp, m = cs->n_waking_timestamp, nt = cs->n_intern_table;
+	int r;
+
+	if (cs->n_switch_prev_state != n || cs->n_switch_next_pid != n ||
+	    cs->n_switch_next_prio != n || cs->n_switch_next_comm_index != n ||
+	    cs->n_waking_pid != m || cs->n_waking_target_cpu != m || cs->n_waking_prio != m ||
+	    cs->n_waking_comm_index != m ||
+	    (cs->n_waking_common_flags != m && cs->n_waking_common_flags != 0))
+		return -EBADMSG;
+
+	uint32_t *remap = ar_alloc(&c->ar, (nt + 1) * sizeof(*remap));
+	char **tab = ar_alloc(&c->ar, (nt + 1) * sizeof(*tab));
+	char *empty = ar_strndup(c, "", 0);
+	if (!remap || !tab || !empty)
+		return ar_err(c);
+	memset(remap, 0xff, (nt + 1) * sizeof(*remap));
+	size_t ntab = 0;
+	tab[ntab++] = empty;
+
+	for (size_t i = 0; i < n; i++) {
+		if (cs->switch_next_comm_index[i] >= nt)
+			return -EBADMSG;
+		if (is_app_tid(c, cs->switch_next_pid[i])) {
+			r = comm_remap(c, cs, remap, tab, &ntab, &cs->switch_next_comm_index[i]);
+			if (r)
+				return r;
+			c->app_records++;
+		} else {
+			if (cs->switch_next_pid[i] != 0)
+				cs->switch_next_pid[i] = synth;
+			cs->switch_next_comm_index[i] = 0;
+			c->st->anonymised++;
+		}
+	}
+
+	/* Wakings of other tasks go; timestamps are deltas, so re-base them. */
+	uint64_t abs = 0, last = 0;
+	size_t k = 0;
+	for (size_t i = 0; i < m; i++) {
+		abs += cs->waking_timestamp[i];
+		if (cs->waking_comm_index[i] >= nt)
+			return -EBADMSG;
+		if (!is_app_tid(c, cs->waking_pid[i])) {
+			c->st->dropped++;
+			continue;
+		}
+		uint32_t idx = cs->waking_comm_index[i];
+		r = comm_remap(c, cs, remap, tab, &ntab, &idx);
+		if (r)
+			return r;
+		cs->waking_timestamp[k] = abs - last;
+		last = abs;
+		cs->waking_pid[k] = cs->waking_pid[i];
+		cs->waking_target_cpu[k] = cs->waking_target_cpu[i];
+		cs->waking_prio[k] = cs->waking_prio[i];
+		cs->waking_comm_index[k] = idx;
+		if (cs->n_waking_common_flags)
+			cs->waking_common_flags[k] = cs->waking_common_flags[i];
+		k++;
+		c->app_records++;
+	}
+	cs->n_waking_timestamp = cs->n_waking_pid = cs->n_waking_target_cpu = k;
+	cs->n_waking_prio = cs->n_waking_comm_index = k;
+	if (cs->n_waking_common_flags)
+		cs->n_waking_common_flags = k;
+
+	cs->intern_table = tab;
+	cs->n_intern_table = (n || k) ? ntab : 0;
+	return (int64_t)(n + k);
+}
+
+/* 1 if anything is left in the bundle, 0 if not, or -errno. */
+static int ftrace_bundle(struct pf *c, Bundle *b)
+{
+	uint32_t cpu = b->has_cpu ? b->cpu : 0;
+	if (cpu > PF_MAX_CPU)
+		return -EBADMSG;
+	int32_t synth = PF_SYNTH_BASE + (int32_t)cpu;
+	size_t k = 0;
+	int64_t left = 0;
+
+	for (size_t i = 0; i < b->n_event; i++) {
+		int r = ftrace_event(c, b->event[i], synth);
+		if (r < 0)
+			return r;
+		if (r) {
+			b->event[k++] = b->event[i];
+			c->st->kept++;
+		} else {
+			c->st->dropped++;
+		}
+	}
+	b->n_event = k;
+	left = (int64_t)k;
+	if (b->compact_sched) {
+		int64_t n = compact_sched(c, b->compact_sched, synth);
+		if (n < 0)
+			return (int)n;
+		c->st->kept += (uint64_t)n;
+		left += n;
+		if (!n)
+			b->compact_sched = NULL;
+	}
+	return left > 0;
+}
+
+/* ---- process list: only the app's processes and threads */
+
+static int process_tree(struct pf *c, Perfetto__Protos__ProcessTree *t)
+{
+	size_t k = 0;
+	int r;
+
+	for (size_t i = 0; i < t->n_processes; i++) {
+		Perfetto__Protos__ProcessTree__Process *pr = t->processes[i];
+		if (!pr->has_pid || !is_app_pid(c, pr->pid))
+			continue;
+		/* Usually zygote or init: not the app's to know. */
+		if (pr->has_ppid && !is_app_pid(c, pr->ppid))
+			pr->has_ppid = 0;
+		if ((r = scrub_all(c, pr->cmdline, pr->n_cmdline)))
+			return r;
+		t->processes[k++] = pr;
+	}
+	t->n_processes = k;
+	k = 0;
+	for (size_t i = 0; i < t->n_threads; i++) {
+		Perfetto__Protos__ProcessTree__Thread *th = t->threads[i];
+		bool app = th->has_tgid ? is_app_pid(c, th->tgid) : (th->has_tid && is_app_tid(c, th->tid));
+		if (!app)
+			continue;
+		if ((r = scrub(c, &th->name)))
+			return r;
+		t->threads[k++] = th;
+	}
+	t->n_threads = k;
+	c->app_records += t->n_processes + t->n_threads;
+	return t->n_processes + t->n_threads > 0;
+}
+
+/* ---- track events and their tracks */
+
+static int track_descriptor(struct pf *c, TDesc *d, uint32_t seq)
+{
+	int isapp; /* 1 app, 0 someone else's, -1 cannot tell from the track */
+	int r;
+
+	if (d->process || d->thread) {
+		isapp = 1;
+		if (d->process && !(d->process->has_pid && is_app_pid(c, d->process->pid)))
+			isapp = 0;
+		if (d->thread) {
+			Perfetto__Protos__ThreadDescriptor *th = d->thread;
+			bool ok = th->has_pid ? is_app_pid(c, th->pid) : (th->has_tid && is_app_tid(c, th->tid));
+			if (!ok)
+				isapp = 0;
+		}
+		r = seq_evidence(c, seq, isapp ? SEQ_APP : SEQ_FOREIGN);
+	} else {
+		uint8_t parent = d->has_parent_uuid && d->parent_uuid ?
+			map_get(&c->tracks, d->parent_uuid) : 0;
+		isapp = parent == TRK_APP ? 1 : parent == TRK_FOREIGN ? 0 : -1;
+		r = isapp == 1 ? seq_evidence(c, seq, SEQ_APP) : 0;
+	}
+	if (r)
+		return r;
+
+	uint8_t s = seq_state(c, seq);
+	bool keep = s != SEQ_FOREIGN && (isapp == 1 || (isapp == -1 && s == SEQ_APP));
+	/* uuid 0 is the implicit global track; nobody owns it. */
+	if (d->has_uuid && d->uuid) {
+		uint8_t cur = map_get(&c->tracks, d->uuid);
+		if (!keep && cur != TRK_FOREIGN)
+			r = map_put(&c->tracks, d->uuid, TRK_FOREIGN);
+		else if (keep && !cur)
+			r = map_put(&c->tracks, d->uuid, TRK_APP);
+		if (r)
+			return r;
+	}
+	if (!keep)
+		return 0;
+	r = scrub(c, &d->name);
+	if (!r && d->process)
+		r = scrub(c, &d->process->process_name);
+	if (!r && d->process)
+		r = scrub_all(c, d->process->cmdline, d->process->n_cmdline);
+	if (!r && d->thread)
+		r = scrub(c, &d->thread->thread_name);
+	if (!r && d->counter)
+		r = scrub_all(c, d->counter->categories, d->counter->n_categories);
+	if (r)
+		return r;
+	c->app_records++;
+	return 1;
+}
+
+static int track_event(struct pf *c, TEvent *ev, uint32_t seq)
+{
+	uint8_t trk = ev->has_track_uuid && ev->track_uuid ? map_get(&c->tracks, ev->track_uuid) : 0;
+	int r;
+
+	if (trk == TRK_APP && (r = seq_evidence(c, seq, SEQ_APP)))
+		return r;
+	uint8_t s = seq_state(c, seq);
+	/* On the app's sequences everything but events on someone else's
+	 * track; elsewhere (no sequence) only events on the app's tracks. */
+	bool keep = s == SEQ_APP ? trk != TRK_FOREIGN : (!seq && trk == TRK_APP);
+	if (!keep)
+		return 0;
+	r = 0;
+	if (ev->name_field_case == PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME)
+		r = scrub(c, &ev->name);
+	if (!r)
+		r = scrub_all(c, ev->categories, ev->n_categories);
+	if (!r)
+		r = scrub_annots(c, ev->debug_annotations, ev->n_debug_annotations);
+	if (r)
+		return r;
+	c->app_records++;
+	return 1;
+}
+
+/* ---- one packet */
+
+static int write_packet(struct pf *c, const Packet *pkt)
+{
+	size_t sz = perfetto__protos__trace_packet__get_packed_size(pkt);
+	if (sz > c->outcap) {
+		uint8_t *o = realloc(c->out, sz);
+		if (!o)
+			return -ENOMEM;
+		c->out = o;
+		c->outcap = sz;
+	}
+	perfetto__protos__trace_packet__pack(pkt, c->out);
+	uint8_t hdr[11];
+	size_t h = 0;
+	hdr[h++] = 0x0a; /* Trace.packet: field 1, length-delimited */
+	for (uint64_t v = sz; ; v >>= 7) {
+		hdr[h++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		if (v <= 0x7f)
+			break;
+	}
+	int r = wb_put(&c->wb, hdr, h);
+	return r ? r : wb_put(&c->wb, c->out, sz);
+}
+
+static int packet(struct pf *c, const uint8_t *buf, size_t len)
+{
+	ar_reset(&c->ar);
+	int r = wire_check(&perfetto__protos__trace_packet__descriptor, buf, len, 0);
+	if (r)
+		return r;
+	Packet *pkt = perfetto__protos__trace_packet__unpack(&c->pa, len, buf);
+	if (!pkt)
+		return c->ar.nomem ? -ENOMEM : c->ar.over ? -E2BIG : -EBADMSG;
+	strip_unknown(&pkt->base);
+
+	uint32_t seq = pkt->has_trusted_packet_sequence_id ? pkt->trusted_packet_sequence_id : 0;
+	if (seq && pkt->has_trusted_pid && (r = seq_trust(c, seq, pkt->trusted_pid)))
+		return r;
+
+	/* Kernel data on the app's own sequence is the app speaking for the
+	 * kernel: a forged fork could claim someone else's task for it. */
+	bool kernel_ok = seq_state(c, seq) != SEQ_APP;
+	bool records = false; /* kept/dropped counted per ftrace record */
+	switch (pkt->data_case) {
+	case PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS:
+		records = kernel_ok;
+		r = kernel_ok ? ftrace_bundle(c, pkt->ftrace_events) : 0;
+		break;
+	case PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE:
+		r = kernel_ok ? process_tree(c, pkt->process_tree) : 0;
+		break;
+	case PERFETTO__PROTOS__TRACE_PACKET__DATA_CLOCK_SNAPSHOT:
+		r = 1; /* clocks only: needed to place everything else in time */
+		break;
+	case PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT:
+		r = track_event(c, pkt->track_event, seq);
+		break;
+	case PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR:
+		r = track_descriptor(c, pkt->track_descriptor, seq);
+		break;
+	default:
+		/* No content, or content of a type we do not model (stripped). */
+		r = 0;
+		break;
+	}
+	if (r < 0)
+		return r;
+	bool keep = r > 0;
+
+	/* Interning, defaults and their reset flags are per sequence: they
+	 * travel only on the app's sequences. */
+	if (seq_state(c, seq) == SEQ_APP) {
+		if (pkt->interned_data && (r = scrub_interned(c, pkt->interned_data)))
+			return r;
+		bool cleared = (pkt->has_sequence_flags && (pkt->sequence_flags & SEQ_CLEARED)) ||
+			       (pkt->has_incremental_state_cleared && pkt->incremental_state_cleared);
+		/* Content dropped, but later packets may need this state. */
+		if (!keep && (pkt->interned_data || pkt->trace_packet_defaults || cleared)) {
+			pkt->data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA__NOT_SET;
+			keep = true;
+		}
+	} else {
+		pkt->interned_data = NULL;
+		pkt->trace_packet_defaults = NULL;
+		pkt->has_sequence_flags = 0;
+		pkt->has_incremental_state_cleared = 0;
+	}
+	if (!records) {
+		if (keep)
+			c->st->kept++;
+		else
+			c->st->dropped++;
+	}
+	if (!keep)
+		return 0;
+	pkt->has_trusted_pid = 0;
+	return write_packet(c, pkt);
+}
+
+/* ---- the trace */
+
+static int policy_ids(struct pf *c)
+{
+	int r;
+	for (size_t i = 0; i < c->p->npids; i++)
+		if ((r = map_put(&c->ids, (uint32_t)c->p->pids[i], ID_PID)))
+			return r;
+	for (size_t i = 0; i < c->p->ntids; i++)
+		if (map_get(&c->ids, (uint32_t)c->p->tids[i]) != ID_PID &&
+		    (r = map_put(&c->ids, (uint32_t)c->p->tids[i], ID_TID)))
+			return r;
+	return 0;
+}
+
+static int run(struct pf *c)
+{
+	int r = policy_ids(c);
+	if (r)
+		return r;
+	for (;;) {
+		uint64_t tag, len;
+		bool eof;
+		if ((r = rb_varint(&c->rb, &tag, &eof)))
+			return r;
+		if (eof)
+			break;
+		if ((tag >> 3) == 0)
+			return -EBADMSG;
+		if (tag != 0x0a) {
+			/* A Trace has nothing but packets; skip what a newer
+			 * writer might add, as protobuf would. */
+			switch (tag & 7) {
+			case 0:
+				r = rb_varint(&c->rb, &len, NULL);
+				break;
+			case 1:
+				r = rb_take(&c->rb, NULL, 8);
+				break;
+			case 5:
+				r = rb_take(&c->rb, NULL, 4);
+				break;
+			case 2:
+				r = rb_varint(&c->rb, &len, NULL);
+				if (!r)
+					r = rb_take(&c->rb, NULL, len);
+				break;
+			default:
+				r = -EBADMSG;
+			}
+			if (r)
+				return r;
+			continue;
+		}
+		if ((r = rb_varint(&c->rb, &len, NULL)))
+			return r;
+		if (len > PF_MAX_PACKET)
+			return -E2BIG;
+		if (len > c->pktcap) {
+			uint8_t *b = realloc(c->pkt, (size_t)len);
+			if (!b)
+				return -ENOMEM;
+			c->pkt = b;
+			c->pktcap = (size_t)len;
+		}
+		if ((r = rb_take(&c->rb, c->pkt, len)))
+			return r;
+		c->packets++;
+		if ((r = packet(c, c->pkt, (size_t)len)))
+			return r;
+	}
+	if ((r = wb_flush(&c->wb)))
+		return r;
+	/* Nothing parsed, or nothing of the app's left: never an empty result. */
+	if (!c->packets || !c->app_records)
+		return -EBADMSG;
+	return 0;
+}
+
+int rdc_perfetto(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stats *st)
+{
+	struct rdc_stats scratch;
+	if (!st)
+		st = &scratch;
+	memset(st, 0, sizeof(*st));
+	if (in_fd < 0 || out_fd < 0 || !p || (p->npids && !p->pids) || (p->ntids && !p->tids))
+		return -EINVAL;
+
+	struct pf *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->p = p;
+	c->st = st;
+	c->rb.fd = in_fd;
+	c->wb.fd = out_fd;
+	c->ids.max = p->npids + p->ntids;
+	c->learned.max = PF_MAX_LEARNED;
+	c->seqs.max = PF_MAX_SEQS;
+	c->tracks.max = PF_MAX_TRACKS;
+	c->ar.budget = PF_UNPACK_BUDGET;
+	c->pa.alloc = ar_alloc;
+	c->pa.free = ar_free;
+	c->pa.allocator_data = &c->ar;
+	int r = 0;
+	if (p->dlp && !(c->cache = calloc(DLP_CACHE_N, sizeof(*c->cache))))
+		r = -ENOMEM;
+	if (!r)
+		r = run(c);
+
+	st->in_bytes = c->rb.total;
+	st->out_bytes = c->wb.total;
+	ar_fini(&c->ar);
+	map_fini(&c->ids);
+	map_fini(&c->learned);
+	map_fini(&c->seqs);
+	map_fini(&c->tracks);
+	free(c->cache);
+	free(c->pkt);
+	free(c->out);
+	free(c);
+	return r;
+}

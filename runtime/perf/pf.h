@@ -1,0 +1,191 @@
+/*
+ * profilingd-perf internals: CPU stack samples of a process that has no
+ * runtime agent, taken with perf_event_open (pf_events.c), unwound and
+ * symbolised with libdw (pf_unwind.c), aggregated (pf_agg.c) and written as
+ * gzip'd pprof (pf_output.c). Design, registers and limits: docs/AGENTLESS.md.
+ */
+#ifndef PD_PF_H
+#define PD_PF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PF_MAX_EVENTS    1024     /* events (threads) open at once */
+#define PF_MAX_TIDS      4096     /* threads remembered per capture */
+#define PF_MAX_SAMPLES   200000   /* samples kept per capture; the rest are dropped */
+#define PF_MAX_FRAMES    128      /* frames per sample */
+#define PF_MAX_STACKS    65536    /* distinct (thread, stack) entries */
+#define PF_MAX_ARENA     (1u << 21) /* frames stored for those entries (16 MiB) */
+#define PF_STACK_BYTES   16384    /* user stack copied per sample */
+#define PF_RESCAN_MS     100      /* how often new threads are looked for */
+#define PF_MAX_HZ        1000
+#define PF_MAX_DURATION_MS 600000u
+
+/*
+ * Registers handed to the unwinder, in DWARF numbering (x86-64 psABI):
+ * 0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp, 8-15 r8-r15,
+ * 16 the return address column, which holds rip for the first frame.
+ */
+#define PF_NREGS      17
+#define PF_DWARF_SP   7
+#define PF_DWARF_PC   16
+
+/* A frame that is a return address: symbolise pc - 1, the call itself. */
+#define PF_FRAME_RET  (1ull << 63)
+#define PF_FRAME_PC(f) ((f) & ~PF_FRAME_RET)
+
+enum pf_unwinder { PF_UNW_DWARF = 0, PF_UNW_FP = 1 };
+
+/* One PERF_RECORD_SAMPLE. The pointers point into the record. */
+struct pf_sample {
+	uint32_t pid, tid;
+	uint64_t time_ns;
+	uint64_t period;            /* CPU nanoseconds this sample stands for */
+	const uint8_t *callchain;   /* u64s: the kernel's frame-pointer walk, with context markers */
+	uint64_t ncallchain;
+	bool has_regs;              /* false for a non-64-bit ABI or no user regs */
+	uint64_t regs[PF_NREGS];    /* DWARF order, see above */
+	const uint8_t *stack;       /* copy of the user stack from regs[PF_DWARF_SP] */
+	uint64_t stack_size;        /* valid bytes in stack */
+};
+
+/* pf_events.c: perf events and their rings */
+
+/* Bitmask of perf register numbers (asm/perf_regs.h); 0 on an unsupported arch. */
+uint64_t pf_regs_mask(void);
+
+/* A mapped ring: the metadata page, then size bytes of data (a power of two). */
+struct pf_ring {
+	void *meta;          /* struct perf_event_mmap_page */
+	uint8_t *data;
+	uint64_t size;
+};
+
+typedef void (*pf_sample_fn)(const struct pf_sample *s, void *arg);
+
+struct pf_ring_stats {
+	uint64_t samples;    /* records handed to the callback */
+	uint64_t lost;       /* samples the kernel could not write (PERF_RECORD_LOST*) */
+	uint64_t bad;        /* malformed records or a corrupt ring */
+	uint64_t throttled;  /* PERF_RECORD_THROTTLE: the kernel slowed sampling */
+};
+
+/*
+ * Parse one PERF_RECORD_SAMPLE of the layout pf_events asks for. 0, or
+ * -EBADMSG when the record is shorter than its fields say.
+ */
+int pf_parse_sample(const uint8_t *rec, size_t len, struct pf_sample *out);
+
+/*
+ * Hand every complete record between the ring's tail and head to fn (samples)
+ * or to the stats, advancing the tail record by record so the kernel can
+ * reuse the space. scratch holds one record that wraps (>= 65536 bytes).
+ */
+void pf_ring_drain(struct pf_ring *r, uint8_t *scratch, pf_sample_fn fn, void *arg,
+		   struct pf_ring_stats *st);
+
+struct pf_events;
+
+/*
+ * Open one event per thread of pid (hz samples per second of the thread's
+ * CPU time). 0, or a negative errno with a reason in why (always set).
+ */
+int pf_events_open(pid_t pid, unsigned hz, struct pf_events **out, char *why, size_t whylen);
+/* Open events for threads that appeared since the last scan. */
+void pf_events_rescan(struct pf_events *ev);
+/*
+ * Wait up to timeout_ms for data and drain the rings that have some; close
+ * events of threads that exited. Returns the number of events still open.
+ */
+int pf_events_poll(struct pf_events *ev, int timeout_ms, pf_sample_fn fn, void *arg);
+/* Stop sampling, drain every ring, re-read thread names. */
+void pf_events_stop(struct pf_events *ev, pf_sample_fn fn, void *arg);
+/* Name of tid as last read from /proc ("" if unknown). */
+const char *pf_events_comm(const struct pf_events *ev, uint32_t tid);
+void pf_events_stats(const struct pf_events *ev, struct pf_ring_stats *st,
+		     unsigned *threads_seen, unsigned *threads_skipped);
+void pf_events_close(struct pf_events *ev);
+
+/* pf_unwind.c: libdw */
+
+struct pf_unwind;
+
+int pf_unwind_open(pid_t pid, struct pf_unwind **out);
+/*
+ * DWARF CFI unwinding over the sample's registers and stack copy. Writes at
+ * most max frames, leaf first (PF_FRAME_RET marks return addresses).
+ */
+size_t pf_unwind_dwarf(struct pf_unwind *u, const struct pf_sample *s, uint64_t *frames,
+		       size_t max);
+/* The kernel's frame-pointer callchain, user part only, same encoding. */
+size_t pf_unwind_fp(const struct pf_sample *s, uint64_t *frames, size_t max);
+/* Re-read /proc/<pid>/maps if a pc fell outside every known module (dlopen). */
+void pf_unwind_refresh(struct pf_unwind *u);
+
+struct pf_module {
+	uint64_t start, limit;
+	const char *file;
+	const char *build_id;     /* hex, or NULL */
+};
+
+struct pf_sym {
+	int module;               /* index for pf_unwind_module, or -1 */
+	const char *function;     /* NULL if unknown */
+	const char *file;         /* source file, or NULL */
+	int line;
+};
+
+/* Symbolise a frame as stored by the unwinders. */
+void pf_unwind_symbolize(struct pf_unwind *u, uint64_t frame, struct pf_sym *out);
+int pf_unwind_module(struct pf_unwind *u, int idx, struct pf_module *out);
+int pf_unwind_nmodules(const struct pf_unwind *u);
+void pf_unwind_close(struct pf_unwind *u);
+
+/* pf_agg.c: identical (thread, unwinder, stack) samples merged */
+
+struct pf_agg;
+
+struct pf_stack {
+	uint32_t tid;
+	enum pf_unwinder unwinder;
+	const uint64_t *frames;
+	size_t nframes;
+	uint64_t count;
+	uint64_t cpu_ns;
+};
+
+int pf_agg_new(struct pf_agg **out);
+/* 0, or -ENOSPC at a cap (the caller counts the sample as dropped). */
+int pf_agg_add(struct pf_agg *a, uint32_t tid, enum pf_unwinder unw, const uint64_t *frames,
+	       size_t nframes, uint64_t cpu_ns);
+size_t pf_agg_size(const struct pf_agg *a);
+void pf_agg_get(const struct pf_agg *a, size_t i, struct pf_stack *out);
+void pf_agg_free(struct pf_agg *a);
+
+/* pf_output.c: pprof */
+
+struct pf_counts {
+	uint64_t samples;    /* in the profile */
+	uint64_t dwarf, fp;  /* by the unwinder used */
+	uint64_t short_;     /* fewer than 2 frames */
+	uint64_t empty;      /* no user frame at all: not in the profile */
+	uint64_t dropped;    /* past a cap */
+	uint64_t lost, bad, throttled;
+	unsigned threads;    /* threads with samples in the profile */
+	unsigned threads_seen, threads_skipped;
+};
+
+struct pf_capture_info {
+	pid_t pid;
+	unsigned hz;
+	int64_t start_ns;     /* CLOCK_REALTIME */
+	int64_t duration_ns;
+};
+
+/* Write the gzip'd profile to fd. 0 or negative errno. */
+int pf_output_write(int fd, const struct pf_capture_info *ci, const struct pf_agg *agg,
+		    struct pf_unwind *u, const struct pf_events *ev, const struct pf_counts *c);
+
+#endif

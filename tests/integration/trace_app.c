@@ -1,0 +1,95 @@
+/*
+ * trace_app: three threads emit nested slices (outer > inner > instant)
+ * and a counter into the flight recorder while burning some CPU; the app
+ * asks for a system trace of itself and prints the delivered path.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <profiling/profiling.h>
+
+static atomic_int stop;
+static volatile unsigned long sink;
+
+static void burn_us(long us)
+{
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (int i = 0; i < 1000; i++)
+			sink += (unsigned long)i * 2654435761u;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000000L + (t.tv_nsec - t0.tv_nsec) / 1000 < us);
+}
+
+static void *worker(void *arg)
+{
+	int id = (int)(long)arg;
+	char name[16], outer[32], inner[32];
+	snprintf(name, sizeof(name), "trace-w%d", id);
+	snprintf(outer, sizeof(outer), "outer-%d", id);
+	snprintf(inner, sizeof(inner), "inner-%d", id);
+	pthread_setname_np(pthread_self(), name);
+	for (long i = 0; !atomic_load(&stop); i++) {
+		prof_trace_begin(outer);
+		burn_us(1000);
+		prof_trace_begin(inner);
+		burn_us(500);
+		prof_trace_instant("tick");
+		prof_trace_end();
+		prof_trace_end();
+		prof_trace_counter("iterations", i);
+		usleep(2000);
+	}
+	return NULL;
+}
+
+struct outcome {
+	int done, error;
+	char path[4096], msg[256];
+};
+
+static void on_result(const struct prof_result *r, void *ud)
+{
+	struct outcome *o = ud;
+	o->done = 1;
+	o->error = r->error;
+	snprintf(o->path, sizeof(o->path), "%s", r->path);
+	snprintf(o->msg, sizeof(o->msg), "%s", r->error_message);
+}
+
+int main(void)
+{
+	pthread_t th[3];
+	int err;
+	for (long i = 0; i < 3; i++)
+		pthread_create(&th[i], NULL, worker, (void *)(i + 1));
+	prof_client *c = prof_connect(NULL, &err);
+	if (!c) {
+		fprintf(stderr, "trace_app: connect: %s\n", strerror(-err));
+		return 1;
+	}
+	struct outcome o = { 0 };
+	struct prof_params p = { .duration_ms = 1000, .buffer_kb = 2048 };
+	int r = prof_request(c, PROF_SYSTEM_TRACE, &p, "trace", on_result, &o, NULL);
+	if (r < 0) {
+		fprintf(stderr, "trace_app: refused: %s\n", prof_strerror(r));
+		return 1;
+	}
+	while (!o.done && prof_dispatch(c, 1000) >= 0)
+		;
+	atomic_store(&stop, 1);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	prof_close(c);
+	if (!o.done || o.error) {
+		fprintf(stderr, "trace_app: capture failed: %s: %s\n", prof_strerror(o.error), o.msg);
+		return 1;
+	}
+	printf("%s\n", o.path);
+	return 0;
+}

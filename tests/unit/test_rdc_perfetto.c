@@ -1,0 +1,1246 @@
+/* Perfetto trace redaction (redact/rdc_perfetto.c, docs/PERFETTO.md). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "perfetto_trace.pb-c.h"
+#include "rdc.h"
+
+typedef Perfetto__Protos__TracePacket Packet;
+typedef Perfetto__Protos__FtraceEvent FEvent;
+typedef Perfetto__Protos__TrackEvent TEvent;
+
+/* The app: pid 100 with threads 100 and 101. Someone else: pid 200
+ * ("secretproc") with threads 200 and 201. */
+#define APP 100
+#define APP_T 101
+#define FOE 200
+#define FOE_T 201
+#define SECRET "secretproc"
+#define SYNTH(cpu) (1000000000 + (cpu))
+
+static const int32_t app_pids[] = { APP };
+static const int32_t app_tids[] = { APP, APP_T };
+static const int32_t foe_ids[] = { FOE, FOE_T, 202, 203 };
+
+static struct rdc_policy policy(const struct rdc_dlp *dlp)
+{
+	struct rdc_policy p = {
+		.pids = app_pids, .npids = 1, .tids = app_tids, .ntids = 2, .dlp = dlp,
+	};
+	return p;
+}
+
+/* ---- a pool for fixture objects, freed after each test */
+
+static void *pool[4096];
+static size_t npool;
+
+static void *talloc(size_t n)
+{
+	assert_true(npool < sizeof(pool) / sizeof(pool[0]));
+	void *p = calloc(1, n);
+	assert_non_null(p);
+	pool[npool++] = p;
+	return p;
+}
+
+static char *tstr(const char *s)
+{
+	char *d = talloc(strlen(s) + 1);
+	memcpy(d, s, strlen(s) + 1);
+	return d;
+}
+
+static int pool_free(void **state)
+{
+	while (npool)
+		free(pool[--npool]);
+	return 0;
+}
+
+#define NEW(T, init) ({ T *_p = talloc(sizeof(T)); T _i = init; *_p = _i; _p; })
+#define ARR(T, n) ((T *)talloc(sizeof(T) * (n)))
+
+/* ---- building traces */
+
+static int memfd(void)
+{
+	int fd = memfd_create("rdc-perfetto-test", MFD_CLOEXEC);
+	assert_true(fd >= 0);
+	return fd;
+}
+
+static size_t varint(uint8_t *b, uint64_t v)
+{
+	size_t n = 0;
+	do {
+		b[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		v >>= 7;
+	} while (v);
+	return n;
+}
+
+static void put(int fd, const void *p, size_t n)
+{
+	assert_int_equal(write(fd, p, n), (ssize_t)n);
+}
+
+static void put_frame(int fd, const uint8_t *body, size_t n)
+{
+	uint8_t hdr[11] = { 0x0a };
+	size_t h = 1 + varint(hdr + 1, n);
+	put(fd, hdr, h);
+	put(fd, body, n);
+}
+
+static void put_packet(int fd, const Packet *pkt)
+{
+	size_t n = perfetto__protos__trace_packet__get_packed_size(pkt);
+	uint8_t *b = malloc(n ? n : 1);
+	assert_non_null(b);
+	perfetto__protos__trace_packet__pack(pkt, b);
+	put_frame(fd, b, n);
+	free(b);
+}
+
+static Packet *pk(uint32_t seq)
+{
+	Packet *p = NEW(Packet, PERFETTO__PROTOS__TRACE_PACKET__INIT);
+	if (seq) {
+		p->has_trusted_packet_sequence_id = 1;
+		p->trusted_packet_sequence_id = seq;
+	}
+	return p;
+}
+
+static FEvent *fe(uint64_t ts, uint32_t cur)
+{
+	FEvent *e = NEW(FEvent, PERFETTO__PROTOS__FTRACE_EVENT__INIT);
+	e->has_timestamp = 1;
+	e->timestamp = ts;
+	e->has_pid = 1;
+	e->pid = cur;
+	return e;
+}
+
+static FEvent *fe_switch(uint64_t ts, const char *pc, int32_t pp, const char *nc, int32_t np)
+{
+	FEvent *e = fe(ts, (uint32_t)pp);
+	Perfetto__Protos__SchedSwitchFtraceEvent *s =
+		NEW(Perfetto__Protos__SchedSwitchFtraceEvent, PERFETTO__PROTOS__SCHED_SWITCH_FTRACE_EVENT__INIT);
+	s->prev_comm = tstr(pc);
+	s->has_prev_pid = s->has_prev_prio = s->has_prev_state = 1;
+	s->prev_pid = pp;
+	s->prev_prio = 120;
+	s->prev_state = 1;
+	s->next_comm = tstr(nc);
+	s->has_next_pid = s->has_next_prio = 1;
+	s->next_pid = np;
+	s->next_prio = 120;
+	e->event_case = PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_SWITCH;
+	e->sched_switch = s;
+	return e;
+}
+
+static FEvent *fe_waking(uint64_t ts, uint32_t cur, const char *comm, int32_t pid)
+{
+	FEvent *e = fe(ts, cur);
+	Perfetto__Protos__SchedWakingFtraceEvent *w =
+		NEW(Perfetto__Protos__SchedWakingFtraceEvent, PERFETTO__PROTOS__SCHED_WAKING_FTRACE_EVENT__INIT);
+	w->comm = tstr(comm);
+	w->has_pid = w->has_prio = w->has_success = w->has_target_cpu = 1;
+	w->pid = pid;
+	w->prio = 120;
+	w->success = 1;
+	w->target_cpu = 1;
+	e->event_case = PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_WAKING;
+	e->sched_waking = w;
+	return e;
+}
+
+static FEvent *fe_wakeup(uint64_t ts, uint32_t cur, const char *comm, int32_t pid)
+{
+	FEvent *e = fe(ts, cur);
+	Perfetto__Protos__SchedWakeupFtraceEvent *w =
+		NEW(Perfetto__Protos__SchedWakeupFtraceEvent, PERFETTO__PROTOS__SCHED_WAKEUP_FTRACE_EVENT__INIT);
+	w->comm = tstr(comm);
+	w->has_pid = 1;
+	w->pid = pid;
+	e->event_case = PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_WAKEUP;
+	e->sched_wakeup = w;
+	return e;
+}
+
+static FEvent *fe_rename(uint64_t ts, int32_t pid, const char *old, const char *nu)
+{
+	FEvent *e = fe(ts, (uint32_t)pid);
+	Perfetto__Protos__TaskRenameFtraceEvent *r =
+		NEW(Perfetto__Protos__TaskRenameFtraceEvent, PERFETTO__PROTOS__TASK_RENAME_FTRACE_EVENT__INIT);
+	r->has_pid = 1;
+	r->pid = pid;
+	r->oldcomm = tstr(old);
+	r->newcomm = tstr(nu);
+	e->event_case = PERFETTO__PROTOS__FTRACE_EVENT__EVENT_TASK_RENAME;
+	e->task_rename = r;
+	return e;
+}
+
+static FEvent *fe_fork(uint64_t ts, const char *pc, int32_t pp, const char *cc, int32_t cp)
+{
+	FEvent *e = fe(ts, (uint32_t)pp);
+	Perfetto__Protos__SchedProcessForkFtraceEvent *f =
+		NEW(Perfetto__Protos__SchedProcessForkFtraceEvent,
+		    PERFETTO__PROTOS__SCHED_PROCESS_FORK_FTRACE_EVENT__INIT);
+	f->parent_comm = tstr(pc);
+	f->has_parent_pid = f->has_child_pid = 1;
+	f->parent_pid = pp;
+	f->child_comm = tstr(cc);
+	f->child_pid = cp;
+	e->event_case = PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_PROCESS_FORK;
+	e->sched_process_fork = f;
+	return e;
+}
+
+static FEvent *fe_exit(uint64_t ts, const char *comm, int32_t pid, int32_t tgid)
+{
+	FEvent *e = fe(ts, (uint32_t)pid);
+	Perfetto__Protos__SchedProcessExitFtraceEvent *x =
+		NEW(Perfetto__Protos__SchedProcessExitFtraceEvent,
+		    PERFETTO__PROTOS__SCHED_PROCESS_EXIT_FTRACE_EVENT__INIT);
+	x->comm = tstr(comm);
+	x->has_pid = x->has_tgid = 1;
+	x->pid = pid;
+	x->tgid = tgid;
+	e->event_case = PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_PROCESS_EXIT;
+	e->sched_process_exit = x;
+	return e;
+}
+
+static FEvent *fe_victim(uint64_t ts, int32_t pid)
+{
+	FEvent *e = fe(ts, 0);
+	Perfetto__Protos__MarkVictimFtraceEvent *v =
+		NEW(Perfetto__Protos__MarkVictimFtraceEvent, PERFETTO__PROTOS__MARK_VICTIM_FTRACE_EVENT__INIT);
+	v->has_pid = 1;
+	v->pid = pid;
+	e->event_case = PERFETTO__PROTOS__FTRACE_EVENT__EVENT_MARK_VICTIM;
+	e->mark_victim = v;
+	return e;
+}
+
+static FEvent *fe_print(uint64_t ts, int32_t pid, const char *buf)
+{
+	FEvent *e = fe(ts, (uint32_t)pid);
+	Perfetto__Protos__PrintFtraceEvent *p =
+		NEW(Perfetto__Protos__PrintFtraceEvent, PERFETTO__PROTOS__PRINT_FTRACE_EVENT__INIT);
+	p->buf = tstr(buf);
+	e->event_case = PERFETTO__PROTOS__FTRACE_EVENT__EVENT_PRINT;
+	e->print = p;
+	return e;
+}
+
+static Packet *pk_bundle(uint32_t cpu, FEvent **ev, size_t n)
+{
+	Packet *p = pk(1000);
+	Perfetto__Protos__FtraceEventBundle *b =
+		NEW(Perfetto__Protos__FtraceEventBundle, PERFETTO__PROTOS__FTRACE_EVENT_BUNDLE__INIT);
+	b->has_cpu = 1;
+	b->cpu = cpu;
+	b->n_event = n;
+	b->event = ARR(FEvent *, n ? n : 1);
+	if (n)
+		memcpy(b->event, ev, n * sizeof(*ev));
+	p->data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS;
+	p->ftrace_events = b;
+	return p;
+}
+
+static Packet *pk_track(uint32_t seq, uint64_t uuid, uint64_t parent, const char *name)
+{
+	Packet *p = pk(seq);
+	Perfetto__Protos__TrackDescriptor *d =
+		NEW(Perfetto__Protos__TrackDescriptor, PERFETTO__PROTOS__TRACK_DESCRIPTOR__INIT);
+	d->has_uuid = 1;
+	d->uuid = uuid;
+	if (parent) {
+		d->has_parent_uuid = 1;
+		d->parent_uuid = parent;
+	}
+	if (name)
+		d->name = tstr(name);
+	p->data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR;
+	p->track_descriptor = d;
+	return p;
+}
+
+static Packet *pk_process(uint32_t seq, uint64_t uuid, int32_t pid, const char *name)
+{
+	Packet *p = pk_track(seq, uuid, 0, NULL);
+	Perfetto__Protos__ProcessDescriptor *pd =
+		NEW(Perfetto__Protos__ProcessDescriptor, PERFETTO__PROTOS__PROCESS_DESCRIPTOR__INIT);
+	pd->has_pid = 1;
+	pd->pid = pid;
+	pd->process_name = tstr(name);
+	pd->n_cmdline = 1;
+	pd->cmdline = ARR(char *, 1);
+	pd->cmdline[0] = tstr(name);
+	p->track_descriptor->process = pd;
+	p->sequence_flags = PERFETTO__PROTOS__TRACE_PACKET__SEQUENCE_FLAGS__SEQ_INCREMENTAL_STATE_CLEARED;
+	p->has_sequence_flags = 1;
+	return p;
+}
+
+static Packet *pk_thread(uint32_t seq, uint64_t uuid, uint64_t parent, int32_t pid, int32_t tid,
+			 const char *name)
+{
+	Packet *p = pk_track(seq, uuid, parent, NULL);
+	Perfetto__Protos__ThreadDescriptor *td =
+		NEW(Perfetto__Protos__ThreadDescriptor, PERFETTO__PROTOS__THREAD_DESCRIPTOR__INIT);
+	td->has_pid = td->has_tid = 1;
+	td->pid = pid;
+	td->tid = tid;
+	td->thread_name = tstr(name);
+	p->track_descriptor->thread = td;
+	return p;
+}
+
+static Packet *pk_slice(uint32_t seq, uint64_t ts, uint64_t uuid, Perfetto__Protos__TrackEvent__Type type,
+			const char *name)
+{
+	Packet *p = pk(seq);
+	p->has_timestamp = 1;
+	p->timestamp = ts;
+	TEvent *e = NEW(TEvent, PERFETTO__PROTOS__TRACK_EVENT__INIT);
+	e->has_type = 1;
+	e->type = type;
+	if (uuid) {
+		e->has_track_uuid = 1;
+		e->track_uuid = uuid;
+	}
+	if (name) {
+		e->name_field_case = PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME;
+		e->name = tstr(name);
+	}
+	p->data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT;
+	p->track_event = e;
+	return p;
+}
+
+static Perfetto__Protos__DebugAnnotation *annot_str(const char *name, const char *value)
+{
+	Perfetto__Protos__DebugAnnotation *a =
+		NEW(Perfetto__Protos__DebugAnnotation, PERFETTO__PROTOS__DEBUG_ANNOTATION__INIT);
+	a->name_field_case = PERFETTO__PROTOS__DEBUG_ANNOTATION__NAME_FIELD_NAME;
+	a->name = tstr(name);
+	a->value_case = PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_STRING_VALUE;
+	a->string_value = tstr(value);
+	return a;
+}
+
+static void add_annot(TEvent *e, Perfetto__Protos__DebugAnnotation *a)
+{
+	Perfetto__Protos__DebugAnnotation **n = ARR(Perfetto__Protos__DebugAnnotation *, e->n_debug_annotations + 1);
+	if (e->n_debug_annotations)
+		memcpy(n, e->debug_annotations, e->n_debug_annotations * sizeof(*n));
+	n[e->n_debug_annotations++] = a;
+	e->debug_annotations = n;
+}
+
+/* An unknown field (as a newer writer would add) carrying the secret.
+ * protobuf-c keeps a length-prefixed field's length in its data. */
+static void add_unknown(ProtobufCMessage *m, uint32_t field, const char *text)
+{
+	ProtobufCMessageUnknownField *u = ARR(ProtobufCMessageUnknownField, 1);
+	size_t n = strlen(text);
+	u->tag = field;
+	u->wire_type = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED;
+	u->data = talloc(n + 10);
+	u->len = varint(u->data, n);
+	memcpy(u->data + u->len, text, n);
+	u->len += n;
+	m->n_unknown_fields = 1;
+	m->unknown_fields = u;
+}
+
+/* ---- running the redactor and reading what it wrote */
+
+struct out {
+	int rc;
+	struct rdc_stats st;
+	uint8_t *buf;
+	size_t len;
+	Perfetto__Protos__Trace *t;
+};
+
+static void out_free(struct out *o)
+{
+	if (o->t)
+		perfetto__protos__trace__free_unpacked(o->t, NULL);
+	free(o->buf);
+	memset(o, 0, sizeof(*o));
+}
+
+static struct out redact_fd(int in, const struct rdc_policy *p)
+{
+	struct out o = { 0 };
+	int outfd = memfd();
+	assert_int_equal(lseek(in, 0, SEEK_SET), 0);
+	o.rc = rdc_perfetto(in, outfd, p, &o.st);
+	off_t end = lseek(outfd, 0, SEEK_END);
+	assert_true(end >= 0);
+	o.len = (size_t)end;
+	o.buf = malloc(o.len + 1);
+	assert_non_null(o.buf);
+	assert_int_equal(pread(outfd, o.buf, o.len, 0), (ssize_t)o.len);
+	close(outfd);
+	if (o.rc == 0) {
+		/* What we write must be a Trace a protobuf decoder accepts. */
+		o.t = perfetto__protos__trace__unpack(NULL, o.len, o.buf);
+		assert_non_null(o.t);
+		assert_int_equal((uint64_t)o.len, o.st.out_bytes);
+	}
+	return o;
+}
+
+static struct out redact_bytes(const void *b, size_t n, const struct rdc_policy *p)
+{
+	int in = memfd();
+	if (n)
+		put(in, b, n);
+	struct out o = redact_fd(in, p);
+	close(in);
+	return o;
+}
+
+static bool has_bytes(const struct out *o, const char *s)
+{
+	return memmem(o->buf, o->len, s, strlen(s)) != NULL;
+}
+
+/* The fixture really carries what the output must not. */
+static bool fd_has(int fd, const char *s)
+{
+	off_t n = lseek(fd, 0, SEEK_END);
+	uint8_t *b = malloc((size_t)n + 1);
+	assert_non_null(b);
+	assert_int_equal(pread(fd, b, (size_t)n, 0), n);
+	bool found = memmem(b, (size_t)n, s, strlen(s)) != NULL;
+	free(b);
+	return found;
+}
+
+static bool is_foe(int64_t v)
+{
+	for (size_t i = 0; i < sizeof(foe_ids) / sizeof(foe_ids[0]); i++)
+		if (v == foe_ids[i])
+			return true;
+	return false;
+}
+
+/* Every decoded integer field named like a pid or tid, at any depth. */
+static bool id_field(const char *name)
+{
+	size_t n = strlen(name);
+	return strstr(name, "pid") || (n >= 3 && !strcmp(name + n - 3, "tid")) || !strcmp(name, "tgid");
+}
+
+static void assert_no_foe_ids(const ProtobufCMessage *m)
+{
+	const ProtobufCMessageDescriptor *d = m->descriptor;
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		const char *base = (const char *)m + f->offset;
+		size_t n = 1;
+		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+			n = *(const size_t *)((const char *)m + f->quantifier_offset);
+			base = *(const char *const *)base;
+		} else if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+			if (*(const uint32_t *)((const char *)m + f->quantifier_offset) != f->id)
+				continue;
+		} else if (f->label == PROTOBUF_C_LABEL_OPTIONAL && f->type != PROTOBUF_C_TYPE_MESSAGE &&
+			   f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_BYTES) {
+			if (!*(const protobuf_c_boolean *)((const char *)m + f->quantifier_offset))
+				continue;
+		}
+		for (size_t k = 0; k < n; k++) {
+			if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
+				const ProtobufCMessage *sub = f->label == PROTOBUF_C_LABEL_REPEATED ?
+					((const ProtobufCMessage *const *)base)[k] :
+					*(const ProtobufCMessage *const *)base;
+				if (sub)
+					assert_no_foe_ids(sub);
+			} else if (id_field(f->name) &&
+				   (f->type == PROTOBUF_C_TYPE_INT32 || f->type == PROTOBUF_C_TYPE_UINT32)) {
+				int32_t v = ((const int32_t *)base)[k];
+				if (is_foe(v))
+					fail_msg("foreign id %d in %s.%s", v, d->name, f->name);
+			}
+		}
+	}
+}
+
+/* Output events, flattened across bundles. */
+static size_t out_events(const struct out *o, FEvent **ev, uint32_t *cpu, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < o->t->n_packet; i++) {
+		Packet *p = o->t->packet[i];
+		if (p->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS)
+			continue;
+		for (size_t k = 0; k < p->ftrace_events->n_event && n < max; k++) {
+			cpu[n] = p->ftrace_events->cpu;
+			ev[n++] = p->ftrace_events->event[k];
+		}
+	}
+	return n;
+}
+
+static size_t out_track_events(const struct out *o, TEvent **ev, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < o->t->n_packet && n < max; i++)
+		if (o->t->packet[i]->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT)
+			ev[n++] = o->t->packet[i]->track_event;
+	return n;
+}
+
+/* ---- a system trace: the app and secretproc sharing cpus */
+
+static int app_trace(void)
+{
+	int fd = memfd();
+	FEvent *cpu2[] = {
+		/* app -> foreign: the foreign side anonymised, the app's intact */
+		fe_switch(1000, "app-main", APP, SECRET, FOE),
+		/* foreign -> foreign: both anonymised, the slice stays */
+		fe_switch(2000, SECRET, FOE, SECRET, FOE_T),
+		fe_switch(3000, SECRET, FOE_T, "app-worker", APP_T),
+		fe_waking(3100, APP_T, SECRET, FOE),          /* dropped */
+		fe_waking(3200, FOE, "app-main", APP),        /* kept, waker anonymised */
+		fe_wakeup(3300, APP_T, SECRET, FOE_T),        /* dropped */
+		fe_rename(3400, FOE, SECRET, "secretproc2"),  /* dropped */
+		fe_rename(3500, APP_T, "app-worker", "app-render"),
+		fe_fork(3600, SECRET, FOE, SECRET, 202),      /* dropped */
+		fe_fork(3700, "app-main", APP, "app-main", 102), /* kept: 102 joins the app */
+		fe_switch(3800, "app-render", APP_T, "app-main", 102),
+		fe_exit(3900, SECRET, FOE_T, FOE),            /* dropped */
+		fe_victim(4000, FOE),                         /* dropped */
+		fe_victim(4100, APP),
+		fe_print(4200, FOE, "B|200|" SECRET),         /* dropped */
+		fe_print(4300, APP_T, "B|100|draw"),
+		fe_switch(4400, "app-main", 102, "swapper/2", 0),
+	};
+	put_packet(fd, pk_bundle(2, cpu2, sizeof(cpu2) / sizeof(cpu2[0])));
+
+	/* The app's sequence 7: its process and thread tracks, nested slices. */
+	put_packet(fd, pk_process(7, 10, APP, "com.example.app"));
+	put_packet(fd, pk_thread(7, 11, 10, APP, APP, "app-main"));
+	/* secretproc's sequence 9, interleaved. */
+	put_packet(fd, pk_process(9, 20, FOE, SECRET));
+	put_packet(fd, pk_thread(9, 21, 20, FOE, FOE_T, SECRET "-worker"));
+	put_packet(fd, pk_slice(7, 5000, 11, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_BEGIN, "outer"));
+	put_packet(fd, pk_slice(9, 5050, 21, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_BEGIN, SECRET "-slice"));
+	put_packet(fd, pk_slice(7, 5100, 11, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_BEGIN, "inner"));
+	/* The app's sequence writing on secretproc's track: dropped. */
+	put_packet(fd, pk_slice(7, 5150, 21, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "onforeign"));
+	put_packet(fd, pk_slice(7, 5200, 11, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_END, NULL));
+	put_packet(fd, pk_slice(9, 5250, 21, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_END, NULL));
+	put_packet(fd, pk_slice(7, 5300, 11, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_END, NULL));
+	return fd;
+}
+
+static void test_sched(void **state)
+{
+	int in = app_trace();
+	off_t inlen = lseek(in, 0, SEEK_END);
+	assert_true(fd_has(in, SECRET));
+	struct rdc_policy p = policy(NULL);
+	struct out o = redact_fd(in, &p);
+	close(in);
+	assert_int_equal(o.rc, 0);
+	assert_int_equal(o.st.in_bytes, (uint64_t)inlen);
+	assert_false(has_bytes(&o, SECRET));
+	assert_no_foe_ids(&o.t->base);
+
+	FEvent *ev[64];
+	uint32_t cpu[64];
+	size_t n = out_events(&o, ev, cpu, 64);
+	assert_int_equal(n, 10);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(cpu[i], 2);
+
+	Perfetto__Protos__SchedSwitchFtraceEvent *s = ev[0]->sched_switch;
+	assert_int_equal(ev[0]->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_SWITCH);
+	assert_int_equal(ev[0]->timestamp, 1000);
+	assert_string_equal(s->prev_comm, "app-main");
+	assert_int_equal(s->prev_pid, APP);
+	assert_int_equal(s->prev_prio, 120);
+	assert_int_equal(s->prev_state, 1);
+	assert_string_equal(s->next_comm, "");
+	assert_int_equal(s->next_pid, SYNTH(2));
+	assert_int_equal(s->next_prio, 120);
+
+	s = ev[1]->sched_switch;
+	assert_int_equal(ev[1]->timestamp, 2000);
+	assert_int_equal(ev[1]->pid, SYNTH(2));
+	assert_string_equal(s->prev_comm, "");
+	assert_int_equal(s->prev_pid, SYNTH(2));
+	assert_string_equal(s->next_comm, "");
+	assert_int_equal(s->next_pid, SYNTH(2));
+
+	s = ev[2]->sched_switch;
+	assert_int_equal(s->prev_pid, SYNTH(2));
+	assert_string_equal(s->next_comm, "app-worker");
+	assert_int_equal(s->next_pid, APP_T);
+
+	/* The app's wakeup stays; who woke it does not. */
+	assert_int_equal(ev[3]->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_WAKING);
+	assert_int_equal(ev[3]->timestamp, 3200);
+	assert_int_equal(ev[3]->sched_waking->pid, APP);
+	assert_int_equal(ev[3]->pid, SYNTH(2));
+
+	assert_int_equal(ev[4]->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_TASK_RENAME);
+	assert_string_equal(ev[4]->task_rename->newcomm, "app-render");
+
+	assert_int_equal(ev[5]->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_PROCESS_FORK);
+	assert_int_equal(ev[5]->sched_process_fork->child_pid, 102);
+
+	/* 102 was forked by the app, so it is the app's. */
+	s = ev[6]->sched_switch;
+	assert_int_equal(s->prev_pid, APP_T);
+	assert_int_equal(s->next_pid, 102);
+	assert_string_equal(s->next_comm, "app-main");
+
+	assert_int_equal(ev[7]->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_MARK_VICTIM);
+	assert_int_equal(ev[7]->mark_victim->pid, APP);
+	assert_int_equal(ev[8]->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_PRINT);
+	assert_string_equal(ev[8]->print->buf, "B|100|draw");
+
+	/* Idle stays idle (pid 0), but without a name. */
+	s = ev[9]->sched_switch;
+	assert_int_equal(s->next_pid, 0);
+	assert_string_equal(s->next_comm, "");
+
+	assert_true(o.st.anonymised >= 3);
+	assert_true(o.st.dropped >= 8);
+	out_free(&o);
+}
+
+static void test_tracks(void **state)
+{
+	int in = app_trace();
+	struct rdc_policy p = policy(NULL);
+	struct out o = redact_fd(in, &p);
+	close(in);
+	assert_int_equal(o.rc, 0);
+
+	/* Only the app's descriptors. */
+	size_t ndesc = 0;
+	for (size_t i = 0; i < o.t->n_packet; i++) {
+		Packet *pkt = o.t->packet[i];
+		if (pkt->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR)
+			continue;
+		Perfetto__Protos__TrackDescriptor *d = pkt->track_descriptor;
+		assert_true(d->uuid == 10 || d->uuid == 11);
+		if (d->process)
+			assert_int_equal(d->process->pid, APP);
+		if (d->thread)
+			assert_int_equal(d->thread->tid, APP);
+		assert_int_equal(pkt->trusted_packet_sequence_id, 7);
+		ndesc++;
+	}
+	assert_int_equal(ndesc, 2);
+
+	/* The app's slices, in order, nested as written. */
+	TEvent *ev[16];
+	size_t n = out_track_events(&o, ev, 16);
+	assert_int_equal(n, 4);
+	assert_int_equal(ev[0]->type, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_BEGIN);
+	assert_string_equal(ev[0]->name, "outer");
+	assert_int_equal(ev[1]->type, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_BEGIN);
+	assert_string_equal(ev[1]->name, "inner");
+	assert_int_equal(ev[2]->type, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_END);
+	assert_int_equal(ev[3]->type, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_END);
+	uint64_t last = 0;
+	for (size_t i = 0; i < o.t->n_packet; i++) {
+		Packet *pkt = o.t->packet[i];
+		if (pkt->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT)
+			continue;
+		assert_int_equal(pkt->trusted_packet_sequence_id, 7);
+		assert_int_equal(pkt->track_event->track_uuid, 11);
+		assert_true(pkt->timestamp > last);
+		last = pkt->timestamp;
+		assert_false(pkt->has_trusted_pid);
+	}
+	assert_false(has_bytes(&o, "onforeign"));
+	out_free(&o);
+}
+
+static void test_dlp(void **state)
+{
+	struct rdc_dlp *dlp;
+	assert_int_equal(rdc_dlp_compile(rdc_dlp_builtin, rdc_dlp_builtin_count, &dlp), 0);
+	int in = memfd();
+	put_packet(in, pk_thread(3, 30, 0, APP, APP_T, "worker bob@example.com"));
+	Packet *e = pk_slice(3, 100, 30, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT,
+			     "login alice@example.org ok");
+	add_annot(e->track_event, annot_str("user carol@example.net", "mail dave@example.com now"));
+	add_annot(e->track_event, annot_str("peer", "10.1.2.3"));
+	/* An interned name, used by a later event. */
+	Perfetto__Protos__InternedData *id = NEW(Perfetto__Protos__InternedData, PERFETTO__PROTOS__INTERNED_DATA__INIT);
+	Perfetto__Protos__EventName *nm = NEW(Perfetto__Protos__EventName, PERFETTO__PROTOS__EVENT_NAME__INIT);
+	nm->has_iid = 1;
+	nm->iid = 1;
+	nm->name = tstr("sync erin@example.com");
+	id->n_event_names = 1;
+	id->event_names = ARR(Perfetto__Protos__EventName *, 1);
+	id->event_names[0] = nm;
+	Perfetto__Protos__InternedString *is = NEW(Perfetto__Protos__InternedString, PERFETTO__PROTOS__INTERNED_STRING__INIT);
+	is->has_iid = is->has_str = 1;
+	is->iid = 1;
+	is->str.data = (uint8_t *)tstr("token 0123456789abcdef0123456789abcdef");
+	is->str.len = strlen((char *)is->str.data);
+	id->n_debug_annotation_string_values = 1;
+	id->debug_annotation_string_values = ARR(Perfetto__Protos__InternedString *, 1);
+	id->debug_annotation_string_values[0] = is;
+	e->interned_data = id;
+	put_packet(in, e);
+	Packet *e2 = pk_slice(3, 200, 30, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, NULL);
+	e2->track_event->name_field_case = PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME_IID;
+	e2->track_event->name_iid = 1;
+	put_packet(in, e2);
+
+	struct rdc_policy p = policy(dlp);
+	struct out o = redact_fd(in, &p);
+	close(in);
+	assert_int_equal(o.rc, 0);
+	assert_false(has_bytes(&o, "@example"));
+	assert_false(has_bytes(&o, "10.1.2.3"));
+	assert_false(has_bytes(&o, "0123456789abcdef0123456789abcdef"));
+	assert_true(has_bytes(&o, "login " RDC_DLP_REPLACEMENT " ok"));
+	assert_true(has_bytes(&o, "mail " RDC_DLP_REPLACEMENT " now"));
+	assert_true(has_bytes(&o, "token " RDC_DLP_REPLACEMENT));
+	assert_int_equal(o.st.scrubbed, 7);
+
+	TEvent *ev[4];
+	assert_int_equal(out_track_events(&o, ev, 4), 2);
+	assert_string_equal(ev[0]->debug_annotations[0]->name, "user " RDC_DLP_REPLACEMENT);
+	assert_string_equal(ev[0]->debug_annotations[1]->string_value, RDC_DLP_REPLACEMENT);
+	assert_int_equal(ev[1]->name_iid, 1);
+	out_free(&o);
+
+	/* No DLP: names pass unchanged. */
+	in = memfd();
+	put_packet(in, pk_thread(3, 30, 0, APP, APP_T, "w"));
+	put_packet(in, pk_slice(3, 100, 30, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "a@example.com"));
+	p = policy(NULL);
+	o = redact_fd(in, &p);
+	close(in);
+	assert_int_equal(o.rc, 0);
+	assert_true(has_bytes(&o, "a@example.com"));
+	assert_int_equal(o.st.scrubbed, 0);
+	out_free(&o);
+	rdc_dlp_free(dlp);
+}
+
+/* The service's trusted_pid outranks what a producer says about itself. */
+static void test_trusted_pid(void **state)
+{
+	int in = memfd();
+	/* secretproc claiming to be the app. */
+	Packet *liar = pk_thread(5, 50, 0, APP, APP, "fake");
+	liar->has_trusted_pid = 1;
+	liar->trusted_pid = FOE;
+	put_packet(in, liar);
+	Packet *le = pk_slice(5, 10, 50, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, SECRET);
+	le->has_trusted_pid = 1;
+	le->trusted_pid = FOE;
+	put_packet(in, le);
+	/* The app's own sequence, with no descriptor of its own. */
+	Packet *ok = pk_slice(6, 20, 0, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "mine");
+	ok->has_trusted_pid = 1;
+	ok->trusted_pid = APP;
+	put_packet(in, ok);
+	/* A packet on no sequence, on an unknown track: nobody's. */
+	put_packet(in, pk_slice(0, 30, 77, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "loose"));
+
+	struct rdc_policy p = policy(NULL);
+	struct out o = redact_fd(in, &p);
+	close(in);
+	assert_int_equal(o.rc, 0);
+	assert_false(has_bytes(&o, SECRET));
+	assert_false(has_bytes(&o, "fake"));
+	assert_false(has_bytes(&o, "loose"));
+	assert_int_equal(o.t->n_packet, 1);
+	assert_string_equal(o.t->packet[0]->track_event->name, "mine");
+	assert_false(o.t->packet[0]->has_trusted_pid);
+	out_free(&o);
+}
+
+/* The app cannot speak for the kernel: ftrace data on its own sequence is
+ * dropped, so a forged fork cannot claim secretproc's thread. */
+static void test_forged_kernel_data(void **state)
+{
+	int in = memfd();
+	FEvent *forged[] = { fe_fork(10, "app-main", APP, SECRET, FOE_T) };
+	Packet *f = pk_bundle(0, forged, 1);
+	f->trusted_packet_sequence_id = 6;
+	f->has_trusted_pid = 1;
+	f->trusted_pid = APP;
+	put_packet(in, f);
+	/* The real kernel data, from traced_probes' sequence. */
+	FEvent *real[] = { fe_switch(20, "app-main", APP, SECRET, FOE_T) };
+	Packet *k = pk_bundle(0, real, 1);
+	k->has_trusted_pid = 1;
+	k->trusted_pid = 999;
+	put_packet(in, k);
+
+	struct rdc_policy p = policy(NULL);
+	struct out o = redact_fd(in, &p);
+	close(in);
+	assert_int_equal(o.rc, 0);
+	assert_false(has_bytes(&o, SECRET));
+	assert_no_foe_ids(&o.t->base);
+	FEvent *ev[4];
+	uint32_t cpu[4];
+	assert_int_equal(out_events(&o, ev, cpu, 4), 1);
+	assert_int_equal(ev[0]->sched_switch->next_pid, SYNTH(0));
+	out_free(&o);
+}
+
+/* Interned data and sequence flags only on the app's sequences; unknown
+ * content is dropped and unknown fields are stripped. */
+static void test_sequence_state(void **state)
+{
+	int in = memfd();
+	put_packet(in, pk_thread(8, 80, 0, FOE, FOE, SECRET));
+	Packet *fi = pk(8);
+	fi->interned_data = NEW(Perfetto__Protos__InternedData, PERFETTO__PROTOS__INTERNED_DATA__INIT);
+	Perfetto__Protos__EventName *nm = NEW(Perfetto__Protos__EventName, PERFETTO__PROTOS__EVENT_NAME__INIT);
+	nm->name = tstr(SECRET "-interned");
+	fi->interned_data->n_event_names = 1;
+	fi->interned_data->event_names = ARR(Perfetto__Protos__EventName *, 1);
+	fi->interned_data->event_names[0] = nm;
+	put_packet(in, fi);
+
+	put_packet(in, pk_thread(4, 40, 0, APP, APP, "main"));
+	/* Interned data alone on the app's sequence: kept. */
+	Packet *ai = pk(4);
+	ai->interned_data = NEW(Perfetto__Protos__InternedData, PERFETTO__PROTOS__INTERNED_DATA__INIT);
+	Perfetto__Protos__EventName *an = NEW(Perfetto__Protos__EventName, PERFETTO__PROTOS__EVENT_NAME__INIT);
+	an->has_iid = 1;
+	an->iid = 5;
+	an->name = tstr("draw-frame");
+	ai->interned_data->n_event_names = 1;
+	ai->interned_data->event_names = ARR(Perfetto__Protos__EventName *, 1);
+	ai->interned_data->event_names[0] = an;
+	put_packet(in, ai);
+	/* A kept event with an unknown field inside: the field goes. */
+	Packet *ue = pk_slice(4, 10, 40, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "x");
+	add_unknown(&ue->track_event->base, 999, SECRET "-unknown");
+	put_packet(in, ue);
+	/* Content we do not model (TraceConfig is field 33): dropped. */
+	Packet *cfg = pk(4);
+	add_unknown(&cfg->base, 33, SECRET "-config");
+	put_packet(in, cfg);
+	/* Clock snapshots stay, whoever wrote them. */
+	Packet *cs = pk(1);
+	cs->data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_CLOCK_SNAPSHOT;
+	cs->clock_snapshot = NEW(Perfetto__Protos__ClockSnapshot, PERFETTO__PROTOS__CLOCK_SNAPSHOT__INIT);
+	Perfetto__Protos__ClockSnapshot__Clock *ck =
+		NEW(Perfetto__Protos__ClockSnapshot__Clock, PERFETTO__PROTOS__CLOCK_SNAPSHOT__CLOCK__INIT);
+	ck->has_clock_id = ck->has_timestamp = 1;
+	ck->clock_id = 6;
+	ck->timestamp = 123456;
+	cs->clock_snapshot->n_clocks = 1;
+	cs->clock_snapshot->clocks = ARR(Perfetto__Protos__ClockSnapshot__Clock *, 1);
+	cs->clock_snapshot->clocks[0] = ck;
+	put_packet(in, cs);
+
+	assert_true(fd_has(in, SECRET "-unknown"));
+	assert_true(fd_has(in, SECRET "-config"));
+	struct rdc_policy p = policy(NULL);
+	struct out o = redact_fd(in, &p);
+	close(in);
+	assert_int_equal(o.rc, 0);
+	assert_false(has_bytes(&o, SECRET));
+	assert_true(has_bytes(&o, "draw-frame"));
+	bool clock = false;
+	size_t bare = 0;
+	for (size_t i = 0; i < o.t->n_packet; i++) {
+		Packet *pkt = o.t->packet[i];
+		if (pkt->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_CLOCK_SNAPSHOT) {
+			clock = true;
+			assert_int_equal(pkt->clock_snapshot->clocks[0]->timestamp, 123456);
+		}
+		if (pkt->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA__NOT_SET) {
+			assert_non_null(pkt->interned_data);
+			bare++;
+		}
+		assert_int_equal(pkt->base.n_unknown_fields, 0);
+	}
+	assert_true(clock);
+	assert_int_equal(bare, 1);
+	out_free(&o);
+}
+
+static void test_compact_sched(void **state)
+{
+	int in = memfd();
+	Packet *pkt = pk_bundle(3, NULL, 0);
+	Perfetto__Protos__FtraceEventBundle__CompactSched *cs =
+		NEW(Perfetto__Protos__FtraceEventBundle__CompactSched,
+		    PERFETTO__PROTOS__FTRACE_EVENT_BUNDLE__COMPACT_SCHED__INIT);
+	char *tab[] = { tstr(SECRET), tstr("app-main"), tstr("app-worker") };
+	cs->n_intern_table = 3;
+	cs->intern_table = tab;
+	uint64_t sts[] = { 1000, 10, 10, 10 };
+	int64_t sst[] = { 0, 1, 1, 0 };
+	int32_t spid[] = { FOE, APP, FOE_T, APP_T };
+	int32_t sprio[] = { 120, 120, 120, 120 };
+	uint32_t scomm[] = { 0, 1, 0, 2 };
+	cs->n_switch_timestamp = cs->n_switch_prev_state = cs->n_switch_next_pid = 4;
+	cs->n_switch_next_prio = cs->n_switch_next_comm_index = 4;
+	cs->switch_timestamp = sts;
+	cs->switch_prev_state = sst;
+	cs->switch_next_pid = spid;
+	cs->switch_next_prio = sprio;
+	cs->switch_next_comm_index = scomm;
+	/* Wakings at 2000 (foreign), 2005 (app), 2007 (foreign), 2020 (app). */
+	uint64_t wts[] = { 2000, 5, 2, 13 };
+	int32_t wpid[] = { FOE, APP_T, FOE, APP };
+	int32_t wcpu[] = { 1, 2, 3, 0 };
+	int32_t wprio[] = { 120, 110, 120, 100 };
+	uint32_t wcomm[] = { 0, 2, 0, 1 };
+	uint32_t wflags[] = { 1, 2, 3, 4 };
+	cs->n_waking_timestamp = cs->n_waking_pid = cs->n_waking_target_cpu = 4;
+	cs->n_waking_prio = cs->n_waking_comm_index = cs->n_waking_common_flags = 4;
+	cs->waking_timestamp = wts;
+	cs->waking_pid = wpid;
+	cs->waking_target_cpu = wcpu;
+	cs->waking_prio = wprio;
+	cs->waking_comm_index = wcomm;
+	cs->waking_common_flags = wflags;
+	pkt->ftrace_events->compact_sched = cs;
+	put_packet(in, pkt);
+
+	struct rdc_policy p = policy(NULL);
+	struct out o = redact_fd(in, &p);
+	close(in);
+	assert_int_equal(o.rc, 0);
+	assert_false(has_bytes(&o, SECRET));
+	assert_no_foe_ids(&o.t->base);
+	assert_int_equal(o.t->n_packet, 1);
+	cs = o.t->packet[0]->ftrace_events->compact_sched;
+	assert_non_null(cs);
+
+	assert_int_equal(cs->n_switch_next_pid, 4);
+	int32_t want_pid[] = { SYNTH(3), APP, SYNTH(3), APP_T };
+	const char *want_comm[] = { "", "app-main", "", "app-worker" };
+	for (size_t i = 0; i < 4; i++) {
+		assert_int_equal(cs->switch_next_pid[i], want_pid[i]);
+		assert_true(cs->switch_next_comm_index[i] < cs->n_intern_table);
+		assert_string_equal(cs->intern_table[cs->switch_next_comm_index[i]], want_comm[i]);
+		assert_int_equal(cs->switch_timestamp[i], sts[i]);
+		assert_int_equal(cs->switch_prev_state[i], sst[i]);
+	}
+	assert_int_equal(cs->n_waking_pid, 2);
+	assert_int_equal(cs->n_waking_common_flags, 2);
+	/* Absolute times survive the dropped entries. */
+	assert_int_equal(cs->waking_timestamp[0], 2005);
+	assert_int_equal(cs->waking_timestamp[0] + cs->waking_timestamp[1], 2020);
+	assert_int_equal(cs->waking_pid[0], APP_T);
+	assert_int_equal(cs->waking_pid[1], APP);
+	assert_int_equal(cs->waking_target_cpu[0], 2);
+	assert_int_equal(cs->waking_prio[1], 100);
+	assert_int_equal(cs->waking_common_flags[0], 2);
+	assert_string_equal(cs->intern_table[cs->waking_comm_index[0]], "app-worker");
+	assert_string_equal(cs->intern_table[cs->waking_comm_index[1]], "app-main");
+	out_free(&o);
+
+	/* Columns of different lengths do not parse. */
+	in = memfd();
+	cs = pkt->ftrace_events->compact_sched;
+	cs->n_switch_next_prio = 3;
+	put_packet(in, pkt);
+	put_packet(in, pk_slice(6, 20, 0, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "mine"));
+	o = redact_fd(in, &p);
+	close(in);
+	assert_int_equal(o.rc, -EBADMSG);
+	out_free(&o);
+	/* Nor a comm index past the table. */
+	in = memfd();
+	cs->n_switch_next_prio = 4;
+	scomm[2] = 7;
+	put_packet(in, pkt);
+	o = redact_fd(in, &p);
+	close(in);
+	assert_int_equal(o.rc, -EBADMSG);
+	out_free(&o);
+}
+
+static void test_process_tree(void **state)
+{
+	int in = memfd();
+	Packet *pkt = pk(1000);
+	Perfetto__Protos__ProcessTree *t = NEW(Perfetto__Protos__ProcessTree, PERFETTO__PROTOS__PROCESS_TREE__INIT);
+	Perfetto__Protos__ProcessTree__Process *pa = NEW(Perfetto__Protos__ProcessTree__Process,
+							  PERFETTO__PROTOS__PROCESS_TREE__PROCESS__INIT);
+	pa->has_pid = pa->has_ppid = 1;
+	pa->pid = APP;
+	pa->ppid = FOE;
+	pa->n_cmdline = 1;
+	pa->cmdline = ARR(char *, 1);
+	pa->cmdline[0] = tstr("com.example.app");
+	Perfetto__Protos__ProcessTree__Process *pf = NEW(Perfetto__Protos__ProcessTree__Process,
+							  PERFETTO__PROTOS__PROCESS_TREE__PROCESS__INIT);
+	pf->has_pid = 1;
+	pf->pid = FOE;
+	pf->n_cmdline = 1;
+	pf->cmdline = ARR(char *, 1);
+	pf->cmdline[0] = tstr("/system/bin/" SECRET);
+	t->n_processes = 2;
+	t->processes = ARR(Perfetto__Protos__ProcessTree__Process *, 2);
+	t->processes[0] = pf;
+	t->processes[1] = pa;
+	Perfetto__Protos__ProcessTree__Thread *ta = NEW(Perfetto__Protos__ProcessTree__Thread,
+							 PERFETTO__PROTOS__PROCESS_TREE__THREAD__INIT);
+	ta->has_tid = ta->has_tgid = 1;
+	ta->tid = APP_T;
+	ta->tgid = APP;
+	ta->name = tstr("app-worker");
+	Perfetto__Protos__ProcessTree__Thread *tf = NEW(Perfetto__Protos__ProcessTree__Thread,
+							 PERFETTO__PROTOS__PROCESS_TREE__THREAD__INIT);
+	tf->has_tid = tf->has_tgid = 1;
+	tf->tid = FOE_T;
+	tf->tgid = FOE;
+	tf->name = tstr(SECRET);
+	t->n_threads = 2;
+	t->threads = ARR(Perfetto__Protos__ProcessTree__Thread *, 2);
+	t->threads[0] = tf;
+	t->threads[1] = ta;
+	pkt->data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE;
+	pkt->process_tree = t;
+	put_packet(in, pkt);
+	/* Only foreign processes: the packet goes. */
+	t->n_processes = 1;
+	t->n_threads = 1;
+	put_packet(in, pkt);
+
+	struct rdc_policy p = policy(NULL);
+	struct out o = redact_fd(in, &p);
+	close(in);
+	assert_int_equal(o.rc, 0);
+	assert_false(has_bytes(&o, SECRET));
+	assert_no_foe_ids(&o.t->base);
+	assert_int_equal(o.t->n_packet, 1);
+	t = o.t->packet[0]->process_tree;
+	assert_int_equal(t->n_processes, 1);
+	assert_int_equal(t->processes[0]->pid, APP);
+	assert_false(t->processes[0]->has_ppid);
+	assert_string_equal(t->processes[0]->cmdline[0], "com.example.app");
+	assert_int_equal(t->n_threads, 1);
+	assert_int_equal(t->threads[0]->tid, APP_T);
+	out_free(&o);
+}
+
+/* Nothing of the app's left is not a result. */
+static void test_nothing_left(void **state)
+{
+	struct rdc_policy p = policy(NULL);
+	struct out o = redact_bytes("", 0, &p);
+	assert_int_equal(o.rc, -EBADMSG);
+	out_free(&o);
+
+	int in = memfd();
+	FEvent *ev[] = { fe_switch(1, SECRET, FOE, SECRET, FOE_T), fe_waking(2, FOE, SECRET, FOE_T) };
+	put_packet(in, pk_bundle(0, ev, 2));
+	put_packet(in, pk_process(9, 20, FOE, SECRET));
+	put_packet(in, pk_slice(9, 3, 20, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "x"));
+	o = redact_fd(in, &p);
+	close(in);
+	assert_int_equal(o.rc, -EBADMSG);
+	out_free(&o);
+
+	assert_int_equal(rdc_perfetto(0, 1, NULL, NULL), -EINVAL);
+}
+
+/* Every truncation of a valid trace is refused, except at a packet
+ * boundary, where what is left is itself a trace. */
+static void test_truncated(void **state)
+{
+	int full = app_trace();
+	off_t len = lseek(full, 0, SEEK_END);
+	uint8_t *b = malloc((size_t)len);
+	assert_non_null(b);
+	assert_int_equal(pread(full, b, (size_t)len, 0), len);
+	close(full);
+
+	bool *boundary = calloc((size_t)len + 1, 1);
+	assert_non_null(boundary);
+	for (size_t off = 0; off < (size_t)len;) {
+		boundary[off] = true;
+		uint64_t n = 0;
+		size_t i = off + 1;
+		for (unsigned s = 0;; s += 7) {
+			n |= (uint64_t)(b[i] & 0x7f) << s;
+			if (!(b[i++] & 0x80))
+				break;
+		}
+		off = i + (size_t)n;
+	}
+	boundary[len] = true;
+
+	struct rdc_policy p = policy(NULL);
+	size_t ok = 0;
+	for (off_t cut = 0; cut < len; cut++) {
+		struct out o = redact_bytes(b, (size_t)cut, &p);
+		if (boundary[cut] && cut > 0)
+			assert_true(o.rc == 0 || o.rc == -EBADMSG);
+		else
+			assert_int_equal(o.rc, -EBADMSG);
+		if (o.rc == 0) {
+			assert_false(has_bytes(&o, SECRET));
+			ok++;
+		}
+		out_free(&o);
+	}
+	assert_true(ok > 0);
+	free(boundary);
+	free(b);
+}
+
+static void test_caps_and_garbage(void **state)
+{
+	struct rdc_policy p = policy(NULL);
+
+	/* A packet over the cap is refused before it is read. */
+	uint8_t big[12] = { 0x0a };
+	size_t h = 1 + varint(big + 1, (1u << 20) + 1);
+	struct out o = redact_bytes(big, h, &p);
+	assert_int_equal(o.rc, -E2BIG);
+	out_free(&o);
+
+	size_t n = (1u << 20) + 1;
+	uint8_t *pl = calloc(1, n + 16);
+	assert_non_null(pl);
+	int in = memfd();
+	put_frame(in, pl, n);
+	o = redact_fd(in, &p);
+	close(in);
+	assert_int_equal(o.rc, -E2BIG);
+	out_free(&o);
+	/* Exactly at the cap is fine as framing (this one is all zeros:
+	 * field 0 is malformed). */
+	in = memfd();
+	put_frame(in, pl, 1u << 20);
+	o = redact_fd(in, &p);
+	close(in);
+	assert_int_equal(o.rc, -EBADMSG);
+	out_free(&o);
+	free(pl);
+
+	/* A group, which protobuf-c cannot parse. */
+	o = redact_bytes("\x0a\x02\x0b\x0c", 4, &p);
+	assert_int_equal(o.rc, -EBADMSG);
+	out_free(&o);
+	/* A field 0 at the top. */
+	o = redact_bytes("\x02\x00", 2, &p);
+	assert_int_equal(o.rc, -EBADMSG);
+	out_free(&o);
+	/* A length running past the end. */
+	o = redact_bytes("\x0a\x05\x08\x01", 4, &p);
+	assert_int_equal(o.rc, -EBADMSG);
+	out_free(&o);
+
+	/* Random bytes: refused, never crash. */
+	uint8_t junk[4096];
+	unsigned seed = 12345;
+	for (int round = 0; round < 300; round++) {
+		size_t len = (size_t)(rand_r(&seed) % sizeof(junk)) + 1;
+		for (size_t i = 0; i < len; i++)
+			junk[i] = (uint8_t)rand_r(&seed);
+		if (round & 1)
+			junk[0] = 0x0a; /* looks like a packet */
+		o = redact_bytes(junk, len, &p);
+		assert_true(o.rc < 0);
+		out_free(&o);
+	}
+}
+
+/* Deeply nested annotations are refused before protobuf-c recurses. */
+static void test_nesting(void **state)
+{
+	struct rdc_policy p = policy(NULL);
+	for (int depth = 10; depth <= 200; depth += 190) {
+		int in = memfd();
+		put_packet(in, pk_thread(3, 30, 0, APP, APP, "main"));
+		Packet *e = pk_slice(3, 1, 30, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "deep");
+		Perfetto__Protos__DebugAnnotation *top = annot_str("k", "v"), *cur = top;
+		for (int i = 0; i < depth; i++) {
+			Perfetto__Protos__DebugAnnotation *child = annot_str("k", "v");
+			cur->n_dict_entries = 1;
+			cur->dict_entries = ARR(Perfetto__Protos__DebugAnnotation *, 1);
+			cur->dict_entries[0] = child;
+			cur = child;
+		}
+		add_annot(e->track_event, top);
+		put_packet(in, e);
+		struct out o = redact_fd(in, &p);
+		close(in);
+		assert_int_equal(o.rc, depth < 64 ? 0 : -EBADMSG);
+		out_free(&o);
+	}
+}
+
+/* Other top-level fields of Trace are skipped, as protobuf would. */
+static void test_unknown_top_level(void **state)
+{
+	int in = memfd();
+	put(in, "\x10\x05", 2);          /* field 2 varint */
+	put(in, "\x1a\x03" "abc", 5);    /* field 3 bytes */
+	put_packet(in, pk_slice(6, 20, 0, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "mine"));
+	Packet *ok = pk_slice(6, 21, 0, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "mine2");
+	ok->has_trusted_pid = 1;
+	ok->trusted_pid = APP;
+	put_packet(in, ok);
+	struct rdc_policy p = policy(NULL);
+	struct out o = redact_fd(in, &p);
+	close(in);
+	assert_int_equal(o.rc, 0);
+	/* The first packet predates the proof that sequence 6 is the app's. */
+	assert_int_equal(o.t->n_packet, 1);
+	assert_false(has_bytes(&o, "abc"));
+	out_free(&o);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_sched, pool_free),
+		cmocka_unit_test_teardown(test_tracks, pool_free),
+		cmocka_unit_test_teardown(test_dlp, pool_free),
+		cmocka_unit_test_teardown(test_trusted_pid, pool_free),
+		cmocka_unit_test_teardown(test_forged_kernel_data, pool_free),
+		cmocka_unit_test_teardown(test_sequence_state, pool_free),
+		cmocka_unit_test_teardown(test_compact_sched, pool_free),
+		cmocka_unit_test_teardown(test_process_tree, pool_free),
+		cmocka_unit_test_teardown(test_nothing_left, pool_free),
+		cmocka_unit_test_teardown(test_truncated, pool_free),
+		cmocka_unit_test_teardown(test_caps_and_garbage, pool_free),
+		cmocka_unit_test_teardown(test_nesting, pool_free),
+		cmocka_unit_test_teardown(test_unknown_top_level, pool_free),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
