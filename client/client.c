@@ -359,6 +359,8 @@ int prof_request(prof_client *c, enum prof_type type, const struct prof_params *
 		pp.has_buffer_kb = params->buffer_kb != 0;
 		pp.buffer_kb = params->buffer_kb;
 		rq.params = &pp;
+		rq.has_target_pid = params->target_pid != 0;
+		rq.target_pid = params->target_pid;
 	}
 	rq.tag = (char *)tag;
 	m.msg_case = PD__CLIENT_MSG__MSG_REQUEST;

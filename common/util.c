@@ -112,3 +112,22 @@ int util_fmt(char *out, size_t n, const char *fmt, ...)
 		return -EINVAL;
 	return (size_t)r >= n ? -ENAMETOOLONG : 0;
 }
+
+int util_proc_ids(int pid, unsigned *uid, unsigned *gid)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	int e = errno;
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? -e : -EINVAL;
+	buf[n] = '\0';
+	char *u = strstr(buf, "\nUid:"), *g = strstr(buf, "\nGid:");
+	if (!u || !g || sscanf(u + 5, "%u", uid) != 1 || sscanf(g + 5, "%u", gid) != 1)
+		return -EINVAL;
+	return 0;
+}

@@ -14,6 +14,8 @@ size_t util_strlcpy(char *dst, const char *src, size_t size);
 int util_write_all(int fd, const void *buf, size_t len);
 /* Read /proc/<pid>/stat field 22 (start time in clock ticks). 0 or -errno. */
 int util_proc_start_time(int pid, uint64_t *start);
+/* Real uid and gid of a process, from /proc/<pid>/status. 0 or -errno. */
+int util_proc_ids(int pid, unsigned *uid, unsigned *gid);
 /* mkdir -p with mode for the last component. 0 or -errno. */
 int util_mkdir_p(const char *path, unsigned mode);
 /*

@@ -104,7 +104,8 @@ int svc_db_result_add(uint64_t session_id, const char *app, uid_t uid, uint32_t 
 int svc_db_result_bytes(const char *app, uint64_t *bytes);
 /* A delivery attempt was made (the Result with its fd is queued). */
 int svc_db_result_attempt(uint64_t result_id);
-/* The app acknowledged result_id. -ENOENT if it is not app's or already acked. */
+/* The app acknowledged result_id (app NULL: any app, for root). -ENOENT if
+ * it is not app's or already acked. */
 int svc_db_result_delivered(uint64_t result_id, const char *app);
 
 struct svc_db_result {
@@ -153,6 +154,7 @@ gid_t svc_conn_gid(const struct svc_conn *c);
 pid_t svc_conn_pid(const struct svc_conn *c);
 /* The app key: "uid:<uid>" or "uid:<uid>/<id>" when [apps] maps the exe. */
 const char *svc_conn_app(const struct svc_conn *c);
+void svc_app_key(const struct svc_config *cfg, pid_t pid, uid_t uid, char *out, size_t n);
 void svc_conn_set_listener(struct svc_conn *c, bool on);
 bool svc_conn_is_listener(const struct svc_conn *c);
 /* A connected client of uid with a result listener, or NULL. */

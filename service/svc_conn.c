@@ -74,25 +74,26 @@ gid_t svc_conn_gid(const struct svc_conn *c) { return c->gid; }
 pid_t svc_conn_pid(const struct svc_conn *c) { return c->pid; }
 const char *svc_conn_app(const struct svc_conn *c) { return c->app; }
 
-/* The app key of a peer: its uid, plus the [apps] id of its executable. */
-static void conn_app_key(struct svc_conn *c)
+/* The app key of a process: its uid, plus the [apps] id of its executable. */
+void svc_app_key(const struct svc_config *config, pid_t pid, uid_t uid, char *out, size_t n)
 {
 	char link[64], exe[SVC_PATH_MAX];
 	const char *id = NULL;
 
-	if (cfg->napps) {
-		snprintf(link, sizeof(link), "/proc/%d/exe", (int)c->pid);
-		ssize_t n = readlink(link, exe, sizeof(exe) - 1);
-		if (n > 0) {
-			exe[n] = '\0';
-			id = svc_config_app_id(cfg, exe);
+	if (config->napps) {
+		snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+		ssize_t len = readlink(link, exe, sizeof(exe) - 1);
+		if (len > 0) {
+			exe[len] = '\0';
+			id = svc_config_app_id(config, exe);
 		}
 	}
 	if (id)
-		util_fmt(c->app, sizeof(c->app), "uid:%u/%s", (unsigned)c->uid, id);
+		util_fmt(out, n, "uid:%u/%s", (unsigned)uid, id);
 	else
-		util_fmt(c->app, sizeof(c->app), "uid:%u", (unsigned)c->uid);
+		util_fmt(out, n, "uid:%u", (unsigned)uid);
 }
+
 void svc_conn_set_listener(struct svc_conn *c, bool on) { c->listener = on; }
 bool svc_conn_is_listener(const struct svc_conn *c) { return c->listener && !c->dropping; }
 uint32_t svc_conn_runtime_caps(const struct svc_conn *c) { return c->caps; }
@@ -527,7 +528,7 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 	c->uid = cred.uid;
 	c->gid = cred.gid;
 	c->pid = cred.pid;
-	conn_app_key(c);
+	svc_app_key(cfg, c->pid, c->uid, c->app, sizeof(c->app));
 	c->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, conn_read_cb, c);
 	c->ev_write = event_new(base, fd, EV_WRITE, conn_write_cb, c);
 	if (!c->q || !c->ev_read || !c->ev_write)

@@ -282,11 +282,14 @@ int svc_db_result_attempt(uint64_t result_id)
 int svc_db_result_delivered(uint64_t result_id, const char *app)
 {
 	sqlite3_stmt *st = stmt(ST_RESULT_DELIVERED, "UPDATE results SET delivered=1"
-				" WHERE id=? AND app=? AND delivered=0");
+				" WHERE id=?1 AND (?2 IS NULL OR app=?2) AND delivered=0");
 	if (!st)
 		return -EIO;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)result_id);
-	sqlite3_bind_text(st, 2, app, -1, SQLITE_TRANSIENT);
+	if (app)
+		sqlite3_bind_text(st, 2, app, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, 2);
 	int r = db_step_done(st);
 	return r < 0 ? r : sqlite3_changes(db) ? 0 : -ENOENT;
 }

@@ -561,12 +561,48 @@ static int check_param(uint32_t has, uint32_t v, uint32_t def, uint32_t lo, uint
  * session per process and the system cap, disk quota; the cost is charged
  * only when all have passed. Returns 0 or a positive PROF_E_*.
  */
-static int admit(struct svc_conn *client, const Pd__Request *rq, uint32_t *dur, uint32_t *hz,
+/* Whose capture a request is: the caller, or (root only) another process. */
+struct target {
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	bool system;   /* asked by root for another process: a system capture */
+	char app[RL_APP_MAX];
+};
+
+static int resolve_target(struct svc_conn *client, const Pd__Request *rq, struct target *t,
+			  char *msg, size_t n)
+{
+	t->pid = svc_conn_pid(client);
+	t->uid = svc_conn_uid(client);
+	t->gid = svc_conn_gid(client);
+	t->system = false;
+	util_strlcpy(t->app, svc_conn_app(client), sizeof(t->app));
+	if (!rq->has_target_pid || rq->target_pid == 0 || (pid_t)rq->target_pid == t->pid)
+		return 0;
+	if (t->uid != 0) {
+		util_fmt(msg, n, "only root may capture another process");
+		return PROF_E_PERMISSION;
+	}
+	unsigned uid, gid;
+	if (rq->target_pid > INT32_MAX || util_proc_ids((int)rq->target_pid, &uid, &gid) < 0) {
+		util_fmt(msg, n, "no process %u", rq->target_pid);
+		return PROF_E_INVALID_REQUEST;
+	}
+	t->pid = (pid_t)rq->target_pid;
+	t->uid = uid;
+	t->gid = gid;
+	t->system = true;
+	svc_app_key(cfg, t->pid, t->uid, t->app, sizeof(t->app));
+	return 0;
+}
+
+static int admit(const struct target *t, const Pd__Request *rq, uint32_t *dur, uint32_t *hz,
 		 char *msg, size_t n)
 {
 	const Pd__Params *p = rq->params;
-	const char *app = svc_conn_app(client);
-	pid_t pid = svc_conn_pid(client);
+	const char *app = t->app;
+	pid_t pid = t->pid;
 	int e;
 
 	if (!type_valid(rq->type)) {
@@ -596,7 +632,7 @@ static int admit(struct svc_conn *client, const Pd__Request *rq, uint32_t *dur, 
 			 : "the runtime of this process cannot take that capture type");
 		return PROF_E_INVALID_REQUEST;
 	}
-	if ((e = svc_admit_rate_check(app, rq->type, false, msg, n)) != 0)
+	if ((e = svc_admit_rate_check(app, rq->type, t->system, msg, n)) != 0)
 		return e;
 	for (struct session *s = sessions; s; s = s->next) {
 		if (s->pid == pid) {
@@ -611,7 +647,7 @@ static int admit(struct svc_conn *client, const Pd__Request *rq, uint32_t *dur, 
 	}
 	if ((e = svc_admit_disk_check(app, msg, n)) != 0)
 		return e;
-	return svc_admit_charge(app, rq->type, false, msg, n);
+	return svc_admit_charge(app, rq->type, t->system, msg, n);
 }
 
 int svc_session_request(struct svc_conn *client, const Pd__Request *rq, uint64_t *id,
@@ -622,9 +658,12 @@ int svc_session_request(struct svc_conn *client, const Pd__Request *rq, uint64_t
 	uint32_t dur = 0, hz = 0;
 	uint64_t now = util_now_ns(CLOCK_REALTIME);
 
+	struct target t;
 	*why = NULL;
 	*id = 0;
-	int e = admit(client, rq, &dur, &hz, msg, sizeof(msg));
+	int e = resolve_target(client, rq, &t, msg, sizeof(msg));
+	if (!e)
+		e = admit(&t, rq, &dur, &hz, msg, sizeof(msg));
 	if (e) {
 		*why = msg;
 		/* Refusals get an id too, so the listener's copy can be matched. */
@@ -641,9 +680,9 @@ int svc_session_request(struct svc_conn *client, const Pd__Request *rq, uint64_t
 	s->raw_fd = -1;
 	s->out_fd = -1;
 	s->ft_fd = -1;
-	s->uid = svc_conn_uid(client);
-	s->gid = svc_conn_gid(client);
-	s->pid = svc_conn_pid(client);
+	s->uid = t.uid;
+	s->gid = t.gid;
+	s->pid = t.pid;
 	s->type = rq->type;
 	s->duration_ms = dur;
 	s->hz = hz;
@@ -652,7 +691,7 @@ int svc_session_request(struct svc_conn *client, const Pd__Request *rq, uint64_t
 	s->client_id = svc_conn_id(client);
 	s->start_ns = now;
 	util_strlcpy(s->tag, rq->tag ? rq->tag : "", sizeof(s->tag));
-	util_strlcpy(s->app, svc_conn_app(client), sizeof(s->app));
+	util_strlcpy(s->app, t.app, sizeof(s->app));
 	s->timer = evtimer_new(base, timer_cb, s);
 	if (!s->timer || svc_db_alloc_id(&s->id) < 0 ||
 	    svc_db_session_new(s->id, s->app, s->uid, s->pid, s->type, s->tag, now) < 0) {
@@ -728,7 +767,9 @@ void svc_session_redeliver(struct svc_conn *client)
 
 void svc_session_ack(struct svc_conn *client, uint64_t result_id)
 {
-	if (svc_db_result_delivered(result_id, svc_conn_app(client)) < 0)
+	/* Root takes results of any app (captures it asked for others). */
+	const char *app = svc_conn_uid(client) == 0 ? NULL : svc_conn_app(client);
+	if (svc_db_result_delivered(result_id, app) < 0)
 		LOG_D("ack for result %llu from pid %d ignored (not its own, or acked)",
 		      (unsigned long long)result_id, (int)svc_conn_pid(client));
 }

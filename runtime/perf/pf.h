@@ -18,6 +18,7 @@
 #define PF_MAX_FRAMES    128      /* frames per sample */
 #define PF_MAX_STACKS    65536    /* distinct (thread, stack) entries */
 #define PF_MAX_ARENA     (1u << 21) /* frames stored for those entries (16 MiB) */
+#define PF_MAX_MODULES   4096     /* ELF modules symbolised */
 #define PF_STACK_BYTES   16384    /* user stack copied per sample */
 #define PF_RESCAN_MS     100      /* how often new threads are looked for */
 #define PF_MAX_HZ        1000

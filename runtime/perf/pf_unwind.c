@@ -17,7 +17,6 @@
 #include "log.h"
 #include "util.h"
 
-#define PF_MAX_MODULES 4096
 #define PF_REFRESH_MS  1000 /* at most one re-read of the maps per second */
 
 struct pf_mod {

@@ -262,6 +262,8 @@ static void fixture(struct b *b, unsigned idsz, char ver, int flags, int red, st
 	/* A symbol no record names, as HotSpot writes for string literals. */
 	if (!red)
 		utf8(b, ID(b, 0x4242), "hunter2");
+	if (flags & F_ART) /* named only by HEAP DUMP INFO */
+		utf8(b, ID(b, 0x4343), "app");
 	load_class(b, 1, OBJ, ID(b, 1));
 	load_class(b, 2, BASE, ID(b, 2));
 	load_class(b, 3, DER, ID(b, 3));
@@ -308,7 +310,7 @@ static void fixture(struct b *b, unsigned idsz, char ver, int flags, int red, st
 		wid(b, I1);
 	}
 	if (flags & F_ART) {
-		u1(b, 0xfe); u4(b, 1); wid(b, ID(b, 1));
+		u1(b, 0xfe); u4(b, 1); wid(b, ID(b, 0x4343));
 		u1(b, 0x89); wid(b, I1);
 		u1(b, 0x8e); wid(b, I1); u4(b, 1); u4(b, 0);
 		u1(b, 0xc3); wid(b, ID(b, 0x510)); u4(b, 1); u4(b, 100); u1(b, T_INT);
@@ -444,7 +446,7 @@ static void check_fixture(unsigned idsz, char ver, int flags)
 	assert_true(rd_be(out + m.cls_ref, idsz) == ID(&in, 0x500));
 
 	/* 23 UTF8, 5 LOAD CLASS, frame, trace, thread, then the dump. */
-	uint64_t records = 23 + 5 + 3 + ((flags & F_SEGMENTED) ? 3 : 1);
+	uint64_t records = 23 + 5 + 3 + ((flags & F_SEGMENTED) ? 3 : 1) + ((flags & F_ART) ? 1 : 0);
 	assert_int_equal(st.kept, records);
 	assert_int_equal(st.dropped, 1 + ((flags & F_UNKNOWN_TOP) ? 1 : 0));
 	assert_null(memmem(out, on, "hunter2", 7));

@@ -74,6 +74,13 @@ struct prof_params {
 	uint32_t frequency_hz;
 	uint32_t sampling_interval_bytes; /* PROF_HEAP_PROFILE */
 	uint32_t buffer_kb;               /* PROF_SYSTEM_TRACE */
+	/*
+	 * 0: the calling process. Another pid: root only (else
+	 * PROF_E_PERMISSION); the result belongs to the target's app and is
+	 * delivered to the caller. A target without a runtime agent is
+	 * sampled by the daemon itself (PROF_STACK_SAMPLING).
+	 */
+	uint32_t target_pid;
 };
 
 /*

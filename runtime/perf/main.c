@@ -1,0 +1,301 @@
+/*
+ * profilingd-perf: CPU stack samples of a process with no runtime agent.
+ * The daemon runs it as root:
+ *
+ *   profilingd-perf --pid P --hz H --duration-ms D > profile.pb.gz
+ *
+ * fd 1 gets gzip'd pprof; the last line on fd 2 is the status,
+ * "ok samples=N short=M unwinder=dwarf|fp threads=T" or "error: ...".
+ * Exit 0, 70 on an error, 65 when nothing was sampled (no profile written).
+ */
+#include "pf.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "util.h"
+
+#define EXIT_ERROR   70 /* EX_SOFTWARE */
+#define EXIT_NOTHING 65 /* EX_DATAERR */
+
+struct run {
+	struct pf_unwind *u;
+	struct pf_agg *agg;
+	struct pf_counts c;
+	uint64_t taken;
+	uint64_t period_ns; /* for a sample without a period */
+	uint64_t frames[PF_MAX_FRAMES], fp[PF_MAX_FRAMES];
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: profilingd-perf --pid P --hz H --duration-ms D [--verbose]\n"
+		"Samples the user-mode stacks of every thread of P at H Hz of its CPU time\n"
+		"for D ms and writes gzip'd pprof to stdout; the last stderr line is the status.\n"
+		"  H: 1..%d (and at most perf_event_max_sample_rate), D: 1..%u\n",
+		PF_MAX_HZ, PF_MAX_DURATION_MS);
+}
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("error: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return EXIT_ERROR;
+}
+
+/* A decimal in 1..max, nothing else. */
+static int parse_num(const char *s, unsigned long max, unsigned long *out)
+{
+	char *end;
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (errno || *end || v == 0 || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static void on_sample(const struct pf_sample *s, void *arg)
+{
+	struct run *run = arg;
+
+	if (run->taken >= PF_MAX_SAMPLES) {
+		run->c.dropped++;
+		return;
+	}
+	run->taken++;
+	const uint64_t *f = run->frames;
+	enum pf_unwinder unw = PF_UNW_DWARF;
+	size_t n = pf_unwind_dwarf(run->u, s, run->frames, PF_MAX_FRAMES);
+	if (n < 2) {
+		/* No CFI for this pc, or a stack cut short: the kernel's FP walk may do better. */
+		size_t m = pf_unwind_fp(s, run->fp, PF_MAX_FRAMES);
+		if (m > n) {
+			n = m;
+			f = run->fp;
+			unw = PF_UNW_FP;
+		}
+	}
+	if (n == 0) {
+		run->c.empty++;
+		return;
+	}
+	if (pf_agg_add(run->agg, s->tid, unw, f, n, s->period ? s->period : run->period_ns) < 0) {
+		run->c.dropped++;
+		return;
+	}
+	run->c.samples++;
+	if (unw == PF_UNW_DWARF)
+		run->c.dwarf++;
+	else
+		run->c.fp++;
+	if (n < 2)
+		run->c.short_++;
+}
+
+/* False once pid is gone or a zombie: nothing left to sample. */
+static bool process_running(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* The state follows the last ')': comm may itself hold one. */
+	char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X' && p[2] != '\0';
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static unsigned threads_with_samples(const struct pf_agg *agg)
+{
+	size_t n = pf_agg_size(agg);
+	unsigned k = 0;
+	uint32_t *t = malloc((n ? n : 1) * sizeof(*t));
+	if (!t)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		struct pf_stack st;
+		pf_agg_get(agg, i, &st);
+		t[i] = st.tid;
+	}
+	qsort(t, n, sizeof(*t), cmp_u32);
+	for (size_t i = 0; i < n; i++)
+		if (i == 0 || t[i] != t[i - 1])
+			k++;
+	free(t);
+	return k;
+}
+
+/* One event fd per thread: lift the soft limit towards the caps. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	rlim_t want = PF_MAX_EVENTS + 64;
+	if (rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+	setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+static long max_sample_rate(void)
+{
+	long v = 0;
+	FILE *f = fopen("/proc/sys/kernel/perf_event_max_sample_rate", "re");
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "hz", required_argument, NULL, 'f' },
+		{ "duration-ms", required_argument, NULL, 'd' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	unsigned long pid = 0, hz = 0, dur = 0;
+	struct pf_events *ev = NULL;
+	struct run run = { 0 };
+	char why[512];
+	int c, r, verbose = 0, rc = EXIT_ERROR;
+
+	while ((c = getopt_long(argc, argv, "p:f:d:vh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if (parse_num(optarg, INT32_MAX, &pid) < 0)
+				return fail("--pid: expected a process id, got '%s'", optarg);
+			break;
+		case 'f':
+			if (parse_num(optarg, PF_MAX_HZ, &hz) < 0)
+				return fail("--hz: expected 1..%d, got '%s'", PF_MAX_HZ, optarg);
+			break;
+		case 'd':
+			if (parse_num(optarg, PF_MAX_DURATION_MS, &dur) < 0)
+				return fail("--duration-ms: expected 1..%u, got '%s'",
+					    PF_MAX_DURATION_MS, optarg);
+			break;
+		case 'v': verbose = 1; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return fail("bad usage");
+		}
+	}
+	if (optind < argc || !pid || !hz || !dur) {
+		usage(stderr);
+		return fail("--pid, --hz and --duration-ms are required");
+	}
+	log_init(LOG_SINK_STDERR, verbose ? LOG_DEBUG : LOG_WARNING, "profilingd-perf");
+	if ((pid_t)pid == getpid())
+		return fail("cannot sample profilingd-perf itself");
+	long maxrate = max_sample_rate();
+	if (maxrate > 0 && (long)hz > maxrate)
+		return fail("--hz %lu is above perf_event_max_sample_rate (%ld)", hz, maxrate);
+	/* Never fetch debug info over the network on the daemon's behalf. */
+	unsetenv("DEBUGINFOD_URLS");
+	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
+
+	if (pf_agg_new(&run.agg) < 0)
+		return fail("out of memory");
+	run.period_ns = 1000000000ull / hz;
+	uint64_t t0 = util_mono_ms();
+	int64_t start_real = (int64_t)util_now_ns(CLOCK_REALTIME);
+	if ((r = pf_events_open((pid_t)pid, (unsigned)hz, &ev, why, sizeof(why))) < 0) {
+		rc = fail("%s", why);
+		goto out;
+	}
+	if ((r = pf_unwind_open((pid_t)pid, &run.u)) < 0) {
+		rc = fail("cannot read the memory map of %lu: %s", pid, strerror(-r));
+		goto out;
+	}
+
+	uint64_t end = t0 + dur, next_scan = t0 + PF_RESCAN_MS;
+	for (;;) {
+		uint64_t now = util_mono_ms();
+		if (now >= end)
+			break;
+		if (now >= next_scan) {
+			pf_events_rescan(ev);
+			pf_unwind_refresh(run.u);
+			next_scan = now + PF_RESCAN_MS;
+		}
+		uint64_t until = end < next_scan ? end : next_scan;
+		int open = pf_events_poll(ev, (int)(until - now), on_sample, &run);
+		if (open == 0 && !process_running((pid_t)pid))
+			break;
+	}
+	pf_events_stop(ev, on_sample, &run);
+	uint64_t t1 = util_mono_ms();
+
+	struct pf_ring_stats st;
+	pf_events_stats(ev, &st, &run.c.threads_seen, &run.c.threads_skipped);
+	run.c.lost = st.lost;
+	run.c.bad = st.bad;
+	run.c.throttled = st.throttled;
+	run.c.threads = threads_with_samples(run.agg);
+	LOG_I("samples=%" PRIu64 " dwarf=%" PRIu64 " fp=%" PRIu64 " short=%" PRIu64
+	      " empty=%" PRIu64 " lost=%" PRIu64 " dropped=%" PRIu64 " bad=%" PRIu64
+	      " threads seen=%u skipped=%u", run.c.samples, run.c.dwarf, run.c.fp, run.c.short_,
+	      run.c.empty, run.c.lost, run.c.dropped, run.c.bad, run.c.threads_seen,
+	      run.c.threads_skipped);
+	if (run.c.samples == 0) {
+		fprintf(stderr, "error: nothing sampled: %u threads seen, %" PRIu64 " lost, %" PRIu64
+			" without a user frame (an idle or exited process takes no CPU samples)\n",
+			run.c.threads_seen, run.c.lost, run.c.empty);
+		rc = EXIT_NOTHING;
+		goto out;
+	}
+	struct pf_capture_info ci = {
+		.pid = (pid_t)pid,
+		.hz = (unsigned)hz,
+		.start_ns = start_real,
+		.duration_ns = (int64_t)(t1 - t0) * 1000000,
+	};
+	if ((r = pf_output_write(1, &ci, run.agg, run.u, ev, &run.c)) < 0) {
+		rc = fail("writing the profile: %s", strerror(-r));
+		goto out;
+	}
+	fprintf(stderr, "ok samples=%" PRIu64 " short=%" PRIu64 " unwinder=%s threads=%u\n",
+		run.c.samples, run.c.short_, run.c.dwarf >= run.c.fp ? "dwarf" : "fp",
+		run.c.threads);
+	rc = 0;
+out:
+	pf_events_close(ev);
+	pf_unwind_close(run.u);
+	pf_agg_free(run.agg);
+	return rc;
+}

@@ -1,0 +1,160 @@
+/* The capture as gzip'd pprof through common/pprof.h. */
+#include "pf.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pprof.h"
+
+/* frame -> location id, so each distinct frame is symbolised once */
+struct loc_cache {
+	uint64_t *key, *val; /* val 0: empty */
+	size_t n, cap;
+};
+
+static uint64_t *cache_slot(struct loc_cache *c, uint64_t k)
+{
+	uint64_t h = k * 0x9e3779b97f4a7c15ull;
+	size_t i = (size_t)(h >> 20) & (c->cap - 1);
+	while (c->val[i] && c->key[i] != k)
+		i = (i + 1) & (c->cap - 1);
+	c->key[i] = k;
+	return &c->val[i];
+}
+
+static int cache_grow(struct loc_cache *c)
+{
+	struct loc_cache n = { .cap = c->cap ? c->cap * 2 : 4096 };
+	n.key = calloc(n.cap, sizeof(*n.key));
+	n.val = calloc(n.cap, sizeof(*n.val));
+	if (!n.key || !n.val) {
+		free(n.key);
+		free(n.val);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < c->cap; i++)
+		if (c->val[i])
+			*cache_slot(&n, c->key[i]) = c->val[i];
+	n.n = c->n;
+	free(c->key);
+	free(c->val);
+	*c = n;
+	return 0;
+}
+
+static int location(struct pp_builder *b, struct pf_unwind *u, uint64_t *mapids,
+		    struct loc_cache *c, uint64_t frame, uint64_t *loc)
+{
+	struct pf_sym s;
+	uint64_t fid = 0, mid = 0, pc = PF_FRAME_PC(frame);
+	char hex[32];
+	int r;
+
+	if ((c->n + 1) * 2 > c->cap && (r = cache_grow(c)) < 0)
+		return r;
+	uint64_t *slot = cache_slot(c, frame);
+	if (*slot) {
+		*loc = *slot;
+		return 0;
+	}
+	pf_unwind_symbolize(u, frame, &s);
+	if (s.module >= 0) {
+		if (!mapids[s.module]) {
+			struct pf_module m;
+			if ((r = pf_unwind_module(u, s.module, &m)) < 0 ||
+			    (r = pp_add_mapping(b, m.start, m.limit, 0, m.file, m.build_id, true,
+						s.file != NULL, &mapids[s.module])) < 0)
+				return r;
+		}
+		mid = mapids[s.module];
+	}
+	if (!s.function) {
+		/* Unknown symbol (JIT code, stripped binary): keep the frame by address. */
+		snprintf(hex, sizeof(hex), "0x%" PRIx64, pc);
+		s.function = hex;
+	}
+	if ((r = pp_add_function(b, s.function, NULL, s.file, 0, &fid)) < 0 ||
+	    (r = pp_add_location(b, mid, pc, fid, s.line, loc)) < 0)
+		return r;
+	*slot = *loc;
+	c->n++;
+	return 0;
+}
+
+static void comments(struct pp_builder *b, const struct pf_capture_info *ci,
+		     const struct pf_counts *c)
+{
+	char line[320];
+	unsigned long long sh = (unsigned long long)c->short_;
+
+	snprintf(line, sizeof(line),
+		 "profilingd-perf: perf_event cpu-clock, user mode, %u Hz per thread; "
+		 "%u B user stack copy, DWARF CFI (libdw) first, kernel frame-pointer "
+		 "callchain when DWARF gives fewer than 2 frames", ci->hz, PF_STACK_BYTES);
+	pp_add_comment(b, line);
+	snprintf(line, sizeof(line), "samples=%llu unwinder dwarf=%llu fp=%llu short=%llu",
+		 (unsigned long long)c->samples, (unsigned long long)c->dwarf,
+		 (unsigned long long)c->fp, sh);
+	pp_add_comment(b, line);
+	snprintf(line, sizeof(line),
+		 "not in the profile: lost=%llu (ring full) dropped=%llu (caps) empty=%llu "
+		 "bad=%llu; throttled=%llu",
+		 (unsigned long long)c->lost, (unsigned long long)c->dropped,
+		 (unsigned long long)c->empty, (unsigned long long)c->bad,
+		 (unsigned long long)c->throttled);
+	pp_add_comment(b, line);
+	snprintf(line, sizeof(line), "threads: %u seen, %u not sampled, %u with samples",
+		 c->threads_seen, c->threads_skipped, c->threads);
+	pp_add_comment(b, line);
+}
+
+int pf_output_write(int fd, const struct pf_capture_info *ci, const struct pf_agg *agg,
+		    struct pf_unwind *u, const struct pf_events *ev, const struct pf_counts *c)
+{
+	static const char *const unw_name[] = { "dwarf", "fp" };
+	struct pp_builder *b = NULL;
+	struct loc_cache cache = { 0 };
+	uint64_t *mapids = NULL, locs[PF_MAX_FRAMES];
+	int r;
+
+	/* Modules are indexed while symbolising: size for the cap. */
+	mapids = calloc(PF_MAX_MODULES, sizeof(*mapids));
+	if (!mapids)
+		return -ENOMEM;
+	if ((r = pp_new(&b)) < 0)
+		goto out;
+	if ((r = pp_add_sample_type(b, "samples", "count")) < 0 ||
+	    (r = pp_add_sample_type(b, "cpu", "nanoseconds")) < 0 ||
+	    (r = pp_set_period(b, "cpu", "nanoseconds", 1000000000ll / ci->hz)) < 0 ||
+	    (r = pp_set_default_sample_type(b, "cpu")) < 0)
+		goto out;
+	pp_set_time(b, ci->start_ns, ci->duration_ns);
+	comments(b, ci, c);
+	for (size_t i = 0; i < pf_agg_size(agg); i++) {
+		struct pf_stack st;
+		pf_agg_get(agg, i, &st);
+		for (size_t k = 0; k < st.nframes; k++)
+			if ((r = location(b, u, mapids, &cache, st.frames[k], &locs[k])) < 0)
+				goto out;
+		int64_t vals[2] = { (int64_t)st.count, (int64_t)st.cpu_ns };
+		/* The redactor keeps a sample by its pid label. */
+		struct pp_label labels[4] = {
+			{ .key = "pid", .num = ci->pid },
+			{ .key = "thread_id", .num = st.tid },
+			{ .key = "thread_name", .str = pf_events_comm(ev, st.tid) },
+			{ .key = "unwinder", .str = unw_name[st.unwinder] },
+		};
+		if ((r = pp_add_sample(b, locs, st.nframes, vals, 2, labels, 4)) < 0)
+			goto out;
+	}
+	r = pp_write_gz(b, fd, NULL);
+out:
+	pp_free(b);
+	free(cache.key);
+	free(cache.val);
+	free(mapids);
+	return r;
+}

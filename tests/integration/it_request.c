@@ -1,0 +1,81 @@
+/*
+ * it_request --pid N --type stack|heap|trace|heapdump [--duration-ms MS] [--hz H]
+ * [--interval B]: as root, ask profilingd for a capture of another process
+ * (the target_pid request) and print the delivered result's path.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <profiling/profiling.h>
+
+struct outcome {
+	int done, error;
+	char path[4096], msg[256];
+};
+
+static void on_result(const struct prof_result *r, void *ud)
+{
+	struct outcome *o = ud;
+	o->done = 1;
+	o->error = r->error;
+	snprintf(o->path, sizeof(o->path), "%s", r->path);
+	snprintf(o->msg, sizeof(o->msg), "%s", r->error_message);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "type", required_argument, NULL, 't' },
+		{ "duration-ms", required_argument, NULL, 'd' },
+		{ "hz", required_argument, NULL, 'f' },
+		{ "interval", required_argument, NULL, 'i' },
+		{ 0 }
+	};
+	struct prof_params p = { .duration_ms = 1000 };
+	enum prof_type type = PROF_STACK_SAMPLING;
+	int c, err;
+	while ((c = getopt_long(argc, argv, "p:t:d:f:i:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p': p.target_pid = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'd': p.duration_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'f': p.frequency_hz = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'i': p.sampling_interval_bytes = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 't':
+			type = !strcmp(optarg, "stack") ? PROF_STACK_SAMPLING
+			     : !strcmp(optarg, "heap") ? PROF_HEAP_PROFILE
+			     : !strcmp(optarg, "trace") ? PROF_SYSTEM_TRACE
+			     : !strcmp(optarg, "heapdump") ? PROF_HEAP_DUMP : 0;
+			break;
+		default:
+			return 2;
+		}
+	}
+	if (!p.target_pid || !type) {
+		fprintf(stderr, "usage: it_request --pid N --type stack|heap|trace|heapdump [...]\n");
+		return 2;
+	}
+	setenv("PROFILING_NO_AGENT", "1", 1);
+	prof_client *cl = prof_connect(NULL, &err);
+	if (!cl) {
+		fprintf(stderr, "it_request: connect: %s\n", strerror(-err));
+		return 1;
+	}
+	struct outcome o = { 0 };
+	int r = prof_request(cl, type, &p, "it", on_result, &o, NULL);
+	if (r < 0) {
+		fprintf(stderr, "it_request: refused: %s\n", prof_strerror(r));
+		return 1;
+	}
+	while (!o.done && prof_dispatch(cl, 1000) >= 0)
+		;
+	prof_close(cl);
+	if (!o.done || o.error) {
+		fprintf(stderr, "it_request: capture failed: %s: %s\n", prof_strerror(o.error), o.msg);
+		return 1;
+	}
+	printf("%s\n", o.path);
+	return 0;
+}
