@@ -16,6 +16,7 @@
 #include "log.h"
 #include "profiling/profiling.h"
 #include "profilingd.pb-c.h"
+#include "heap.h"
 #include "sampler.h"
 #include "trace.h"
 #include "util.h"
@@ -190,6 +191,32 @@ static int agent_trace(int sock, const Pd__CaptureRequest *cr, int out_fd, uint3
 	return agent_done_fmt(sock, cr->session_id, PROF_E_NONE, NULL, bytes, &st, "perfetto");
 }
 
+/* Heap profile: from the request (or from start-up, when the preload
+ * library was asked to start early) to the end of the duration. */
+static int agent_heap(int sock, const Pd__CaptureRequest *cr, int out_fd, uint32_t dur)
+{
+	const Pd__Params *p = cr->params;
+	uint32_t interval = p && p->has_sampling_interval_bytes ? p->sampling_interval_bytes : 0;
+	struct heap_stats hs;
+	struct smp_stats st = { 0 };
+	uint64_t bytes = 0;
+	int r;
+
+	int64_t start_ns = (int64_t)util_now_ns(CLOCK_REALTIME);
+	if (!heap_active() && (r = heap_start(interval)) < 0)
+		return agent_done_msg(sock, cr->session_id, PROF_E_EXECUTING, strerror(-r), 0, NULL);
+	if ((r = agent_wait(sock, cr, dur, NULL)) != 0) {
+		heap_discard();
+		return r < 0 ? r : 0;
+	}
+	int64_t dur_ns = (int64_t)util_now_ns(CLOCK_REALTIME) - start_ns;
+	if ((r = heap_write_pprof(out_fd, start_ns, dur_ns, &hs, &bytes)) < 0)
+		return agent_done_msg(sock, cr->session_id, PROF_E_EXECUTING, strerror(-r), 0, NULL);
+	st.samples = hs.samples;
+	st.dropped = hs.dropped;
+	return agent_done_msg(sock, cr->session_id, PROF_E_NONE, NULL, bytes, &st);
+}
+
 /* Run one capture on this thread. 0, or -EPIPE when the agent must stop. */
 static int agent_capture(int sock, const Pd__CaptureRequest *cr, int out_fd)
 {
@@ -201,6 +228,12 @@ static int agent_capture(int sock, const Pd__CaptureRequest *cr, int out_fd)
 		return agent_stack(sock, cr, out_fd, dur);
 	case PROF_SYSTEM_TRACE:
 		return agent_trace(sock, cr, out_fd, dur);
+	case PROF_HEAP_PROFILE:
+		if (heap_supported())
+			return agent_heap(sock, cr, out_fd, dur);
+		return agent_done_msg(sock, cr->session_id, PROF_E_INVALID_REQUEST,
+				      "this process's malloc is not the profiler's (sanitizer or "
+				      "another interposer)", 0, NULL);
 	case PROF_HEAP_DUMP:
 		return agent_done_msg(sock, cr->session_id, PROF_E_INVALID_REQUEST,
 				      "native runtime has no heap dump; request PROF_HEAP_PROFILE",
@@ -230,12 +263,13 @@ static int agent_hello(int sock)
 {
 	Pd__RuntimeMsg rm = PD__RUNTIME_MSG__INIT;
 	Pd__RuntimeHello h = PD__RUNTIME_HELLO__INIT;
-	char *caps[] = { "stack_sampling", "trace_ring" };
+	char *caps[3] = { "stack_sampling", "trace_ring", "heap_profile" };
 
 	h.pid = (uint32_t)getpid();
 	h.runtime = "native";
 	h.capabilities = caps;
-	h.n_capabilities = sizeof(caps) / sizeof(caps[0]);
+	/* heap_profile only when our malloc is the process's (never assumed). */
+	h.n_capabilities = heap_supported() ? 3 : 2;
 	h.version = PROFILINGD_VERSION;
 	rm.msg_case = PD__RUNTIME_MSG__MSG_HELLO;
 	rm.hello = &h;

@@ -82,12 +82,13 @@ enum {
 };
 
 enum { CLS_NEW, CLS_VISITING, CLS_DONE };
+#define F_REF 0x80
 
 struct hp_class {
 	uint64_t id, super;
 	uint32_t nbytes;  /* instance field bytes with superclasses, saturated */
 	uint32_t own;     /* bytes of this class's own fields */
-	uint32_t types;   /* own field types: offset into hp.types */
+	uint32_t types;   /* own fields: offset into hp.types */
 	uint32_t next;    /* nearest superclass that has fields, or HP_NONE */
 	uint16_t nfields;
 	uint8_t state;
@@ -110,7 +111,7 @@ struct hp {
 	uint32_t ncls, capcls;
 	uint32_t *slot;          /* open addressing, class index + 1, 0 = free */
 	uint32_t nslot;          /* power of two */
-	uint8_t *types;
+	uint8_t *types;          /* per field: byte size, | F_REF for a reference */
 	uint32_t ntypes, captypes;
 	uint64_t *names;         /* set of referenced name ids, 0 = free */
 	uint32_t nnames, nname_slots;
@@ -538,7 +539,7 @@ static int class_dump(struct hp *h, uint64_t end)
 			return rc;
 		own += sz;
 		if (!h->emit)
-			h->types[h->ntypes + i] = t;
+			h->types[h->ntypes + i] = (uint8_t)(sz | (t == T_OBJECT ? F_REF : 0));
 	}
 	if (h->emit)
 		return 0;
@@ -575,28 +576,59 @@ static int instance_dump(struct hp *h, uint64_t end)
 		return -EBADMSG;
 	if (!h->cls[c].nfields)
 		c = h->cls[c].next;
+	h->anonymised++;
 
-	/* Field values: this class's, then each superclass's. Runs of
-	 * primitives become one zero fill, runs of references one copy. */
+	/* Field values: this class's, then each superclass's. */
+	if (n <= HP_IOBUF) {
+		/* The common case: lay it out from one buffer into the other. */
+		if ((rc = in_need(h, n)))
+			return rc;
+		if (HP_IOBUF - h->on < n && (rc = out_flush(h)))
+			return rc;
+		/* Copy it all, then clear each run of primitives. */
+		uint8_t *dst = h->ob + h->on;
+		memcpy(dst, h->ib + h->ih, n);
+		size_t off = 0, zrun = 0;
+		for (; c != HP_NONE; c = h->cls[c].next) {
+			const struct hp_class *k = &h->cls[c];
+			const uint8_t *t = h->types + k->types;
+			for (uint32_t i = 0; i < k->nfields; i++) {
+				unsigned sz = t[i] & ~F_REF;
+				if (!(t[i] & F_REF)) {
+					zrun += sz;
+				} else if (zrun) {
+					memset(dst + off - zrun, 0, zrun);
+					zrun = 0;
+				}
+				off += sz;
+			}
+		}
+		if (zrun)
+			memset(dst + off - zrun, 0, zrun);
+		h->ih += n;
+		h->on += n;
+		h->out_bytes += n;
+		return 0;
+	}
+	/* Bigger than a buffer: stream runs of references and of primitives. */
 	uint64_t run = 0;
 	int zero = 0;
 	for (; c != HP_NONE; c = h->cls[c].next) {
 		const struct hp_class *k = &h->cls[c];
 		const uint8_t *t = h->types + k->types;
 		for (uint32_t i = 0; i < k->nfields; i++) {
-			int z = t[i] != T_OBJECT;
+			int z = !(t[i] & F_REF);
 			if (run && z != zero) {
 				if ((rc = xfer(h, run, end, zero)))
 					return rc;
 				run = 0;
 			}
 			zero = z;
-			run += type_size(h, t[i]);
+			run += t[i] & ~F_REF;
 		}
 	}
 	if (run && (rc = xfer(h, run, end, zero)))
 		return rc;
-	h->anonymised++;
 	return 0;
 }
 

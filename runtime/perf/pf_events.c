@@ -37,6 +37,11 @@
 #define PF_RING_SMALL_AFTER 256
 
 #define PF_TID_SLOTS 8192 /* hash of tids, twice PF_MAX_TIDS */
+/*
+ * A new thread usually names itself just after it starts, often after we
+ * opened it: its name is read again on the next scans, then at the end.
+ */
+#define PF_COMM_READS 4
 
 struct pf_thread {
 	uint32_t tid;
@@ -44,6 +49,7 @@ struct pf_thread {
 	struct pf_ring ring;
 	size_t map_len;
 	char comm[16];
+	uint8_t comm_reads;
 };
 
 struct pf_events {
@@ -389,6 +395,7 @@ static int add_thread(struct pf_events *ev, uint32_t tid)
 	t->tid = tid;
 	t->fd = -1;
 	read_comm(ev->pid, tid, t->comm);
+	t->comm_reads = 1;
 	int r = ev->nopen >= PF_MAX_EVENTS ? -ENOSPC : open_thread(ev, t);
 	if (r == -ESRCH)
 		return r; /* exited between readdir and open: forget it */
@@ -512,6 +519,13 @@ fail:
 
 void pf_events_rescan(struct pf_events *ev)
 {
+	for (unsigned i = 0; i < ev->nthreads; i++) {
+		struct pf_thread *t = &ev->threads[i];
+		if (t->fd >= 0 && t->comm_reads < PF_COMM_READS) {
+			read_comm(ev->pid, t->tid, t->comm);
+			t->comm_reads++;
+		}
+	}
 	scan(ev);
 }
 

@@ -50,7 +50,8 @@ static int location(struct pp_builder *b, struct pf_unwind *u, uint64_t *mapids,
 {
 	struct pf_sym s;
 	uint64_t fid = 0, mid = 0, pc = PF_FRAME_PC(frame);
-	char hex[32];
+	char hex[32], name[256];
+	const char *at;
 	int r;
 
 	if ((c->n + 1) * 2 > c->cap && (r = cache_grow(c)) < 0)
@@ -75,6 +76,12 @@ static int location(struct pp_builder *b, struct pf_unwind *u, uint64_t *mapids,
 		/* Unknown symbol (JIT code, stripped binary): keep the frame by address. */
 		snprintf(hex, sizeof(hex), "0x%" PRIx64, pc);
 		s.function = hex;
+	} else if ((at = strchr(s.function, '@')) && at > s.function &&
+		   (size_t)(at - s.function) < sizeof(name)) {
+		/* .dynsym names carry their symbol version ("f@@GLIBC_2.34"): drop it. */
+		memcpy(name, s.function, (size_t)(at - s.function));
+		name[at - s.function] = '\0';
+		s.function = name;
 	}
 	if ((r = pp_add_function(b, s.function, NULL, s.file, 0, &fid)) < 0 ||
 	    (r = pp_add_location(b, mid, pc, fid, s.line, loc)) < 0)

@@ -731,6 +731,42 @@ static void test_large(void **state)
 	}
 }
 
+/* Many small instances: input refills and output flushes mid-stream. */
+static void test_many_instances(void **state)
+{
+	struct b in, want;
+	for (int red = 0; red < 2; red++) {
+		struct b *b = red ? &want : &in;
+		*b = (struct b){ .idsz = 8, .red = red };
+		header(b, '2');
+		size_t at = rec_begin(b, 0x1c);
+		const struct fv f[] = { { 1, T_OBJ, 0 }, { 2, T_INT, 0 }, { 3, T_BYTE, 0 },
+					{ 4, T_OBJ, 0 }, { 5, T_LONG, 0 } };
+		class_dump(b, 0x100, 0, NULL, 0, NULL, 0, f, 5);
+		for (uint32_t i = 0; i < 120000; i++) {
+			const struct fv v[] = { { 0, T_OBJ, 0x7000 + i }, { 0, T_INT, i | 1 },
+						{ 0, T_BYTE, 0x55 }, { 0, T_OBJ, ~(uint64_t)i },
+						{ 0, T_LONG, 0x0102030405060708ull + i } };
+			instance(b, 0x10000 + i, 0x100, v, 5, 0);
+			if (i % 1000 == 0) /* and the odd sub-record between */
+				prim_array(b, 0x90000000ull + i, T_SHORT, i % 7);
+		}
+		rec_end(b, at);
+		rec_end(b, rec_begin(b, 0x2c));
+	}
+	uint8_t *out;
+	size_t on;
+	struct rdc_stats st;
+	assert_int_equal(run(in.d, in.n, &out, &on, &st), 0);
+	assert_true(in.n > 4 * (1u << 20));
+	assert_int_equal(on, want.n);
+	assert_memory_equal(out, want.d, want.n);
+	assert_int_equal(st.anonymised, 120000 + 120);
+	free(out);
+	free(in.d);
+	free(want.d);
+}
+
 /* One class more than the cap. */
 static void test_class_cap(void **state)
 {
@@ -835,6 +871,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_record_past_eof),
 		cmocka_unit_test(test_bad_records),
 		cmocka_unit_test(test_large),
+		cmocka_unit_test(test_many_instances),
 		cmocka_unit_test(test_class_cap),
 		cmocka_unit_test(test_deep_hierarchy),
 		cmocka_unit_test(test_not_seekable),

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# bench/perf_compare: profilingd-perf against Linux perf on the demo workload
+# (2 threads burning CPU in hot_function:cold_function at 3:1), both at
+# 100 Hz from outside the process. Prints each tool's hot/cold shares and
+# how far apart they are (goal: within 5 points), the work rate unprofiled
+# and under each tool (the overhead on the workload), and each sampler's
+# own CPU time. Runs alternate, ROUNDS times; medians are reported.
+# Not a test: it asserts nothing.
+#   usage: bench/perf_compare [BUILD_DIR] [SECONDS] [ROUNDS]
+set -euo pipefail
+BUILD=$(cd "${1:-$(dirname "$0")/..}" && pwd)
+[ -x "$BUILD/runtime/perf/profilingd-perf" ] || BUILD=$(cd "$BUILD/build" && pwd)
+SECS=${2:-6}
+ROUNDS=${3:-3}
+DEMO=$BUILD/client/profiling-demo
+PERF_HELPER=$BUILD/runtime/perf/profilingd-perf
+for x in "$DEMO" "$PERF_HELPER"; do [ -x "$x" ] || { echo "missing $x" >&2; exit 1; }; done
+command -v perf > /dev/null || { echo "perf (linux-perf) is not installed" >&2; exit 1; }
+command -v go > /dev/null || { echo "go (for go tool pprof) is not installed" >&2; exit 1; }
+T=$(mktemp -d /tmp/pd-perfcmp.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+export HOME=${HOME:-$T} GOCACHE=${GOCACHE:-$T/gocache}
+ms=$((SECS * 1000))
+# The samplers attach once the workers run and stop before the workload ends.
+settle=0.3
+sample_ms=$((ms - 800))
+TIMEFORMAT='%U %S'
+
+rate() { sed -n 's/^work_rate=//p' "$1"; }
+demo() { "$DEMO" --no-request --rate --threads 2 --duration-ms "$ms" 2> "$1" & }
+# pprof_flat FILE FUNC: flat% of FUNC
+pprof_flat() {
+	go tool pprof -top "$1" 2> /dev/null |
+		awk -v f="$2" '$NF == f { sub("%", "", $2); print $2; found=1 } END { if (!found) print 0 }'
+}
+# perf_self DATA FUNC: self% of FUNC
+perf_self() {
+	perf report -i "$1" --stdio --no-children --sort sym -g none 2> /dev/null |
+		awk -v f="$2" '$NF == f { sub("%", "", $1); print $1; found=1 } END { if (!found) print 0 }'
+}
+cpu_s() { awk '{ printf "%.3f", $1 + $2 }' "$1"; }
+
+base=() pfr=() pef=() pfh=() pfc=() peh=() pec=() pfcpu=() pecpu=()
+for i in $(seq "$ROUNDS"); do
+	demo "$T/u.txt"; wait
+	base+=("$(rate "$T/u.txt")")
+
+	demo "$T/a.txt"; DP=$!; sleep "$settle"
+	{ time "$PERF_HELPER" --pid "$DP" --hz 100 --duration-ms "$sample_ms" > "$T/a.pb.gz" 2> "$T/a.status"; } 2> "$T/a.time"
+	wait "$DP"
+	pfr+=("$(rate "$T/a.txt")")
+	pfh+=("$(pprof_flat "$T/a.pb.gz" hot_function)")
+	pfc+=("$(pprof_flat "$T/a.pb.gz" cold_function)")
+	pfcpu+=("$(cpu_s "$T/a.time")")
+
+	demo "$T/p.txt"; DP=$!; sleep "$settle"
+	{ time perf record -q -F 100 -g -p "$DP" -o "$T/perf.data" -- sleep "$(awk -v m="$sample_ms" 'BEGIN { print m / 1000 }')" \
+		> /dev/null 2>&1; } 2> "$T/p.time"
+	wait "$DP"
+	pef+=("$(rate "$T/p.txt")")
+	peh+=("$(perf_self "$T/perf.data" hot_function)")
+	pec+=("$(perf_self "$T/perf.data" cold_function)")
+	pecpu+=("$(cpu_s "$T/p.time")")
+
+	echo "round $i: rate unprofiled ${base[-1]}, profilingd-perf ${pfr[-1]}, perf ${pef[-1]} rounds/s;" \
+		"hot/cold profilingd-perf ${pfh[-1]}/${pfc[-1]} %, perf ${peh[-1]}/${pec[-1]} %;" \
+		"$(tail -n 1 "$T/a.status")"
+done
+
+median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+awk -v n="$ROUNDS" -v s="$SECS" -v sm="$sample_ms" \
+	-v u="$(median "${base[@]}")" -v a="$(median "${pfr[@]}")" -v p="$(median "${pef[@]}")" \
+	-v ah="$(median "${pfh[@]}")" -v ac="$(median "${pfc[@]}")" \
+	-v ph="$(median "${peh[@]}")" -v pc="$(median "${pec[@]}")" \
+	-v acpu="$(median "${pfcpu[@]}")" -v pcpu="$(median "${pecpu[@]}")" 'BEGIN {
+	d = ah - ph; if (d < 0) d = -d
+	e = ac - pc; if (e < 0) e = -e
+	printf "perf_compare: median of %d rounds, %d s demo, 2 threads, 100 Hz for %d ms\n", n, s, sm
+	printf "  shares (flat %%)   hot_function  cold_function  hot/(hot+cold)\n"
+	printf "    profilingd-perf  %6.2f        %6.2f         %5.1f %%\n", ah, ac, 100 * ah / (ah + ac)
+	printf "    perf record -g   %6.2f        %6.2f         %5.1f %%\n", ph, pc, 100 * ph / (ph + pc)
+	printf "    expected         75            25\n"
+	printf "  agreement: hot %.2f points, cold %.2f points apart (goal <= 5): %s\n", d, e,
+		(d <= 5 && e <= 5) ? "met" : "NOT met"
+	printf "  work rate: unprofiled %.1f, profilingd-perf %.1f (%+.2f %%), perf %.1f (%+.2f %%) rounds/s\n",
+		u, a, (a / u - 1) * 100, p, (p / u - 1) * 100
+	printf "  sampler CPU time: profilingd-perf %.3f s, perf record %.3f s\n", acpu, pcpu
+}'

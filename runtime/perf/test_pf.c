@@ -1,0 +1,235 @@
+/*
+ * Unit tests of profilingd-perf's parts that need no perf events: record
+ * parsing, ring draining across the wrap, the frame-pointer chain, the
+ * aggregation and its caps.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <linux/perf_event.h>
+
+#include "pf.h"
+
+/* A sample record as the kernel lays it out for pf_events' attributes. */
+static size_t build_sample(uint8_t *buf, uint32_t tid, const uint64_t *chain, size_t nchain,
+			   uint64_t sp, uint64_t ip, const uint8_t *stack, size_t nstack)
+{
+	uint64_t *w = (uint64_t *)(buf + sizeof(struct perf_event_header));
+	size_t k = 0;
+	w[k++] = 100 | ((uint64_t)tid << 32);
+	w[k++] = 123456789; /* time */
+	w[k++] = 10000000;  /* period */
+	w[k++] = nchain;
+	for (size_t i = 0; i < nchain; i++)
+		w[k++] = chain[i];
+	w[k++] = PERF_SAMPLE_REGS_ABI_64;
+	/* perf order: ax bx cx dx si di bp sp ip r8..r15 */
+	for (int i = 0; i < 17; i++)
+		w[k++] = i == 7 ? sp : i == 8 ? ip : 0x1000u + (unsigned)i;
+	w[k++] = nstack;
+	memcpy(&w[k], stack, nstack);
+	k += nstack / 8;
+	w[k++] = nstack; /* dyn_size */
+	struct perf_event_header h = {
+		.type = PERF_RECORD_SAMPLE,
+		.size = (uint16_t)(sizeof(h) + k * 8),
+	};
+	memcpy(buf, &h, sizeof(h));
+	return h.size;
+}
+
+static void test_parse_sample(void **state)
+{
+	uint8_t buf[1024], stack[32];
+	uint64_t chain[] = { PERF_CONTEXT_USER, 0x401000, 0x402000 };
+	struct pf_sample s;
+
+	memset(stack, 0xab, sizeof(stack));
+	size_t n = build_sample(buf, 42, chain, 3, 0x7ff000, 0x401000, stack, sizeof(stack));
+	assert_int_equal(pf_parse_sample(buf, n, &s), 0);
+	assert_int_equal(s.tid, 42);
+	assert_int_equal(s.pid, 100);
+	assert_int_equal(s.period, 10000000);
+	assert_int_equal(s.ncallchain, 3);
+	assert_true(s.has_regs);
+	assert_int_equal(s.regs[PF_DWARF_SP], 0x7ff000);
+	assert_int_equal(s.regs[PF_DWARF_PC], 0x401000);
+	assert_int_equal(s.regs[3], 0x1001);  /* rbx is perf's 1, DWARF's 3 */
+	assert_int_equal(s.regs[1], 0x1003);  /* rdx is perf's 3, DWARF's 1 */
+	assert_int_equal(s.regs[8], 0x1009);  /* r8 */
+	assert_int_equal(s.stack_size, 32);
+	assert_memory_equal(s.stack, stack, 32);
+	/* Every truncation is refused, never read past. */
+	for (size_t cut = 0; cut < n; cut += 8)
+		assert_int_equal(pf_parse_sample(buf, cut, &s), -EBADMSG);
+	/* A callchain count bigger than the record. */
+	uint64_t big = 1ull << 60;
+	memcpy(buf + 8 + 24, &big, 8);
+	assert_int_equal(pf_parse_sample(buf, n, &s), -EBADMSG);
+}
+
+struct seen {
+	int n;
+	uint32_t tids[16];
+};
+
+static void on_sample(const struct pf_sample *s, void *arg)
+{
+	struct seen *x = arg;
+	if (x->n < 16)
+		x->tids[x->n++] = s->tid;
+}
+
+/* A ring of size bytes whose tail starts at start; records are copied in at head. */
+struct fake_ring {
+	struct perf_event_mmap_page meta;
+	uint8_t data[512];
+	struct pf_ring r;
+};
+
+static void ring_init(struct fake_ring *f, uint64_t start)
+{
+	memset(f, 0, sizeof(*f));
+	f->r.meta = &f->meta;
+	f->r.data = f->data;
+	f->r.size = sizeof(f->data);
+	f->meta.data_head = f->meta.data_tail = start;
+}
+
+static void ring_put(struct fake_ring *f, const uint8_t *rec, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		f->data[(f->meta.data_head + i) % sizeof(f->data)] = rec[i];
+	f->meta.data_head += n;
+}
+
+static void test_ring_wrap(void **state)
+{
+	static uint8_t scratch[1 << 16];
+	struct fake_ring f;
+	struct pf_ring_stats st = { 0 };
+	struct seen x = { 0 };
+	uint8_t rec[512], stack[64] = { 0 };
+	uint64_t chain[] = { PERF_CONTEXT_USER, 0x401000 };
+
+	/* Start near the end so the second record wraps (and its header may too). */
+	for (uint64_t start = 400; start < 512; start += 8) {
+		ring_init(&f, start);
+		memset(&st, 0, sizeof(st));
+		x.n = 0;
+		size_t n = build_sample(rec, 7, chain, 2, 0x1000, 0x401000, stack, 16);
+		ring_put(&f, rec, n);
+		struct { struct perf_event_header h; uint64_t id, lost; } lost = {
+			{ PERF_RECORD_LOST, 0, sizeof(lost) }, 1, 5
+		};
+		ring_put(&f, (const uint8_t *)&lost, sizeof(lost));
+		n = build_sample(rec, 8, chain, 2, 0x1000, 0x401000, stack, 16);
+		ring_put(&f, rec, n);
+		pf_ring_drain(&f.r, scratch, on_sample, &x, &st);
+		assert_int_equal(x.n, 2);
+		assert_int_equal(x.tids[0], 7);
+		assert_int_equal(x.tids[1], 8);
+		assert_int_equal(st.lost, 5);
+		assert_int_equal(st.bad, 0);
+		assert_int_equal(f.meta.data_tail, f.meta.data_head);
+	}
+}
+
+static void test_ring_corrupt(void **state)
+{
+	static uint8_t scratch[1 << 16];
+	struct fake_ring f;
+	struct pf_ring_stats st = { 0 };
+	struct seen x = { 0 };
+
+	/* A header claiming more than is there: skipped, counted, tail at head. */
+	ring_init(&f, 0);
+	struct perf_event_header h = { PERF_RECORD_SAMPLE, 0, 400 };
+	ring_put(&f, (const uint8_t *)&h, sizeof(h));
+	pf_ring_drain(&f.r, scratch, on_sample, &x, &st);
+	assert_int_equal(x.n, 0);
+	assert_int_equal(st.bad, 1);
+	assert_int_equal(f.meta.data_tail, f.meta.data_head);
+	/* A zero-size header would loop forever if accepted. */
+	h.size = 0;
+	ring_put(&f, (const uint8_t *)&h, sizeof(h));
+	pf_ring_drain(&f.r, scratch, on_sample, &x, &st);
+	assert_int_equal(st.bad, 2);
+	/* A sample whose fields overrun its size. */
+	h.size = 16;
+	uint64_t junk = 1;
+	ring_put(&f, (const uint8_t *)&h, sizeof(h));
+	ring_put(&f, (const uint8_t *)&junk, sizeof(junk));
+	pf_ring_drain(&f.r, scratch, on_sample, &x, &st);
+	assert_int_equal(st.bad, 3);
+	assert_int_equal(x.n, 0);
+	assert_int_equal(f.meta.data_tail, f.meta.data_head);
+}
+
+static void test_fp_chain(void **state)
+{
+	uint8_t buf[1024], stack[8] = { 0 };
+	uint64_t chain[] = { PERF_CONTEXT_KERNEL, 0xffffffff81000000ull, PERF_CONTEXT_USER,
+			     0x401000, 0x402000, 0x403000, 0 };
+	uint64_t frames[PF_MAX_FRAMES];
+	struct pf_sample s;
+
+	size_t n = build_sample(buf, 1, chain, 7, 0x1000, 0x401000, stack, sizeof(stack));
+	assert_int_equal(pf_parse_sample(buf, n, &s), 0);
+	size_t k = pf_unwind_fp(&s, frames, PF_MAX_FRAMES);
+	assert_int_equal(k, 3);
+	assert_int_equal(frames[0], 0x401000);               /* the ip itself */
+	assert_int_equal(frames[1], 0x402000 | PF_FRAME_RET); /* return addresses */
+	assert_int_equal(frames[2], 0x403000 | PF_FRAME_RET);
+	assert_int_equal(pf_unwind_fp(&s, frames, 2), 2);
+}
+
+static void test_agg(void **state)
+{
+	struct pf_agg *a;
+	struct pf_stack st;
+	uint64_t f1[] = { 1, 2, 3 }, f2[] = { 1, 2, 4 };
+
+	assert_int_equal(pf_agg_new(&a), 0);
+	assert_int_equal(pf_agg_add(a, 5, PF_UNW_DWARF, f1, 3, 10), 0);
+	assert_int_equal(pf_agg_add(a, 5, PF_UNW_DWARF, f1, 3, 10), 0);
+	assert_int_equal(pf_agg_add(a, 5, PF_UNW_FP, f1, 3, 10), 0);
+	assert_int_equal(pf_agg_add(a, 6, PF_UNW_DWARF, f1, 3, 10), 0);
+	assert_int_equal(pf_agg_add(a, 5, PF_UNW_DWARF, f2, 3, 10), 0);
+	assert_int_equal(pf_agg_size(a), 4);
+	pf_agg_get(a, 0, &st);
+	assert_int_equal(st.count, 2);
+	assert_int_equal(st.cpu_ns, 20);
+	assert_int_equal(st.nframes, 3);
+	/* Distinct stacks stop at the cap; known ones still count. */
+	uint64_t f[2] = { 0, 0 };
+	int r = 0;
+	for (uint64_t i = 0; i < PF_MAX_STACKS + 10 && r == 0; i++) {
+		f[1] = i + 100;
+		r = pf_agg_add(a, 9, PF_UNW_DWARF, f, 2, 1);
+	}
+	assert_int_equal(r, -ENOSPC);
+	assert_int_equal(pf_agg_size(a), PF_MAX_STACKS);
+	assert_int_equal(pf_agg_add(a, 5, PF_UNW_DWARF, f1, 3, 10), 0);
+	pf_agg_get(a, 0, &st);
+	assert_int_equal(st.count, 3);
+	pf_agg_free(a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse_sample),
+		cmocka_unit_test(test_ring_wrap),
+		cmocka_unit_test(test_ring_corrupt),
+		cmocka_unit_test(test_fp_chain),
+		cmocka_unit_test(test_agg),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Agentless stack samples: profilingd-perf samples an unmodified program built
+# without frame pointers (spinner.c), so only DWARF CFI can unwind it. The
+# profile must name spin_here as the top function with its callers, carry the
+# pid label the redactor keeps samples by, and say "unwinder=dwarf".
+# Skipped (77) where perf_event_open is not permitted.
+. "$(dirname "$0")/lib.sh"
+
+PERF=$BUILD/runtime/perf/profilingd-perf
+SPIN=$BUILD/tests/integration/spinner
+[ -x "$PERF" ] || fail "no $PERF (is runtime/perf added to the build?)"
+[ -x "$SPIN" ] || fail "no $SPIN"
+[ -r /proc/sys/kernel/perf_event_paranoid ] || skip "kernel without perf events"
+need_go
+
+SPID= SLEEPER=
+trap '[ -n "$SPID" ] && kill "$SPID" 2>/dev/null; [ -n "$SLEEPER" ] && kill "$SLEEPER" 2>/dev/null; cleanup' EXIT
+
+"$SPIN" 10 &
+SPID=$!
+# Sample the spinner, not the shell that forks it: wait for the exec.
+want=$(readlink -f "$SPIN")
+for _ in $(seq 200); do
+	[ "$(readlink "/proc/$SPID/exe" 2>/dev/null)" = "$want" ] && break
+	sleep 0.01
+done
+
+rc=0
+"$PERF" --pid "$SPID" --hz 99 --duration-ms 1000 > "$T/out.pb.gz" 2> "$T/err" || rc=$?
+status=$(tail -n 1 "$T/err")
+if [ "$rc" -eq 70 ]; then
+	case $status in
+	*"not permitted"* | *"perf events unavailable"*) skip "${status#error: }" ;;
+	esac
+fi
+[ "$rc" -eq 0 ] || { cat "$T/err" >&2; fail "profilingd-perf exited $rc: $status"; }
+
+# ok samples=N short=M unwinder=dwarf threads=1
+[[ $status =~ ^ok\ samples=([0-9]+)\ short=([0-9]+)\ unwinder=(dwarf|fp)\ threads=([0-9]+)$ ]] ||
+	fail "status line: '$status'"
+samples=${BASH_REMATCH[1]} short=${BASH_REMATCH[2]} unwinder=${BASH_REMATCH[3]} threads=${BASH_REMATCH[4]}
+[ "$unwinder" = dwarf ] || fail "unwinder $unwinder, expected dwarf: $status"
+[ "$threads" -eq 1 ] || fail "threads=$threads, expected 1: $status"
+# 99 Hz for 1 s of a busy thread; a loaded machine may give it less CPU.
+[ "$samples" -ge 20 ] || fail "only $samples samples: $status"
+[ $((short * 10)) -le "$samples" ] || fail "$short of $samples samples unwound short: $status"
+
+go tool pprof -top "$T/out.pb.gz" > "$T/top.txt" 2>&1 || { cat "$T/top.txt"; fail "go tool pprof cannot read the profile"; }
+top=$(awk '/flat%/ { getline; print $NF; exit }' "$T/top.txt")
+[ "$top" = spin_here ] || { cat "$T/top.txt"; fail "top flat function is '$top', not spin_here"; }
+flat=$(pprof_flat "$T/out.pb.gz" spin_here)
+awk -v f="$flat" 'BEGIN { exit !(f >= 80) }' || { cat "$T/top.txt"; fail "spin_here has only $flat% flat"; }
+
+# Through frames without a frame pointer: spin_here's callers up to main.
+go tool pprof -traces "$T/out.pb.gz" > "$T/traces.txt" 2>&1
+awk '/spin_here$/ { s=1; next } s && /spin_inner$/ { i=1; next } i && /spin_outer$/ { o=1; next }
+	o && /[ \t]main$/ { ok=1; exit } /^-+\+/ { s=i=o=0 } END { exit !ok }' "$T/traces.txt" ||
+	{ head -n 40 "$T/traces.txt"; fail "no spin_here <- spin_inner <- spin_outer <- main stack"; }
+
+go tool pprof -tags "$T/out.pb.gz" > "$T/tags.txt" 2>&1
+awk -v p="$SPID" '/^ *pid:/ { on=1; next } on && /^ *$/ { on=0 } on && $NF == p { ok=1 } END { exit !ok }' \
+	"$T/tags.txt" || { cat "$T/tags.txt"; fail "samples do not carry pid=$SPID"; }
+grep -q "thread_id:" "$T/tags.txt" || fail "no thread_id label"
+grep -q "thread_name:" "$T/tags.txt" || fail "no thread_name label"
+
+# An idle process takes no CPU samples: exit 65, no profile.
+sleep 10 &
+SLEEPER=$!
+rc=0
+"$PERF" --pid "$SLEEPER" --hz 99 --duration-ms 300 > "$T/idle.pb.gz" 2> "$T/err" || rc=$?
+[ "$rc" -eq 65 ] || fail "idle target: exit $rc, expected 65: $(tail -n 1 "$T/err")"
+tail -n 1 "$T/err" | grep -q "^error: nothing sampled" || fail "idle target status: $(tail -n 1 "$T/err")"
+[ ! -s "$T/idle.pb.gz" ] || fail "idle target: a profile was written"
+
+# A process that does not exist: exit 70 with a reason.
+rc=0
+"$PERF" --pid 999999999 --hz 99 --duration-ms 100 > /dev/null 2> "$T/err" || rc=$?
+[ "$rc" -eq 70 ] || fail "missing target: exit $rc, expected 70"
+tail -n 1 "$T/err" | grep -q "^error: " || fail "missing target status: $(tail -n 1 "$T/err")"
+
+pass "agentless capture of a frame-pointer-less program: $status, spin_here ${flat}% flat"
