@@ -42,7 +42,11 @@ extern void *__libc_pvalloc(size_t n);
 
 /* Frames above the app's call site (our wrappers) that the unwinder sees. */
 #define HEAP_SKIP_MAX 6
-/* 2^21 one-byte counters: 2 MiB of address space, untouched pages read as zero. */
+/*
+ * The free() filter: 2^21 bits, one per 16-byte granule of a 32 MiB window
+ * (addr >> 4, unhashed: neighbouring blocks share cache lines, and a heap
+ * smaller than the window cannot alias at all). 256 KiB, so it stays in cache.
+ */
 #define HEAP_FILTER_BITS 21
 #define HEAP_LIVE_MIN_BITS 12
 /* The frame pool holds this many frames per stack on average. */
@@ -91,18 +95,20 @@ struct heap_tables {
 	uint64_t samples, dropped;
 };
 
-typedef _Atomic uint8_t heap_cnt;
+typedef _Atomic uint64_t heap_word;
 typedef void (*heap_oom_cb)(size_t size);
 
 /* gen << 32 | interval; 0 when not sampling. The one load of the hot path. */
 static _Atomic uint64_t heap_ctl;
 /*
- * "Maybe sampled" counters by address hash, read by free() without the
- * lock. Mapped once and never unmapped, so a racing reader is always safe;
- * NULL in heap_filter_on while there are no tables to match against.
+ * "Maybe sampled" bits, read by free() without the lock; a bit is set while
+ * its counter (how many live entries share it, under heap_lock) is not 0.
+ * Mapped once and never unmapped, so a racing reader is always safe;
+ * heap_filter_on is NULL while there are no tables to match against.
  */
-static heap_cnt *heap_filter;
-static _Atomic(heap_cnt *) heap_filter_on;
+static heap_word *heap_bits;
+static uint8_t *heap_counts;
+static _Atomic(heap_word *) heap_filter_on;
 static _Atomic(heap_oom_cb) heap_oom_fn;
 
 static pthread_mutex_t heap_lock = PTHREAD_MUTEX_INITIALIZER;     /* heap_tab */
@@ -139,36 +145,55 @@ static uint64_t heap_stack_hash(const uint64_t *ips, uint32_t n)
 
 /* ---- the filter: writes under heap_lock, reads anywhere */
 
+static inline uint32_t heap_fslot(uintptr_t a)
+{
+	return (uint32_t)(a >> 4) & ((1u << HEAP_FILTER_BITS) - 1);
+}
+
+/* One writer (under heap_lock): a load and a store, no read-modify-write needed. */
+static void heap_bit_set(uint32_t s, bool on)
+{
+	heap_word *w = &heap_bits[s >> 6];
+	uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
+	uint64_t m = 1ull << (s & 63);
+	atomic_store_explicit(w, on ? v | m : v & ~m, memory_order_relaxed);
+}
+
 static void heap_filter_inc(uintptr_t a)
 {
-	heap_cnt *c = &heap_filter[heap_slot(a, HEAP_FILTER_BITS)];
-	uint8_t v = atomic_load_explicit(c, memory_order_relaxed);
+	uint32_t s = heap_fslot(a);
+	if (heap_counts[s] == 0)
+		heap_bit_set(s, true);
 	/* A saturated counter sticks: frees there just take the slow path. */
-	if (v < UINT8_MAX)
-		atomic_store_explicit(c, (uint8_t)(v + 1), memory_order_relaxed);
+	if (heap_counts[s] < UINT8_MAX)
+		heap_counts[s]++;
 }
 
 static void heap_filter_dec(uintptr_t a)
 {
-	heap_cnt *c = &heap_filter[heap_slot(a, HEAP_FILTER_BITS)];
-	uint8_t v = atomic_load_explicit(c, memory_order_relaxed);
-	if (v > 0 && v < UINT8_MAX)
-		atomic_store_explicit(c, (uint8_t)(v - 1), memory_order_relaxed);
+	uint32_t s = heap_fslot(a);
+	if (heap_counts[s] == 0 || heap_counts[s] == UINT8_MAX)
+		return;
+	if (--heap_counts[s] == 0)
+		heap_bit_set(s, false);
 }
 
 static void heap_filter_clear(void)
 {
-	/* Racing readers see old counts or zeroes; either is safe. */
-	if (heap_filter)
-		madvise((void *)heap_filter, (size_t)1 << HEAP_FILTER_BITS, MADV_DONTNEED);
+	/* Racing readers see old bits or zeroes; either is safe. */
+	if (heap_bits) {
+		madvise((void *)heap_bits, (size_t)1 << (HEAP_FILTER_BITS - 3), MADV_DONTNEED);
+		madvise(heap_counts, (size_t)1 << HEAP_FILTER_BITS, MADV_DONTNEED);
+	}
 }
 
 static inline int heap_maybe_live(const void *p)
 {
-	heap_cnt *f = atomic_load_explicit(&heap_filter_on, memory_order_relaxed);
-	return unlikely(f != NULL) &&
-	       atomic_load_explicit(&f[heap_slot((uintptr_t)p, HEAP_FILTER_BITS)],
-				    memory_order_relaxed) != 0;
+	heap_word *f = atomic_load_explicit(&heap_filter_on, memory_order_relaxed);
+	if (likely(f == NULL))
+		return 0;
+	uint32_t s = heap_fslot((uintptr_t)p);
+	return (atomic_load_explicit(&f[s >> 6], memory_order_relaxed) >> (s & 63)) & 1;
 }
 
 /* ---- tables */
@@ -488,6 +513,9 @@ static inline __attribute__((always_inline)) void heap_on_alloc(void *p, size_t 
 
 __attribute__((noinline, cold)) static void heap_untrack(void *p)
 {
+	/* NULL shares its bit with a block 32 MiB-aligned: checked here, off the hot path. */
+	if (!p)
+		return;
 	pthread_mutex_lock(&heap_lock);
 	if (heap_tab.ready) {
 		struct heap_live *e = heap_live_find(&heap_tab, (uintptr_t)p);
@@ -557,7 +585,7 @@ void *HEAP_API(malloc)(size_t n)
 
 void HEAP_API(free)(void *p)
 {
-	if (heap_maybe_live(p) && p)
+	if (unlikely(heap_maybe_live(p)))
 		heap_untrack(p);
 	REAL(free)(p);
 }
@@ -700,7 +728,8 @@ static void heap_fork_child(void)
 
 static void heap_init_once(void)
 {
-	heap_filter = heap_map((size_t)1 << HEAP_FILTER_BITS);
+	heap_bits = heap_map((size_t)1 << (HEAP_FILTER_BITS - 3));
+	heap_counts = heap_map((size_t)1 << HEAP_FILTER_BITS);
 	pthread_atfork(heap_fork_prepare, heap_fork_parent, heap_fork_child);
 	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 }
@@ -731,7 +760,7 @@ int heap_start(uint32_t interval)
 		goto out;
 	}
 	pthread_once(&heap_once, heap_init_once);
-	if (!heap_filter) {
+	if (!heap_bits || !heap_counts) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -743,7 +772,7 @@ int heap_start(uint32_t interval)
 	old = heap_tab;
 	heap_tab = nt;
 	heap_filter_clear();
-	atomic_store(&heap_filter_on, heap_filter);
+	atomic_store(&heap_filter_on, heap_bits);
 	pthread_mutex_unlock(&heap_lock);
 	heap_tables_free(&old);
 	/* libunwind's first use initialises global state: do it here, not in malloc. */

@@ -152,25 +152,40 @@ static int send_result(struct session *s, int error, const char *msg, const char
 			      result_id, s->start_ns, fd);
 }
 
+/* Drop the session's files and helpers; done before the app hears the end,
+ * so that nothing of it is left once the result is out. */
+static void release_files(struct session *s)
+{
+	svc_redact_abort(s->rd);
+	s->rd = NULL;
+	svc_redact_abort(s->ft);
+	s->ft = NULL;
+	if (s->ft_fd >= 0)
+		close(s->ft_fd);
+	s->ft_fd = -1;
+	if (s->ft_path[0])
+		unlink(s->ft_path);
+	s->ft_path[0] = '\0';
+	if (s->raw_fd >= 0)
+		close(s->raw_fd);
+	s->raw_fd = -1;
+	if (s->raw_path[0])
+		unlink(s->raw_path);
+	s->raw_path[0] = '\0';
+	if (s->out_fd >= 0)
+		close(s->out_fd);
+	s->out_fd = -1;
+	if (s->out_path[0])
+		unlink(s->out_path);
+	s->out_path[0] = '\0';
+}
+
 static void session_free(struct session *s)
 {
 	unlink_session(s);
-	svc_redact_abort(s->rd);
-	svc_redact_abort(s->ft);
-	if (s->ft_fd >= 0)
-		close(s->ft_fd);
-	if (s->ft_path[0])
-		unlink(s->ft_path);
+	release_files(s);
 	if (s->timer)
 		event_free(s->timer);
-	if (s->raw_fd >= 0)
-		close(s->raw_fd);
-	if (s->raw_path[0])
-		unlink(s->raw_path);
-	if (s->out_fd >= 0)
-		close(s->out_fd);
-	if (s->out_path[0])
-		unlink(s->out_path);
 	free(s);
 }
 
@@ -180,6 +195,7 @@ static void fail(struct session *s, int error, const char *msg)
 	LOG_I("session %llu (pid %d) failed: %s: %s", (unsigned long long)s->id, (int)s->pid,
 	      prof_strerror(error), msg);
 	svc_db_session_end(s->id, "failed", error, msg, util_now_ns(CLOCK_REALTIME));
+	release_files(s);
 	if (send_result(s, error, msg, NULL, 0, 0, -1) < 0)
 		LOG_D("session %llu: app not connected for its failure result",
 		      (unsigned long long)s->id);
@@ -456,6 +472,7 @@ static void redact_done(void *ud, int code, const char *rmsg)
 			      end_ns, &result_id) < 0)
 		LOG_E("session %llu: result %s not indexed", (unsigned long long)s->id, path);
 	svc_db_session_end(s->id, "done", 0, NULL, end_ns);
+	release_files(s);
 
 	struct svc_conn *c = result_peer(s);
 	r = c ? deliver_to(c, s->id, s->type, s->tag, path, (uint64_t)st.st_size, result_id,
