@@ -54,8 +54,9 @@ for i in $(seq "$ROUNDS"); do
 	pfcpu+=("$(cpu_s "$T/a.time")")
 
 	demo "$T/p.txt"; DP=$!; sleep "$settle"
-	{ time perf record -q -F 100 -g -p "$DP" -o "$T/perf.data" -- sleep "$(awk -v m="$sample_ms" 'BEGIN { print m / 1000 }')" \
-		> /dev/null 2>&1; } 2> "$T/p.time"
+	# perf record stops cleanly on SIGINT (with "-- sleep" it records nothing on -p).
+	{ time timeout -s INT "$(awk -v m="$sample_ms" 'BEGIN { print m / 1000 }')" \
+		perf record -q -F 100 -g -p "$DP" -o "$T/perf.data" > /dev/null 2>&1 || true; } 2> "$T/p.time"
 	wait "$DP"
 	pef+=("$(rate "$T/p.txt")")
 	peh+=("$(perf_self "$T/perf.data" hot_function)")

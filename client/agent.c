@@ -123,6 +123,9 @@ static int agent_wait(int sock, const Pd__CaptureRequest *cr, uint32_t dur, void
 			}
 			int cancelled = m->msg_case == PD__DAEMON_TO_RUNTIME__MSG_CANCEL &&
 					m->cancel->session_id == cr->session_id;
+			/* Stop: finish now with what was collected (fully drawn). */
+			int stopped = m->msg_case == PD__DAEMON_TO_RUNTIME__MSG_STOP &&
+				      m->stop->session_id == cr->session_id;
 			if (m->msg_case == PD__DAEMON_TO_RUNTIME__MSG_CAPTURE)
 				agent_done_msg(sock, m->capture->session_id,
 					       PROF_E_PROFILING_IN_PROGRESS,
@@ -134,6 +137,8 @@ static int agent_wait(int sock, const Pd__CaptureRequest *cr, uint32_t dur, void
 				agent_done_msg(sock, cr->session_id, PROF_E_CANCELLED, "cancelled", 0, NULL);
 				return 1;
 			}
+			if (stopped)
+				return 0;
 		}
 		if (tick)
 			tick();
@@ -154,8 +159,9 @@ static int agent_stack(int sock, const Pd__CaptureRequest *cr, int out_fd, uint3
 	uint64_t bytes = 0;
 	int r;
 
+	bool wall = p && p->has_clock && p->clock == 1;
 	int64_t start_ns = (int64_t)util_now_ns(CLOCK_REALTIME);
-	if ((r = smp_start(hz)) < 0)
+	if ((r = smp_start(hz, wall)) < 0)
 		return agent_done_msg(sock, cr->session_id, PROF_E_EXECUTING,
 				      strerror(-r), 0, NULL);
 	LOG_D("session %llu: sampling at %u Hz for %u ms",

@@ -2,6 +2,7 @@
 #include "profiling/profiling.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -50,6 +51,9 @@ struct prof_client {
 	prof_result_cb listener;
 	void *listener_ud;
 };
+
+/* The client the global app signals go through: the latest connected. */
+static _Atomic int signal_fd = -1;
 
 static void prof_log_setup(void)
 {
@@ -216,6 +220,7 @@ prof_client *prof_connect(const char *socket_path, int *err)
 			LOG_D("runtime agent not started: %s", strerror(-r));
 	}
 	pd__daemon_msg__free_unpacked(w, NULL);
+	atomic_store(&signal_fd, c->sock);
 	*err = 0;
 	return c;
 fail:
@@ -229,6 +234,8 @@ void prof_close(prof_client *c)
 {
 	if (!c)
 		return;
+	int fd = c->sock;
+	atomic_compare_exchange_strong(&signal_fd, &fd, -1);
 	for (unsigned i = 0; i < c->nparked; i++) {
 		pd__daemon_msg__free_unpacked(c->parked[i].msg, NULL);
 		if (c->parked[i].fd >= 0)
@@ -266,6 +273,7 @@ static int prof_deliver(prof_client *c, Pd__DaemonMsg *m, int fd)
 		.start_ns = pr->start_ns,
 		.end_ns = pr->end_ns,
 		.format = pr->format ? pr->format : "",
+		.note = pr->note ? pr->note : "",
 	};
 	for (unsigned i = 0; i < PROF_MAX_PENDING; i++) {
 		struct prof_pending *p = &c->pending[i];
@@ -327,6 +335,46 @@ int prof_dispatch(prof_client *c, int timeout_ms)
 	return ran ? ran : -PROF_E_UNKNOWN;
 }
 
+/*
+ * Send m and wait for the RequestReply with token. Returns the reply's
+ * error (0 or a positive PROF_E_*), PROF_E_UNKNOWN on a lost connection.
+ */
+static int prof_call(prof_client *c, Pd__ClientMsg *m, uint64_t token, uint64_t *id)
+{
+	int r;
+	if ((r = prof_send(c, m)) < 0) {
+		LOG_D("send: %s", strerror(-r));
+		return PROF_E_UNKNOWN;
+	}
+	Pd__DaemonMsg *rep = prof_wait(c, PD__DAEMON_MSG__MSG_REPLY, token, &r);
+	if (!rep) {
+		LOG_D("no reply: %s", strerror(-r));
+		return PROF_E_UNKNOWN;
+	}
+	int e = (int)rep->reply->error;
+	if (id)
+		*id = rep->reply->request_id;
+	if (e)
+		LOG_D("refused: %s (%s)", prof_strerror(e),
+		      rep->reply->message ? rep->reply->message : "");
+	pd__daemon_msg__free_unpacked(rep, NULL);
+	return e;
+}
+
+static void fill_params(Pd__Params *pp, const struct prof_params *params)
+{
+	pp->has_duration_ms = params->duration_ms != 0;
+	pp->duration_ms = params->duration_ms;
+	pp->has_frequency_hz = params->frequency_hz != 0;
+	pp->frequency_hz = params->frequency_hz;
+	pp->has_sampling_interval_bytes = params->sampling_interval_bytes != 0;
+	pp->sampling_interval_bytes = params->sampling_interval_bytes;
+	pp->has_buffer_kb = params->buffer_kb != 0;
+	pp->buffer_kb = params->buffer_kb;
+	pp->has_clock = params->clock != 0;
+	pp->clock = params->clock;
+}
+
 int prof_request(prof_client *c, enum prof_type type, const struct prof_params *params,
 		 const char *tag, prof_result_cb cb, void *ud, uint64_t *request_id)
 {
@@ -334,7 +382,6 @@ int prof_request(prof_client *c, enum prof_type type, const struct prof_params *
 	Pd__Request rq = PD__REQUEST__INIT;
 	Pd__Params pp = PD__PARAMS__INIT;
 	struct prof_pending *slot = NULL;
-	int r;
 
 	if (!c)
 		return -PROF_E_INVALID_REQUEST;
@@ -350,14 +397,7 @@ int prof_request(prof_client *c, enum prof_type type, const struct prof_params *
 	rq.token = c->next_token++;
 	rq.type = (uint32_t)type;
 	if (params) {
-		pp.has_duration_ms = params->duration_ms != 0;
-		pp.duration_ms = params->duration_ms;
-		pp.has_frequency_hz = params->frequency_hz != 0;
-		pp.frequency_hz = params->frequency_hz;
-		pp.has_sampling_interval_bytes = params->sampling_interval_bytes != 0;
-		pp.sampling_interval_bytes = params->sampling_interval_bytes;
-		pp.has_buffer_kb = params->buffer_kb != 0;
-		pp.buffer_kb = params->buffer_kb;
+		fill_params(&pp, params);
 		rq.params = &pp;
 		rq.has_target_pid = params->target_pid != 0;
 		rq.target_pid = params->target_pid;
@@ -365,21 +405,8 @@ int prof_request(prof_client *c, enum prof_type type, const struct prof_params *
 	rq.tag = (char *)tag;
 	m.msg_case = PD__CLIENT_MSG__MSG_REQUEST;
 	m.request = &rq;
-	if ((r = prof_send(c, &m)) < 0) {
-		LOG_D("send: %s", strerror(-r));
-		return -PROF_E_UNKNOWN;
-	}
-	Pd__DaemonMsg *rep = prof_wait(c, PD__DAEMON_MSG__MSG_REPLY, rq.token, &r);
-	if (!rep) {
-		LOG_D("no reply: %s", strerror(-r));
-		return -PROF_E_UNKNOWN;
-	}
-	int e = (int)rep->reply->error;
-	uint64_t id = rep->reply->request_id;
-	if (e)
-		LOG_D("refused: %s (%s)", prof_strerror(e),
-		      rep->reply->message ? rep->reply->message : "");
-	pd__daemon_msg__free_unpacked(rep, NULL);
+	uint64_t id = 0;
+	int e = prof_call(c, &m, rq.token, &id);
 	if (request_id)
 		*request_id = id; /* a refusal has an id too: the listener's copy carries it */
 	if (e)
@@ -419,4 +446,96 @@ int prof_set_result_listener(prof_client *c, prof_result_cb cb, void *ud)
 	m.msg_case = PD__CLIENT_MSG__MSG_SET_LISTENER;
 	m.set_listener = &sl;
 	return prof_send(c, &m) < 0 ? -PROF_E_UNKNOWN : 0;
+}
+
+int prof_add_trigger(prof_client *c, const struct prof_trigger *t)
+{
+	Pd__ClientMsg m = PD__CLIENT_MSG__INIT;
+	Pd__AddTrigger at = PD__ADD_TRIGGER__INIT;
+	Pd__Trigger tr = PD__TRIGGER__INIT;
+	Pd__Params pp = PD__PARAMS__INIT;
+
+	if (!c || !t)
+		return -PROF_E_INVALID_REQUEST;
+	tr.type = (uint32_t)t->type;
+#define OPT(f) do { tr.has_##f = t->f != 0; tr.f = t->f; } while (0)
+	tr.has_capture = t->capture != 0;
+	tr.capture = (uint32_t)t->capture;
+	OPT(rate_limit_period_s);
+	OPT(cpu_percent);
+	OPT(cpu_window_ms);
+	OPT(memory_bytes);
+	OPT(memory_percent);
+	OPT(hang_timeout_ms);
+	OPT(timeout_ms);
+	OPT(psi_stall_us);
+	OPT(psi_window_ms);
+#undef OPT
+	tr.has_psi_resource = 1;
+	tr.psi_resource = (uint32_t)t->psi_resource;
+	fill_params(&pp, &t->params);
+	tr.params = &pp;
+	at.token = c->next_token++;
+	at.trigger = &tr;
+	m.msg_case = PD__CLIENT_MSG__MSG_ADD_TRIGGER;
+	m.add_trigger = &at;
+	return -prof_call(c, &m, at.token, NULL);
+}
+
+static int prof_remove(prof_client *c, uint32_t type, bool all)
+{
+	Pd__ClientMsg m = PD__CLIENT_MSG__INIT;
+	Pd__RemoveTrigger rt = PD__REMOVE_TRIGGER__INIT;
+	if (!c)
+		return -PROF_E_INVALID_REQUEST;
+	rt.token = c->next_token++;
+	rt.has_type = !all;
+	rt.type = type;
+	m.msg_case = PD__CLIENT_MSG__MSG_REMOVE_TRIGGER;
+	m.remove_trigger = &rt;
+	return -prof_call(c, &m, rt.token, NULL);
+}
+
+int prof_remove_trigger(prof_client *c, enum prof_trigger_type type)
+{
+	return prof_remove(c, (uint32_t)type, false);
+}
+
+int prof_clear_triggers(prof_client *c)
+{
+	return prof_remove(c, 0, true);
+}
+
+/* Fire and forget from any thread: one packet, never blocking. */
+static void prof_signal(uint32_t kind, const char *name)
+{
+	Pd__ClientMsg m = PD__CLIENT_MSG__INIT;
+	Pd__AppSignal sg = PD__APP_SIGNAL__INIT;
+	char buf[WIRE_MAX_TAG + 1];
+	int fd = atomic_load(&signal_fd);
+	if (fd < 0)
+		return;
+	sg.kind = kind;
+	if (name) {
+		util_strlcpy(buf, name, sizeof(buf));
+		sg.name = buf;
+	}
+	m.msg_case = PD__CLIENT_MSG__MSG_SIGNAL;
+	m.signal = &sg;
+	wire_send_msg(fd, &m.base, WIRE_CLIENT_MAX_MSG, -1);
+}
+
+void prof_report_fully_drawn(void)
+{
+	prof_signal(1, NULL);
+}
+
+void prof_report_anomaly(const char *name)
+{
+	prof_signal(2, name ? name : "");
+}
+
+void prof_heartbeat(void)
+{
+	prof_signal(3, NULL);
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -873,6 +874,18 @@ void heap_get_totals(struct heap_totals *out)
 
 /* ---- pprof */
 
+static int heap_mapping(struct pp_builder *b, struct sym_ctx *sym, uint64_t *mapids,
+			int module, bool has_lines)
+{
+	struct sym_module m;
+
+	if (mapids[module])
+		return 0;
+	sym_module_get(sym, module, &m);
+	return pp_add_mapping(b, m.start, m.limit, 0, m.file, m.build_id, true, has_lines,
+			      &mapids[module]);
+}
+
 /* Map a pc to a pprof location, symbolising it on first sight. */
 static int heap_location(struct pp_builder *b, struct sym_ctx *sym, uint64_t *mapids,
 			 uint64_t pc, uint64_t *loc)
@@ -884,14 +897,8 @@ static int heap_location(struct pp_builder *b, struct sym_ctx *sym, uint64_t *ma
 
 	sym_lookup(sym, pc, &f);
 	if (f.module >= 0) {
-		if (!mapids[f.module]) {
-			struct sym_module m;
-			sym_module_get(sym, f.module, &m);
-			r = pp_add_mapping(b, m.start, m.limit, 0, m.file, m.build_id, true,
-					   f.file != NULL, &mapids[f.module]);
-			if (r)
-				return r;
-		}
+		if ((r = heap_mapping(b, sym, mapids, f.module, f.file != NULL)) < 0)
+			return r;
 		mid = mapids[f.module];
 	}
 	if (!f.function) {
@@ -931,6 +938,11 @@ static int heap_emit(const struct heap_tables *t, int fd, int64_t start_ns, int6
 	mapids = calloc((size_t)sym_module_count(sym) + 1, sizeof(*mapids));
 	r = -ENOMEM;
 	if (!mapids)
+		goto out;
+	/* pprof takes the first mapping for the main binary: the executable's goes first. */
+	struct sym_frame exe;
+	sym_lookup(sym, getauxval(AT_PHDR), &exe);
+	if (exe.module >= 0 && (r = heap_mapping(b, sym, mapids, exe.module, true)) < 0)
 		goto out;
 
 	int64_t pid = getpid();

@@ -54,6 +54,7 @@ static struct smp_thread *threads;
 static uint32_t nthreads, threads_skipped;
 static pid_t self_tid;
 static uint64_t interval_ns;
+static bool wall_clock;
 static struct sigaction old_action;
 
 static pid_t smp_gettid(void)
@@ -150,7 +151,7 @@ static int smp_arm(pid_t tid)
 	sev.sigev_notify = SIGEV_THREAD_ID;
 	sev.sigev_signo = SMP_SIGNAL;
 	sev.sigev_notify_thread_id = tid;
-	if (timer_create(smp_thread_clock(tid), &sev, &t->timer) < 0)
+	if (timer_create(wall_clock ? CLOCK_MONOTONIC : smp_thread_clock(tid), &sev, &t->timer) < 0)
 		return -errno; /* the thread exited meanwhile */
 	its.it_interval.tv_sec = (time_t)(interval_ns / 1000000000ull);
 	its.it_interval.tv_nsec = (long)(interval_ns % 1000000000ull);
@@ -193,7 +194,7 @@ static void smp_free_buffers(void)
 	nthreads = 0;
 }
 
-int smp_start(uint32_t hz)
+int smp_start(uint32_t hz, bool wall)
 {
 	struct sigaction sa;
 
@@ -202,6 +203,7 @@ int smp_start(uint32_t hz)
 	if (hz == 0 || hz > 10000)
 		return -EINVAL;
 	interval_ns = 1000000000ull / hz;
+	wall_clock = wall;
 	/* MAP_NORESERVE: only the pages that samples touch are committed. */
 	recs = mmap(NULL, SMP_MAX_RECORDS * sizeof(*recs), PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -386,13 +388,15 @@ int smp_write_pprof(int fd, int64_t start_ns, int64_t duration_ns,
 
 	if ((r = pp_new(&b)) < 0)
 		goto out;
+	const char *kind = wall_clock ? "wall" : "cpu";
 	if ((r = pp_add_sample_type(b, "samples", "count")) < 0 ||
-	    (r = pp_add_sample_type(b, "cpu", "nanoseconds")) < 0 ||
-	    (r = pp_set_period(b, "cpu", "nanoseconds", (int64_t)interval_ns)) < 0 ||
-	    (r = pp_set_default_sample_type(b, "cpu")) < 0)
+	    (r = pp_add_sample_type(b, kind, "nanoseconds")) < 0 ||
+	    (r = pp_set_period(b, kind, "nanoseconds", (int64_t)interval_ns)) < 0 ||
+	    (r = pp_set_default_sample_type(b, kind)) < 0)
 		goto out;
 	pp_set_time(b, start_ns, duration_ns);
-	pp_add_comment(b, "profilingd native agent: per-thread CPU timers, libunwind");
+	pp_add_comment(b, wall_clock ? "profilingd native agent: per-thread wall-clock timers, libunwind"
+				     : "profilingd native agent: per-thread CPU timers, libunwind");
 	if ((r = sym_open(getpid(), &sym)) < 0)
 		goto out;
 

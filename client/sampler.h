@@ -12,6 +12,7 @@
 #ifndef PD_SAMPLER_H
 #define PD_SAMPLER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define SMP_MAX_FRAMES  64
@@ -25,8 +26,13 @@ struct smp_stats {
 	uint32_t threads_skipped;
 };
 
-/* Arm timers at hz for all current threads except the calling one. */
-int smp_start(uint32_t hz);
+/*
+ * Arm timers at hz for all current threads except the calling one: on each
+ * thread's CPU clock, or with wall on CLOCK_MONOTONIC, so that blocked
+ * threads are sampled too (hangs). A wall-clock signal interrupts a
+ * blocking call; SA_RESTART restarts most, but sleeps return EINTR early.
+ */
+int smp_start(uint32_t hz, bool wall);
 /* Arm timers for threads that appeared since; cheap, call every ~100 ms. */
 int smp_rescan(void);
 /* Disarm, wait for handlers in flight, restore the old SIGPROF action. */

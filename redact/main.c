@@ -127,14 +127,10 @@ int main(int argc, char **argv)
 	int (*fn)(int, int, const struct rdc_policy *, struct rdc_stats *) = NULL;
 	if (format && !strcmp(format, "pprof"))
 		fn = rdc_pprof;
-#ifndef PD_NO_PERFETTO
 	else if (format && !strcmp(format, "perfetto"))
 		fn = rdc_perfetto;
-#endif
-#ifndef PD_NO_HPROF
 	else if (format && !strcmp(format, "hprof"))
 		fn = rdc_hprof;
-#endif
 	if (!fn || npids == 0 || optind != argc)
 		goto bad;
 	if ((getuid() == 0 || geteuid() == 0) && !allow_root) {

@@ -172,7 +172,7 @@ int main(int argc, char **argv)
 	if ((r = svc_db_recover()) > 0)
 		LOG_N("%d capture(s) were cut short by the previous run and are marked failed", r);
 	if (svc_admit_init(&cfg) < 0 || svc_redact_init(base, &cfg) < 0 ||
-	    svc_session_init(base, &cfg) < 0 ||
+	    svc_session_init(base, &cfg) < 0 || svc_trigger_init(base, &cfg) < 0 ||
 	    svc_conn_init(base, &cfg) < 0)
 		goto out;
 	ev_term = evsignal_new(base, SIGTERM, on_signal, base);
@@ -189,6 +189,7 @@ int main(int argc, char **argv)
 out:
 	svc_session_fini();
 	svc_conn_fini();
+	svc_trigger_fini();
 	svc_redact_fini();
 	svc_admit_fini();
 	svc_db_fini();

@@ -84,7 +84,7 @@ int svc_config_finish(struct svc_config *cfg);
 
 /* -------------------------------------------------------------- svc_db.c */
 
-#define SVC_DB_SCHEMA_VERSION 3
+#define SVC_DB_SCHEMA_VERSION 4
 
 int svc_db_init(const char *path);
 void svc_db_fini(void);
@@ -110,7 +110,7 @@ int svc_db_result_delivered(uint64_t result_id, const char *app);
 
 struct svc_db_result {
 	uint64_t id, session_id, size, start_ns;
-	uint32_t type;
+	uint32_t type, trigger;
 	char path[SVC_PATH_MAX];
 	char tag[72];
 };
@@ -124,6 +124,14 @@ int svc_db_result_delete(uint64_t result_id);
 int svc_db_expired(uint64_t before_ns, svc_db_result_fn fn, void *ud);
 /* For each app over max_app_bytes, its oldest results until it would fit. */
 int svc_db_over_quota(uint64_t max_app_bytes, svc_db_result_fn fn, void *ud);
+/* Registered triggers, one row per (app, type); spec is a packed pd.Trigger. */
+int svc_db_trigger_put(const char *app, uint32_t type, uid_t uid, gid_t gid, const char *exe,
+		       const void *spec, size_t len);
+/* type < 0: all of app's. */
+int svc_db_trigger_del(const char *app, int type);
+typedef void (*svc_db_trigger_fn)(const char *app, uint32_t type, uid_t uid, gid_t gid,
+				  const char *exe, const void *spec, size_t len, void *ud);
+int svc_db_trigger_load(svc_db_trigger_fn fn, void *ud);
 
 /* ----------------------------------------------------------- svc_proto.c */
 
@@ -179,6 +187,10 @@ int svc_admit_disk_check(const char *app, char *why, size_t n);
 int svc_admit_charge(const char *app, uint32_t type, bool system, char *why, size_t n);
 /* Reserve quota for a new result of size bytes; refused if it would not fit. */
 int svc_admit_result_reserve(const char *app, uint64_t size, char *why, size_t n);
+/* A trigger's cooldown, checked before its costs; then recorded once fired. */
+int svc_admit_cooldown_check(const char *app, uint32_t trigger, uint32_t period_s, char *why,
+			     size_t n);
+void svc_admit_cooldown_record(const char *app, uint32_t trigger);
 /* Stored results changed outside admission (retention): recount. */
 int svc_admit_recount(void);
 /* Fill usage for status and tests. */
@@ -208,6 +220,25 @@ int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_
 /* Kill a running helper (redactor or ftrace); its cb does not run. */
 void svc_redact_abort(struct svc_redact *h);
 
+/* --------------------------------------------------------- svc_trigger.c */
+
+int svc_trigger_init(struct event_base *base, const struct svc_config *cfg);
+void svc_trigger_fini(void);
+/* An app registers (or replaces) a trigger. 0 or a positive PROF_E_*. */
+int svc_trigger_add(struct svc_conn *c, const Pd__Trigger *t, char *why, size_t n);
+/* type < 0: all of the app's. */
+int svc_trigger_remove(struct svc_conn *c, int type);
+void svc_trigger_signal(struct svc_conn *c, const Pd__AppSignal *sg);
+/* A client of an app connected / went away: its pid is watched or not. */
+void svc_trigger_client_up(struct svc_conn *c);
+void svc_trigger_client_down(struct svc_conn *c);
+/* The runtime reported an event (an allocation failure). */
+void svc_trigger_runtime_event(struct svc_conn *rt, const Pd__RuntimeEvent *ev);
+/* A trigger's session ended. */
+void svc_trigger_session_end(const char *app, uint32_t trigger, uint64_t session_id);
+/* One line per watcher: what runs and what fell back (status, logs). */
+void svc_trigger_status(void (*fn)(const char *name, const char *status, void *ud), void *ud);
+
 /* --------------------------------------------------------- svc_session.c */
 
 /* Capability bits a runtime announces in its hello. */
@@ -225,6 +256,16 @@ void svc_session_fini(void);
 int svc_session_request(struct svc_conn *client, const Pd__Request *rq,
 			uint64_t *id, const char **why);
 int svc_session_cancel(struct svc_conn *client, uint64_t id);
+/*
+ * A trigger's capture of pid for app (a system capture), results to the
+ * app's listener. wait_ms: how long to wait for its runtime's hello.
+ * 0 or a positive PROF_E_* with msg.
+ */
+int svc_session_trigger(pid_t pid, uid_t uid, gid_t gid, const char *app, uint32_t type,
+			const Pd__Params *params, uint32_t trigger, const char *tag,
+			uint32_t wait_ms, uint64_t *id, char *msg, size_t n);
+/* End pid's running capture of trigger early (fully drawn). */
+int svc_session_stop(pid_t pid, uint32_t trigger);
 /* After the refusal's reply: give the app's result listener its copy. */
 void svc_session_refused(struct svc_conn *client, uint64_t id, const Pd__Request *rq,
 			 int error, const char *why);

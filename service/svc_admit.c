@@ -135,3 +135,21 @@ int svc_admit_usage(const char *app, struct rl_usage out[RL_NWIN])
 {
 	return rl_usage(rl, app, now_ms(), out);
 }
+
+int svc_admit_cooldown_check(const char *app, uint32_t trigger, uint32_t period_s, char *why,
+			     size_t n)
+{
+	int r = rl_trigger_check(rl, app, (int)trigger, period_s, now_ms());
+	if (r == -PROF_E_TRIGGER_COOLDOWN)
+		util_fmt(why, n, "inside its rate_limit_period_s of %u s", period_s);
+	else if (r)
+		return rl_error(r, app, why, n);
+	return -r;
+}
+
+void svc_admit_cooldown_record(const char *app, uint32_t trigger)
+{
+	int r = rl_trigger_record(rl, app, (int)trigger, now_ms());
+	if (r < 0)
+		LOG_W("cooldown of %s not recorded: %s", app, strerror(-r));
+}

@@ -202,6 +202,8 @@ static void conn_free(struct svc_conn *c)
 		return;
 	if (c->role == SVC_ROLE_RUNTIME && c->hello)
 		svc_session_runtime_down(c);
+	if (c->role == SVC_ROLE_CLIENT && c->hello)
+		svc_trigger_client_down(c);
 	conn_unlink(c);
 	if (c->role == SVC_ROLE_CLIENT)
 		nclients--;
@@ -261,6 +263,7 @@ static int client_hello(struct svc_conn *c, const Pd__ClientMsg *m)
 	w.max_message_bytes = WIRE_CLIENT_MAX_MSG;
 	out.msg_case = PD__DAEMON_MSG__MSG_WELCOME;
 	out.welcome = &w;
+	svc_trigger_client_up(c);
 	return svc_conn_send(c, &out.base, -1);
 }
 
@@ -301,6 +304,38 @@ static int client_set_listener(struct svc_conn *c, const Pd__ClientMsg *m)
 	return 0;
 }
 
+static int reply(struct svc_conn *c, uint64_t token, int error, const char *why)
+{
+	Pd__DaemonMsg out = PD__DAEMON_MSG__INIT;
+	Pd__RequestReply rep = PD__REQUEST_REPLY__INIT;
+	rep.token = token;
+	rep.error = (uint32_t)error;
+	rep.message = (char *)why;
+	out.msg_case = PD__DAEMON_MSG__MSG_REPLY;
+	out.reply = &rep;
+	return svc_conn_send(c, &out.base, -1);
+}
+
+static int client_add_trigger(struct svc_conn *c, const Pd__ClientMsg *m)
+{
+	char why[160] = "";
+	int e = svc_trigger_add(c, m->add_trigger->trigger, why, sizeof(why));
+	return reply(c, m->add_trigger->token, e, e ? why : NULL);
+}
+
+static int client_remove_trigger(struct svc_conn *c, const Pd__ClientMsg *m)
+{
+	const Pd__RemoveTrigger *rt = m->remove_trigger;
+	int e = svc_trigger_remove(c, rt->has_type ? (int)rt->type : -1) < 0 ? PROF_E_UNKNOWN : 0;
+	return reply(c, rt->token, e, NULL);
+}
+
+static int client_signal(struct svc_conn *c, const Pd__ClientMsg *m)
+{
+	svc_trigger_signal(c, m->signal);
+	return 0;
+}
+
 static int client_ack(struct svc_conn *c, const Pd__ClientMsg *m)
 {
 	svc_session_ack(c, m->ack->result_id);
@@ -317,6 +352,9 @@ static const struct {
 	{ PD__CLIENT_MSG__MSG_CANCEL, true, client_cancel },
 	{ PD__CLIENT_MSG__MSG_SET_LISTENER, true, client_set_listener },
 	{ PD__CLIENT_MSG__MSG_ACK, true, client_ack },
+	{ PD__CLIENT_MSG__MSG_ADD_TRIGGER, true, client_add_trigger },
+	{ PD__CLIENT_MSG__MSG_REMOVE_TRIGGER, true, client_remove_trigger },
+	{ PD__CLIENT_MSG__MSG_SIGNAL, true, client_signal },
 };
 
 static int client_dispatch(struct svc_conn *c, const uint8_t *buf, size_t len)
@@ -400,6 +438,12 @@ static int runtime_done(struct svc_conn *c, const Pd__RuntimeMsg *m)
 	return svc_session_capture_done(c, m->done);
 }
 
+static int runtime_event(struct svc_conn *c, const Pd__RuntimeMsg *m)
+{
+	svc_trigger_runtime_event(c, m->event);
+	return 0;
+}
+
 static const struct {
 	Pd__RuntimeMsg__MsgCase which;
 	bool needs_hello;
@@ -407,6 +451,7 @@ static const struct {
 } runtime_table[] = {
 	{ PD__RUNTIME_MSG__MSG_HELLO, false, runtime_hello },
 	{ PD__RUNTIME_MSG__MSG_DONE, true, runtime_done },
+	{ PD__RUNTIME_MSG__MSG_EVENT, true, runtime_event },
 };
 
 static int runtime_dispatch(struct svc_conn *c, const uint8_t *buf, size_t len)

@@ -61,6 +61,10 @@ static const char *const migrations[] = {
 	/* 3: request ids are handed out in blocks (svc_db_alloc_id). */
 	("CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
 	"INSERT INTO meta VALUES('id_limit', (SELECT COALESCE(MAX(id), 0) + 1 FROM sessions));"),
+	/* 4: registered triggers; spec is the packed pd.Trigger. */
+	("CREATE TABLE triggers (app TEXT NOT NULL, type INTEGER NOT NULL,"
+	" uid INTEGER NOT NULL, gid INTEGER NOT NULL, exe TEXT NOT NULL, spec BLOB NOT NULL,"
+	" PRIMARY KEY (app, type));"),
 };
 
 /*
@@ -298,7 +302,7 @@ int svc_db_pending(const char *app, uint32_t max_attempts, uint64_t min_end_ns, 
 		   svc_db_result_fn fn, void *ud)
 {
 	sqlite3_stmt *st = stmt(ST_PENDING, "SELECT r.id, r.session_id, r.type, r.path, r.size,"
-				" r.start_ns, COALESCE(s.tag, '') FROM results r"
+				" r.start_ns, COALESCE(s.tag, ''), r.trigger FROM results r"
 				" LEFT JOIN sessions s ON s.id = r.session_id"
 				" WHERE r.app=? AND r.delivered=0 AND r.attempts<? AND r.end_ns>=?"
 				" ORDER BY r.id LIMIT ?");
@@ -320,6 +324,7 @@ int svc_db_pending(const char *app, uint32_t max_attempts, uint64_t min_end_ns, 
 		r->size = (uint64_t)sqlite3_column_int64(st, 4);
 		r->start_ns = (uint64_t)sqlite3_column_int64(st, 5);
 		util_strlcpy(r->tag, (const char *)sqlite3_column_text(st, 6), sizeof(r->tag));
+		r->trigger = (uint32_t)sqlite3_column_int(st, 7);
 		n++;
 	}
 	sqlite3_reset(st);
@@ -410,4 +415,55 @@ int svc_db_result_bytes(const char *app, uint64_t *bytes)
 		return db_sum(ST_BYTES_APP, "SELECT COALESCE(SUM(size),0) FROM results WHERE app=?",
 			      app, bytes);
 	return db_sum(ST_BYTES_ALL, "SELECT COALESCE(SUM(size),0) FROM results", NULL, bytes);
+}
+
+int svc_db_trigger_put(const char *app, uint32_t type, uid_t uid, gid_t gid, const char *exe,
+		       const void *spec, size_t len)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO triggers VALUES(?,?,?,?,?,?)", -1, &st,
+			       NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_text(st, 1, app, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 2, type);
+	sqlite3_bind_int64(st, 3, uid);
+	sqlite3_bind_int64(st, 4, gid);
+	sqlite3_bind_text(st, 5, exe, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_blob(st, 6, spec, (int)len, SQLITE_TRANSIENT);
+	int rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int svc_db_trigger_del(const char *app, int type)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(db, type < 0 ? "DELETE FROM triggers WHERE app=?1"
+			       : "DELETE FROM triggers WHERE app=?1 AND type=?2", -1, &st,
+			       NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_text(st, 1, app, -1, SQLITE_TRANSIENT);
+	if (type >= 0)
+		sqlite3_bind_int64(st, 2, type);
+	int rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int svc_db_trigger_load(svc_db_trigger_fn fn, void *ud)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(db, "SELECT app, type, uid, gid, exe, spec FROM triggers", -1, &st,
+			       NULL) != SQLITE_OK)
+		return -EIO;
+	int rc, n = 0;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		fn((const char *)sqlite3_column_text(st, 0), (uint32_t)sqlite3_column_int(st, 1),
+		   (uid_t)sqlite3_column_int64(st, 2), (gid_t)sqlite3_column_int64(st, 3),
+		   (const char *)sqlite3_column_text(st, 4), sqlite3_column_blob(st, 5),
+		   (size_t)sqlite3_column_bytes(st, 5), ud);
+		n++;
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? n : -EIO;
 }

@@ -46,6 +46,12 @@ Pd__ClientMsg *svc_decode_client(const uint8_t *buf, size_t len, const char **wh
 	case PD__CLIENT_MSG__MSG_CANCEL:
 	case PD__CLIENT_MSG__MSG_SET_LISTENER:
 	case PD__CLIENT_MSG__MSG_ACK:
+	case PD__CLIENT_MSG__MSG_ADD_TRIGGER:
+	case PD__CLIENT_MSG__MSG_REMOVE_TRIGGER:
+		break;
+	case PD__CLIENT_MSG__MSG_SIGNAL:
+		if (!str_ok(m->signal->name, WIRE_MAX_TAG))
+			*why = "signal name too long";
 		break;
 	default:
 		*why = "no message set";
@@ -87,6 +93,8 @@ Pd__RuntimeMsg *svc_decode_runtime(const uint8_t *buf, size_t len, const char **
 		if (!str_ok(m->done->message, WIRE_MAX_STR) ||
 		    !str_ok(m->done->format, MAX_CAP_NAME))
 			*why = "message or format too long";
+		break;
+	case PD__RUNTIME_MSG__MSG_EVENT:
 		break;
 	default:
 		*why = "no message set";

@@ -37,7 +37,8 @@ struct session {
 	gid_t gid;
 	pid_t pid;
 	uint32_t type;
-	uint32_t duration_ms, hz;
+	uint32_t duration_ms, hz, clock;
+	uint32_t trigger;                /* PROF_TRIGGER_*, 0 for a direct request */
 	char tag[WIRE_MAX_TAG + 1];
 	char app[RL_APP_MAX];
 	uint64_t client_id;
@@ -55,6 +56,7 @@ struct session {
 	char ft_path[SVC_PATH_MAX + 32];
 	bool ft_running, capture_done;
 	uint32_t buffer_kb;
+	uint32_t wait_ms;                /* for a runtime to say hello */
 	struct event *timer;
 	uint64_t start_ns;
 	struct session *next;
@@ -112,9 +114,9 @@ static struct svc_conn *result_peer(const struct session *s)
 	return c ? c : svc_conn_listener_for(s->uid);
 }
 
-static int send_result_to(struct svc_conn *c, uint64_t id, uint32_t type, const char *tag,
-			  int error, const char *msg, const char *path, uint64_t size,
-			  uint64_t result_id, uint64_t start_ns, int fd)
+static int send_result_to(struct svc_conn *c, uint64_t id, uint32_t type, uint32_t trigger,
+			  const char *tag, int error, const char *msg, const char *path,
+			  uint64_t size, uint64_t result_id, uint64_t start_ns, int fd)
 {
 	Pd__DaemonMsg out = PD__DAEMON_MSG__INIT;
 	Pd__Result r = PD__RESULT__INIT;
@@ -124,7 +126,7 @@ static int send_result_to(struct svc_conn *c, uint64_t id, uint32_t type, const 
 	r.request_id = id;
 	r.type = type;
 	r.has_trigger = 1;
-	r.trigger = PROF_TRIGGER_NONE;
+	r.trigger = trigger;
 	r.error = (uint32_t)error;
 	r.error_message = (char *)(msg ? msg : "");
 	r.tag = (char *)tag;
@@ -148,8 +150,8 @@ static int send_result_to(struct svc_conn *c, uint64_t id, uint32_t type, const 
 static int send_result(struct session *s, int error, const char *msg, const char *path,
 		       uint64_t size, uint64_t result_id, int fd)
 {
-	return send_result_to(result_peer(s), s->id, s->type, s->tag, error, msg, path, size,
-			      result_id, s->start_ns, fd);
+	return send_result_to(result_peer(s), s->id, s->type, s->trigger, s->tag, error, msg, path,
+			      size, result_id, s->start_ns, fd);
 }
 
 /* Drop the session's files and helpers; done before the app hears the end,
@@ -182,6 +184,8 @@ static void release_files(struct session *s)
 
 static void session_free(struct session *s)
 {
+	if (s->trigger)
+		svc_trigger_session_end(s->app, s->trigger, s->id);
 	unlink_session(s);
 	release_files(s);
 	if (s->timer)
@@ -335,6 +339,8 @@ static void start_capture(struct session *s, struct svc_conn *rt)
 	p.duration_ms = s->duration_ms;
 	p.has_frequency_hz = 1;
 	p.frequency_hz = s->hz;
+	p.has_clock = s->clock != 0;
+	p.clock = s->clock;
 	cr.session_id = s->id;
 	cr.type = s->type;
 	cr.params = &p;
@@ -397,14 +403,15 @@ static void fsync_dir(const char *dir)
 }
 
 /* Open result r (fd and metadata) to the app's connection c; counts an attempt. */
-static int deliver_to(struct svc_conn *c, uint64_t request_id, uint32_t type, const char *tag,
-		      const char *path, uint64_t size, uint64_t result_id, uint64_t start_ns)
+static int deliver_to(struct svc_conn *c, uint64_t request_id, uint32_t type, uint32_t trigger,
+		      const char *tag, const char *path, uint64_t size, uint64_t result_id,
+		      uint64_t start_ns)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return -errno;
-	int r = send_result_to(c, request_id, type, tag, PROF_E_NONE, NULL, path, size, result_id,
-			       start_ns, fd);
+	int r = send_result_to(c, request_id, type, trigger, tag, PROF_E_NONE, NULL, path, size,
+			       result_id, start_ns, fd);
 	close(fd);
 	if (r == 0)
 		svc_db_result_attempt(result_id);
@@ -467,7 +474,7 @@ static void redact_done(void *ud, int code, const char *rmsg)
 	s->out_path[0] = '\0';
 	fsync_dir(dir);
 	uint64_t end_ns = util_now_ns(CLOCK_REALTIME);
-	if (svc_db_result_add(s->id, s->app, s->uid, s->type, PROF_TRIGGER_NONE, path,
+	if (svc_db_result_add(s->id, s->app, s->uid, s->type, s->trigger, path,
 			      (uint64_t)st.st_size, type_info[s->type].format, s->start_ns,
 			      end_ns, &result_id) < 0)
 		LOG_E("session %llu: result %s not indexed", (unsigned long long)s->id, path);
@@ -475,8 +482,8 @@ static void redact_done(void *ud, int code, const char *rmsg)
 	release_files(s);
 
 	struct svc_conn *c = result_peer(s);
-	r = c ? deliver_to(c, s->id, s->type, s->tag, path, (uint64_t)st.st_size, result_id,
-			   s->start_ns) : -ENOTCONN;
+	r = c ? deliver_to(c, s->id, s->type, s->trigger, s->tag, path, (uint64_t)st.st_size,
+			   result_id, s->start_ns) : -ENOTCONN;
 	LOG_I("session %llu: %llu samples (%llu dropped by the runtime); redacted (%s) "
 	      "-> %s, %lld bytes%s", (unsigned long long)s->id, (unsigned long long)s->samples,
 	      (unsigned long long)s->dropped, rmsg, path, (long long)st.st_size,
@@ -667,15 +674,64 @@ static int admit(const struct target *t, const Pd__Request *rq, uint32_t *dur, u
 	return svc_admit_charge(app, rq->type, t->system, msg, n);
 }
 
+/* Create and arm an admitted session. 0 or a positive PROF_E_* with *why. */
+static int create_session(const struct target *t, const Pd__Request *rq, uint32_t dur, uint32_t hz,
+			  uint64_t client_id, uint32_t trigger, uint32_t wait_ms, uint64_t *id,
+			  const char **why)
+{
+	uint64_t now = util_now_ns(CLOCK_REALTIME);
+	struct session *s = calloc(1, sizeof(*s));
+	if (!s) {
+		*why = "out of memory";
+		return PROF_E_UNKNOWN;
+	}
+	s->raw_fd = -1;
+	s->out_fd = -1;
+	s->ft_fd = -1;
+	s->uid = t->uid;
+	s->gid = t->gid;
+	s->pid = t->pid;
+	s->type = rq->type;
+	s->duration_ms = dur;
+	s->hz = hz;
+	s->clock = rq->params && rq->params->has_clock ? rq->params->clock : 0;
+	s->trigger = trigger;
+	s->buffer_kb = rq->params && rq->params->has_buffer_kb && rq->params->buffer_kb
+		? rq->params->buffer_kb : 4096;
+	s->client_id = client_id;
+	s->start_ns = now;
+	util_strlcpy(s->tag, rq->tag ? rq->tag : "", sizeof(s->tag));
+	util_strlcpy(s->app, t->app, sizeof(s->app));
+	s->timer = evtimer_new(base, timer_cb, s);
+	if (!s->timer || svc_db_alloc_id(&s->id) < 0 ||
+	    svc_db_session_new(s->id, s->app, s->uid, s->pid, s->type, s->tag, now) < 0) {
+		if (s->timer)
+			event_free(s->timer);
+		free(s);
+		*why = "cannot record the session";
+		return PROF_E_UNKNOWN;
+	}
+	s->wait_ms = wait_ms;
+	s->next = sessions;
+	sessions = s;
+	nsessions++;
+	*id = s->id;
+	s->state = S_WAIT_RUNTIME;
+	/*
+	 * Start from the event loop, after the synchronous reply is queued:
+	 * at once when the runtime is here, else when it says hello.
+	 */
+	arm(s, svc_conn_runtime_for(s->pid) ? 0 : wait_ms);
+	return 0;
+}
+
 int svc_session_request(struct svc_conn *client, const Pd__Request *rq, uint64_t *id,
 			const char **why)
 {
 	static char msg[256];
-	struct session *s;
 	uint32_t dur = 0, hz = 0;
-	uint64_t now = util_now_ns(CLOCK_REALTIME);
-
 	struct target t;
+
 	*why = NULL;
 	*id = 0;
 	int e = resolve_target(client, rq, &t, msg, sizeof(msg));
@@ -688,47 +744,46 @@ int svc_session_request(struct svc_conn *client, const Pd__Request *rq, uint64_t
 			*id = 0;
 		return e;
 	}
+	return create_session(&t, rq, dur, hz, svc_conn_id(client), PROF_TRIGGER_NONE,
+			      cfg->runtime_wait_ms, id, why);
+}
 
-	s = calloc(1, sizeof(*s));
-	if (!s) {
-		*why = "out of memory";
-		return PROF_E_UNKNOWN;
+int svc_session_trigger(pid_t pid, uid_t uid, gid_t gid, const char *app, uint32_t type,
+			const Pd__Params *params, uint32_t trigger, const char *tag,
+			uint32_t wait_ms, uint64_t *id, char *msg, size_t n)
+{
+	struct target t = { .pid = pid, .uid = uid, .gid = gid, .system = true };
+	Pd__Request rq = PD__REQUEST__INIT;
+	uint32_t dur = 0, hz = 0;
+	const char *why = NULL;
+
+	util_strlcpy(t.app, app, sizeof(t.app));
+	rq.type = type;
+	rq.params = (Pd__Params *)params;
+	rq.tag = (char *)tag;
+	int e = admit(&t, &rq, &dur, &hz, msg, n);
+	if (e)
+		return e;
+	e = create_session(&t, &rq, dur, hz, 0, trigger, wait_ms, id, &why);
+	if (e)
+		util_fmt(msg, n, "%s", why);
+	return e;
+}
+
+int svc_session_stop(pid_t pid, uint32_t trigger)
+{
+	for (struct session *s = sessions; s; s = s->next) {
+		if (s->pid != pid || s->trigger != trigger || s->state != S_CAPTURING || !s->rt)
+			continue;
+		Pd__DaemonToRuntime out = PD__DAEMON_TO_RUNTIME__INIT;
+		Pd__CaptureStop cs = PD__CAPTURE_STOP__INIT;
+		cs.session_id = s->id;
+		out.msg_case = PD__DAEMON_TO_RUNTIME__MSG_STOP;
+		out.stop = &cs;
+		svc_conn_send(s->rt, &out.base, -1);
+		return 0;
 	}
-	s->raw_fd = -1;
-	s->out_fd = -1;
-	s->ft_fd = -1;
-	s->uid = t.uid;
-	s->gid = t.gid;
-	s->pid = t.pid;
-	s->type = rq->type;
-	s->duration_ms = dur;
-	s->hz = hz;
-	s->buffer_kb = rq->params && rq->params->has_buffer_kb && rq->params->buffer_kb
-		? rq->params->buffer_kb : 4096;
-	s->client_id = svc_conn_id(client);
-	s->start_ns = now;
-	util_strlcpy(s->tag, rq->tag ? rq->tag : "", sizeof(s->tag));
-	util_strlcpy(s->app, t.app, sizeof(s->app));
-	s->timer = evtimer_new(base, timer_cb, s);
-	if (!s->timer || svc_db_alloc_id(&s->id) < 0 ||
-	    svc_db_session_new(s->id, s->app, s->uid, s->pid, s->type, s->tag, now) < 0) {
-		if (s->timer)
-			event_free(s->timer);
-		free(s);
-		*why = "cannot record the session";
-		return PROF_E_UNKNOWN;
-	}
-	s->next = sessions;
-	sessions = s;
-	nsessions++;
-	*id = s->id;
-	s->state = S_WAIT_RUNTIME;
-	/*
-	 * Start from the event loop, after the synchronous reply is queued:
-	 * at once when the runtime is here, else when it says hello.
-	 */
-	arm(s, svc_conn_runtime_for(s->pid) ? 0 : cfg->runtime_wait_ms);
-	return 0;
+	return -ENOENT;
 }
 
 void svc_session_refused(struct svc_conn *client, uint64_t id, const Pd__Request *rq,
@@ -744,8 +799,8 @@ void svc_session_refused(struct svc_conn *client, uint64_t id, const Pd__Request
 	else
 		l = svc_conn_listener_for(svc_conn_uid(client));
 	if (l)
-		send_result_to(l, id, rq->type, rq->tag ? rq->tag : "", error, why, NULL, 0, 0,
-			       util_now_ns(CLOCK_REALTIME), -1);
+		send_result_to(l, id, rq->type, PROF_TRIGGER_NONE, rq->tag ? rq->tag : "", error, why,
+			       NULL, 0, 0, util_now_ns(CLOCK_REALTIME), -1);
 }
 
 struct redeliver_ctx {
@@ -756,8 +811,8 @@ struct redeliver_ctx {
 static void redeliver_one(const struct svc_db_result *r, void *ud)
 {
 	struct redeliver_ctx *rc = ud;
-	int e = deliver_to(rc->c, r->session_id, r->type, r->tag, r->path, r->size, r->id,
-			   r->start_ns);
+	int e = deliver_to(rc->c, r->session_id, r->type, r->trigger, r->tag, r->path, r->size,
+			   r->id, r->start_ns);
 	if (e == -ENOENT) {
 		/* The file is gone (removed by hand): nothing left to deliver. */
 		svc_db_result_delete(r->id);

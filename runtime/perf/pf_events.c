@@ -540,8 +540,10 @@ int pf_events_poll(struct pf_events *ev, int timeout_ms, pf_sample_fn fn, void *
 		struct pf_thread *t = &ev->threads[idx];
 		pf_ring_drain(&t->ring, ev->scratch, fn, arg, &ev->st);
 		/* HUP: the thread exited; its ring has been drained above. */
-		if (evs[i].events & (EPOLLHUP | EPOLLERR))
+		if (evs[i].events & (EPOLLHUP | EPOLLERR)) {
+			LOG_D("thread %" PRIu32 " exited", t->tid);
 			close_thread(ev, t);
+		}
 	}
 	return (int)ev->nopen;
 }

@@ -11,7 +11,25 @@ WL=$BUILD/tests/integration/heap_workload
 WL_PLAIN=$BUILD/tests/integration/heap_workload_plain
 PRELOAD=$BUILD/client/libprofiling_preload.so
 IT_REQUEST=$BUILD/tests/integration/it_request
+[ -f "$PRELOAD" ] || fail "no $PRELOAD"
 MIB=1048576
+ALLOCATOR="malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc pvalloc"
+
+# check_exports LIB ALLOWED_RE: the allocator is exported unversioned (a
+# versioned malloc would not interpose the malloc@GLIBC_* references), and
+# nothing but ALLOWED_RE and the allocator leaks.
+check_exports() {
+	nm -D --defined-only "$1" | awk '$2 ~ /^[TWiV]$/ { print $3 }' > "$T/exports"
+	for f in $ALLOCATOR; do
+		grep -qx "$f" "$T/exports" || fail "$1 does not export $f unversioned"
+	done
+	local bad
+	bad=$(grep -Ev "$2" "$T/exports" | grep -Evx "$(echo "$ALLOCATOR" | tr ' ' '|')" || true)
+	[ -z "$bad" ] || fail "$1 exports internal symbols: $(echo $bad)"
+}
+check_exports "$(readlink -f "$BUILD/client/libprofiling.so")" '^prof_[a-z_]+@@PROFILING_1$'
+check_exports "$PRELOAD" '^$'
+
 export PROFILINGD_RUNTIME_SOCKET=$RUNTIME_SOCKET
 start_daemon
 
@@ -52,7 +70,6 @@ linked_live=$(pprof_bytes "$out" inuse_space alloc_live_a)
 # 2. Unmodified, under LD_PRELOAD, sampling from start; root asks for its profile.
 [ -x "$IT_REQUEST" ] || fail "no $IT_REQUEST"
 [ "$(id -u)" = 0 ] || { pass "linked mode (LD_PRELOAD mode needs root: target_pid)"; exit 0; }
-[ -f "$PRELOAD" ] || fail "no $PRELOAD"
 LD_PRELOAD=$PRELOAD PROFILING_HEAP_FROM_START=1 "$WL_PLAIN" --unmodified 6 \
 	> "$T/plain.out" 2> "$T/plain.err" &
 wpid=$!

@@ -81,6 +81,42 @@ struct prof_params {
 	 * sampled by the daemon itself (PROF_STACK_SAMPLING).
 	 */
 	uint32_t target_pid;
+	/* PROF_STACK_SAMPLING clock: 0 CPU time (default), 1 wall clock (also
+	 * samples blocked threads; hang captures use it). */
+	uint32_t clock;
+};
+
+/* PSI resources for PROF_TRIGGER_PRESSURE_STALL. */
+enum prof_psi_resource { PROF_PSI_MEMORY = 0, PROF_PSI_CPU = 1, PROF_PSI_IO = 2 };
+
+/*
+ * A trigger: when its condition holds, the daemon captures `capture` of
+ * the app (a system capture: cost 5 by default), at most once per
+ * rate_limit_period_s. One per type per app; adding one again replaces it.
+ * Triggers persist across daemon restarts. A zero field means the default:
+ *   capture              COLD_START, EXCESSIVE_CPU, HANG, ANOMALY: stack samples;
+ *                        OOM: heap profile; CRASH, APP_FULLY_DRAWN,
+ *                        PRESSURE_STALL: system trace (flight recorder)
+ *   cpu_percent 90, cpu_window_ms 5000   (EXCESSIVE_CPU; percent of one core)
+ *   memory_percent 90 of the cgroup limit, or memory_bytes of RSS (OOM)
+ *   hang_timeout_ms 5000                 (HANG: missed prof_heartbeat())
+ *   timeout_ms 5000                      (COLD_START: ends at fully drawn or here)
+ *   psi_resource memory, psi_stall_us 100000 per psi_window_ms 1000 (PRESSURE_STALL)
+ */
+struct prof_trigger {
+	enum prof_trigger_type type;
+	enum prof_type capture;
+	struct prof_params params;
+	uint32_t rate_limit_period_s;
+	uint32_t cpu_percent;
+	uint32_t cpu_window_ms;
+	uint64_t memory_bytes;
+	uint32_t memory_percent;
+	uint32_t hang_timeout_ms;
+	uint32_t timeout_ms;
+	enum prof_psi_resource psi_resource;
+	uint32_t psi_stall_us;
+	uint32_t psi_window_ms;
 };
 
 /*
@@ -105,6 +141,7 @@ struct prof_result {
 	uint64_t start_ns;         /* CLOCK_REALTIME */
 	uint64_t end_ns;
 	const char *format;        /* "pprof", "perfetto", "hprof", or "" */
+	const char *note;          /* never NULL; e.g. an OOM kill after the capture */
 };
 
 typedef struct prof_client prof_client;
@@ -163,6 +200,22 @@ void prof_trace_begin(const char *name);
 void prof_trace_end(void);
 void prof_trace_instant(const char *name);
 void prof_trace_counter(const char *name, int64_t value);
+
+/* Register (or replace) a trigger for this app. 0 or a negative PROF_E_*. */
+int prof_add_trigger(prof_client *c, const struct prof_trigger *t);
+int prof_remove_trigger(prof_client *c, enum prof_trigger_type type);
+int prof_clear_triggers(prof_client *c);
+
+/*
+ * App signals, sent through the most recently connected client (no-ops
+ * without one). Safe from any thread.
+ *   fully drawn: ends a cold-start capture; fires APP_FULLY_DRAWN
+ *   anomaly:     fires ANOMALY, the result tagged with name
+ *   heartbeat:   with a HANG trigger, a missed heartbeat is a hang
+ */
+void prof_report_fully_drawn(void);
+void prof_report_anomaly(const char *name);
+void prof_heartbeat(void);
 
 /* A static string for a PROF_E_* code, positive or negative. */
 const char *prof_strerror(int error);

@@ -1,0 +1,477 @@
+/*
+ * Triggers (DESIGN §3, §5): the registry apps fill through
+ * prof_add_trigger, persisted in SQLite, and the glue from the watchers in
+ * triggers/ to captures. A fired trigger goes through its cooldown
+ * (rate_limit_period_s), then the cost windows (a system capture) and the
+ * session rules; its result carries the trigger type and goes to the app's
+ * result listener, or waits in the queue. A trigger that fires while its
+ * capture still runs is counted, not stacked.
+ *
+ * Which processes are the app's: the pids of its connected clients, and
+ * processes that exec the executable it registered from, under its uid.
+ *
+ * Caps: SVC_MAX_TRIGGERS registrations (past it prof_add_trigger gets
+ * RATE_LIMIT_SYSTEM), TRG_MAX_PIDS watched processes per watcher.
+ */
+#include "svc.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "profiling/profiling.h"
+#include "trg.h"
+#include "util.h"
+
+#define SVC_MAX_TRIGGERS 4096
+#define SVC_MAX_APP_PIDS 4096
+
+struct reg {
+	bool used;
+	char app[RL_APP_MAX];
+	uid_t uid;
+	gid_t gid;
+	char exe[SVC_PATH_MAX];
+	uint32_t type, capture, period_s;
+	uint32_t cpu_percent, cpu_window_ms, hang_timeout_ms, timeout_ms;
+	Pd__Params params;
+	uint64_t active;              /* the session of the capture running, or 0 */
+	uint64_t fired, coalesced, refused;
+};
+
+/* A process known to belong to an app. */
+struct app_pid {
+	pid_t pid;
+	char app[RL_APP_MAX];
+	uid_t uid;
+	gid_t gid;
+	int clients;                  /* connected clients of this pid */
+};
+
+static const struct svc_config *cfg;
+static struct reg *regs;
+static struct app_pid *pids;
+static size_t npids;
+
+static const uint32_t default_capture[] = {
+	[PROF_TRIGGER_COLD_START] = PROF_STACK_SAMPLING,
+	[PROF_TRIGGER_APP_FULLY_DRAWN] = PROF_SYSTEM_TRACE,
+	[PROF_TRIGGER_OOM] = PROF_HEAP_PROFILE,
+	[PROF_TRIGGER_EXCESSIVE_CPU] = PROF_STACK_SAMPLING,
+	[PROF_TRIGGER_HANG] = PROF_STACK_SAMPLING,
+	[PROF_TRIGGER_CRASH] = PROF_SYSTEM_TRACE,
+	[PROF_TRIGGER_ANOMALY] = PROF_STACK_SAMPLING,
+	[PROF_TRIGGER_PRESSURE_STALL] = PROF_SYSTEM_TRACE,
+};
+
+static const char *const trigger_names[] = {
+	"none", "cold-start", "fully-drawn", "oom", "excessive-cpu", "hang", "crash", "anomaly",
+	"pressure-stall",
+};
+
+static struct reg *find_reg(const char *app, uint32_t type)
+{
+	for (size_t i = 0; i < SVC_MAX_TRIGGERS; i++)
+		if (regs[i].used && regs[i].type == type && !strcmp(regs[i].app, app))
+			return &regs[i];
+	return NULL;
+}
+
+static struct app_pid *find_pid(pid_t pid)
+{
+	for (size_t i = 0; i < npids; i++)
+		if (pids[i].pid == pid)
+			return &pids[i];
+	return NULL;
+}
+
+static struct app_pid *add_pid(pid_t pid, const char *app, uid_t uid, gid_t gid)
+{
+	struct app_pid *p = find_pid(pid);
+	if (p)
+		return p;
+	if (npids == SVC_MAX_APP_PIDS)
+		return NULL;
+	p = &pids[npids++];
+	memset(p, 0, sizeof(*p));
+	p->pid = pid;
+	p->uid = uid;
+	p->gid = gid;
+	util_strlcpy(p->app, app, sizeof(p->app));
+	return p;
+}
+
+static void drop_pid(pid_t pid)
+{
+	trg_cpu_unwatch(pid);
+	trg_hang_forget(pid);
+	for (size_t i = 0; i < npids; i++)
+		if (pids[i].pid == pid) {
+			pids[i] = pids[--npids];
+			return;
+		}
+}
+
+/* Start watching pid for the app's registrations that watch processes. */
+static void watch_pid(const struct app_pid *p)
+{
+	struct reg *r = find_reg(p->app, PROF_TRIGGER_EXCESSIVE_CPU);
+	if (r && trg_cpu_watch(p->pid, r->cpu_percent, r->cpu_window_ms) == -ENOSPC)
+		LOG_W("cannot watch the CPU of pid %d: %d processes watched already", (int)p->pid,
+		      TRG_MAX_PIDS);
+}
+
+static void fire(struct reg *r, pid_t pid, const char *tag)
+{
+	char msg[256];
+	uint64_t id;
+
+	if (r->active) {
+		r->coalesced++;
+		LOG_D("%s trigger of %s fired while its capture runs: counted", trigger_names[r->type],
+		      r->app);
+		return;
+	}
+	int e = svc_admit_cooldown_check(r->app, r->type, r->period_s, msg, sizeof(msg));
+	if (!e) {
+		uint32_t wait = r->type == PROF_TRIGGER_COLD_START ? r->timeout_ms : cfg->runtime_wait_ms;
+		e = svc_session_trigger(pid, r->uid, r->gid, r->app, r->capture, &r->params, r->type,
+					tag, wait, &id, msg, sizeof(msg));
+	}
+	if (e) {
+		r->refused++;
+		LOG_I("%s trigger of %s (pid %d) refused: %s: %s", trigger_names[r->type], r->app,
+		      (int)pid, prof_strerror(e), msg);
+		return;
+	}
+	svc_admit_cooldown_record(r->app, r->type);
+	r->active = id;
+	r->fired++;
+	LOG_I("%s trigger of %s fired for pid %d: session %llu", trigger_names[r->type], r->app,
+	      (int)pid, (unsigned long long)id);
+}
+
+void svc_trigger_session_end(const char *app, uint32_t trigger, uint64_t session_id)
+{
+	struct reg *r = find_reg(app, trigger);
+	if (r && r->active == session_id)
+		r->active = 0;
+}
+
+/* ------------------------------------------------------------ watchers */
+
+static void on_proc_exec(pid_t pid)
+{
+	char link[64], exe[SVC_PATH_MAX], app[RL_APP_MAX];
+	unsigned uid, gid;
+	struct reg *cold = NULL;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	ssize_t n = readlink(link, exe, sizeof(exe) - 1);
+	if (n <= 0 || util_proc_ids((int)pid, &uid, &gid) < 0)
+		return;
+	exe[n] = '\0';
+	/* Any registration of this executable under this uid makes pid the app's. */
+	for (size_t i = 0; i < SVC_MAX_TRIGGERS; i++) {
+		struct reg *r = &regs[i];
+		if (!r->used || r->uid != uid || strcmp(r->exe, exe))
+			continue;
+		svc_app_key(cfg, pid, uid, app, sizeof(app));
+		if (strcmp(app, r->app))
+			continue;
+		struct app_pid *p = add_pid(pid, r->app, r->uid, r->gid);
+		if (p)
+			watch_pid(p);
+		if (r->type == PROF_TRIGGER_COLD_START)
+			cold = r;
+	}
+	if (cold)
+		fire(cold, pid, "cold-start");
+}
+
+static void on_proc_exit(pid_t pid, int wstatus)
+{
+	struct app_pid *p = find_pid(pid);
+	if (!p)
+		return;
+	if (wstatus >= 0 && WIFSIGNALED(wstatus)) {
+		int sig = WTERMSIG(wstatus);
+		if (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE ||
+		    sig == SIGABRT)
+			LOG_N("pid %d of %s died of signal %d", (int)pid, p->app, sig);
+	}
+	drop_pid(pid);
+}
+
+static void on_cpu(pid_t pid, unsigned percent)
+{
+	struct app_pid *p = find_pid(pid);
+	struct reg *r = p ? find_reg(p->app, PROF_TRIGGER_EXCESSIVE_CPU) : NULL;
+	if (r)
+		fire(r, pid, "excessive-cpu");
+}
+
+static void on_hang(pid_t pid)
+{
+	struct app_pid *p = find_pid(pid);
+	struct reg *r = p ? find_reg(p->app, PROF_TRIGGER_HANG) : NULL;
+	if (r)
+		fire(r, pid, "hang");
+}
+
+static const struct trg_ops trg_ops = {
+	.exec = on_proc_exec,
+	.exit = on_proc_exit,
+	.cpu = on_cpu,
+	.hang = on_hang,
+};
+
+/* ------------------------------------------------------- registration */
+
+static uint32_t or_default(bool has, uint32_t v, uint32_t def)
+{
+	return has && v ? v : def;
+}
+
+/* Validate t and fill r. 0 or a positive PROF_E_* with why. */
+static int fill_reg(struct reg *r, const Pd__Trigger *t, char *why, size_t n)
+{
+	if (t->type < PROF_TRIGGER_COLD_START || t->type > PROF_TRIGGER_PRESSURE_STALL) {
+		util_fmt(why, n, "unknown trigger type %u", t->type);
+		return PROF_E_INVALID_REQUEST;
+	}
+	r->type = t->type;
+	r->capture = or_default(t->has_capture, t->capture, default_capture[t->type]);
+	if (r->capture < PROF_HEAP_DUMP || r->capture > PROF_SYSTEM_TRACE) {
+		util_fmt(why, n, "unknown capture type %u", r->capture);
+		return PROF_E_INVALID_REQUEST;
+	}
+	r->period_s = t->has_rate_limit_period_s ? t->rate_limit_period_s : 0;
+	r->cpu_percent = or_default(t->has_cpu_percent, t->cpu_percent, 90);
+	r->cpu_window_ms = or_default(t->has_cpu_window_ms, t->cpu_window_ms, 5000);
+	r->hang_timeout_ms = or_default(t->has_hang_timeout_ms, t->hang_timeout_ms, 5000);
+	r->timeout_ms = or_default(t->has_timeout_ms, t->timeout_ms, 5000);
+	if (r->cpu_percent > 100 * 1024 || r->cpu_window_ms < 250 || r->cpu_window_ms > 600000 ||
+	    r->hang_timeout_ms < 100 || r->hang_timeout_ms > 3600000 || r->timeout_ms < 100 ||
+	    r->timeout_ms > SVC_DURATION_MAX_MS) {
+		util_fmt(why, n, "a threshold is out of range (see profiling.h)");
+		return PROF_E_INVALID_REQUEST;
+	}
+	pd__params__init(&r->params);
+	if (t->params) {
+		r->params.has_duration_ms = t->params->has_duration_ms;
+		r->params.duration_ms = t->params->duration_ms;
+		r->params.has_frequency_hz = t->params->has_frequency_hz;
+		r->params.frequency_hz = t->params->frequency_hz;
+		r->params.has_sampling_interval_bytes = t->params->has_sampling_interval_bytes;
+		r->params.sampling_interval_bytes = t->params->sampling_interval_bytes;
+		r->params.has_buffer_kb = t->params->has_buffer_kb;
+		r->params.buffer_kb = t->params->buffer_kb;
+		r->params.has_clock = t->params->has_clock;
+		r->params.clock = t->params->clock;
+	}
+	/* A cold start captures until fully drawn or its timeout; a hang samples
+	 * the wall clock, so the blocked thread shows where it waits. */
+	if (r->type == PROF_TRIGGER_COLD_START) {
+		r->params.has_duration_ms = 1;
+		r->params.duration_ms = r->timeout_ms;
+	}
+	if (r->type == PROF_TRIGGER_HANG && !r->params.has_clock) {
+		r->params.has_clock = 1;
+		r->params.clock = 1;
+	}
+	if (!r->params.has_duration_ms || !r->params.duration_ms) {
+		r->params.has_duration_ms = 1;
+		r->params.duration_ms = 2000;
+	}
+	return 0;
+}
+
+static struct reg *slot_for(const char *app, uint32_t type)
+{
+	struct reg *r = find_reg(app, type);
+	for (size_t i = 0; !r && i < SVC_MAX_TRIGGERS; i++)
+		if (!regs[i].used)
+			r = &regs[i];
+	return r;
+}
+
+int svc_trigger_add(struct svc_conn *c, const Pd__Trigger *t, char *why, size_t n)
+{
+	struct reg tmp;
+	char link[64];
+	memset(&tmp, 0, sizeof(tmp));
+	int e = fill_reg(&tmp, t, why, n);
+	if (e)
+		return e;
+	util_strlcpy(tmp.app, svc_conn_app(c), sizeof(tmp.app));
+	tmp.uid = svc_conn_uid(c);
+	tmp.gid = svc_conn_gid(c);
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)svc_conn_pid(c));
+	ssize_t len = readlink(link, tmp.exe, sizeof(tmp.exe) - 1);
+	tmp.exe[len > 0 ? len : 0] = '\0';
+	struct reg *r = slot_for(tmp.app, tmp.type);
+	if (!r) {
+		util_fmt(why, n, "%d triggers registered system-wide", SVC_MAX_TRIGGERS);
+		return PROF_E_RATE_LIMIT_SYSTEM;
+	}
+	/* Persist the request as given, so a restart re-derives the same defaults. */
+	size_t plen = pd__trigger__get_packed_size(t);
+	uint8_t buf[1024];
+	if (plen > sizeof(buf)) {
+		util_fmt(why, n, "trigger too large");
+		return PROF_E_INVALID_REQUEST;
+	}
+	pd__trigger__pack(t, buf);
+	if (svc_db_trigger_put(tmp.app, tmp.type, tmp.uid, tmp.gid, tmp.exe, buf, plen) < 0) {
+		util_fmt(why, n, "cannot store the trigger");
+		return PROF_E_UNKNOWN;
+	}
+	uint64_t active = r->used ? r->active : 0;
+	*r = tmp;
+	r->used = true;
+	r->active = active;
+	struct app_pid *p = add_pid(svc_conn_pid(c), r->app, r->uid, r->gid);
+	if (p)
+		watch_pid(p);
+	LOG_I("%s registered a %s trigger (capture %u, cooldown %u s)", r->app,
+	      trigger_names[r->type], r->capture, r->period_s);
+	return 0;
+}
+
+int svc_trigger_remove(struct svc_conn *c, int type)
+{
+	const char *app = svc_conn_app(c);
+	for (size_t i = 0; i < SVC_MAX_TRIGGERS; i++) {
+		struct reg *r = &regs[i];
+		if (!r->used || strcmp(r->app, app) || (type >= 0 && r->type != (uint32_t)type))
+			continue;
+		if (r->type == PROF_TRIGGER_EXCESSIVE_CPU)
+			for (size_t k = 0; k < npids; k++)
+				if (!strcmp(pids[k].app, app))
+					trg_cpu_unwatch(pids[k].pid);
+		memset(r, 0, sizeof(*r));
+	}
+	return svc_db_trigger_del(app, type);
+}
+
+void svc_trigger_signal(struct svc_conn *c, const Pd__AppSignal *sg)
+{
+	const char *app = svc_conn_app(c);
+	pid_t pid = svc_conn_pid(c);
+	struct reg *r;
+
+	switch (sg->kind) {
+	case 1: /* fully drawn: a cold start ends here */
+		svc_session_stop(pid, PROF_TRIGGER_COLD_START);
+		if ((r = find_reg(app, PROF_TRIGGER_APP_FULLY_DRAWN)))
+			fire(r, pid, "fully-drawn");
+		break;
+	case 2:
+		if ((r = find_reg(app, PROF_TRIGGER_ANOMALY)))
+			fire(r, pid, sg->name && *sg->name ? sg->name : "anomaly");
+		break;
+	case 3:
+		if ((r = find_reg(app, PROF_TRIGGER_HANG)) &&
+		    trg_hang_beat(pid, r->hang_timeout_ms) == -ENOSPC)
+			LOG_W("heartbeats of pid %d ignored: %d processes beating already", (int)pid,
+			      TRG_MAX_PIDS);
+		break;
+	default:
+		break;
+	}
+}
+
+void svc_trigger_client_up(struct svc_conn *c)
+{
+	struct app_pid *p = add_pid(svc_conn_pid(c), svc_conn_app(c), svc_conn_uid(c),
+				    svc_conn_gid(c));
+	if (!p)
+		return;
+	p->clients++;
+	watch_pid(p);
+}
+
+void svc_trigger_client_down(struct svc_conn *c)
+{
+	struct app_pid *p = find_pid(svc_conn_pid(c));
+	if (p && --p->clients <= 0) {
+		/* Still the app's if it runs (an exec'd process stays watched). */
+		trg_hang_forget(p->pid);
+		if (kill(p->pid, 0) < 0)
+			drop_pid(p->pid);
+	}
+}
+
+void svc_trigger_runtime_event(struct svc_conn *rt, const Pd__RuntimeEvent *ev)
+{
+	if (ev->kind == 1)
+		LOG_N("pid %d reports an allocation failure of %llu bytes", (int)svc_conn_pid(rt),
+		      (unsigned long long)ev->value);
+}
+
+static void load_one(const char *app, uint32_t type, uid_t uid, gid_t gid, const char *exe,
+		     const void *spec, size_t len, void *ud)
+{
+	char why[128];
+	Pd__Trigger *t = pd__trigger__unpack(NULL, len, spec);
+	struct reg *r = t ? slot_for(app, type) : NULL;
+	if (r && fill_reg(r, t, why, sizeof(why)) == 0) {
+		util_strlcpy(r->app, app, sizeof(r->app));
+		util_strlcpy(r->exe, exe, sizeof(r->exe));
+		r->uid = uid;
+		r->gid = gid;
+		r->used = true;
+		(*(int *)ud)++;
+	} else if (r) {
+		memset(r, 0, sizeof(*r));
+	}
+	if (t)
+		pd__trigger__free_unpacked(t, NULL);
+}
+
+int svc_trigger_init(struct event_base *base, const struct svc_config *c)
+{
+	int r, n = 0;
+	cfg = c;
+	regs = calloc(SVC_MAX_TRIGGERS, sizeof(*regs));
+	pids = calloc(SVC_MAX_APP_PIDS, sizeof(*pids));
+	if (!regs || !pids)
+		return -ENOMEM;
+	if ((r = svc_db_trigger_load(load_one, &n)) < 0)
+		return r;
+	if (n)
+		LOG_I("%d trigger(s) loaded", n);
+	if ((r = trg_proc_init(base, &trg_ops)) < 0 || (r = trg_cpu_init(base, &trg_ops)) < 0 ||
+	    (r = trg_hang_init(base, &trg_ops)) < 0)
+		return r;
+	LOG_I("watchers: process events: %s; cpu: %s; hang: %s", trg_proc_status(),
+	      trg_cpu_status(), trg_hang_status());
+	return 0;
+}
+
+void svc_trigger_fini(void)
+{
+	trg_proc_fini();
+	trg_cpu_fini();
+	trg_hang_fini();
+	free(regs);
+	free(pids);
+	regs = NULL;
+	pids = NULL;
+	npids = 0;
+}
+
+void svc_trigger_status(void (*fn)(const char *name, const char *status, void *ud), void *ud)
+{
+	fn("process-events", trg_proc_status(), ud);
+	fn("cpu", trg_cpu_status(), ud);
+	fn("hang", trg_hang_status(), ud);
+}

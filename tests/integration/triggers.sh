@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Triggers with real signals against the real daemon: an app anomaly
+# across a daemon restart, a cooldown, excessive CPU (a short burst does
+# not fire), a hang (heartbeats stop), a cold start seen by the proc
+# connector that ends at fully drawn.
+. "$(dirname "$0")/lib.sh"
+need_go
+APP=$BUILD/tests/integration/trigger_app
+start_daemon
+
+# First, with a fresh budget: a second firing inside the period is refused.
+out=$("$APP" cooldown) || fail "cooldown"
+grep -q "refused: trigger is cooling down" "$T/daemon.log" || fail "cooldown refusal not logged"
+echo "ok: second anomaly inside the cooldown made no capture"
+
+# Registering again replaces the trigger (now with no cooldown); it persists.
+"$APP" anomaly-register || fail "anomaly-register"
+stop_daemon
+start_daemon
+out=$("$APP" anomaly-fire) || fail "anomaly after a restart"
+grep -q "trigger(s) loaded" "$T/daemon.log" || fail "triggers not reloaded"
+echo "ok: anomaly trigger survived a restart: $out"
+
+
+out=$("$APP" cpu) || fail "excessive cpu"
+go tool pprof -top "$out" 2>/dev/null > "$T/cpu.txt"
+top=$(awk '/flat%/ { getline; print $NF; exit }' "$T/cpu.txt")
+[ "$top" = spin_hot ] || { cat "$T/cpu.txt"; fail "top function of the excessive-cpu capture is '$top'"; }
+echo "ok: excessive cpu: capture while spinning, top function $top"
+
+out=$("$APP" hang) || fail "hang"
+go tool pprof -top "$out" 2>/dev/null > "$T/hang.txt"
+grep -q "blocked_here" "$T/hang.txt" || { cat "$T/hang.txt"; fail "hang capture does not show blocked_here"; }
+grep -q "Type: wall" "$T/hang.txt" || fail "hang capture is not wall-clock"
+echo "ok: hang: wall-clock stacks show blocked_here"
+
+if grep -q "fallback: /proc scan" "$T/daemon.log"; then
+	echo "note: process events use the /proc fallback here"
+fi
+"$APP" cold-register || fail "cold-register"
+out=$("$APP" cold-run 2> "$T/cold.err") || { cat "$T/cold.err"; fail "cold start"; }
+grep -q "trigger=1 error=0" "$T/cold.err" || fail "cold start result has no trigger"
+ms=$(sed -n 's/.*(\([0-9]*\) ms).*/\1/p' "$T/cold.err" | tail -1)
+[ "${ms:-99999}" -lt 4000 ] || fail "cold start did not end at fully drawn (${ms} ms)"
+go tool pprof -top "$out" 2>/dev/null | grep -q spin_hot || fail "cold start capture misses the start-up work"
+echo "ok: cold start from exec, ended at fully drawn after ${ms} ms"
+stop_daemon
+pass "triggers"
