@@ -24,7 +24,6 @@ ms=$((SECS * 1000))
 # The samplers attach once the workers run and stop before the workload ends.
 settle=0.3
 sample_ms=$((ms - 800))
-TIMEFORMAT='%U %S'
 
 rate() { sed -n 's/^work_rate=//p' "$1"; }
 demo() { "$DEMO" --no-request --rate --threads 2 --duration-ms "$ms" 2> "$1" & }
@@ -38,7 +37,14 @@ perf_self() {
 	perf report -i "$1" --stdio --no-children --sort sym -g none 2> /dev/null |
 		awk -v f="$2" '$NF == f { sub("%", "", $1); print $1; found=1 } END { if (!found) print 0 }'
 }
-cpu_s() { awk '{ printf "%.3f", $1 + $2 }' "$1"; }
+# cpu_of FILE CMD...: run CMD; FILE gets `times` of a shell whose only children
+# are CMD's, so a workload reaped meanwhile is not counted.
+cpu_of() { local f=$1; shift; bash -c '"$@"; times >&9' _ "$@" 9> "$f"; }
+# cpu_s FILE: user + sys seconds of those children
+cpu_s() {
+	awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/)
+		printf "%.3f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$1"
+}
 
 base=() pfr=() pef=() pfh=() pfc=() peh=() pec=() pfcpu=() pecpu=()
 for i in $(seq "$ROUNDS"); do
@@ -46,7 +52,8 @@ for i in $(seq "$ROUNDS"); do
 	base+=("$(rate "$T/u.txt")")
 
 	demo "$T/a.txt"; DP=$!; sleep "$settle"
-	{ time "$PERF_HELPER" --pid "$DP" --hz 100 --duration-ms "$sample_ms" > "$T/a.pb.gz" 2> "$T/a.status"; } 2> "$T/a.time"
+	cpu_of "$T/a.time" "$PERF_HELPER" --pid "$DP" --hz 100 --duration-ms "$sample_ms" \
+		> "$T/a.pb.gz" 2> "$T/a.status"
 	wait "$DP"
 	pfr+=("$(rate "$T/a.txt")")
 	pfh+=("$(pprof_flat "$T/a.pb.gz" hot_function)")
@@ -55,8 +62,8 @@ for i in $(seq "$ROUNDS"); do
 
 	demo "$T/p.txt"; DP=$!; sleep "$settle"
 	# perf record stops cleanly on SIGINT (with "-- sleep" it records nothing on -p).
-	{ time timeout -s INT "$(awk -v m="$sample_ms" 'BEGIN { print m / 1000 }')" \
-		perf record -q -F 100 -g -p "$DP" -o "$T/perf.data" > /dev/null 2>&1 || true; } 2> "$T/p.time"
+	cpu_of "$T/p.time" timeout -s INT "$(awk -v m="$sample_ms" 'BEGIN { print m / 1000 }')" \
+		perf record -q -F 100 -g -p "$DP" -o "$T/perf.data" > /dev/null 2>&1
 	wait "$DP"
 	pef+=("$(rate "$T/p.txt")")
 	peh+=("$(perf_self "$T/perf.data" hot_function)")

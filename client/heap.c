@@ -252,10 +252,9 @@ static int heap_tables_new(struct heap_tables *t, uint32_t interval, uint32_t id
 	return 0;
 }
 
-static int heap_stack_get(struct heap_tables *t, const uint64_t *ips, uint32_t n,
+static int heap_stack_get(struct heap_tables *t, uint64_t h, const uint64_t *ips, uint32_t n,
 			  uint32_t *out)
 {
-	uint64_t h = heap_stack_hash(ips, n);
 	uint32_t mask = (1u << t->index_bits) - 1;
 
 	/* The index is at least twice max_stacks: probing always ends. */
@@ -429,6 +428,7 @@ static void heap_record(void *p, size_t size, uint64_t bytes, const uint64_t *ip
 {
 	struct heap_tables *t = &heap_tab;
 	struct heap_live e = { .addr = (uintptr_t)p, .bytes = bytes };
+	uint64_t h = heap_stack_hash(ips, n); /* outside the lock */
 	uint32_t si;
 
 	/* interval x samples / size objects per sample: an unbiased count. */
@@ -443,7 +443,7 @@ static void heap_record(void *p, size_t size, uint64_t bytes, const uint64_t *ip
 	struct heap_live *old = heap_live_find(t, e.addr);
 	if (old)
 		heap_untrack_entry(t, old);
-	if (heap_stack_get(t, ips, n, &si) < 0) {
+	if (heap_stack_get(t, h, ips, n, &si) < 0) {
 		t->dropped++;
 		goto out;
 	}

@@ -15,7 +15,7 @@
  *
  * Cost: when no capture runs, one relaxed atomic load and a branch per
  * call. While capturing, an unsampled allocation costs a per-thread
- * countdown, and a free a one-byte filter probe.
+ * countdown, and a free one probe of a 256 KiB bitmap.
  *
  * Caps (past them the sample is counted in heap_stats.dropped):
  * HEAP_MAX_STACKS distinct stacks (the sample is lost); HEAP_MAX_LIVE live

@@ -217,7 +217,13 @@ int svc_redact_start(int in_fd, int out_fd, const char *format, pid_t app_pid,
  */
 int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_kb, int out_fd,
 		     svc_redact_cb cb, void *ud, struct svc_redact **h);
-/* Kill a running helper (redactor or ftrace); its cb does not run. */
+/*
+ * Sample a process that has no runtime agent with profilingd-perf
+ * (perf_event_open, DWARF unwinding) into out_fd. -ENOENT when missing.
+ */
+int svc_perf_start(pid_t pid, uint32_t hz, uint32_t duration_ms, int out_fd, svc_redact_cb cb,
+		   void *ud, struct svc_redact **h);
+/* Kill a running helper (redactor, ftrace, perf); its cb does not run. */
 void svc_redact_abort(struct svc_redact *h);
 
 /* --------------------------------------------------------- svc_trigger.c */

@@ -43,7 +43,7 @@ struct svc_redact {
 
 static struct event_base *base;
 static const struct svc_config *cfg;
-static char redactor[SVC_PATH_MAX], ftracer[SVC_PATH_MAX];
+static char redactor[SVC_PATH_MAX], ftracer[SVC_PATH_MAX], perfer[SVC_PATH_MAX];
 static uid_t run_uid;
 static gid_t run_gid;
 static bool drop_privs;
@@ -121,6 +121,9 @@ int svc_redact_init(struct event_base *b, const struct svc_config *c)
 	/* Without it system traces carry the app's own events only (logged then). */
 	if (find_helper(NULL, "profilingd-ftrace", "runtime/ftrace", ftracer) < 0)
 		ftracer[0] = '\0';
+	/* Without it a process with no agent cannot be sampled (logged then). */
+	if (find_helper(NULL, "profilingd-perf", "runtime/perf", perfer) < 0)
+		perfer[0] = '\0';
 	if (geteuid() == 0) {
 		struct passwd *pw = getpwnam(cfg->redact_user);
 		if (!pw) {
@@ -328,6 +331,19 @@ int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_
 			 "--instance", inst, NULL };
 	/* It stops on its own after the duration; the cap covers reading out. */
 	return spawn(ftracer, argv, -1, out_fd, false, duration_ms + 30000, cb, ud, out);
+}
+
+int svc_perf_start(pid_t pid, uint32_t hz, uint32_t duration_ms, int out_fd, svc_redact_cb cb,
+		   void *ud, struct svc_redact **out)
+{
+	char p[16], f[16], d[16];
+	if (!perfer[0])
+		return -ENOENT;
+	snprintf(p, sizeof(p), "%d", (int)pid);
+	snprintf(f, sizeof(f), "%u", hz);
+	snprintf(d, sizeof(d), "%u", duration_ms);
+	char *argv[] = { "profilingd-perf", "--pid", p, "--hz", f, "--duration-ms", d, NULL };
+	return spawn(perfer, argv, -1, out_fd, false, duration_ms + cfg->deadline_grace_ms, cb, ud, out);
 }
 
 void svc_redact_abort(struct svc_redact *h)

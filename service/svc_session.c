@@ -52,6 +52,7 @@ struct session {
 	uint64_t samples, dropped;       /* from the runtime, for the log */
 	/* System traces: kernel sched data recorded beside the runtime's ring. */
 	struct svc_redact *ft;
+	struct svc_redact *perf;         /* agentless stack sampling */
 	int ft_fd;
 	char ft_path[SVC_PATH_MAX + 32];
 	bool ft_running, capture_done;
@@ -162,6 +163,8 @@ static void release_files(struct session *s)
 	s->rd = NULL;
 	svc_redact_abort(s->ft);
 	s->ft = NULL;
+	svc_redact_abort(s->perf);
+	s->perf = NULL;
 	if (s->ft_fd >= 0)
 		close(s->ft_fd);
 	s->ft_fd = -1;
@@ -220,6 +223,7 @@ static void send_cancel(struct session *s)
 }
 
 static void start_capture(struct session *s, struct svc_conn *rt);
+static bool start_agentless(struct session *s);
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -232,8 +236,11 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 			start_capture(s, rt);
 			return;
 		}
+		/* No agent: stack samples the daemon can take itself. */
+		if (s->type == PROF_STACK_SAMPLING && start_agentless(s))
+			return;
 		util_fmt(msg, sizeof(msg), "no runtime agent connected for pid %d within %u ms",
-			 (int)s->pid, cfg->runtime_wait_ms);
+			 (int)s->pid, s->wait_ms);
 		fail(s, PROF_E_RUNTIME_UNAVAILABLE, msg);
 		return;
 	}
@@ -287,6 +294,63 @@ static void start_ftrace(struct session *s)
 		return;
 	}
 	s->ft_running = true;
+}
+
+static int open_raw(struct session *s)
+{
+	if (util_fmt(s->raw_path, sizeof(s->raw_path), "%s/%llu.raw", raw_dir,
+		     (unsigned long long)s->id) < 0) {
+		s->raw_path[0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	s->raw_fd = open(s->raw_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (s->raw_fd < 0) {
+		int e = -errno;
+		s->raw_path[0] = '\0';
+		return e;
+	}
+	return 0;
+}
+
+static void perf_done(void *ud, int code, const char *msg)
+{
+	struct session *s = ud;
+	char m[300];
+	s->perf = NULL;
+	if (code != 0) {
+		util_fmt(m, sizeof(m), "agentless sampling failed: %s", msg && *msg ? msg : "?");
+		fail(s, PROF_E_EXECUTING, m);
+		return;
+	}
+	LOG_I("session %llu: agentless samples: %s", (unsigned long long)s->id, msg);
+	s->capture_done = true;
+	evtimer_del(s->timer);
+	start_redaction(s);
+}
+
+/* Sample pid with profilingd-perf. false when that cannot start. */
+static bool start_agentless(struct session *s)
+{
+	int r = open_raw(s);
+	if (r == 0)
+		r = svc_perf_start(s->pid, s->hz, s->duration_ms, s->raw_fd, perf_done, s, &s->perf);
+	if (r < 0) {
+		LOG_I("session %llu: pid %d has no agent and cannot be sampled without one: %s",
+		      (unsigned long long)s->id, (int)s->pid,
+		      r == -ENOENT ? "profilingd-perf is not installed" : strerror(-r));
+		if (s->raw_fd >= 0)
+			close(s->raw_fd);
+		s->raw_fd = -1;
+		if (s->raw_path[0])
+			unlink(s->raw_path);
+		s->raw_path[0] = '\0';
+		return false;
+	}
+	s->state = S_CAPTURING;
+	s->start_ns = util_now_ns(CLOCK_REALTIME);
+	LOG_I("session %llu: no agent in pid %d: sampling it with perf_event_open at %u Hz for %u ms",
+	      (unsigned long long)s->id, (int)s->pid, s->hz, s->duration_ms);
+	return true;
 }
 
 /* Append the kernel half to the runtime's trace: both are TracePacket streams. */

@@ -34,25 +34,29 @@ static size_t nknown;
 static int nl_listen(void)
 {
 	struct sockaddr_nl sa = { .nl_family = AF_NETLINK, .nl_groups = CN_IDX_PROC };
-	struct {
-		struct nlmsghdr nh;
-		struct cn_msg cn;
-		enum proc_cn_mcast_op op;
-	} __attribute__((packed)) msg;
+	/* nlmsghdr, cn_msg, then the op: laid out by hand (cn_msg ends in a
+	 * flexible array). */
+	union {
+		char b[NLMSG_SPACE(sizeof(struct cn_msg) + sizeof(enum proc_cn_mcast_op))];
+		struct nlmsghdr align;
+	} msg;
 	int s = socket(PF_NETLINK, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, NETLINK_CONNECTOR);
 	if (s < 0)
 		return -errno;
 	if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		goto fail;
 	memset(&msg, 0, sizeof(msg));
-	msg.nh.nlmsg_len = sizeof(msg);
-	msg.nh.nlmsg_type = NLMSG_DONE;
-	msg.nh.nlmsg_pid = (uint32_t)getpid();
-	msg.cn.id.idx = CN_IDX_PROC;
-	msg.cn.id.val = CN_VAL_PROC;
-	msg.cn.len = sizeof(enum proc_cn_mcast_op);
-	msg.op = PROC_CN_MCAST_LISTEN;
-	if (send(s, &msg, sizeof(msg), 0) < 0)
+	struct nlmsghdr *nh = &msg.align;
+	struct cn_msg *cn = NLMSG_DATA(nh);
+	enum proc_cn_mcast_op op = PROC_CN_MCAST_LISTEN;
+	nh->nlmsg_len = NLMSG_LENGTH(sizeof(*cn) + sizeof(op));
+	nh->nlmsg_type = NLMSG_DONE;
+	nh->nlmsg_pid = (uint32_t)getpid();
+	cn->id.idx = CN_IDX_PROC;
+	cn->id.val = CN_VAL_PROC;
+	cn->len = sizeof(op);
+	memcpy(cn->data, &op, sizeof(op));
+	if (send(s, &msg, nh->nlmsg_len, 0) < 0)
 		goto fail;
 	return s;
 fail:;
@@ -86,14 +90,16 @@ static void nl_read(evutil_socket_t fd, short what, void *arg)
 			if (cn->id.idx != CN_IDX_PROC || cn->id.val != CN_VAL_PROC ||
 			    cn->len < sizeof(struct proc_event))
 				continue;
-			struct proc_event *pe = (struct proc_event *)cn->data;
-			if (pe->what == PROC_EVENT_EXEC && ops->exec &&
-			    pe->event_data.exec.process_pid == pe->event_data.exec.process_tgid)
-				ops->exec(pe->event_data.exec.process_tgid);
-			else if (pe->what == PROC_EVENT_EXIT && ops->exit &&
-				 pe->event_data.exit.process_pid == pe->event_data.exit.process_tgid)
-				ops->exit(pe->event_data.exit.process_tgid,
-					  (int)pe->event_data.exit.exit_code);
+			/* The event sits 4-byte aligned in the packet; copy it out. */
+			struct proc_event pe;
+			memcpy(&pe, cn->data, sizeof(pe));
+			if (pe.what == PROC_EVENT_EXEC && ops->exec &&
+			    pe.event_data.exec.process_pid == pe.event_data.exec.process_tgid)
+				ops->exec(pe.event_data.exec.process_tgid);
+			else if (pe.what == PROC_EVENT_EXIT && ops->exit &&
+				 pe.event_data.exit.process_pid == pe.event_data.exit.process_tgid)
+				ops->exit(pe.event_data.exit.process_tgid,
+					  (int)pe.event_data.exit.exit_code);
 		}
 	}
 }

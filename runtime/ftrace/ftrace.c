@@ -529,6 +529,10 @@ int main(int argc, char **argv)
 	dprintf(2, "ok events=%llu unparsed=%llu lost=%llu bytes=%llu enabled=%d\n",
 		(unsigned long long)events, (unsigned long long)unparsed, (unsigned long long)lost,
 		(unsigned long long)o->total, nev);
+	for (unsigned cpu = 0; cpu < MAX_CPUS; cpu++)
+		free(bundles[cpu]);
+	free(o);
+	free(line);
 	return 0;
 usage:
 	fprintf(stderr, "usage: profilingd-ftrace --duration-ms 1..600000 [--buffer-kb 64..1048576] "

@@ -140,6 +140,13 @@ int pf_output_write(int fd, const struct pf_capture_info *ci, const struct pf_ag
 		goto out;
 	pp_set_time(b, ci->start_ns, ci->duration_ns);
 	comments(b, ci, c);
+	/* pprof takes the first mapping for the program: make it the executable. */
+	int exe = pf_unwind_main_module(u);
+	struct pf_module m;
+	if (exe >= 0 && pf_unwind_module(u, exe, &m) == 0 &&
+	    (r = pp_add_mapping(b, m.start, m.limit, 0, m.file, m.build_id, true, true,
+				&mapids[exe])) < 0)
+		goto out;
 	for (size_t i = 0; i < pf_agg_size(agg); i++) {
 		struct pf_stack st;
 		pf_agg_get(agg, i, &st);

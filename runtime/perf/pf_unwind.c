@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "util.h"
@@ -35,6 +36,7 @@ struct pf_unwind {
 	uint64_t refreshed_ms;
 	struct pf_mod *mods;
 	int nmods;
+	char exe[4096];              /* /proc/<pid>/exe at the start */
 };
 
 static const Dwfl_Callbacks pf_dwfl_callbacks = {
@@ -108,6 +110,10 @@ int pf_unwind_open(pid_t pid, struct pf_unwind **out)
 		return -ENOMEM;
 	u->pid = pid;
 	u->refreshed_ms = util_mono_ms();
+	char link[64];
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	ssize_t n = readlink(link, u->exe, sizeof(u->exe) - 1);
+	u->exe[n > 0 ? n : 0] = '\0';
 	u->dwfl = dwfl_begin(&pf_dwfl_callbacks);
 	if (!u->dwfl) {
 		free(u);
@@ -265,6 +271,30 @@ void pf_unwind_symbolize(struct pf_unwind *u, uint64_t frame, struct pf_sym *out
 			out->line = line;
 		}
 	}
+}
+
+struct main_find {
+	const char *exe;
+	Dwfl_Module *m;
+};
+
+static int cb_find_main(Dwfl_Module *m, void **ud, const char *name, Dwarf_Addr start, void *arg)
+{
+	struct main_find *f = arg;
+	if (name && !strcmp(name, f->exe)) {
+		f->m = m;
+		return DWARF_CB_ABORT;
+	}
+	return DWARF_CB_OK;
+}
+
+int pf_unwind_main_module(struct pf_unwind *u)
+{
+	struct main_find f = { u->exe, NULL };
+	if (!u->exe[0])
+		return -1;
+	dwfl_getmodules(u->dwfl, cb_find_main, &f, 0);
+	return f.m ? module_index(u, f.m) : -1;
 }
 
 int pf_unwind_module(struct pf_unwind *u, int idx, struct pf_module *out)

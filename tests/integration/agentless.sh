@@ -78,4 +78,20 @@ rc=0
 [ "$rc" -eq 70 ] || fail "missing target: exit $rc, expected 70"
 tail -n 1 "$T/err" | grep -q "^error: " || fail "missing target status: $(tail -n 1 "$T/err")"
 
+# Through the daemon: a root request for a process with no agent is taken
+# with profilingd-perf after the runtime wait, redacted and delivered.
+start_daemon "[capture]" "runtime_wait_ms = 200"
+"$SPIN" 5 &
+SP2=$!
+for _ in $(seq 100); do [ "$(readlink -f /proc/$SP2/exe 2>/dev/null)" = "$want" ] && break; sleep 0.01; done
+out=$("$BUILD/tests/integration/it_request" --pid "$SP2" --type stack --duration-ms 800) ||
+	fail "daemon capture of an agentless process failed"
+kill "$SP2" 2>/dev/null || true
+go tool pprof -top "$out" 2>/dev/null > "$T/d.txt"
+dtop=$(awk '/flat%/ { getline; print $NF; exit }' "$T/d.txt")
+[ "$dtop" = spin_here ] || { cat "$T/d.txt"; fail "daemon's agentless capture top is '$dtop'"; }
+grep -q "no agent in pid $SP2: sampling it with perf_event_open" "$T/daemon.log" || fail "daemon did not go agentless"
+stop_daemon
+echo "ok: through the daemon too: $out"
+
 pass "agentless capture of a frame-pointer-less program: $status, spin_here ${flat}% flat"
