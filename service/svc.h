@@ -25,6 +25,7 @@ struct event_base;
 #define SVC_DURATION_MAX_MS 120000
 #define SVC_HZ_MIN 1
 #define SVC_HZ_MAX 1000
+#define SVC_INTERVAL_MAX (1u << 30) /* heap profile sampling interval, bytes */
 #define SVC_BUFFER_KB_MIN 64     /* per-CPU kernel trace buffer of a system trace */
 #define SVC_BUFFER_KB_MAX 65536
 

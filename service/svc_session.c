@@ -58,6 +58,7 @@ struct session {
 	bool ft_running, capture_done;
 	uint32_t buffer_kb;
 	uint32_t wait_ms;                /* for a runtime to say hello */
+	uint32_t interval;               /* heap profile sampling interval, bytes */
 	struct event *timer;
 	uint64_t start_ns;
 	struct session *next;
@@ -405,6 +406,8 @@ static void start_capture(struct session *s, struct svc_conn *rt)
 	p.frequency_hz = s->hz;
 	p.has_clock = s->clock != 0;
 	p.clock = s->clock;
+	p.has_sampling_interval_bytes = s->interval != 0;
+	p.sampling_interval_bytes = s->interval;
 	cr.session_id = s->id;
 	cr.type = s->type;
 	cr.params = &p;
@@ -708,6 +711,11 @@ static int admit(const struct target *t, const Pd__Request *rq, uint32_t *dur, u
 		util_fmt(msg, n, "frequency_hz must be %u..%u", SVC_HZ_MIN, SVC_HZ_MAX);
 		return PROF_E_INVALID_REQUEST;
 	}
+	if (p && p->has_sampling_interval_bytes &&
+	    p->sampling_interval_bytes > SVC_INTERVAL_MAX) {
+		util_fmt(msg, n, "sampling_interval_bytes must be 0..%u", SVC_INTERVAL_MAX);
+		return PROF_E_INVALID_REQUEST;
+	}
 	if (p && p->has_buffer_kb && p->buffer_kb &&
 	    (p->buffer_kb < SVC_BUFFER_KB_MIN || p->buffer_kb > SVC_BUFFER_KB_MAX)) {
 		util_fmt(msg, n, "buffer_kb must be %u..%u", SVC_BUFFER_KB_MIN, SVC_BUFFER_KB_MAX);
@@ -759,6 +767,8 @@ static int create_session(const struct target *t, const Pd__Request *rq, uint32_
 	s->duration_ms = dur;
 	s->hz = hz;
 	s->clock = rq->params && rq->params->has_clock ? rq->params->clock : 0;
+	s->interval = rq->params && rq->params->has_sampling_interval_bytes
+		? rq->params->sampling_interval_bytes : 0;
 	s->trigger = trigger;
 	s->buffer_kb = rq->params && rq->params->has_buffer_kb && rq->params->buffer_kb
 		? rq->params->buffer_kb : 4096;

@@ -403,7 +403,8 @@ static int t_no_runtime(void)
 	prof_client *c = connect_app();
 	struct outcome o = { 0 };
 	struct prof_params p = { .duration_ms = 200 };
-	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, NULL, on_result, &o, NULL) == 0, "refused");
+	/* A heap profile needs the agent (stack samples would go agentless). */
+	CHECK(prof_request(c, PROF_HEAP_PROFILE, &p, NULL, on_result, &o, NULL) == 0, "refused");
 	wait_result(c, &o, 10000);
 	CHECK(o.error == PROF_E_RUNTIME_UNAVAILABLE, "result %d (%s)", o.error, o.msg);
 	prof_close(c);

@@ -66,6 +66,7 @@ enum prof_error {
  * the daemon; a value outside gives PROF_E_INVALID_REQUEST):
  *   duration_ms   100 .. 120000, default 10000
  *   frequency_hz  1 .. 1000,     default 100   (PROF_STACK_SAMPLING)
+ *   sampling_interval_bytes 1 .. 2^30, default 4096 (PROF_HEAP_PROFILE)
  *   buffer_kb     64 .. 65536,   default 4096  (PROF_SYSTEM_TRACE, kernel
  *                 buffer per CPU)
  */
