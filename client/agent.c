@@ -1,6 +1,7 @@
 #include "agent.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -37,6 +38,35 @@ static int agent_refs;
 static bool agent_ready, agent_done;
 static pthread_t agent_thread;
 static int agent_stopfd = -1;
+static int agent_oomfd = -1;   /* the allocator's failures, counted */
+static int agent_send(int sock, const ProtobufCMessage *m);
+static _Atomic uint64_t oom_size;
+
+/* The heap hook: on the failing thread; an eventfd write is all it does. */
+static void agent_on_oom(size_t size)
+{
+	uint64_t one = 1;
+	atomic_store(&oom_size, size);
+	if (agent_oomfd >= 0) {
+		ssize_t w = write(agent_oomfd, &one, sizeof(one));
+		(void)w;
+	}
+}
+
+static void agent_send_oom(int sock)
+{
+	uint64_t n;
+	if (read(agent_oomfd, &n, sizeof(n)) != sizeof(n))
+		return;
+	Pd__RuntimeMsg rm = PD__RUNTIME_MSG__INIT;
+	Pd__RuntimeEvent ev = PD__RUNTIME_EVENT__INIT;
+	ev.kind = 1;
+	ev.has_value = 1;
+	ev.value = atomic_load(&oom_size);
+	rm.msg_case = PD__RUNTIME_MSG__MSG_EVENT;
+	rm.event = &ev;
+	agent_send(sock, &rm.base);
+}
 static char agent_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 
 static uint32_t clamp_u32(uint32_t v, uint32_t def, uint32_t lo, uint32_t hi)
@@ -300,15 +330,20 @@ static void *agent_main(void *arg)
 	if (agent_hello(sock) < 0)
 		goto out;
 	for (;;) {
-		struct pollfd pf[2] = { { .fd = sock, .events = POLLIN },
-					{ .fd = agent_stopfd, .events = POLLIN } };
-		if (poll(pf, 2, -1) < 0) {
+		struct pollfd pf[3] = { { .fd = sock, .events = POLLIN },
+					{ .fd = agent_stopfd, .events = POLLIN },
+					{ .fd = agent_oomfd, .events = POLLIN } };
+		if (poll(pf, 3, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
 		if (pf[1].revents)
 			break;
+		if (pf[2].revents & POLLIN)
+			agent_send_oom(sock);
+		if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
 		int fd = -1;
 		Pd__DaemonToRuntime *m = agent_recv(sock, &fd);
 		if (!m) {
@@ -321,6 +356,12 @@ static void *agent_main(void *arg)
 		switch (m->msg_case) {
 		case PD__DAEMON_TO_RUNTIME__MSG_HELLO_ACK:
 			agent_set_ready();
+			break;
+		case PD__DAEMON_TO_RUNTIME__MSG_HEAP_ARM:
+			/* Keep sampling from now on: an OOM capture then covers it all. */
+			if (heap_supported() && !heap_active())
+				heap_start(m->heap_arm->has_sampling_interval_bytes
+					   ? m->heap_arm->sampling_interval_bytes : 0);
 			break;
 		case PD__DAEMON_TO_RUNTIME__MSG_CAPTURE:
 			if (fd < 0)
@@ -371,6 +412,10 @@ int agent_start(const char *runtime_socket, int wait_ms)
 		goto out;
 	}
 	agent_stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (agent_oomfd < 0) {
+		agent_oomfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		heap_set_oom_hook(agent_on_oom);
+	}
 	if (agent_stopfd < 0) {
 		r = -errno;
 		goto out;

@@ -85,7 +85,7 @@ int svc_config_finish(struct svc_config *cfg);
 
 /* -------------------------------------------------------------- svc_db.c */
 
-#define SVC_DB_SCHEMA_VERSION 4
+#define SVC_DB_SCHEMA_VERSION 5
 
 int svc_db_init(const char *path);
 void svc_db_fini(void);
@@ -114,6 +114,7 @@ struct svc_db_result {
 	uint32_t type, trigger;
 	char path[SVC_PATH_MAX];
 	char tag[72];
+	char note[160];
 };
 typedef void (*svc_db_result_fn)(const struct svc_db_result *r, void *ud);
 /* Undelivered results of app (attempts < max, ended >= min_end_ns), oldest
@@ -121,6 +122,8 @@ typedef void (*svc_db_result_fn)(const struct svc_db_result *r, void *ud);
 int svc_db_pending(const char *app, uint32_t max_attempts, uint64_t min_end_ns, unsigned limit,
 		   svc_db_result_fn fn, void *ud);
 int svc_db_result_delete(uint64_t result_id);
+/* Offer session_id's result again (attempts reset), with a note. -ENOENT if none. */
+int svc_db_result_requeue(uint64_t session_id, const char *note);
 /* Results that ended before before_ns (fn may delete them). */
 int svc_db_expired(uint64_t before_ns, svc_db_result_fn fn, void *ud);
 /* For each app over max_app_bytes, its oldest results until it would fit. */
@@ -239,6 +242,8 @@ void svc_trigger_signal(struct svc_conn *c, const Pd__AppSignal *sg);
 /* A client of an app connected / went away: its pid is watched or not. */
 void svc_trigger_client_up(struct svc_conn *c);
 void svc_trigger_client_down(struct svc_conn *c);
+/* A runtime said hello: arm what its app's triggers need (heap sampling). */
+void svc_trigger_runtime_up(struct svc_conn *rt);
 /* The runtime reported an event (an allocation failure). */
 void svc_trigger_runtime_event(struct svc_conn *rt, const Pd__RuntimeEvent *ev);
 /* A trigger's session ended. */

@@ -428,8 +428,10 @@ static int runtime_hello(struct svc_conn *c, const Pd__RuntimeMsg *m)
 	out.msg_case = PD__DAEMON_TO_RUNTIME__MSG_HELLO_ACK;
 	out.hello_ack = &ack;
 	int r = svc_conn_send(c, &out.base, -1);
-	if (r == 0)
+	if (r == 0) {
+		svc_trigger_runtime_up(c);
 		svc_session_runtime_up(c);
+	}
 	return r;
 }
 

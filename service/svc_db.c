@@ -65,6 +65,8 @@ static const char *const migrations[] = {
 	("CREATE TABLE triggers (app TEXT NOT NULL, type INTEGER NOT NULL,"
 	" uid INTEGER NOT NULL, gid INTEGER NOT NULL, exe TEXT NOT NULL, spec BLOB NOT NULL,"
 	" PRIMARY KEY (app, type));"),
+	/* 5: a note on a result, e.g. the OOM kill that followed it. */
+	("ALTER TABLE results ADD COLUMN note TEXT NOT NULL DEFAULT '';"),
 };
 
 /*
@@ -302,7 +304,7 @@ int svc_db_pending(const char *app, uint32_t max_attempts, uint64_t min_end_ns, 
 		   svc_db_result_fn fn, void *ud)
 {
 	sqlite3_stmt *st = stmt(ST_PENDING, "SELECT r.id, r.session_id, r.type, r.path, r.size,"
-				" r.start_ns, COALESCE(s.tag, ''), r.trigger FROM results r"
+				" r.start_ns, COALESCE(s.tag, ''), r.trigger, r.note FROM results r"
 				" LEFT JOIN sessions s ON s.id = r.session_id"
 				" WHERE r.app=? AND r.delivered=0 AND r.attempts<? AND r.end_ns>=?"
 				" ORDER BY r.id LIMIT ?");
@@ -325,6 +327,7 @@ int svc_db_pending(const char *app, uint32_t max_attempts, uint64_t min_end_ns, 
 		r->start_ns = (uint64_t)sqlite3_column_int64(st, 5);
 		util_strlcpy(r->tag, (const char *)sqlite3_column_text(st, 6), sizeof(r->tag));
 		r->trigger = (uint32_t)sqlite3_column_int(st, 7);
+		util_strlcpy(r->note, (const char *)sqlite3_column_text(st, 8), sizeof(r->note));
 		n++;
 	}
 	sqlite3_reset(st);
@@ -466,4 +469,17 @@ int svc_db_trigger_load(svc_db_trigger_fn fn, void *ud)
 	}
 	sqlite3_finalize(st);
 	return rc == SQLITE_DONE ? n : -EIO;
+}
+
+int svc_db_result_requeue(uint64_t session_id, const char *note)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(db, "UPDATE results SET delivered=0, attempts=0, note=?"
+			       " WHERE session_id=?", -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_text(st, 1, note, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)session_id);
+	int rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? (sqlite3_changes(db) ? 0 : -ENOENT) : -EIO;
 }

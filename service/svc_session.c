@@ -118,7 +118,8 @@ static struct svc_conn *result_peer(const struct session *s)
 
 static int send_result_to(struct svc_conn *c, uint64_t id, uint32_t type, uint32_t trigger,
 			  const char *tag, int error, const char *msg, const char *path,
-			  uint64_t size, uint64_t result_id, uint64_t start_ns, int fd)
+			  uint64_t size, uint64_t result_id, uint64_t start_ns, int fd,
+			  const char *note)
 {
 	Pd__DaemonMsg out = PD__DAEMON_MSG__INIT;
 	Pd__Result r = PD__RESULT__INIT;
@@ -142,6 +143,8 @@ static int send_result_to(struct svc_conn *c, uint64_t id, uint32_t type, uint32
 	}
 	r.has_start_ns = 1;
 	r.start_ns = start_ns;
+	if (note && *note)
+		r.note = (char *)note;
 	r.has_end_ns = 1;
 	r.end_ns = util_now_ns(CLOCK_REALTIME);
 	out.msg_case = PD__DAEMON_MSG__MSG_RESULT;
@@ -153,7 +156,7 @@ static int send_result(struct session *s, int error, const char *msg, const char
 		       uint64_t size, uint64_t result_id, int fd)
 {
 	return send_result_to(result_peer(s), s->id, s->type, s->trigger, s->tag, error, msg, path,
-			      size, result_id, s->start_ns, fd);
+			      size, result_id, s->start_ns, fd, NULL);
 }
 
 /* Drop the session's files and helpers; done before the app hears the end,
@@ -472,13 +475,13 @@ static void fsync_dir(const char *dir)
 /* Open result r (fd and metadata) to the app's connection c; counts an attempt. */
 static int deliver_to(struct svc_conn *c, uint64_t request_id, uint32_t type, uint32_t trigger,
 		      const char *tag, const char *path, uint64_t size, uint64_t result_id,
-		      uint64_t start_ns)
+		      uint64_t start_ns, const char *note)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return -errno;
 	int r = send_result_to(c, request_id, type, trigger, tag, PROF_E_NONE, NULL, path, size,
-			       result_id, start_ns, fd);
+			       result_id, start_ns, fd, note);
 	close(fd);
 	if (r == 0)
 		svc_db_result_attempt(result_id);
@@ -550,7 +553,7 @@ static void redact_done(void *ud, int code, const char *rmsg)
 
 	struct svc_conn *c = result_peer(s);
 	r = c ? deliver_to(c, s->id, s->type, s->trigger, s->tag, path, (uint64_t)st.st_size,
-			   result_id, s->start_ns) : -ENOTCONN;
+			   result_id, s->start_ns, NULL) : -ENOTCONN;
 	LOG_I("session %llu: %llu samples (%llu dropped by the runtime); redacted (%s) "
 	      "-> %s, %lld bytes%s", (unsigned long long)s->id, (unsigned long long)s->samples,
 	      (unsigned long long)s->dropped, rmsg, path, (long long)st.st_size,
@@ -874,7 +877,7 @@ void svc_session_refused(struct svc_conn *client, uint64_t id, const Pd__Request
 		l = svc_conn_listener_for(svc_conn_uid(client));
 	if (l)
 		send_result_to(l, id, rq->type, PROF_TRIGGER_NONE, rq->tag ? rq->tag : "", error, why,
-			       NULL, 0, 0, util_now_ns(CLOCK_REALTIME), -1);
+			       NULL, 0, 0, util_now_ns(CLOCK_REALTIME), -1, NULL);
 }
 
 struct redeliver_ctx {
@@ -886,7 +889,7 @@ static void redeliver_one(const struct svc_db_result *r, void *ud)
 {
 	struct redeliver_ctx *rc = ud;
 	int e = deliver_to(rc->c, r->session_id, r->type, r->trigger, r->tag, r->path, r->size,
-			   r->id, r->start_ns);
+			   r->id, r->start_ns, r->note);
 	if (e == -ENOENT) {
 		/* The file is gone (removed by hand): nothing left to deliver. */
 		svc_db_result_delete(r->id);

@@ -42,7 +42,11 @@ struct reg {
 	uint32_t type, capture, period_s;
 	uint32_t cpu_percent, cpu_window_ms, hang_timeout_ms, timeout_ms;
 	Pd__Params params;
+	uint32_t memory_percent;
+	uint64_t memory_bytes;
 	uint64_t active;              /* the session of the capture running, or 0 */
+	uint64_t last_session;        /* the last capture it made (OOM: linked to a kill) */
+	uint64_t last_ns;
 	uint64_t fired, coalesced, refused;
 };
 
@@ -111,6 +115,7 @@ static struct app_pid *add_pid(pid_t pid, const char *app, uid_t uid, gid_t gid)
 static void drop_pid(pid_t pid)
 {
 	trg_cpu_unwatch(pid);
+	trg_mem_unwatch(pid);
 	trg_hang_forget(pid);
 	for (size_t i = 0; i < npids; i++)
 		if (pids[i].pid == pid) {
@@ -126,6 +131,32 @@ static void watch_pid(const struct app_pid *p)
 	if (r && trg_cpu_watch(p->pid, r->cpu_percent, r->cpu_window_ms) == -ENOSPC)
 		LOG_W("cannot watch the CPU of pid %d: %d processes watched already", (int)p->pid,
 		      TRG_MAX_PIDS);
+	r = find_reg(p->app, PROF_TRIGGER_OOM);
+	if (r && trg_mem_watch(p->pid, r->memory_percent, r->memory_bytes) == -ENOSPC)
+		LOG_W("cannot watch the memory of pid %d: %d processes watched already",
+		      (int)p->pid, TRG_MAX_PIDS);
+}
+
+/* An OOM trigger wants the heap sampled from now on, not from its warning. */
+static void arm_heap(struct svc_conn *rt, const struct reg *r)
+{
+	Pd__DaemonToRuntime out = PD__DAEMON_TO_RUNTIME__INIT;
+	Pd__HeapArm ha = PD__HEAP_ARM__INIT;
+	if (!rt || !r || r->capture != PROF_HEAP_PROFILE ||
+	    !(svc_conn_runtime_caps(rt) & SVC_CAP_HEAP_PROFILE))
+		return;
+	ha.has_sampling_interval_bytes = r->params.has_sampling_interval_bytes;
+	ha.sampling_interval_bytes = r->params.sampling_interval_bytes;
+	out.msg_case = PD__DAEMON_TO_RUNTIME__MSG_HEAP_ARM;
+	out.heap_arm = &ha;
+	svc_conn_send(rt, &out.base, -1);
+}
+
+void svc_trigger_runtime_up(struct svc_conn *rt)
+{
+	struct app_pid *p = find_pid(svc_conn_pid(rt));
+	if (p)
+		arm_heap(rt, find_reg(p->app, PROF_TRIGGER_OOM));
 }
 
 static void fire(struct reg *r, pid_t pid, const char *tag)
@@ -153,6 +184,8 @@ static void fire(struct reg *r, pid_t pid, const char *tag)
 	}
 	svc_admit_cooldown_record(r->app, r->type);
 	r->active = id;
+	r->last_session = id;
+	r->last_ns = util_now_ns(CLOCK_MONOTONIC);
 	r->fired++;
 	LOG_I("%s trigger of %s fired for pid %d: session %llu", trigger_names[r->type], r->app,
 	      (int)pid, (unsigned long long)id);
@@ -166,6 +199,8 @@ void svc_trigger_session_end(const char *app, uint32_t trigger, uint64_t session
 }
 
 /* ------------------------------------------------------------ watchers */
+
+static void link_kill(struct reg *r, pid_t pid, const char *how);
 
 static void on_proc_exec(pid_t pid)
 {
@@ -203,6 +238,12 @@ static void on_proc_exit(pid_t pid, int wstatus)
 		return;
 	if (wstatus >= 0 && WIFSIGNALED(wstatus)) {
 		int sig = WTERMSIG(wstatus);
+		struct reg *oom = find_reg(p->app, PROF_TRIGGER_OOM);
+		/* Without a cgroup's own word, a SIGKILL soon after the warning. */
+		if (sig == SIGKILL && oom && oom->last_session &&
+		    util_now_ns(CLOCK_MONOTONIC) - oom->last_ns < 60ull * 1000000000ull &&
+		    !strstr(trg_mem_status(), "v1 memory thresholds and oom_control: yes"))
+			link_kill(oom, pid, "killed by SIGKILL (likely the OOM killer)");
 		if (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE ||
 		    sig == SIGABRT)
 			LOG_N("pid %d of %s died of signal %d", (int)pid, p->app, sig);
@@ -226,11 +267,42 @@ static void on_hang(pid_t pid)
 		fire(r, pid, "hang");
 }
 
+static void on_mem_warn(pid_t pid)
+{
+	struct app_pid *p = find_pid(pid);
+	struct reg *r = p ? find_reg(p->app, PROF_TRIGGER_OOM) : NULL;
+	if (r)
+		fire(r, pid, "oom");
+}
+
+/* The kill came: offer the capture before it again, saying so. */
+static void link_kill(struct reg *r, pid_t pid, const char *how)
+{
+	char note[160];
+	if (!r || !r->last_session)
+		return;
+	double secs = (double)(util_now_ns(CLOCK_MONOTONIC) - r->last_ns) / 1e9;
+	util_fmt(note, sizeof(note), "%s %.1f s after this capture (pid %d)", how, secs, (int)pid);
+	if (svc_db_result_requeue(r->last_session, note) == 0)
+		LOG_N("%s: %s; its heap capture is queued again for the app", r->app, note);
+	else
+		LOG_N("%s: %s, but that capture has no stored result", r->app, note);
+}
+
+static void on_mem_kill(pid_t pid)
+{
+	struct app_pid *p = find_pid(pid);
+	if (p)
+		link_kill(find_reg(p->app, PROF_TRIGGER_OOM), pid, "OOM-killed");
+}
+
 static const struct trg_ops trg_ops = {
 	.exec = on_proc_exec,
 	.exit = on_proc_exit,
 	.cpu = on_cpu,
 	.hang = on_hang,
+	.mem_warn = on_mem_warn,
+	.mem_kill = on_mem_kill,
 };
 
 /* ------------------------------------------------------- registration */
@@ -258,6 +330,12 @@ static int fill_reg(struct reg *r, const Pd__Trigger *t, char *why, size_t n)
 	r->cpu_window_ms = or_default(t->has_cpu_window_ms, t->cpu_window_ms, 5000);
 	r->hang_timeout_ms = or_default(t->has_hang_timeout_ms, t->hang_timeout_ms, 5000);
 	r->timeout_ms = or_default(t->has_timeout_ms, t->timeout_ms, 5000);
+	r->memory_percent = or_default(t->has_memory_percent, t->memory_percent, 90);
+	r->memory_bytes = t->has_memory_bytes ? t->memory_bytes : 0;
+	if (r->memory_percent > 100) {
+		util_fmt(why, n, "memory_percent must be 1..100");
+		return PROF_E_INVALID_REQUEST;
+	}
 	if (r->cpu_percent > 100 * 1024 || r->cpu_window_ms < 250 || r->cpu_window_ms > 600000 ||
 	    r->hang_timeout_ms < 100 || r->hang_timeout_ms > 3600000 || r->timeout_ms < 100 ||
 	    r->timeout_ms > SVC_DURATION_MAX_MS) {
@@ -288,8 +366,10 @@ static int fill_reg(struct reg *r, const Pd__Trigger *t, char *why, size_t n)
 		r->params.clock = 1;
 	}
 	if (!r->params.has_duration_ms || !r->params.duration_ms) {
+		/* An OOM capture must finish before the kill: the heap is sampled
+		 * since registration, so a short capture holds it all. */
 		r->params.has_duration_ms = 1;
-		r->params.duration_ms = 2000;
+		r->params.duration_ms = r->type == PROF_TRIGGER_OOM ? 200 : 2000;
 	}
 	return 0;
 }
@@ -341,6 +421,8 @@ int svc_trigger_add(struct svc_conn *c, const Pd__Trigger *t, char *why, size_t 
 	struct app_pid *p = add_pid(svc_conn_pid(c), r->app, r->uid, r->gid);
 	if (p)
 		watch_pid(p);
+	if (r->type == PROF_TRIGGER_OOM)
+		arm_heap(svc_conn_runtime_for(svc_conn_pid(c)), r);
 	LOG_I("%s registered a %s trigger (capture %u, cooldown %u s)", r->app,
 	      trigger_names[r->type], r->capture, r->period_s);
 	return 0;
@@ -412,9 +494,15 @@ void svc_trigger_client_down(struct svc_conn *c)
 
 void svc_trigger_runtime_event(struct svc_conn *rt, const Pd__RuntimeEvent *ev)
 {
-	if (ev->kind == 1)
-		LOG_N("pid %d reports an allocation failure of %llu bytes", (int)svc_conn_pid(rt),
-		      (unsigned long long)ev->value);
+	if (ev->kind != 1)
+		return;
+	LOG_N("pid %d reports an allocation failure of %llu bytes", (int)svc_conn_pid(rt),
+	      (unsigned long long)ev->value);
+	/* A runtime-reported OOM fires the same trigger as the kernel's signs. */
+	struct app_pid *p = find_pid(svc_conn_pid(rt));
+	struct reg *r = p ? find_reg(p->app, PROF_TRIGGER_OOM) : NULL;
+	if (r)
+		fire(r, p->pid, "oom-malloc");
 }
 
 static void load_one(const char *app, uint32_t type, uid_t uid, gid_t gid, const char *exe,
@@ -450,10 +538,10 @@ int svc_trigger_init(struct event_base *base, const struct svc_config *c)
 	if (n)
 		LOG_I("%d trigger(s) loaded", n);
 	if ((r = trg_proc_init(base, &trg_ops)) < 0 || (r = trg_cpu_init(base, &trg_ops)) < 0 ||
-	    (r = trg_hang_init(base, &trg_ops)) < 0)
+	    (r = trg_hang_init(base, &trg_ops)) < 0 || (r = trg_mem_init(base, &trg_ops)) < 0)
 		return r;
-	LOG_I("watchers: process events: %s; cpu: %s; hang: %s", trg_proc_status(),
-	      trg_cpu_status(), trg_hang_status());
+	LOG_I("watchers: process events: %s; cpu: %s; hang: %s; memory: %s", trg_proc_status(),
+	      trg_cpu_status(), trg_hang_status(), trg_mem_status());
 	return 0;
 }
 
@@ -462,6 +550,7 @@ void svc_trigger_fini(void)
 	trg_proc_fini();
 	trg_cpu_fini();
 	trg_hang_fini();
+	trg_mem_fini();
 	free(regs);
 	free(pids);
 	regs = NULL;
@@ -474,4 +563,5 @@ void svc_trigger_status(void (*fn)(const char *name, const char *status, void *u
 	fn("process-events", trg_proc_status(), ud);
 	fn("cpu", trg_cpu_status(), ud);
 	fn("hang", trg_hang_status(), ud);
+	fn("memory", trg_mem_status(), ud);
 }

@@ -10,6 +10,7 @@
 #define PD_TRG_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct event_base;
@@ -21,6 +22,8 @@ struct trg_ops {
 	void (*exit)(pid_t pid, int wstatus);    /* a process ended; -1 when unknown */
 	void (*cpu)(pid_t pid, unsigned percent); /* over its threshold a whole window */
 	void (*hang)(pid_t pid);                 /* no heartbeat within its timeout */
+	void (*mem_warn)(pid_t pid);             /* memory crossed the OOM warning line */
+	void (*mem_kill)(pid_t pid);             /* the OOM killer struck pid's cgroup */
 };
 
 /* Process events: the netlink proc connector, else a /proc scan. */
@@ -41,5 +44,13 @@ void trg_hang_fini(void);
 int trg_hang_beat(pid_t pid, unsigned timeout_ms);
 void trg_hang_forget(pid_t pid);
 const char *trg_hang_status(void);
+
+/* OOM warning signs: cgroup v1 thresholds and oom_control, else RSS. */
+int trg_mem_init(struct event_base *base, const struct trg_ops *ops);
+void trg_mem_fini(void);
+/* Warn at bytes, or at percent of the cgroup limit (of RAM without one). */
+int trg_mem_watch(pid_t pid, unsigned percent, uint64_t bytes);
+void trg_mem_unwatch(pid_t pid);
+const char *trg_mem_status(void);
 
 #endif
