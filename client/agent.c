@@ -39,6 +39,7 @@ static bool agent_ready, agent_done;
 static pthread_t agent_thread;
 static int agent_stopfd = -1;
 static int agent_oomfd = -1;   /* the allocator's failures, counted */
+static volatile int crash_fd = -1; /* where a fatal signal dumps the rings */
 static int agent_send(int sock, const ProtobufCMessage *m);
 static _Atomic uint64_t oom_size;
 
@@ -50,6 +51,36 @@ static void agent_on_oom(size_t size)
 	if (agent_oomfd >= 0) {
 		ssize_t w = write(agent_oomfd, &one, sizeof(one));
 		(void)w;
+	}
+}
+
+/* A fatal signal: dump the flight recorder (write() only), then die of it. */
+static void crash_handler(int sig, siginfo_t *si, void *uc)
+{
+	int fd = crash_fd;
+	if (fd >= 0)
+		trc_crash_dump(fd);
+	struct sigaction dfl;
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	sigaction(sig, &dfl, NULL);
+	raise(sig); /* blocked in here: delivered, with SIG_DFL, on return */
+}
+
+static void install_crash_handlers(void)
+{
+	static const int sigs[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT };
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct sigaction old, sa;
+		/* The app's own handler wins: never replace one. */
+		if (sigaction(sigs[i], NULL, &old) < 0 || (old.sa_flags & SA_SIGINFO) ||
+		    old.sa_handler != SIG_DFL)
+			continue;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_sigaction = crash_handler;
+		sa.sa_flags = SA_SIGINFO;
+		sigemptyset(&sa.sa_mask);
+		sigaction(sigs[i], &sa, NULL);
 	}
 }
 
@@ -122,6 +153,37 @@ static Pd__DaemonToRuntime *agent_recv(int sock, int *fd)
 	return pd__daemon_to_runtime__unpack(NULL, (size_t)n, buf);
 }
 
+static void install_crash_handlers(void);
+
+/*
+ * Messages that do not start or end a capture, handled in any state. Takes
+ * *fd when it keeps it. Returns 1 if m was one of them.
+ */
+static int agent_side_msg(const Pd__DaemonToRuntime *m, int *fd)
+{
+	switch (m->msg_case) {
+	case PD__DAEMON_TO_RUNTIME__MSG_CRASH_FD:
+		/* Kept for the life of the process: the handler writes into it. */
+		if (*fd >= 0) {
+			int old = crash_fd;
+			crash_fd = *fd;
+			*fd = -1;
+			if (old >= 0)
+				close(old);
+			install_crash_handlers();
+		}
+		return 1;
+	case PD__DAEMON_TO_RUNTIME__MSG_HEAP_ARM:
+		/* Keep sampling from now on: an OOM capture then covers it all. */
+		if (heap_supported() && !heap_active())
+			heap_start(m->heap_arm->has_sampling_interval_bytes
+				   ? m->heap_arm->sampling_interval_bytes : 0);
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 /*
  * Wait out a capture of dur ms on this thread, answering what arrives
  * meanwhile: tick() runs every AGENT_TICK_MS. Returns 0 when the time is
@@ -156,6 +218,7 @@ static int agent_wait(int sock, const Pd__CaptureRequest *cr, uint32_t dur, void
 			/* Stop: finish now with what was collected (fully drawn). */
 			int stopped = m->msg_case == PD__DAEMON_TO_RUNTIME__MSG_STOP &&
 				      m->stop->session_id == cr->session_id;
+			agent_side_msg(m, &fd);
 			if (m->msg_case == PD__DAEMON_TO_RUNTIME__MSG_CAPTURE)
 				agent_done_msg(sock, m->capture->session_id,
 					       PROF_E_PROFILING_IN_PROGRESS,
@@ -357,11 +420,9 @@ static void *agent_main(void *arg)
 		case PD__DAEMON_TO_RUNTIME__MSG_HELLO_ACK:
 			agent_set_ready();
 			break;
+		case PD__DAEMON_TO_RUNTIME__MSG_CRASH_FD:
 		case PD__DAEMON_TO_RUNTIME__MSG_HEAP_ARM:
-			/* Keep sampling from now on: an OOM capture then covers it all. */
-			if (heap_supported() && !heap_active())
-				heap_start(m->heap_arm->has_sampling_interval_bytes
-					   ? m->heap_arm->sampling_interval_bytes : 0);
+			agent_side_msg(m, &fd);
 			break;
 		case PD__DAEMON_TO_RUNTIME__MSG_CAPTURE:
 			if (fd < 0)

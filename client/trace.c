@@ -13,20 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "perfetto_trace.pb-c.h"
+#include "trace_fmt.h"
 #include "profiling/profiling.h"
 #include "util.h"
 
-enum { EV_BEGIN = 1, EV_END, EV_INSTANT, EV_COUNTER };
-
-struct trc_ev {
-	/* i + 1 once slot holds event i; 0 while it is being written. */
-	_Atomic uint64_t seq;
-	uint64_t ts;
-	int64_t value;
-	uint8_t type, len;
-	char name[TRC_NAME_MAX];
-};
 
 struct trc_ring {
 	_Atomic uint64_t head;   /* events ever written; only the owner writes it */
@@ -147,73 +137,6 @@ void prof_trace_counter(const char *name, int64_t value)
 	put(EV_COUNTER, name, value);
 }
 
-/* ------------------------------------------------------------ snapshot */
-
-struct out {
-	int fd;
-	uint8_t buf[1 << 16];
-	size_t len;
-	uint64_t total;
-	int err;
-};
-
-static void out_flush(struct out *o)
-{
-	if (o->len && !o->err) {
-		int r = util_write_all(o->fd, o->buf, o->len);
-		if (r < 0)
-			o->err = r;
-		o->total += o->len;
-	}
-	o->len = 0;
-}
-
-/* Frame one packet as Trace.packet (field 1, length-delimited). */
-static void out_packet(struct out *o, const Perfetto__Protos__TracePacket *p)
-{
-	size_t n = perfetto__protos__trace_packet__get_packed_size(p);
-	uint8_t hdr[11];
-	size_t h = 0;
-	hdr[h++] = 0x0a;
-	for (size_t v = n; ; v >>= 7) {
-		hdr[h++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-		if (v <= 0x7f)
-			break;
-	}
-	if (o->len + h + n > sizeof(o->buf))
-		out_flush(o);
-	if (h + n > sizeof(o->buf)) {
-		uint8_t *big = malloc(n);
-		if (!big) {
-			o->err = -ENOMEM;
-			return;
-		}
-		perfetto__protos__trace_packet__pack(p, big);
-		if (!o->err && ((o->err = util_write_all(o->fd, hdr, h)) == 0))
-			o->err = util_write_all(o->fd, big, n);
-		o->total += h + n;
-		free(big);
-		return;
-	}
-	memcpy(o->buf + o->len, hdr, h);
-	perfetto__protos__trace_packet__pack(p, o->buf + o->len + h);
-	o->len += h + n;
-}
-
-#define SEQ_ID(pid) (0x10000u + (uint32_t)(pid))
-#define PROCESS_UUID(pid) ((uint64_t)(uint32_t)(pid) | (1ull << 40))
-#define THREAD_UUID(tid) ((uint64_t)(uint32_t)(tid) | (2ull << 40))
-
-static uint64_t counter_uuid(const char *name, size_t len)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < len; i++) {
-		h ^= (uint8_t)name[i];
-		h *= 1099511628211ull;
-	}
-	return (h & ((1ull << 40) - 1)) | (3ull << 40);
-}
-
 static void read_cmdline(char *out, size_t n)
 {
 	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
@@ -225,153 +148,32 @@ static void read_cmdline(char *out, size_t n)
 	out[r > 0 ? r : 0] = '\0';
 }
 
-static void emit_descriptors(struct out *o, pid_t pid)
+/* The live name of a thread, if it still runs; else the one it had. */
+static void thread_name(const struct trc_ring *r, char comm[17])
 {
-	Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
-	Perfetto__Protos__TrackDescriptor td = PERFETTO__PROTOS__TRACK_DESCRIPTOR__INIT;
-	Perfetto__Protos__ProcessDescriptor pd = PERFETTO__PROTOS__PROCESS_DESCRIPTOR__INIT;
-	char cmd[256], comm[17] = "";
-	char *argv0 = cmd;
-
-	read_cmdline(cmd, sizeof(cmd));
-	prctl(PR_GET_NAME, comm, 0, 0, 0);
-	pd.has_pid = 1;
-	pd.pid = pid;
-	pd.process_name = comm;
-	pd.n_cmdline = 1;
-	pd.cmdline = &argv0;
-	td.has_uuid = 1;
-	td.uuid = PROCESS_UUID(pid);
-	td.process = &pd;
-	p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR;
-	p.track_descriptor = &td;
-	p.has_trusted_packet_sequence_id = 1;
-	p.trusted_packet_sequence_id = SEQ_ID(pid);
-	p.has_sequence_flags = 1;
-	p.sequence_flags = 1; /* SEQ_INCREMENTAL_STATE_CLEARED */
-	p.has_first_packet_on_sequence = 1;
-	p.first_packet_on_sequence = 1;
-	out_packet(o, &p);
-}
-
-static void emit_thread(struct out *o, pid_t pid, const struct trc_ring *r)
-{
-	Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
-	Perfetto__Protos__TrackDescriptor td = PERFETTO__PROTOS__TRACK_DESCRIPTOR__INIT;
-	Perfetto__Protos__ThreadDescriptor th = PERFETTO__PROTOS__THREAD_DESCRIPTOR__INIT;
-	char comm[17], path[64];
-
-	/* The live name, if the thread still runs; else the one it had. */
+	char path[64];
 	memcpy(comm, r->comm, 16);
 	comm[16] = '\0';
 	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)r->tid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		ssize_t n = read(fd, comm, 16);
-		close(fd);
-		if (n > 0) {
-			comm[n] = '\0';
-			char *nl = strchr(comm, '\n');
-			if (nl)
-				*nl = '\0';
-		}
-	}
-	th.has_pid = 1;
-	th.pid = pid;
-	th.has_tid = 1;
-	th.tid = r->tid;
-	th.thread_name = comm;
-	td.has_uuid = 1;
-	td.uuid = THREAD_UUID(r->tid);
-	td.has_parent_uuid = 1;
-	td.parent_uuid = PROCESS_UUID(pid);
-	td.thread = &th;
-	p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR;
-	p.track_descriptor = &td;
-	p.has_trusted_packet_sequence_id = 1;
-	p.trusted_packet_sequence_id = SEQ_ID(pid);
-	out_packet(o, &p);
-}
-
-static void emit_counter_track(struct out *o, pid_t pid, const char *name, uint64_t uuid)
-{
-	Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
-	Perfetto__Protos__TrackDescriptor td = PERFETTO__PROTOS__TRACK_DESCRIPTOR__INIT;
-	Perfetto__Protos__CounterDescriptor cd = PERFETTO__PROTOS__COUNTER_DESCRIPTOR__INIT;
-	td.has_uuid = 1;
-	td.uuid = uuid;
-	td.has_parent_uuid = 1;
-	td.parent_uuid = PROCESS_UUID(pid);
-	td.name = (char *)name;
-	td.counter = &cd;
-	p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR;
-	p.track_descriptor = &td;
-	p.has_trusted_packet_sequence_id = 1;
-	p.trusted_packet_sequence_id = SEQ_ID(pid);
-	out_packet(o, &p);
-}
-
-static void emit_event(struct out *o, pid_t pid, const struct trc_ring *r, const struct trc_ev *e,
-		       uint64_t *counters, unsigned *ncounters)
-{
-	Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
-	Perfetto__Protos__TrackEvent te = PERFETTO__PROTOS__TRACK_EVENT__INIT;
-	char name[TRC_NAME_MAX];
-
-	memcpy(name, e->name, e->len);
-	name[e->len] = '\0';
-	te.has_track_uuid = 1;
-	te.track_uuid = THREAD_UUID(r->tid);
-	te.has_type = 1;
-	switch (e->type) {
-	case EV_BEGIN:
-		te.type = PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_BEGIN;
-		break;
-	case EV_END:
-		te.type = PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_END;
-		break;
-	case EV_INSTANT:
-		te.type = PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT;
-		break;
-	case EV_COUNTER: {
-		uint64_t uuid = counter_uuid(e->name, e->len);
-		unsigned i;
-		for (i = 0; i < *ncounters && counters[i] != uuid; i++)
-			;
-		if (i == *ncounters && *ncounters < 64) {
-			counters[(*ncounters)++] = uuid;
-			emit_counter_track(o, pid, name, uuid);
-		}
-		te.type = PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_COUNTER;
-		te.track_uuid = uuid;
-		te.counter_value_field_case = PERFETTO__PROTOS__TRACK_EVENT__COUNTER_VALUE_FIELD_COUNTER_VALUE;
-		te.counter_value = e->value;
-		break;
-	}
-	default:
+	if (fd < 0)
 		return;
+	ssize_t n = read(fd, comm, 16);
+	close(fd);
+	if (n > 0) {
+		comm[n] = '\0';
+		char *nl = strchr(comm, '\n');
+		if (nl)
+			*nl = '\0';
 	}
-	if (e->type == EV_BEGIN || e->type == EV_INSTANT) {
-		te.name_field_case = PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME;
-		te.name = name;
-	}
-	p.has_timestamp = 1;
-	p.timestamp = e->ts;
-	p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT;
-	p.track_event = &te;
-	p.has_trusted_packet_sequence_id = 1;
-	p.trusted_packet_sequence_id = SEQ_ID(pid);
-	out_packet(o, &p);
 }
 
 int trc_snapshot(int fd, struct trc_stats *st, uint64_t *bytes)
 {
-	struct out *o = malloc(sizeof(*o));
+	struct tfmt_out *o = malloc(sizeof(*o));
 	struct trc_ev *copy = malloc(sizeof(struct trc_ev) * TRC_RING_EVENTS);
-	uint64_t counters[64];
-	unsigned ncounters = 0;
 	pid_t pid = getpid();
-	int r = 0;
+	char cmd[256], comm[17] = "";
 
 	memset(st, 0, sizeof(*st));
 	if (!o || !copy) {
@@ -379,11 +181,10 @@ int trc_snapshot(int fd, struct trc_stats *st, uint64_t *bytes)
 		free(copy);
 		return -ENOMEM;
 	}
-	o->fd = fd;
-	o->len = 0;
-	o->total = 0;
-	o->err = 0;
-	emit_descriptors(o, pid);
+	tfmt_init(o, fd);
+	read_cmdline(cmd, sizeof(cmd));
+	prctl(PR_GET_NAME, comm, 0, 0, 0);
+	tfmt_process(o, pid, comm, cmd);
 	for (int i = 0; i < TRC_MAX_RINGS; i++) {
 		struct trc_ring *ring = atomic_load(&rings[i]);
 		if (!ring || atomic_load(&state[i]) == 0)
@@ -396,7 +197,7 @@ int trc_snapshot(int fd, struct trc_stats *st, uint64_t *bytes)
 			uint64_t s1 = atomic_load_explicit(&e->seq, memory_order_acquire);
 			if (s1 != k + 1)
 				continue; /* overwritten, or being written */
-			copy[n] = *e;
+			memcpy(&copy[n], e, sizeof(*e));
 			atomic_thread_fence(memory_order_acquire);
 			if (atomic_load_explicit(&e->seq, memory_order_relaxed) != s1)
 				continue; /* overwritten while we copied it */
@@ -407,17 +208,53 @@ int trc_snapshot(int fd, struct trc_stats *st, uint64_t *bytes)
 		if (!n)
 			continue;
 		st->threads++;
-		emit_thread(o, pid, ring);
+		char tname[17];
+		thread_name(ring, tname);
+		tfmt_thread(o, pid, ring->tid, tname);
 		for (size_t k = 0; k < n; k++)
-			emit_event(o, pid, ring, &copy[k], counters, &ncounters);
+			tfmt_event(o, pid, ring->tid, &copy[k]);
 		st->events += n;
 	}
 	st->threads_skipped = atomic_load(&skipped);
-	out_flush(o);
-	r = o->err;
-	if (bytes)
-		*bytes = o->total;
+	int r = tfmt_finish(o, bytes);
 	free(o);
 	free(copy);
 	return r;
+}
+
+/*
+ * In a fatal-signal handler: write()s only. The rings are dumped as they
+ * are; the redactor sorts out what is valid (docs/PERFETTO.md).
+ */
+int trc_crash_dump(int fd)
+{
+	struct tfmt_dump_hdr h;
+	uint32_t n = 0;
+	memset(&h, 0, sizeof(h));
+	for (int i = 0; i < TRC_MAX_RINGS; i++)
+		if (atomic_load(&rings[i]) && atomic_load(&state[i]) != 0)
+			n++;
+	memcpy(h.magic, TFMT_DUMP_MAGIC, 8);
+	h.version = 1;
+	h.pid = (uint32_t)getpid();
+	h.nrings = n;
+	h.ring_events = TRC_RING_EVENTS;
+	h.ev_size = sizeof(struct trc_ev);
+	if (write(fd, &h, sizeof(h)) != sizeof(h))
+		return -EIO;
+	for (int i = 0; i < TRC_MAX_RINGS && n; i++) {
+		struct trc_ring *ring = atomic_load(&rings[i]);
+		if (!ring || atomic_load(&state[i]) == 0)
+			continue;
+		struct tfmt_dump_ring rh;
+		memset(&rh, 0, sizeof(rh));
+		rh.tid = ring->tid;
+		memcpy(rh.comm, ring->comm, 16);
+		rh.head = atomic_load(&ring->head);
+		if (write(fd, &rh, sizeof(rh)) != sizeof(rh) ||
+		    write(fd, ring->ev, sizeof(ring->ev)) != (ssize_t)sizeof(ring->ev))
+			return -EIO;
+		n--;
+	}
+	return 0;
 }

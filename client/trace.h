@@ -15,9 +15,10 @@
 
 #include <stdint.h>
 
+#include "trace_fmt.h"
+
 #define TRC_RING_EVENTS 4096
 #define TRC_MAX_RINGS 256
-#define TRC_NAME_MAX 40
 
 struct trc_stats {
 	uint64_t events, dropped;
@@ -30,5 +31,8 @@ struct trc_stats {
  * slices, instants and counters on them. Timestamps are CLOCK_BOOTTIME.
  */
 int trc_snapshot(int fd, struct trc_stats *st, uint64_t *bytes);
+
+/* Dump every ring to fd, raw; async-signal-safe (write() only). */
+int trc_crash_dump(int fd);
 
 #endif

@@ -65,7 +65,7 @@ static int parse_ids(const char *s, int32_t *out, size_t *n)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: profilingd-redact --format pprof|perfetto|hprof --pids P[,P..] [options]\n"
+		"usage: profilingd-redact --format pprof|perfetto|hprof|ringdump --pids P[,P..] [options]\n"
 		"Reads a raw capture on stdin, writes the app's redacted copy on stdout.\n"
 		"Run by profilingd; see docs/ARCHITECTURE.md.\n\n"
 		"  --tids T[,T..]        the app's threads (for traces)\n"
@@ -131,6 +131,8 @@ int main(int argc, char **argv)
 		fn = rdc_perfetto;
 	else if (format && !strcmp(format, "hprof"))
 		fn = rdc_hprof;
+	else if (format && !strcmp(format, "ringdump"))
+		fn = rdc_ringdump;
 	if (!fn || npids == 0 || optind != argc)
 		goto bad;
 	if ((getuid() == 0 || geteuid() == 0) && !allow_root) {

@@ -41,6 +41,9 @@ int rdc_perfetto(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_s
 /* in_fd must be seekable (two passes: class layouts, then the rewrite). */
 int rdc_hprof(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stats *st);
 
+/* A crash ring dump of the app's flight recorder -> a Perfetto trace. */
+int rdc_ringdump(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stats *st);
+
 /* True if pid (or tid) belongs to the app. */
 int rdc_is_app_pid(const struct rdc_policy *p, int32_t pid);
 int rdc_is_app_tid(const struct rdc_policy *p, int32_t tid);

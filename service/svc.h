@@ -242,6 +242,8 @@ void svc_trigger_signal(struct svc_conn *c, const Pd__AppSignal *sg);
 /* A client of an app connected / went away: its pid is watched or not. */
 void svc_trigger_client_up(struct svc_conn *c);
 void svc_trigger_client_down(struct svc_conn *c);
+/* The state dir's raw/ (crash dumps are made there). */
+const char *svc_session_raw_dir(void);
 /* A runtime said hello: arm what its app's triggers need (heap sampling). */
 void svc_trigger_runtime_up(struct svc_conn *rt);
 /* The runtime reported an event (an allocation failure). */
@@ -276,6 +278,12 @@ int svc_session_cancel(struct svc_conn *client, uint64_t id);
 int svc_session_trigger(pid_t pid, uid_t uid, gid_t gid, const char *app, uint32_t type,
 			const Pd__Params *params, uint32_t trigger, const char *tag,
 			uint32_t wait_ms, uint64_t *id, char *msg, size_t n);
+/*
+ * Make a result of an artifact a dead process left at path (a crash ring
+ * dump), redacted as format. Takes path over. 0 or a positive PROF_E_*.
+ */
+int svc_session_adopt(pid_t pid, uid_t uid, gid_t gid, const char *app, const char *path,
+		      const char *format, uint32_t trigger, const char *tag, char *msg, size_t n);
 /* End pid's running capture of trigger early (fully drawn). */
 int svc_session_stop(pid_t pid, uint32_t trigger);
 /* After the refusal's reply: give the app's result listener its copy. */

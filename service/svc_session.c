@@ -59,6 +59,7 @@ struct session {
 	uint32_t buffer_kb;
 	uint32_t wait_ms;                /* for a runtime to say hello */
 	uint32_t interval;               /* heap profile sampling interval, bytes */
+	const char *redact_format;       /* NULL: the type's format */
 	struct event *timer;
 	uint64_t start_ns;
 	struct session *next;
@@ -83,6 +84,11 @@ static const struct {
 static bool type_valid(uint32_t t)
 {
 	return t >= PROF_HEAP_DUMP && t <= PROF_SYSTEM_TRACE;
+}
+
+const char *svc_session_raw_dir(void)
+{
+	return raw_dir;
 }
 
 unsigned svc_session_active(void)
@@ -604,7 +610,8 @@ static void start_redaction(struct session *s)
 		return;
 	}
 	s->state = S_REDACTING;
-	r = svc_redact_start(s->raw_fd, s->out_fd, type_info[s->type].format, s->pid,
+	r = svc_redact_start(s->raw_fd, s->out_fd,
+			     s->redact_format ? s->redact_format : type_info[s->type].format, s->pid,
 			     redact_done, s, &s->rd);
 	if (r < 0) {
 		util_fmt(msg, sizeof(msg), "cannot start the redactor: %s", strerror(-r));
@@ -845,6 +852,50 @@ int svc_session_trigger(pid_t pid, uid_t uid, gid_t gid, const char *app, uint32
 	if (e)
 		util_fmt(msg, n, "%s", why);
 	return e;
+}
+
+int svc_session_adopt(pid_t pid, uid_t uid, gid_t gid, const char *app, const char *path,
+		      const char *format, uint32_t trigger, const char *tag, char *msg, size_t n)
+{
+	struct target t = { .pid = pid, .uid = uid, .gid = gid, .system = true };
+	Pd__Request rq = PD__REQUEST__INIT;
+	Pd__Params prm = PD__PARAMS__INIT;
+	const char *why = NULL;
+	uint64_t id;
+
+	util_strlcpy(t.app, app, sizeof(t.app));
+	rq.type = PROF_SYSTEM_TRACE;
+	rq.params = &prm;
+	rq.tag = (char *)tag;
+	/* The process is gone: only the costs and quotas apply, not its session. */
+	int e = svc_admit_rate_check(app, rq.type, true, msg, n);
+	if (!e)
+		e = svc_admit_disk_check(app, msg, n);
+	if (!e)
+		e = svc_admit_charge(app, rq.type, true, msg, n);
+	if (!e)
+		e = create_session(&t, &rq, SVC_DURATION_MIN_MS, SVC_HZ_MIN, 0, trigger, 0, &id, &why);
+	if (e) {
+		if (why)
+			util_fmt(msg, n, "%s", why);
+		unlink(path);
+		return e;
+	}
+	struct session *s = find(id);
+	evtimer_del(s->timer);
+	if (open_raw(s) < 0 || rename(path, s->raw_path) < 0) {
+		unlink(path);
+		fail(s, PROF_E_UNKNOWN, "cannot take over the crash dump");
+		return 0;
+	}
+	/* The renamed dump replaces the empty raw file open_raw made. */
+	close(s->raw_fd);
+	s->raw_fd = open(s->raw_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	s->redact_format = format;
+	s->state = S_CAPTURING;
+	s->capture_done = true;
+	start_redaction(s);
+	return 0;
 }
 
 int svc_session_stop(pid_t pid, uint32_t trigger)

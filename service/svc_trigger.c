@@ -16,6 +16,8 @@
 #include "svc.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <event2/event.h>
 #include <signal.h>
 #include <stdio.h>
@@ -57,6 +59,7 @@ struct app_pid {
 	uid_t uid;
 	gid_t gid;
 	int clients;                  /* connected clients of this pid */
+	char crash[SVC_PATH_MAX + 32]; /* its crash dump file, while it has one */
 };
 
 static const struct svc_config *cfg;
@@ -114,6 +117,9 @@ static struct app_pid *add_pid(pid_t pid, const char *app, uid_t uid, gid_t gid)
 
 static void drop_pid(pid_t pid)
 {
+	struct app_pid *p = find_pid(pid);
+	if (p && p->crash[0])
+		unlink(p->crash);
 	trg_cpu_unwatch(pid);
 	trg_mem_unwatch(pid);
 	trg_hang_forget(pid);
@@ -152,11 +158,36 @@ static void arm_heap(struct svc_conn *rt, const struct reg *r)
 	svc_conn_send(rt, &out.base, -1);
 }
 
+/* A CRASH trigger: the agent gets a file its fatal-signal handler fills. */
+static void give_crash_fd(struct svc_conn *rt, struct app_pid *p)
+{
+	Pd__DaemonToRuntime out = PD__DAEMON_TO_RUNTIME__INIT;
+	Pd__CrashFd cf = PD__CRASH_FD__INIT;
+	if (!rt || !p || !find_reg(p->app, PROF_TRIGGER_CRASH) ||
+	    !(svc_conn_runtime_caps(rt) & SVC_CAP_TRACE_RING))
+		return;
+	if (!p->crash[0] && util_fmt(p->crash, sizeof(p->crash), "%s/crash-%d.ring",
+				     svc_session_raw_dir(), (int)p->pid) < 0)
+		return;
+	int fd = open(p->crash, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		p->crash[0] = '\0';
+		return;
+	}
+	cf.version = 1;
+	out.msg_case = PD__DAEMON_TO_RUNTIME__MSG_CRASH_FD;
+	out.crash_fd = &cf;
+	svc_conn_send(rt, &out.base, fd);
+	close(fd);
+}
+
 void svc_trigger_runtime_up(struct svc_conn *rt)
 {
 	struct app_pid *p = find_pid(svc_conn_pid(rt));
-	if (p)
-		arm_heap(rt, find_reg(p->app, PROF_TRIGGER_OOM));
+	if (!p)
+		return;
+	arm_heap(rt, find_reg(p->app, PROF_TRIGGER_OOM));
+	give_crash_fd(rt, p);
 }
 
 static void fire(struct reg *r, pid_t pid, const char *tag)
@@ -244,9 +275,32 @@ static void on_proc_exit(pid_t pid, int wstatus)
 		    util_now_ns(CLOCK_MONOTONIC) - oom->last_ns < 60ull * 1000000000ull &&
 		    !strstr(trg_mem_status(), "v1 memory thresholds and oom_control: yes"))
 			link_kill(oom, pid, "killed by SIGKILL (likely the OOM killer)");
-		if (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE ||
-		    sig == SIGABRT)
+		struct reg *cr = find_reg(p->app, PROF_TRIGGER_CRASH);
+		struct stat st;
+		if ((sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE ||
+		     sig == SIGABRT) && cr) {
+			char tag[32], msg[256];
+			snprintf(tag, sizeof(tag), "signal-%d", sig);
 			LOG_N("pid %d of %s died of signal %d", (int)pid, p->app, sig);
+			if (p->crash[0] && stat(p->crash, &st) == 0 && st.st_size > 0) {
+				int e = svc_admit_cooldown_check(p->app, PROF_TRIGGER_CRASH, cr->period_s,
+								 msg, sizeof(msg));
+				if (!e)
+					e = svc_session_adopt(pid, p->uid, p->gid, p->app, p->crash,
+							      "ringdump", PROF_TRIGGER_CRASH, tag, msg,
+							      sizeof(msg));
+				if (e) {
+					cr->refused++;
+					LOG_I("crash trigger of %s refused: %s", p->app, msg);
+				} else {
+					svc_admit_cooldown_record(p->app, PROF_TRIGGER_CRASH);
+					cr->fired++;
+				}
+				p->crash[0] = '\0'; /* taken over (or removed) */
+			} else {
+				LOG_N("pid %d left no flight-recorder dump", (int)pid);
+			}
+		}
 	}
 	drop_pid(pid);
 }
@@ -423,6 +477,8 @@ int svc_trigger_add(struct svc_conn *c, const Pd__Trigger *t, char *why, size_t 
 		watch_pid(p);
 	if (r->type == PROF_TRIGGER_OOM)
 		arm_heap(svc_conn_runtime_for(svc_conn_pid(c)), r);
+	if (r->type == PROF_TRIGGER_CRASH)
+		give_crash_fd(svc_conn_runtime_for(svc_conn_pid(c)), p);
 	LOG_I("%s registered a %s trigger (capture %u, cooldown %u s)", r->app,
 	      trigger_names[r->type], r->capture, r->period_s);
 	return 0;
@@ -485,9 +541,10 @@ void svc_trigger_client_down(struct svc_conn *c)
 {
 	struct app_pid *p = find_pid(svc_conn_pid(c));
 	if (p && --p->clients <= 0) {
-		/* Still the app's if it runs (an exec'd process stays watched). */
+		/* Still the app's if it runs (an exec'd process stays watched); one
+		 * with a crash dump waits for its exit event, which may come later. */
 		trg_hang_forget(p->pid);
-		if (kill(p->pid, 0) < 0)
+		if (!p->crash[0] && kill(p->pid, 0) < 0)
 			drop_pid(p->pid);
 	}
 }

@@ -203,6 +203,28 @@ int main(int argc, char **argv)
 			die("no cold-start result", -PROF_E_TIMEOUT);
 		return finish(PROF_TRIGGER_COLD_START);
 	}
+	if (!strcmp(m, "clear")) {
+		connect_listen();
+		int r = prof_clear_triggers(c);
+		prof_close(c);
+		return r < 0;
+	}
+	if (!strcmp(m, "crash")) {
+		connect_listen();
+		add(PROF_TRIGGER_CRASH, &t);
+		prof_trace_begin("before-crash");
+		prof_trace_instant("about-to-fault");
+		usleep(300000); /* the daemon's crash fd reaches the agent */
+		volatile int *null = NULL;
+		*null = 1;
+		return 3;
+	}
+	if (!strcmp(m, "crash-collect")) {
+		connect_listen();
+		if (!wait_results(1, 5000))
+			die("no crash result", -PROF_E_TIMEOUT);
+		return finish(PROF_TRIGGER_CRASH);
+	}
 	fprintf(stderr, "usage: trigger_app anomaly-register|anomaly-fire|cooldown|cpu|hang|"
 		"cold-register|cold-run\n");
 	return 2;

@@ -44,5 +44,20 @@ ms=$(sed -n 's/.*(\([0-9]*\) ms).*/\1/p' "$T/cold.err" | tail -1)
 [ "${ms:-99999}" -lt 4000 ] || fail "cold start did not end at fully drawn (${ms} ms)"
 go tool pprof -top "$out" 2>/dev/null | grep -q spin_hot || fail "cold start capture misses the start-up work"
 echo "ok: cold start from exec, ended at fully drawn after ${ms} ms"
+"$APP" clear || fail "clear triggers"
+# A crash: the fatal-signal handler dumps the flight recorder; the daemon
+# turns it into a trace result, collected by the app's next run.
+rc=0
+"$APP" crash 2> "$T/crash.err" || rc=$?
+[ "$rc" -eq 139 ] || fail "the crash run ended with $rc, want 139 (SIGSEGV)"
+out=$("$APP" crash-collect 2> "$T/collect.err") || { cat "$T/collect.err" "$T/daemon.log" | tail -20; fail "no crash result"; }
+if command -v protoc > /dev/null; then
+	SRC=$(cd "$(dirname "$0")/../.." && pwd)
+	protoc --decode=perfetto.protos.Trace --proto_path="$SRC/proto" perfetto_trace.proto < "$out" > "$T/crash.txt" ||
+		fail "protoc cannot decode the crash trace"
+	grep -q '"before-crash"' "$T/crash.txt" && grep -q '"about-to-fault"' "$T/crash.txt" ||
+		fail "the crash trace lacks the events emitted before the fault"
+fi
+echo "ok: crash: the flight recorder before the SIGSEGV delivered as $out"
 stop_daemon
 pass "triggers"
