@@ -46,6 +46,7 @@ struct reg {
 	Pd__Params params;
 	uint32_t memory_percent;
 	uint64_t memory_bytes;
+	uint32_t psi_resource, psi_stall_us, psi_window_ms;
 	uint64_t active;              /* the session of the capture running, or 0 */
 	uint64_t last_session;        /* the last capture it made (OOM: linked to a kill) */
 	uint64_t last_ns;
@@ -321,6 +322,28 @@ static void on_hang(pid_t pid)
 		fire(r, pid, "hang");
 }
 
+/* A stall: a trace of the app, from one of its processes that runs. */
+static void on_psi(int key)
+{
+	if (key < 0 || key >= SVC_MAX_TRIGGERS || !regs[key].used)
+		return;
+	struct reg *r = &regs[key];
+	for (size_t i = 0; i < npids; i++)
+		if (!strcmp(pids[i].app, r->app) && kill(pids[i].pid, 0) == 0) {
+			fire(r, pids[i].pid, "pressure-stall");
+			return;
+		}
+	LOG_D("pressure stall for %s, which has no running process", r->app);
+}
+
+static void watch_psi(struct reg *r)
+{
+	int e = trg_psi_watch((int)(r - regs), r->psi_resource, r->psi_stall_us, r->psi_window_ms);
+	if (e < 0)
+		LOG_W("pressure-stall trigger of %s not armed: %s (%s)", r->app, strerror(-e),
+		      trg_psi_status());
+}
+
 static void on_mem_warn(pid_t pid)
 {
 	struct app_pid *p = find_pid(pid);
@@ -357,6 +380,7 @@ static const struct trg_ops trg_ops = {
 	.hang = on_hang,
 	.mem_warn = on_mem_warn,
 	.mem_kill = on_mem_kill,
+	.psi = on_psi,
 };
 
 /* ------------------------------------------------------- registration */
@@ -385,6 +409,14 @@ static int fill_reg(struct reg *r, const Pd__Trigger *t, char *why, size_t n)
 	r->hang_timeout_ms = or_default(t->has_hang_timeout_ms, t->hang_timeout_ms, 5000);
 	r->timeout_ms = or_default(t->has_timeout_ms, t->timeout_ms, 5000);
 	r->memory_percent = or_default(t->has_memory_percent, t->memory_percent, 90);
+	r->psi_resource = t->has_psi_resource ? t->psi_resource : 0;
+	r->psi_stall_us = or_default(t->has_psi_stall_us, t->psi_stall_us, 100000);
+	r->psi_window_ms = or_default(t->has_psi_window_ms, t->psi_window_ms, 1000);
+	if (r->psi_resource > 2 || r->psi_window_ms < 500 || r->psi_window_ms > 10000 ||
+	    r->psi_stall_us > r->psi_window_ms * 1000u) {
+		util_fmt(why, n, "psi: resource 0..2, window 500..10000 ms, stall <= window");
+		return PROF_E_INVALID_REQUEST;
+	}
 	r->memory_bytes = t->has_memory_bytes ? t->memory_bytes : 0;
 	if (r->memory_percent > 100) {
 		util_fmt(why, n, "memory_percent must be 1..100");
@@ -479,6 +511,8 @@ int svc_trigger_add(struct svc_conn *c, const Pd__Trigger *t, char *why, size_t 
 		arm_heap(svc_conn_runtime_for(svc_conn_pid(c)), r);
 	if (r->type == PROF_TRIGGER_CRASH)
 		give_crash_fd(svc_conn_runtime_for(svc_conn_pid(c)), p);
+	if (r->type == PROF_TRIGGER_PRESSURE_STALL)
+		watch_psi(r);
 	LOG_I("%s registered a %s trigger (capture %u, cooldown %u s)", r->app,
 	      trigger_names[r->type], r->capture, r->period_s);
 	return 0;
@@ -495,6 +529,8 @@ int svc_trigger_remove(struct svc_conn *c, int type)
 			for (size_t k = 0; k < npids; k++)
 				if (!strcmp(pids[k].app, app))
 					trg_cpu_unwatch(pids[k].pid);
+		if (r->type == PROF_TRIGGER_PRESSURE_STALL)
+			trg_psi_unwatch((int)(r - regs));
 		memset(r, 0, sizeof(*r));
 	}
 	return svc_db_trigger_del(app, type);
@@ -575,6 +611,8 @@ static void load_one(const char *app, uint32_t type, uid_t uid, gid_t gid, const
 		r->gid = gid;
 		r->used = true;
 		(*(int *)ud)++;
+		if (r->type == PROF_TRIGGER_PRESSURE_STALL)
+			watch_psi(r);
 	} else if (r) {
 		memset(r, 0, sizeof(*r));
 	}
@@ -590,15 +628,18 @@ int svc_trigger_init(struct event_base *base, const struct svc_config *c)
 	pids = calloc(SVC_MAX_APP_PIDS, sizeof(*pids));
 	if (!regs || !pids)
 		return -ENOMEM;
+	if ((r = trg_proc_init(base, &trg_ops)) < 0 || (r = trg_cpu_init(base, &trg_ops)) < 0 ||
+	    (r = trg_hang_init(base, &trg_ops)) < 0 || (r = trg_mem_init(base, &trg_ops)) < 0 ||
+	    (r = trg_psi_init(base, &trg_ops)) < 0)
+		return r;
+	LOG_I("watchers: process events: %s; cpu: %s; hang: %s; memory: %s; pressure: %s",
+	      trg_proc_status(), trg_cpu_status(), trg_hang_status(), trg_mem_status(),
+	      trg_psi_status());
+	/* After the watchers: loading arms the PSI triggers. */
 	if ((r = svc_db_trigger_load(load_one, &n)) < 0)
 		return r;
 	if (n)
 		LOG_I("%d trigger(s) loaded", n);
-	if ((r = trg_proc_init(base, &trg_ops)) < 0 || (r = trg_cpu_init(base, &trg_ops)) < 0 ||
-	    (r = trg_hang_init(base, &trg_ops)) < 0 || (r = trg_mem_init(base, &trg_ops)) < 0)
-		return r;
-	LOG_I("watchers: process events: %s; cpu: %s; hang: %s; memory: %s", trg_proc_status(),
-	      trg_cpu_status(), trg_hang_status(), trg_mem_status());
 	return 0;
 }
 
@@ -608,6 +649,7 @@ void svc_trigger_fini(void)
 	trg_cpu_fini();
 	trg_hang_fini();
 	trg_mem_fini();
+	trg_psi_fini();
 	free(regs);
 	free(pids);
 	regs = NULL;
@@ -621,4 +663,5 @@ void svc_trigger_status(void (*fn)(const char *name, const char *status, void *u
 	fn("cpu", trg_cpu_status(), ud);
 	fn("hang", trg_hang_status(), ud);
 	fn("memory", trg_mem_status(), ud);
+	fn("pressure", trg_psi_status(), ud);
 }

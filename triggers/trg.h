@@ -24,6 +24,7 @@ struct trg_ops {
 	void (*hang)(pid_t pid);                 /* no heartbeat within its timeout */
 	void (*mem_warn)(pid_t pid);             /* memory crossed the OOM warning line */
 	void (*mem_kill)(pid_t pid);             /* the OOM killer struck pid's cgroup */
+	void (*psi)(int key);                    /* a pressure-stall trigger crossed */
 };
 
 /* Process events: the netlink proc connector, else a /proc scan. */
@@ -52,5 +53,13 @@ void trg_mem_fini(void);
 int trg_mem_watch(pid_t pid, unsigned percent, uint64_t bytes);
 void trg_mem_unwatch(pid_t pid);
 const char *trg_mem_status(void);
+
+/* Pressure stalls: PSI triggers, resource 0 memory, 1 cpu, 2 io. */
+int trg_psi_init(struct event_base *base, const struct trg_ops *ops);
+void trg_psi_fini(void);
+/* One trigger per key (a new one replaces it). -ENOTSUP without PSI. */
+int trg_psi_watch(int key, unsigned resource, unsigned stall_us, unsigned window_ms);
+void trg_psi_unwatch(int key);
+const char *trg_psi_status(void);
 
 #endif

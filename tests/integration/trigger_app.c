@@ -203,6 +203,25 @@ int main(int argc, char **argv)
 			die("no cold-start result", -PROF_E_TIMEOUT);
 		return finish(PROF_TRIGGER_COLD_START);
 	}
+	if (!strcmp(m, "pressure")) {
+		/* CPU pressure made for real: more spinners than cores. */
+		connect_listen();
+		t.psi_resource = PROF_PSI_CPU;
+		t.psi_stall_us = 50000;
+		t.psi_window_ms = 1000;
+		t.params.duration_ms = 500;
+		add(PROF_TRIGGER_PRESSURE_STALL, &t);
+		pthread_t th[6];
+		for (int i = 0; i < 6; i++)
+			pthread_create(&th[i], NULL, spinner, (void *)6000L);
+		int ok = wait_results(1, 8000);
+		atomic_store(&stop, 1);
+		for (int i = 0; i < 6; i++)
+			pthread_join(th[i], NULL);
+		if (!ok)
+			die("no pressure-stall result", -PROF_E_TIMEOUT);
+		return finish(PROF_TRIGGER_PRESSURE_STALL);
+	}
 	if (!strcmp(m, "clear")) {
 		connect_listen();
 		int r = prof_clear_triggers(c);

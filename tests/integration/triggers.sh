@@ -45,6 +45,13 @@ ms=$(sed -n 's/.*(\([0-9]*\) ms).*/\1/p' "$T/cold.err" | tail -1)
 go tool pprof -top "$out" 2>/dev/null | grep -q spin_hot || fail "cold start capture misses the start-up work"
 echo "ok: cold start from exec, ended at fully drawn after ${ms} ms"
 "$APP" clear || fail "clear triggers"
+if [ -r /proc/pressure/cpu ]; then
+	out=$("$APP" pressure 2> "$T/psi.err") || { cat "$T/psi.err"; fail "pressure stall"; }
+	echo "ok: pressure stall (PSI cpu some 50 ms / 1 s): trace $out"
+	"$APP" clear || fail "clear triggers"
+else
+	echo "skipped: pressure stall: no /proc/pressure (kernel without PSI)"
+fi
 # A crash: the fatal-signal handler dumps the flight recorder; the daemon
 # turns it into a trace result, collected by the app's next run.
 rc=0
