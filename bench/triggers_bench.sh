@@ -19,6 +19,8 @@ APP=$BUILD/bench/trg_bench_app
 [ -x "$APP" ] || { echo "no $APP: build the trg_bench_app target first" >&2; exit 1; }
 NEXEC=${PD_BENCH_NEXEC:-200}
 NIDLE=${PD_BENCH_NIDLE:-500}
+PARTS=${PD_BENCH_PARTS:-1 2 3 4}   # a subset, when debugging
+part() { case " $PARTS " in *" $1 "*) return 0;; esac; return 1; }
 T=$(mktemp -d /tmp/pd-trgbench.XXXXXX)
 chmod 755 "$T"
 V1=/sys/fs/cgroup/memory
@@ -39,7 +41,7 @@ cleanup() {
 		rmdir "$CG" 2>/dev/null || echo "note: could not remove $CG" >&2
 	fi
 	stop_daemon
-	rm -rf "$T"
+	if [ -n "${PD_BENCH_KEEP:-}" ]; then echo "kept $T" >&2; else rm -rf "$T"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -108,189 +110,197 @@ echo "triggers_bench: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, kernel $(
 echo "  work dir $T"
 
 # --------------------------------------------------------- 1. cold start
-echo "== 1. exec -> cold-start capture armed, $NEXEC execs"
-start_daemon cold
-sed -n 's/.*watchers: process events: \([^;]*\);.*/  process events: \1/p' "$T/cold.log"
-"$APP" register-cold 100 || echo "  register-cold failed"
-"$APP" exec-loop "$NEXEC" 150 "$T/cold.log" > "$T/cold.samples"
-tail -n 1 "$T/cold.samples" | sed 's/^/  /'
-fire_tod "$T/cold.log" cold-start > "$T/cold.fires"
-# Two figures per exec: the daemon's own log stamp (ms, truncated: a lower
-# bound within 1 ms) and the moment the exec-loop read that line through
-# inotify (us: an upper bound by one wake-up).
-awk 'NR == FNR { f[$1] = $2; next }
-	/^sample/ { split($2, a, "="); split($3, b, "="); split($4, c, "=")
-		if (c[2] == "none" || !(a[2] in f)) next
-		t0 = b[2] % 86400; d = f[a[2]] - t0
-		if (d < -43200) d += 86400
-		printf "%.3f %.3f\n", d * 1000, (c[2] - b[2]) * 1000 }' \
-	"$T/cold.fires" "$T/cold.samples" > "$T/cold.lat"
-read -r n1 _ l50 l99 lmax _ < <(cut -d' ' -f1 "$T/cold.lat" | stats)
-read -r _ _ s50 s99 smax _ < <(cut -d' ' -f2 "$T/cold.lat" | stats)
-echo "  log stamps (ms, truncated): n=$n1 p50 $l50 p99 $l99 max $lmax"
-echo "  inotify-observed log write (us precision): p50 $s50 p99 $s99 max $smax"
-row "1 exec -> cold-start armed (fire logged), p50 / p99, n=$n1" \
-	"log: $l50 / $l99 ms; seen: $s50 / $s99 ms (max $smax)" "p99 < 5 ms" \
-	"$(awk -v a="$s99" 'BEGIN { print (a + 0 < 5) ? "met" : "MISSED" }')"
-stop_daemon
+if part 1; then
+	echo "== 1. exec -> cold-start capture armed, $NEXEC execs"
+	start_daemon cold
+	sed -n 's/.*watchers: process events: \([^;]*\);.*/  process events: \1/p' "$T/cold.log"
+	"$APP" register-cold 100 || echo "  register-cold failed"
+	"$APP" exec-loop "$NEXEC" 150 "$T/cold.log" > "$T/cold.samples"
+	tail -n 1 "$T/cold.samples" | sed 's/^/  /'
+	fire_tod "$T/cold.log" cold-start > "$T/cold.fires"
+	# Two figures per exec: the daemon's own log stamp (ms, truncated: a lower
+	# bound within 1 ms) and the moment the exec-loop read that line through
+	# inotify (us: an upper bound by one wake-up).
+	awk 'NR == FNR { f[$1] = $2; next }
+		/^sample/ { split($2, a, "="); split($3, b, "="); split($4, c, "=")
+			if (c[2] == "none" || !(a[2] in f)) next
+			t0 = b[2] % 86400; d = f[a[2]] - t0
+			if (d < -43200) d += 86400
+			printf "%.3f %.3f\n", d * 1000, (c[2] - b[2]) * 1000 }' \
+		"$T/cold.fires" "$T/cold.samples" > "$T/cold.lat"
+	read -r n1 _ l50 l99 lmax _ < <(cut -d' ' -f1 "$T/cold.lat" | stats)
+	read -r _ _ s50 s99 smax _ < <(cut -d' ' -f2 "$T/cold.lat" | stats)
+	echo "  log stamps (ms, truncated): n=$n1 p50 $l50 p99 $l99 max $lmax"
+	echo "  inotify-observed log write (us precision): p50 $s50 p99 $s99 max $smax"
+	row "1 exec -> cold-start armed (fire logged), p50 / p99, n=$n1" \
+		"log: $l50 / $l99 ms; seen: $s50 / $s99 ms (max $smax)" "p99 < 5 ms" \
+		"$(awk -v a="$s99" 'BEGIN { print (a + 0 < 5) ? "met" : "MISSED" }')"
+	stop_daemon
+fi
 
 # -------------------------------------------------------- 2. OOM warning
-echo "== 2. memory threshold -> OOM trigger (cgroup v1)"
-NOOM=10
-if [ -w "$V1/cgroup.event_control" ] && mkdir "$CG" 2>/dev/null; then
-	echo $((64 << 20)) > "$CG/memory.limit_in_bytes"
-	echo 0 > "$CG/memory.swappiness" 2>/dev/null || true
-	start_daemon oom
-	sed -n 's/.*; memory: \(.*\)$/  memory watcher: \1/p' "$T/oom.log"
-	for _ in $(seq "$NOOM"); do
-		sh -c "echo \$\$ > $CG/cgroup.procs && exec $APP oom $CG" >> "$T/oom.out" 2>&1
-	done
-	grep -m1 '^cross' "$T/oom.out" | sed 's/^/  first: /'
-	fire_tod "$T/oom.log" oom > "$T/oom.fires"
-	awk '/start_capture: session [0-9]+: heapprofile capture of pid/ {
-		split($1, h, ":"); for (i = 1; i <= NF; i++) if ($i == "pid") p = $(i + 1)
-		print p, h[1] * 3600 + h[2] * 60 + h[3] }' "$T/oom.log" > "$T/oom.starts"
-	# per process: fire - stamp after the crossing step, fire - stamp
-	# before it, heap capture start - stamp after
-	awk 'FILENAME ~ /fires$/ { f[$1] = $2; next } FILENAME ~ /starts$/ { s[$1] = $2; next }
-		/^cross/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-			p = v["pid"]; if (!(p in f)) { print "nofire"; next }
-			a = v["after"] % 86400; b = v["before"] % 86400
-			printf "%.3f %.3f %.3f\n", (f[p] - a) * 1000, (f[p] - b) * 1000,
-				(p in s) ? (s[p] - a) * 1000 : -1 }' \
-		"$T/oom.fires" "$T/oom.starts" "$T/oom.out" > "$T/oom.lat"
-	nof=$(grep -c nofire "$T/oom.lat")
-	grep -v nofire "$T/oom.lat" > "$T/oom.lat2"
-	read -r n2 a_min a50 _ a_max _ < <(cut -d' ' -f1 "$T/oom.lat2" | stats)
-	read -r _ _ b50 _ b_max _ < <(cut -d' ' -f2 "$T/oom.lat2" | stats)
-	read -r _ _ c50 _ c_max _ < <(cut -d' ' -f3 "$T/oom.lat2" | stats)
-	nres=$(grep -c '^result t=.*error=0' "$T/oom.out")
-	echo "  fire - stamp after the crossing 256 KiB step (ms): n=$n2 min $a_min p50 $a50 max $a_max"
-	echo "  fire - stamp before that step (ms): p50 $b50 max $b_max"
-	echo "  heapprofile capture start - stamp after (ms): p50 $c50 max $c_max"
-	echo "  $nof of $NOOM processes crossed without a fire; $nres heap results delivered"
-	row "2 usage crosses 50 % of the cgroup limit -> oom fire, n=$n2 (ms log stamps)" \
-		"p50 $a50 ms, max $a_max ms after the crossing step (start of step: p50 $b50, max $b_max); capture started p50 $c50 ms" \
-		"milliseconds" "$(awk -v a="$a_max" 'BEGIN { print (a + 0 < 10) ? "met" : "MISSED" }')"
-	stop_daemon
-	rmdir "$CG" 2>/dev/null
-else
-	echo "  skipped: no writable cgroup v1 memory controller at $V1"
-	row "2 memory threshold -> oom fire" "not measured (no cgroup v1 memory)" "milliseconds" "-"
+if part 2; then
+	echo "== 2. memory threshold -> OOM trigger (cgroup v1)"
+	NOOM=10
+	if [ -w "$V1/cgroup.event_control" ] && mkdir "$CG" 2>/dev/null; then
+		echo $((64 << 20)) > "$CG/memory.limit_in_bytes"
+		echo 0 > "$CG/memory.swappiness" 2>/dev/null || true
+		start_daemon oom
+		sed -n 's/.*; memory: \(.*\)$/  memory watcher: \1/p' "$T/oom.log"
+		for _ in $(seq "$NOOM"); do
+			sh -c "echo \$\$ > $CG/cgroup.procs && exec $APP oom $CG" >> "$T/oom.out" 2>&1
+		done
+		grep -m1 '^cross' "$T/oom.out" | sed 's/^/  first: /'
+		fire_tod "$T/oom.log" oom > "$T/oom.fires"
+		awk '/start_capture: session [0-9]+: heapprofile capture of pid/ {
+			split($1, h, ":"); for (i = 1; i <= NF; i++) if ($i == "pid") p = $(i + 1)
+			print p, h[1] * 3600 + h[2] * 60 + h[3] }' "$T/oom.log" > "$T/oom.starts"
+		# per process: fire - stamp after the crossing step, fire - stamp
+		# before it, heap capture start - stamp after
+		awk 'FILENAME ~ /fires$/ { f[$1] = $2; next } FILENAME ~ /starts$/ { s[$1] = $2; next }
+			/^cross/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+				p = v["pid"]; if (!(p in f)) { print "nofire"; next }
+				a = v["after"] % 86400; b = v["before"] % 86400
+				printf "%.3f %.3f %.3f\n", (f[p] - a) * 1000, (f[p] - b) * 1000,
+					(p in s) ? (s[p] - a) * 1000 : -1 }' \
+			"$T/oom.fires" "$T/oom.starts" "$T/oom.out" > "$T/oom.lat"
+		nof=$(grep -c nofire "$T/oom.lat")
+		grep -v nofire "$T/oom.lat" > "$T/oom.lat2"
+		read -r n2 a_min a50 _ a_max _ < <(cut -d' ' -f1 "$T/oom.lat2" | stats)
+		read -r _ _ b50 _ b_max _ < <(cut -d' ' -f2 "$T/oom.lat2" | stats)
+		read -r _ _ c50 _ c_max _ < <(cut -d' ' -f3 "$T/oom.lat2" | stats)
+		nres=$(grep -c '^result t=.*error=0' "$T/oom.out")
+		echo "  fire - stamp after the crossing 256 KiB step (ms): n=$n2 min $a_min p50 $a50 max $a_max"
+		echo "  fire - stamp before that step (ms): p50 $b50 max $b_max"
+		echo "  heapprofile capture start - stamp after (ms): p50 $c50 max $c_max"
+		echo "  $nof of $NOOM processes crossed without a fire; $nres heap results delivered"
+		row "2 usage crosses 50 % of the cgroup limit -> oom fire, n=$n2 (ms log stamps)" \
+			"p50 $a50 ms, max $a_max ms after the crossing step (start of step: p50 $b50, max $b_max); capture started p50 $c50 ms" \
+			"milliseconds" "$(awk -v a="$a_max" 'BEGIN { print (a + 0 < 10) ? "met" : "MISSED" }')"
+		stop_daemon
+		rmdir "$CG" 2>/dev/null
+	else
+		echo "  skipped: no writable cgroup v1 memory controller at $V1"
+		row "2 memory threshold -> oom fire" "not measured (no cgroup v1 memory)" "milliseconds" "-"
+	fi
 fi
 
 # --------------------------------------------------------- 3. CPU spike
-echo "== 3. CPU spike -> EXCESSIVE_CPU (90 %, 1000 ms window) vs ProcDump -C 90"
-command -v procdump > /dev/null || apt-get install -y procdump > "$T/apt.log" 2>&1 ||
-	echo "  procdump could not be installed (see apt-get)"
-HAVE_PD=$(command -v procdump > /dev/null && echo 1 || echo 0)
-start_daemon cpu
-mkdir -p "$T/dumps"
-# spin_case NAME IDLE_MS CAP_MS: prints "daemon_delay_s procdump_delay_s lifetime_pct"
-spin_case() {
-	local name=$1 idle=$2 cap=$3 out=$T/$1.spin pd=$T/$1.pd pid t0 fire pdt
-	"$APP" spin "$idle" "$cap" > "$out" 2>&1 &
-	SPIN=$!
-	for _ in $(seq 100); do grep -q '^ready' "$out" && break; sleep 0.05; done
-	pid=$(sed -n 's/^ready pid=\([0-9]*\).*/\1/p' "$out")
-	if [ "$HAVE_PD" = 1 ]; then
-		# -C is "at or over" in procdump 1.2; -c there means "under".
-		(cd "$T/dumps" && exec stdbuf -oL -eL procdump -C 90 -n 1 -s 1 -p "$pid") \
-			> >(while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done > "$pd") 2>&1 &
-		PDUMP=$!
-	fi
-	local deadline=$((SECONDS + (idle + cap) / 1000 + 5))
-	while [ $SECONDS -lt $deadline ] && kill -0 "$SPIN" 2>/dev/null; do
+if part 3; then
+	echo "== 3. CPU spike -> EXCESSIVE_CPU (90 %, 1000 ms window) vs ProcDump -C 90"
+	command -v procdump > /dev/null || apt-get install -y procdump > "$T/apt.log" 2>&1 ||
+		echo "  procdump could not be installed (see apt-get)"
+	HAVE_PD=$(command -v procdump > /dev/null && echo 1 || echo 0)
+	start_daemon cpu
+	mkdir -p "$T/dumps"
+	# spin_case NAME IDLE_MS CAP_MS: prints "daemon_delay_s procdump_delay_s lifetime_pct"
+	spin_case() {
+		local name=$1 idle=$2 cap=$3 out=$T/$1.spin pd=$T/$1.pd pid t0 fire pdt
+		"$APP" spin "$idle" "$cap" > "$out" 2>&1 &
+		SPIN=$!
+		for _ in $(seq 100); do grep -q '^ready' "$out" && break; sleep 0.05; done
+		pid=$(sed -n 's/^ready pid=\([0-9]*\).*/\1/p' "$out")
+		if [ "$HAVE_PD" = 1 ]; then
+			# -C is "at or over" in procdump 1.2; -c there means "under".
+			(cd "$T/dumps" && exec stdbuf -oL -eL procdump -C 90 -n 1 -s 1 -p "$pid") \
+				> >(while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done > "$pd") 2>&1 &
+			PDUMP=$!
+		fi
+		local deadline=$((SECONDS + (idle + cap) / 1000 + 5))
+		while [ $SECONDS -lt $deadline ] && kill -0 "$SPIN" 2>/dev/null; do
+			fire=$(fire_tod "$T/cpu.log" excessive-cpu | awk -v p="$pid" '$1 == p { print $2; exit }')
+			pdt=$(awk '/CPU:/ { print $1; exit }' "$pd" 2>/dev/null)
+			[ -n "$fire" ] && { [ "$HAVE_PD" = 0 ] || [ -n "$pdt" ]; } && break
+			sleep 0.2
+		done
+		# procdump's own figure at the end: CPU seconds / seconds alive
+		local life
+		life=$(awk -v hz="$(getconf CLK_TCK)" -v up="$(cut -d' ' -f1 /proc/uptime)" '{
+			sub(/.*\) /, ""); print int(100 * ($12 + $13) / hz / (up - $20 / hz)) }' "/proc/$pid/stat" 2>/dev/null)
+		kill "$SPIN" 2>/dev/null
+		wait "$SPIN" 2>/dev/null
+		SPIN=
+		if [ -n "$PDUMP" ]; then
+			# let a dump in progress finish, then stop it (it ignores SIGTERM)
+			for _ in $(seq 50); do kill -0 "$PDUMP" 2>/dev/null || break; sleep 0.1; done
+			pgrep -P "$PDUMP" > "$T/pdump.kids" 2>/dev/null
+			kill -9 "$PDUMP" 2>/dev/null
+			for p in $(cat "$T/pdump.kids"); do kill -9 "$p" 2>/dev/null; done
+			wait "$PDUMP" 2>/dev/null
+			PDUMP=
+		fi
+		sleep 0.2
+		t0=$(sed -n 's/^spin t0=//p' "$out")
 		fire=$(fire_tod "$T/cpu.log" excessive-cpu | awk -v p="$pid" '$1 == p { print $2; exit }')
 		pdt=$(awk '/CPU:/ { print $1; exit }' "$pd" 2>/dev/null)
-		[ -n "$fire" ] && { [ "$HAVE_PD" = 0 ] || [ -n "$pdt" ]; } && break
-		sleep 0.2
-	done
-	# procdump's own figure at the end: CPU seconds / seconds alive
-	local life
-	life=$(awk -v hz="$(getconf CLK_TCK)" -v up="$(cut -d' ' -f1 /proc/uptime)" '{
-		sub(/.*\) /, ""); print int(100 * ($12 + $13) / hz / (up - $20 / hz)) }' "/proc/$pid/stat" 2>/dev/null)
-	kill "$SPIN" 2>/dev/null
-	wait "$SPIN" 2>/dev/null
-	SPIN=
-	if [ -n "$PDUMP" ]; then
-		# let a dump in progress finish, then stop it (it ignores SIGTERM)
-		for _ in $(seq 50); do kill -0 "$PDUMP" 2>/dev/null || break; sleep 0.1; done
-		pgrep -P "$PDUMP" > "$T/pdump.kids" 2>/dev/null
-		kill -9 "$PDUMP" 2>/dev/null
-		for p in $(cat "$T/pdump.kids"); do kill -9 "$p" 2>/dev/null; done
-		wait "$PDUMP" 2>/dev/null
-		PDUMP=
-	fi
-	sleep 0.2
-	t0=$(sed -n 's/^spin t0=//p' "$out")
-	fire=$(fire_tod "$T/cpu.log" excessive-cpu | awk -v p="$pid" '$1 == p { print $2; exit }')
-	pdt=$(awk '/CPU:/ { print $1; exit }' "$pd" 2>/dev/null)
-	awk -v t0="$t0" -v f="$fire" -v d="$pdt" -v l="${life:-?}" 'BEGIN {
-		t = t0 % 86400; fd = (f == "") ? "none" : sprintf("%.3f", f - t)
-		pd = (d == "") ? "none" : sprintf("%.3f", d - t0)
-		print fd, pd, l }'
-}
-read -r a_pd_d a_proc_d a_life < <(spin_case hot 1000 25000)
-echo "  spinner idle 1 s, then spins: profilingd fired after ${a_pd_d} s, procdump after ${a_proc_d} s" \
-	"(procdump's lifetime CPU% at the end: ${a_life})"
-grep -h 'CPU:' "$T/hot.pd" 2>/dev/null | sed 's/^/    procdump: /'
-read -r b_pd_d b_proc_d b_life < <(spin_case cold 10000 30000)
-echo "  spinner idle 10 s, then spins: profilingd fired after ${b_pd_d} s, procdump after ${b_proc_d} s" \
-	"(procdump's lifetime CPU% at the end: ${b_life})"
-grep -h 'CPU:' "$T/cold.pd" 2>/dev/null | sed 's/^/    procdump: /'
-pdnote() { [ "$1" = none ] && echo "no dump within ${2} s of spinning (lifetime ${3} %)" || echo "$1 s"; }
-row "3a spin after 1 s idle: delay to fire" \
-	"profilingd $a_pd_d s; procdump $(pdnote "$a_proc_d" 25 "$a_life")" \
-	"window + 1 tick (<= 1.25 s)" "$(awk -v a="$a_pd_d" 'BEGIN { print (a != "none" && a + 0 <= 1.25) ? "met" : "MISSED" }')"
-row "3b spin after 10 s idle: delay to fire" \
-	"profilingd $b_pd_d s; procdump $(pdnote "$b_proc_d" 30 "$b_life")" \
-	"window + 1 tick (<= 1.25 s)" "$(awk -v a="$b_pd_d" 'BEGIN { print (a != "none" && a + 0 <= 1.25) ? "met" : "MISSED" }')"
-stop_daemon
+		awk -v t0="$t0" -v f="$fire" -v d="$pdt" -v l="${life:-?}" 'BEGIN {
+			t = t0 % 86400; fd = (f == "") ? "none" : sprintf("%.3f", f - t)
+			pd = (d == "") ? "none" : sprintf("%.3f", d - t0)
+			print fd, pd, l }'
+	}
+	read -r a_pd_d a_proc_d a_life < <(spin_case hot 1000 25000)
+	echo "  spinner idle 1 s, then spins: profilingd fired after ${a_pd_d} s, procdump after ${a_proc_d} s" \
+		"(procdump's lifetime CPU% at the end: ${a_life})"
+	grep -h 'CPU:' "$T/hot.pd" 2>/dev/null | sed 's/^/    procdump: /'
+	read -r b_pd_d b_proc_d b_life < <(spin_case cold 10000 30000)
+	echo "  spinner idle 10 s, then spins: profilingd fired after ${b_pd_d} s, procdump after ${b_proc_d} s" \
+		"(procdump's lifetime CPU% at the end: ${b_life})"
+	grep -h 'CPU:' "$T/cold.pd" 2>/dev/null | sed 's/^/    procdump: /'
+	pdnote() { [ "$1" = none ] && echo "no dump within ${2} s of spinning (lifetime ${3} %)" || echo "$1 s"; }
+	row "3a spin after 1 s idle: delay to fire" \
+		"profilingd $a_pd_d s; procdump $(pdnote "$a_proc_d" 25 "$a_life")" \
+		"window + 1 tick (<= 1.25 s)" "$(awk -v a="$a_pd_d" 'BEGIN { print (a != "none" && a + 0 <= 1.25) ? "met" : "MISSED" }')"
+	row "3b spin after 10 s idle: delay to fire" \
+		"profilingd $b_pd_d s; procdump $(pdnote "$b_proc_d" 30 "$b_life")" \
+		"window + 1 tick (<= 1.25 s)" "$(awk -v a="$b_pd_d" 'BEGIN { print (a != "none" && a + 0 <= 1.25) ? "met" : "MISSED" }')"
+	stop_daemon
+fi
 
 # ------------------------------------------------ 4. watching idle processes
-echo "== 4. daemon CPU and RSS watching $NIDLE idle processes (EXCESSIVE_CPU + HANG)"
-ulimit -n 65536 2>/dev/null || true
-start_daemon idle
-"$APP" register-idle || echo "  register-idle failed"
-# CPU of every thread of the daemon, ns (schedstat), and ticks (stat)
-dcpu_ns() { cat /proc/"$DPID"/task/*/schedstat | awk '{ s += $1 } END { print s }'; }
-dcpu_ticks() { sed 's/.*) //' /proc/"$DPID"/stat | awk '{ print $12 + $13 }'; }
-rss_kib() { awk -v k="$1:" '$1 == k { print $2 }' /proc/"$DPID"/status; }
-measure() { # SECONDS -> "pct_of_core_schedstat pct_ticks"
-	local n0 k0 n1 k1
-	n0=$(dcpu_ns) k0=$(dcpu_ticks)
-	sleep "$1"
-	n1=$(dcpu_ns) k1=$(dcpu_ticks)
-	awk -v a="$n0" -v b="$n1" -v c="$k0" -v d="$k1" -v s="$1" -v hz="$(getconf CLK_TCK)" \
-		'BEGIN { printf "%.4f %.4f\n", (b - a) / 1e9 / s * 100, (d - c) / hz / s * 100 }'
-}
-sleep 1
-read -r base_pct _ < <(measure 10)
-base_rss=$(rss_kib VmRSS)
-echo "  no watched process: CPU ${base_pct} % of a core over 10 s, VmRSS ${base_rss} KiB"
-"$APP" swarm "$NIDLE" > "$T/swarm.out" 2>&1 &
-SWARM=$!
-for _ in $(seq 900); do grep -q '^swarm ready' "$T/swarm.out" && break; sleep 0.1; done
-sed 's/^/  /' "$T/swarm.out"
-nfd=$(ls /proc/"$DPID"/fd | wc -l)
-refused=$(grep -ci 'closed\|cannot watch' "$T/idle.log")
-sleep 3
-read -r idle_pct idle_tick_pct < <(measure 30)
-idle_rss=$(rss_kib VmRSS)
-idle_hwm=$(rss_kib VmHWM)
-echo "  $NIDLE watched: CPU ${idle_pct} % of a core over 30 s (schedstat; ${idle_tick_pct} % from stat ticks)"
-echo "  VmRSS ${idle_rss} KiB (VmHWM ${idle_hwm} KiB), $nfd open fds, $refused refusal/close lines in the log"
-grep -c 'fired for pid' "$T/idle.log" | sed 's/^/  fires while idle: /'
-row "4a daemon CPU watching $NIDLE idle processes, 30 s" "${idle_pct} % of a core (0 watched: ${base_pct} %)" \
-	"< 0.1 %" "$(awk -v a="$idle_pct" 'BEGIN { print (a + 0 < 0.1) ? "met" : "MISSED" }')"
-row "4b daemon VmRSS watching $NIDLE idle processes" \
-	"$(awk -v a="$idle_rss" 'BEGIN { printf "%.1f MiB", a / 1024 }') (0 watched: $(awk -v a="$base_rss" 'BEGIN { printf "%.1f MiB", a / 1024 }'))" \
-	"< 4 MiB" "$(awk -v a="$idle_rss" 'BEGIN { print (a + 0 < 4096) ? "met" : "MISSED" }')"
-kill "$SWARM" 2>/dev/null
-wait "$SWARM" 2>/dev/null
-SWARM=
-stop_daemon
+if part 4; then
+	echo "== 4. daemon CPU and RSS watching $NIDLE idle processes (EXCESSIVE_CPU + HANG)"
+	ulimit -n 65536 2>/dev/null || true
+	start_daemon idle
+	"$APP" register-idle || echo "  register-idle failed"
+	# CPU of every thread of the daemon, ns (schedstat), and ticks (stat)
+	dcpu_ns() { cat /proc/"$DPID"/task/*/schedstat | awk '{ s += $1 } END { print s }'; }
+	dcpu_ticks() { sed 's/.*) //' /proc/"$DPID"/stat | awk '{ print $12 + $13 }'; }
+	rss_kib() { awk -v k="$1:" '$1 == k { print $2 }' /proc/"$DPID"/status; }
+	measure() { # SECONDS -> "pct_of_core_schedstat pct_ticks"
+		local n0 k0 n1 k1
+		n0=$(dcpu_ns) k0=$(dcpu_ticks)
+		sleep "$1"
+		n1=$(dcpu_ns) k1=$(dcpu_ticks)
+		awk -v a="$n0" -v b="$n1" -v c="$k0" -v d="$k1" -v s="$1" -v hz="$(getconf CLK_TCK)" \
+			'BEGIN { printf "%.4f %.4f\n", (b - a) / 1e9 / s * 100, (d - c) / hz / s * 100 }'
+	}
+	sleep 1
+	read -r base_pct _ < <(measure 10)
+	base_rss=$(rss_kib VmRSS)
+	echo "  no watched process: CPU ${base_pct} % of a core over 10 s, VmRSS ${base_rss} KiB"
+	"$APP" swarm "$NIDLE" > "$T/swarm.out" 2>&1 &
+	SWARM=$!
+	for _ in $(seq 900); do grep -q '^swarm ready' "$T/swarm.out" && break; sleep 0.1; done
+	sed 's/^/  /' "$T/swarm.out"
+	nfd=$(ls /proc/"$DPID"/fd | wc -l)
+	refused=$(grep -ci 'closed\|cannot watch' "$T/idle.log")
+	sleep 3
+	read -r idle_pct idle_tick_pct < <(measure 30)
+	idle_rss=$(rss_kib VmRSS)
+	idle_hwm=$(rss_kib VmHWM)
+	echo "  $NIDLE watched: CPU ${idle_pct} % of a core over 30 s (schedstat; ${idle_tick_pct} % from stat ticks)"
+	echo "  VmRSS ${idle_rss} KiB (VmHWM ${idle_hwm} KiB), $nfd open fds, $refused refusal/close lines in the log"
+	grep -c 'fired for pid' "$T/idle.log" | sed 's/^/  fires while idle: /'
+	row "4a daemon CPU watching $NIDLE idle processes, 30 s" "${idle_pct} % of a core (0 watched: ${base_pct} %)" \
+		"< 0.1 %" "$(awk -v a="$idle_pct" 'BEGIN { print (a + 0 < 0.1) ? "met" : "MISSED" }')"
+	row "4b daemon VmRSS watching $NIDLE idle processes" \
+		"$(awk -v a="$idle_rss" 'BEGIN { printf "%.1f MiB", a / 1024 }') (0 watched: $(awk -v a="$base_rss" 'BEGIN { printf "%.1f MiB", a / 1024 }'))" \
+		"< 4 MiB" "$(awk -v a="$idle_rss" 'BEGIN { print (a + 0 < 4096) ? "met" : "MISSED" }')"
+	kill "$SWARM" 2>/dev/null
+	wait "$SWARM" 2>/dev/null
+	SWARM=
+	stop_daemon
+fi
 
 echo
 echo "| measure | result | goal | |"
