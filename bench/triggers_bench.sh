@@ -95,7 +95,7 @@ fire_tod() {
 	awk -v trg="$2" '$0 ~ ("fire: " trg " trigger of .* fired for pid ") {
 		split($1, h, ":"); t = h[1] * 3600 + h[2] * 60 + h[3]
 		for (i = 1; i <= NF; i++) if ($i == "pid") { p = $(i + 1); sub(":", "", p) }
-		print p, t }' "$1"
+		printf "%s %.3f\n", p, t }' "$1"
 }
 
 # Percentiles (nearest rank) of the numbers on stdin: "n min p50 p99 max mean"
@@ -154,7 +154,7 @@ if part 2; then
 		fire_tod "$T/oom.log" oom > "$T/oom.fires"
 		awk '/start_capture: session [0-9]+: heapprofile capture of pid/ {
 			split($1, h, ":"); for (i = 1; i <= NF; i++) if ($i == "pid") p = $(i + 1)
-			print p, h[1] * 3600 + h[2] * 60 + h[3] }' "$T/oom.log" > "$T/oom.starts"
+			printf "%s %.3f\n", p, h[1] * 3600 + h[2] * 60 + h[3] }' "$T/oom.log" > "$T/oom.starts"
 		# per process: fire - stamp after the crossing step, fire - stamp
 		# before it, heap capture start - stamp after
 		awk 'FILENAME ~ /fires$/ { f[$1] = $2; next } FILENAME ~ /starts$/ { s[$1] = $2; next }

@@ -874,42 +874,6 @@ void heap_get_totals(struct heap_totals *out)
 
 /* ---- pprof */
 
-static int heap_mapping(struct pp_builder *b, struct sym_ctx *sym, uint64_t *mapids,
-			int module, bool has_lines)
-{
-	struct sym_module m;
-
-	if (mapids[module])
-		return 0;
-	sym_module_get(sym, module, &m);
-	return pp_add_mapping(b, m.start, m.limit, 0, m.file, m.build_id, true, has_lines,
-			      &mapids[module]);
-}
-
-/* Map a pc to a pprof location, symbolising it on first sight. */
-static int heap_location(struct pp_builder *b, struct sym_ctx *sym, uint64_t *mapids,
-			 uint64_t pc, uint64_t *loc)
-{
-	struct sym_frame f;
-	uint64_t fid = 0, mid = 0;
-	char hex[32];
-	int r;
-
-	sym_lookup(sym, pc, &f);
-	if (f.module >= 0) {
-		if ((r = heap_mapping(b, sym, mapids, f.module, f.file != NULL)) < 0)
-			return r;
-		mid = mapids[f.module];
-	}
-	if (!f.function) {
-		snprintf(hex, sizeof(hex), "0x%llx", (unsigned long long)pc);
-		f.function = hex;
-	}
-	if ((r = pp_add_function(b, f.function, NULL, f.file, 0, &fid)) < 0)
-		return r;
-	return pp_add_location(b, mid, pc, fid, f.line, loc);
-}
-
 static int heap_emit(const struct heap_tables *t, int fd, int64_t start_ns, int64_t duration_ns,
 		     uint64_t *dropped, uint64_t *bytes)
 {
@@ -942,7 +906,7 @@ static int heap_emit(const struct heap_tables *t, int fd, int64_t start_ns, int6
 	/* pprof takes the first mapping for the main binary: the executable's goes first. */
 	struct sym_frame exe;
 	sym_lookup(sym, getauxval(AT_PHDR), &exe);
-	if (exe.module >= 0 && (r = heap_mapping(b, sym, mapids, exe.module, true)) < 0)
+	if (exe.module >= 0 && (r = sym_pprof_mapping(b, sym, mapids, exe.module, true)) < 0)
 		goto out;
 
 	int64_t pid = getpid();
@@ -953,7 +917,7 @@ static int heap_emit(const struct heap_tables *t, int fd, int64_t start_ns, int6
 		r = 0;
 		for (k = 0; k < s->nframes && r == 0; k++) {
 			/* Every frame is a return address (our wrapper was the leaf): look up the call. */
-			r = heap_location(b, sym, mapids, t->pool[s->frames + k] - 1, &locs[k]);
+			r = sym_pprof_location(b, sym, mapids, t->pool[s->frames + k] - 1, &locs[k]);
 		}
 		int64_t vals[4] = {
 			(int64_t)heap_fx_round(s->alloc_objs), (int64_t)s->alloc_space,

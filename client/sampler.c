@@ -307,38 +307,6 @@ static const char *smp_comm_of(pid_t tid)
 	return "";
 }
 
-/* Map a pc to a pprof location, symbolising it on first sight. */
-static int smp_location(struct pp_builder *b, struct sym_ctx *sym, uint64_t *mapids,
-			uint64_t pc, uint64_t *loc)
-{
-	struct sym_frame f;
-	uint64_t fid = 0, mid = 0;
-	char hex[32];
-	int r;
-
-	sym_lookup(sym, pc, &f);
-	if (f.module >= 0) {
-		if (!mapids[f.module]) {
-			struct sym_module m;
-			sym_module_get(sym, f.module, &m);
-			r = pp_add_mapping(b, m.start, m.limit, 0, m.file, m.build_id, true,
-					   f.file != NULL, &mapids[f.module]);
-			if (r)
-				return r;
-		}
-		mid = mapids[f.module];
-	}
-	if (!f.function) {
-		/* Unknown symbol: name it by address so the frame is still visible. */
-		snprintf(hex, sizeof(hex), "0x%llx", (unsigned long long)pc);
-		f.function = hex;
-	}
-	r = pp_add_function(b, f.function, NULL, f.file, 0, &fid);
-	if (r)
-		return r;
-	return pp_add_location(b, mid, pc, fid, f.line, loc);
-}
-
 int smp_write_pprof(int fd, int64_t start_ns, int64_t duration_ns,
 		    struct smp_stats *stats, uint64_t *bytes)
 {
@@ -363,7 +331,7 @@ int smp_write_pprof(int fd, int64_t start_ns, int64_t duration_ns,
 	for (cap = 64; cap < 2 * n; cap *= 2)
 		;
 	tab = calloc(cap, sizeof(*tab));
-	mapids = calloc(4096, sizeof(*mapids));
+	mapids = calloc(SYM_MAX_MODULES, sizeof(*mapids));
 	r = -ENOMEM;
 	if (!tab || !mapids)
 		goto out;
@@ -408,7 +376,7 @@ int smp_write_pprof(int fd, int64_t start_ns, int64_t duration_ns,
 		for (uint32_t k = 0; k < rec->nframes; k++) {
 			/* Callers' pcs are return addresses: look up the call itself. */
 			uint64_t pc = k == 0 ? rec->ips[k] : rec->ips[k] - 1;
-			if ((r = smp_location(b, sym, mapids, pc, &locs[k])) < 0)
+			if ((r = sym_pprof_location(b, sym, mapids, pc, &locs[k])) < 0)
 				goto out;
 		}
 		int64_t vals[2] = { tab[j].count, (int64_t)(tab[j].count * interval_ns) };

@@ -1,5 +1,7 @@
 #include "symbolize.h"
 
+#include "pprof.h"
+
 #include <dlfcn.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
@@ -7,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SYM_MAX_MODULES 4096
 
 struct sym_mod {
 	Dwfl_Module *m;
@@ -140,4 +141,40 @@ int sym_module_get(struct sym_ctx *s, int idx, struct sym_module *out)
 		return -EINVAL;
 	*out = s->mods[idx].pub;
 	return 0;
+}
+
+int sym_pprof_mapping(struct pp_builder *b, struct sym_ctx *s, uint64_t *mapids, int module,
+		      bool has_lines)
+{
+	struct sym_module m;
+	if (module < 0 || module >= SYM_MAX_MODULES || mapids[module])
+		return 0;
+	if (sym_module_get(s, module, &m) < 0)
+		return -EINVAL;
+	return pp_add_mapping(b, m.start, m.limit, 0, m.file, m.build_id, true, has_lines,
+			      &mapids[module]);
+}
+
+int sym_pprof_location(struct pp_builder *b, struct sym_ctx *s, uint64_t *mapids, uint64_t pc,
+		       uint64_t *loc)
+{
+	struct sym_frame f;
+	uint64_t fid = 0, mid = 0;
+	char hex[32];
+	int r;
+
+	sym_lookup(s, pc, &f);
+	if (f.module >= 0) {
+		if ((r = sym_pprof_mapping(b, s, mapids, f.module, f.file != NULL)) < 0)
+			return r;
+		mid = mapids[f.module];
+	}
+	if (!f.function) {
+		/* Unknown symbol: name it by address so the frame is still visible. */
+		snprintf(hex, sizeof(hex), "0x%llx", (unsigned long long)pc);
+		f.function = hex;
+	}
+	if ((r = pp_add_function(b, f.function, NULL, f.file, 0, &fid)) < 0)
+		return r;
+	return pp_add_location(b, mid, pc, fid, f.line, loc);
 }

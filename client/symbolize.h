@@ -6,6 +6,7 @@
 #ifndef PD_SYMBOLIZE_H
 #define PD_SYMBOLIZE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct sym_ctx;
@@ -29,5 +30,20 @@ void sym_close(struct sym_ctx *s);
 int sym_lookup(struct sym_ctx *s, uint64_t pc, struct sym_frame *out);
 int sym_module_count(struct sym_ctx *s);
 int sym_module_get(struct sym_ctx *s, int idx, struct sym_module *out);
+
+struct pp_builder;
+
+/*
+ * pprof glue shared by the stack sampler and the heap profiler: mapids
+ * (SYM_MAX_MODULES entries, zeroed) remembers each module's mapping id.
+ */
+#define SYM_MAX_MODULES 4096
+/* Add module's mapping once. */
+int sym_pprof_mapping(struct pp_builder *b, struct sym_ctx *s, uint64_t *mapids, int module,
+		      bool has_lines);
+/* The location of pc, its function and mapping added on first sight;
+ * an unknown function is named by its address. */
+int sym_pprof_location(struct pp_builder *b, struct sym_ctx *s, uint64_t *mapids, uint64_t pc,
+		       uint64_t *loc);
 
 #endif
