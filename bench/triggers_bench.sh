@@ -14,9 +14,8 @@
 set -uo pipefail
 BUILD=$(cd "${1:-$(dirname "$0")/../build}" && pwd)
 [ -x "$BUILD/service/profilingd" ] || BUILD=$(cd "$BUILD/build" && pwd)
-PD=$BUILD/service/profilingd
-APP=$BUILD/bench/trg_bench_app
-[ -x "$APP" ] || { echo "no $APP: build the trg_bench_app target first" >&2; exit 1; }
+[ -x "$BUILD/bench/trg_bench_app" ] ||
+	{ echo "no $BUILD/bench/trg_bench_app: build the trg_bench_app target first" >&2; exit 1; }
 NEXEC=${PD_BENCH_NEXEC:-200}
 NIDLE=${PD_BENCH_NIDLE:-500}
 PARTS=${PD_BENCH_PARTS:-1 2 3 4}   # a subset, when debugging
@@ -27,6 +26,16 @@ V1=/sys/fs/cgroup/memory
 CG=$V1/pd-trgbench-$$
 DPID= SPIN= PDUMP= SWARM=
 ROWS=()
+# A snapshot of the binaries: a rebuild of the tree during the run must not
+# swap them under the benchmark. The daemon finds its helpers next to itself.
+mkdir "$T/bin"
+cp -a "$BUILD/service/profilingd" "$BUILD/redact/profilingd-redact" \
+	"$BUILD/runtime/perf/profilingd-perf" "$BUILD/runtime/ftrace/profilingd-ftrace" \
+	"$BUILD/bench/trg_bench_app" "$BUILD"/client/libprofiling.so* "$T/bin/"
+chmod 755 "$T/bin"
+export LD_LIBRARY_PATH=$T/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+PD=$T/bin/profilingd
+APP=$T/bin/trg_bench_app
 
 cleanup() {
 	local p
@@ -196,7 +205,8 @@ if part 3; then
 	# spin_case NAME IDLE_MS CAP_MS: prints "daemon_delay_s procdump_delay_s lifetime_pct"
 	spin_case() {
 		local name=$1 idle=$2 cap=$3 out=$T/$1.spin pd=$T/$1.pd pid t0 fire pdt
-		"$APP" spin "$idle" "$cap" > "$out" 2>&1 &
+		# the spinner outlives the wait, so its /proc entry can still be read
+		"$APP" spin "$idle" $((cap + 10000)) > "$out" 2>&1 &
 		SPIN=$!
 		for _ in $(seq 100); do grep -q '^ready' "$out" && break; sleep 0.05; done
 		pid=$(sed -n 's/^ready pid=\([0-9]*\).*/\1/p' "$out")
@@ -206,7 +216,7 @@ if part 3; then
 				> >(while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done > "$pd") 2>&1 &
 			PDUMP=$!
 		fi
-		local deadline=$((SECONDS + (idle + cap) / 1000 + 5))
+		local deadline=$((SECONDS + (idle + cap) / 1000))
 		while [ $SECONDS -lt $deadline ] && kill -0 "$SPIN" 2>/dev/null; do
 			fire=$(fire_tod "$T/cpu.log" excessive-cpu | awk -v p="$pid" '$1 == p { print $2; exit }')
 			pdt=$(awk '/CPU:/ { print $1; exit }' "$pd" 2>/dev/null)
@@ -266,18 +276,25 @@ if part 4; then
 	dcpu_ns() { cat /proc/"$DPID"/task/*/schedstat | awk '{ s += $1 } END { print s }'; }
 	dcpu_ticks() { sed 's/.*) //' /proc/"$DPID"/stat | awk '{ print $12 + $13 }'; }
 	rss_kib() { awk -v k="$1:" '$1 == k { print $2 }' /proc/"$DPID"/status; }
-	measure() { # SECONDS -> "pct_of_core_schedstat pct_ticks"
-		local n0 k0 n1 k1
-		n0=$(dcpu_ns) k0=$(dcpu_ticks)
+	forks() { awk '$1 == "processes" { print $2 }' /proc/stat; }
+	wakes() { awk '$1 == "voluntary_ctxt_switches:" { print $2 }' /proc/"$DPID"/status; }
+	# measure SECONDS -> "pct_schedstat pct_ticks daemon_wakeups/s system_forks/s"
+	measure() {
+		local n0 k0 f0 w0 n1 k1 f1 w1
+		n0=$(dcpu_ns) k0=$(dcpu_ticks) f0=$(forks) w0=$(wakes)
 		sleep "$1"
-		n1=$(dcpu_ns) k1=$(dcpu_ticks)
+		n1=$(dcpu_ns) k1=$(dcpu_ticks) f1=$(forks) w1=$(wakes)
 		awk -v a="$n0" -v b="$n1" -v c="$k0" -v d="$k1" -v s="$1" -v hz="$(getconf CLK_TCK)" \
-			'BEGIN { printf "%.4f %.4f\n", (b - a) / 1e9 / s * 100, (d - c) / hz / s * 100 }'
+			-v f0="$f0" -v f1="$f1" -v w0="$w0" -v w1="$w1" 'BEGIN {
+			printf "%.4f %.4f %.1f %.1f\n", (b - a) / 1e9 / s * 100, (d - c) / hz / s * 100,
+				(w1 - w0) / s, (f1 - f0) / s }'
 	}
+	rss_parts() { awk '$1 ~ /^Rss(Anon|File|Shmem):$/ { printf "%s %s KiB ", $1, $2 }' /proc/"$DPID"/status; }
 	sleep 1
-	read -r base_pct _ < <(measure 10)
+	read -r base_pct _ base_wk base_fk < <(measure 10)
 	base_rss=$(rss_kib VmRSS)
-	echo "  no watched process: CPU ${base_pct} % of a core over 10 s, VmRSS ${base_rss} KiB"
+	echo "  no watched process: CPU ${base_pct} % of a core over 10 s, ${base_wk} wake-ups/s" \
+		"(system: ${base_fk} forks/s); VmRSS ${base_rss} KiB: $(rss_parts)"
 	"$APP" swarm "$NIDLE" > "$T/swarm.out" 2>&1 &
 	SWARM=$!
 	for _ in $(seq 900); do grep -q '^swarm ready' "$T/swarm.out" && break; sleep 0.1; done
@@ -285,11 +302,13 @@ if part 4; then
 	nfd=$(ls /proc/"$DPID"/fd | wc -l)
 	refused=$(grep -ci 'closed\|cannot watch' "$T/idle.log")
 	sleep 3
-	read -r idle_pct idle_tick_pct < <(measure 30)
+	read -r idle_pct idle_tick_pct idle_wk idle_fk < <(measure 30)
 	idle_rss=$(rss_kib VmRSS)
 	idle_hwm=$(rss_kib VmHWM)
-	echo "  $NIDLE watched: CPU ${idle_pct} % of a core over 30 s (schedstat; ${idle_tick_pct} % from stat ticks)"
-	echo "  VmRSS ${idle_rss} KiB (VmHWM ${idle_hwm} KiB), $nfd open fds, $refused refusal/close lines in the log"
+	echo "  $NIDLE watched: CPU ${idle_pct} % of a core over 30 s (schedstat; ${idle_tick_pct} % from" \
+		"stat ticks), ${idle_wk} wake-ups/s (system: ${idle_fk} forks/s)"
+	echo "  VmRSS ${idle_rss} KiB (VmHWM ${idle_hwm} KiB): $(rss_parts); $nfd open fds," \
+		"$refused refusal/close lines in the log"
 	grep -c 'fired for pid' "$T/idle.log" | sed 's/^/  fires while idle: /'
 	row "4a daemon CPU watching $NIDLE idle processes, 30 s" "${idle_pct} % of a core (0 watched: ${base_pct} %)" \
 		"< 0.1 %" "$(awk -v a="$idle_pct" 'BEGIN { print (a + 0 < 0.1) ? "met" : "MISSED" }')"
