@@ -18,6 +18,7 @@ struct event_base;
 
 #define SVC_PATH_MAX 4096
 #define SVC_MAX_DLP  32
+#define SVC_MAX_SYSTRIG 32
 #define SVC_SUN_MAX  sizeof(((struct sockaddr_un *)0)->sun_path)
 
 /* Request parameter ranges (profiling.h documents them for apps). */
@@ -64,6 +65,16 @@ struct svc_config {
 	uint32_t retention_days;
 	uint32_t delivery_attempts;
 	uint32_t delivery_max_age_days;
+	/* [trigger.NAME]: system triggers for programs that do not link libprofiling. */
+	struct svc_systrig {
+		char name[32];
+		char exe[SVC_PATH_MAX];  /* match by executable path ... */
+		char cgroup[256];        /* ... and/or by a substring of /proc/<pid>/cgroup */
+		uint32_t type, capture, period_s, cpu_percent, cpu_window_ms, memory_percent;
+		uint32_t timeout_ms, duration_ms;
+		uint64_t memory_bytes;
+	} systrig[SVC_MAX_SYSTRIG];
+	unsigned nsystrig;
 	/* [apps]: executable path -> app id, for several apps under one uid. */
 	struct svc_app_map {
 		char exe[SVC_PATH_MAX];

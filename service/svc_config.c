@@ -184,6 +184,77 @@ static int set_key(struct svc_config *cfg, const struct key *k, const char *v)
 	return -EINVAL;
 }
 
+static const char *const trig_names[] = {
+	"", "cold-start", "fully-drawn", "oom", "excessive-cpu", "hang", "crash", "anomaly",
+	"pressure-stall",
+};
+static const char *const capture_names[] = { "", "heapdump", "heap", "stack", "trace" };
+
+static int name_index(const char *const *names, size_t n, const char *v)
+{
+	for (size_t i = 1; i < n; i++)
+		if (!strcmp(names[i], v))
+			return (int)i;
+	return -1;
+}
+
+/* [trigger.NAME] key = value: a system trigger (policy/profilingd.conf). */
+static int systrig_kv(struct parse_ctx *pc, const char *tname, const char *key, const char *v)
+{
+	struct svc_config *c = pc->cfg;
+	struct svc_systrig *t = NULL;
+	for (unsigned i = 0; i < c->nsystrig; i++)
+		if (!strcmp(c->systrig[i].name, tname))
+			t = &c->systrig[i];
+	if (!t) {
+		if (c->nsystrig == SVC_MAX_SYSTRIG || !*tname || strlen(tname) >= sizeof(t->name)) {
+			LOG_E("[trigger.%s]: at most %d system triggers, names of 1..31 bytes",
+			      tname, SVC_MAX_SYSTRIG);
+			pc->err = -EINVAL;
+			return 0;
+		}
+		t = &c->systrig[c->nsystrig++];
+		memset(t, 0, sizeof(*t));
+		util_strlcpy(t->name, tname, sizeof(t->name));
+	}
+	int ok = 1;
+	char *end;
+	unsigned long long n = strtoull(v, &end, 10);
+	bool num = *v && !*end && v[0] != '-';
+	if (!strcmp(key, "type"))
+		ok = (int)(t->type = (uint32_t)(name_index(trig_names, 9, v) < 0 ? 0
+						 : name_index(trig_names, 9, v))) != 0;
+	else if (!strcmp(key, "capture"))
+		ok = (int)(t->capture = (uint32_t)(name_index(capture_names, 5, v) < 0 ? 0
+						    : name_index(capture_names, 5, v))) != 0;
+	else if (!strcmp(key, "exe"))
+		ok = v[0] == '/' && util_strlcpy(t->exe, v, sizeof(t->exe)) < sizeof(t->exe);
+	else if (!strcmp(key, "cgroup"))
+		ok = util_strlcpy(t->cgroup, v, sizeof(t->cgroup)) < sizeof(t->cgroup);
+	else if (!strcmp(key, "rate_limit_period_s") && num)
+		t->period_s = (uint32_t)n;
+	else if (!strcmp(key, "cpu_percent") && num)
+		t->cpu_percent = (uint32_t)n;
+	else if (!strcmp(key, "cpu_window_ms") && num)
+		t->cpu_window_ms = (uint32_t)n;
+	else if (!strcmp(key, "memory_percent") && num)
+		t->memory_percent = (uint32_t)n;
+	else if (!strcmp(key, "memory_bytes") && num)
+		t->memory_bytes = n;
+	else if (!strcmp(key, "timeout_ms") && num)
+		t->timeout_ms = (uint32_t)n;
+	else if (!strcmp(key, "duration_ms") && num)
+		t->duration_ms = (uint32_t)n;
+	else
+		ok = 0;
+	if (!ok) {
+		LOG_E("[trigger.%s] %s = %s: unknown key or bad value", tname, key, v);
+		pc->err = -EINVAL;
+		return 0;
+	}
+	return 1;
+}
+
 static int on_kv(void *user, const char *section, const char *name, const char *value)
 {
 	struct parse_ctx *pc = user;
@@ -198,6 +269,8 @@ static int on_kv(void *user, const char *section, const char *name, const char *
 		}
 		return 1;
 	}
+	if (strncmp(section, "trigger.", 8) == 0)
+		return systrig_kv(pc, section + 8, name, value);
 	if (strcmp(section, "dlp") == 0 && strcmp(name, "pattern") == 0) {
 		/* Repeatable: one line per pattern, checked by regcomp at start. */
 		if (pc->cfg->ndlp == SVC_MAX_DLP ||
@@ -262,5 +335,12 @@ int svc_config_finish(struct svc_config *cfg)
 	}
 	if (cfg->max_clients_per_uid > cfg->max_clients)
 		cfg->max_clients_per_uid = cfg->max_clients;
+	for (unsigned i = 0; i < cfg->nsystrig; i++) {
+		const struct svc_systrig *t = &cfg->systrig[i];
+		if (!t->type || (!t->exe[0] && !t->cgroup[0])) {
+			LOG_E("[trigger.%s] needs a type and an exe or cgroup to match", t->name);
+			return -EINVAL;
+		}
+	}
 	return 0;
 }

@@ -37,6 +37,8 @@
 
 struct reg {
 	bool used;
+	bool sys;                     /* from [trigger.NAME]: matches by exe or cgroup, any uid */
+	char cgroup[256];
 	char app[RL_APP_MAX];
 	uid_t uid;
 	gid_t gid;
@@ -60,6 +62,7 @@ struct app_pid {
 	uid_t uid;
 	gid_t gid;
 	int clients;                  /* connected clients of this pid */
+	int sys_reg;                  /* the system trigger that claimed it, or -1 */
 	char crash[SVC_PATH_MAX + 32]; /* its crash dump file, while it has one */
 };
 
@@ -100,6 +103,15 @@ static struct app_pid *find_pid(pid_t pid)
 	return NULL;
 }
 
+/* The registration of type for a process: its app's, else its system trigger. */
+static struct reg *reg_for(const struct app_pid *p, uint32_t type)
+{
+	struct reg *r = find_reg(p->app, type);
+	if (!r && p->sys_reg >= 0 && regs[p->sys_reg].used && regs[p->sys_reg].type == type)
+		r = &regs[p->sys_reg];
+	return r;
+}
+
 static struct app_pid *add_pid(pid_t pid, const char *app, uid_t uid, gid_t gid)
 {
 	struct app_pid *p = find_pid(pid);
@@ -109,6 +121,7 @@ static struct app_pid *add_pid(pid_t pid, const char *app, uid_t uid, gid_t gid)
 		return NULL;
 	p = &pids[npids++];
 	memset(p, 0, sizeof(*p));
+	p->sys_reg = -1;
 	p->pid = pid;
 	p->uid = uid;
 	p->gid = gid;
@@ -134,11 +147,11 @@ static void drop_pid(pid_t pid)
 /* Start watching pid for the app's registrations that watch processes. */
 static void watch_pid(const struct app_pid *p)
 {
-	struct reg *r = find_reg(p->app, PROF_TRIGGER_EXCESSIVE_CPU);
+	struct reg *r = reg_for(p, PROF_TRIGGER_EXCESSIVE_CPU);
 	if (r && trg_cpu_watch(p->pid, r->cpu_percent, r->cpu_window_ms) == -ENOSPC)
 		LOG_W("cannot watch the CPU of pid %d: %d processes watched already", (int)p->pid,
 		      TRG_MAX_PIDS);
-	r = find_reg(p->app, PROF_TRIGGER_OOM);
+	r = reg_for(p, PROF_TRIGGER_OOM);
 	if (r && trg_mem_watch(p->pid, r->memory_percent, r->memory_bytes) == -ENOSPC)
 		LOG_W("cannot watch the memory of pid %d: %d processes watched already",
 		      (int)p->pid, TRG_MAX_PIDS);
@@ -202,11 +215,24 @@ static void fire(struct reg *r, pid_t pid, const char *tag)
 		      r->app);
 		return;
 	}
+	/* The capture belongs to the process's app; a system trigger has none
+	 * of its own (its cooldown key is "sys:NAME"). */
+	const char *app = r->app;
+	uid_t uid = r->uid;
+	gid_t gid = r->gid;
+	struct app_pid *p = find_pid(pid);
+	if (r->sys && p) {
+		app = p->app;
+		uid = p->uid;
+		gid = p->gid;
+	}
 	int e = svc_admit_cooldown_check(r->app, r->type, r->period_s, msg, sizeof(msg));
 	if (!e) {
-		uint32_t wait = r->type == PROF_TRIGGER_COLD_START ? r->timeout_ms : cfg->runtime_wait_ms;
-		e = svc_session_trigger(pid, r->uid, r->gid, r->app, r->capture, &r->params, r->type,
-					tag, wait, &id, msg, sizeof(msg));
+		/* An unmodified program has no agent to wait for: sample it at once. */
+		uint32_t wait = r->sys ? 0 : r->type == PROF_TRIGGER_COLD_START ? r->timeout_ms
+									  : cfg->runtime_wait_ms;
+		e = svc_session_trigger(pid, uid, gid, app, r->capture, &r->params, r->type, tag, wait,
+					&id, msg, sizeof(msg));
 	}
 	if (e) {
 		r->refused++;
@@ -234,6 +260,19 @@ void svc_trigger_session_end(const char *app, uint32_t trigger, uint64_t session
 
 static void link_kill(struct reg *r, pid_t pid, const char *how);
 
+static void proc_cgroups(pid_t pid, char *out, size_t n)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	out[0] = '\0';
+	if (fd < 0)
+		return;
+	ssize_t len = read(fd, out, n - 1);
+	close(fd);
+	out[len > 0 ? len : 0] = '\0';
+}
+
 static void on_proc_exec(pid_t pid)
 {
 	char link[64], exe[SVC_PATH_MAX], app[RL_APP_MAX];
@@ -259,6 +298,27 @@ static void on_proc_exec(pid_t pid)
 		if (r->type == PROF_TRIGGER_COLD_START)
 			cold = r;
 	}
+	/* System triggers: any uid, by executable path and/or cgroup. */
+	char cg[2048] = "";
+	for (size_t i = 0; i < SVC_MAX_TRIGGERS; i++) {
+		struct reg *r = &regs[i];
+		if (!r->used || !r->sys || (r->exe[0] && strcmp(r->exe, exe)))
+			continue;
+		if (r->cgroup[0]) {
+			if (!cg[0])
+				proc_cgroups(pid, cg, sizeof(cg));
+			if (!strstr(cg, r->cgroup))
+				continue;
+		}
+		svc_app_key(cfg, pid, uid, app, sizeof(app));
+		struct app_pid *p = add_pid(pid, app, uid, gid);
+		if (!p)
+			break;
+		p->sys_reg = (int)i;
+		watch_pid(p);
+		if (r->type == PROF_TRIGGER_COLD_START && !cold)
+			cold = r;
+	}
 	if (cold)
 		fire(cold, pid, "cold-start");
 }
@@ -270,7 +330,7 @@ static void on_proc_exit(pid_t pid, int wstatus)
 		return;
 	if (wstatus >= 0 && WIFSIGNALED(wstatus)) {
 		int sig = WTERMSIG(wstatus);
-		struct reg *oom = find_reg(p->app, PROF_TRIGGER_OOM);
+		struct reg *oom = reg_for(p, PROF_TRIGGER_OOM);
 		/* Without a cgroup's own word, a SIGKILL soon after the warning. */
 		if (sig == SIGKILL && oom && oom->last_session &&
 		    util_now_ns(CLOCK_MONOTONIC) - oom->last_ns < 60ull * 1000000000ull &&
@@ -309,7 +369,7 @@ static void on_proc_exit(pid_t pid, int wstatus)
 static void on_cpu(pid_t pid, unsigned percent)
 {
 	struct app_pid *p = find_pid(pid);
-	struct reg *r = p ? find_reg(p->app, PROF_TRIGGER_EXCESSIVE_CPU) : NULL;
+	struct reg *r = p ? reg_for(p, PROF_TRIGGER_EXCESSIVE_CPU) : NULL;
 	if (r)
 		fire(r, pid, "excessive-cpu");
 }
@@ -347,7 +407,7 @@ static void watch_psi(struct reg *r)
 static void on_mem_warn(pid_t pid)
 {
 	struct app_pid *p = find_pid(pid);
-	struct reg *r = p ? find_reg(p->app, PROF_TRIGGER_OOM) : NULL;
+	struct reg *r = p ? reg_for(p, PROF_TRIGGER_OOM) : NULL;
 	if (r)
 		fire(r, pid, "oom");
 }
@@ -370,7 +430,7 @@ static void on_mem_kill(pid_t pid)
 {
 	struct app_pid *p = find_pid(pid);
 	if (p)
-		link_kill(find_reg(p->app, PROF_TRIGGER_OOM), pid, "OOM-killed");
+		link_kill(reg_for(p, PROF_TRIGGER_OOM), pid, "OOM-killed");
 }
 
 static const struct trg_ops trg_ops = {
@@ -635,6 +695,39 @@ int svc_trigger_init(struct event_base *base, const struct svc_config *c)
 	LOG_I("watchers: process events: %s; cpu: %s; hang: %s; memory: %s; pressure: %s",
 	      trg_proc_status(), trg_cpu_status(), trg_hang_status(), trg_mem_status(),
 	      trg_psi_status());
+	for (unsigned i = 0; i < cfg->nsystrig; i++) {
+		const struct svc_systrig *st = &cfg->systrig[i];
+		Pd__Trigger t = PD__TRIGGER__INIT;
+		Pd__Params prm = PD__PARAMS__INIT;
+		char why[160];
+		t.type = st->type;
+#define SET(f, v) do { t.has_##f = (v) != 0; t.f = (v); } while (0)
+		SET(capture, st->capture);
+		SET(rate_limit_period_s, st->period_s);
+		SET(cpu_percent, st->cpu_percent);
+		SET(cpu_window_ms, st->cpu_window_ms);
+		SET(memory_percent, st->memory_percent);
+		SET(memory_bytes, st->memory_bytes);
+		SET(timeout_ms, st->timeout_ms);
+#undef SET
+		prm.has_duration_ms = st->duration_ms != 0;
+		prm.duration_ms = st->duration_ms;
+		t.params = &prm;
+		struct reg *sr = slot_for("", 0);
+		if (!sr || fill_reg(sr, &t, why, sizeof(why)) != 0) {
+			LOG_E("[trigger.%s]: %s", st->name, sr ? why : "no room");
+			if (sr)
+				memset(sr, 0, sizeof(*sr));
+			continue;
+		}
+		util_fmt(sr->app, sizeof(sr->app), "sys:%s", st->name);
+		util_strlcpy(sr->exe, st->exe, sizeof(sr->exe));
+		util_strlcpy(sr->cgroup, st->cgroup, sizeof(sr->cgroup));
+		sr->sys = true;
+		sr->used = true;
+		LOG_I("system trigger %s: %s of %s%s%s", st->name, trigger_names[sr->type],
+		      sr->exe[0] ? sr->exe : "", sr->exe[0] && sr->cgroup[0] ? " in " : "", sr->cgroup);
+	}
 	/* After the watchers: loading arms the PSI triggers. */
 	if ((r = svc_db_trigger_load(load_one, &n)) < 0)
 		return r;

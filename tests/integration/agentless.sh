@@ -94,4 +94,24 @@ grep -q "no agent in pid $SP2: sampling it with perf_event_open" "$T/daemon.log"
 stop_daemon
 echo "ok: through the daemon too: $out"
 
+# A system trigger from the config: an unmodified program is matched by its
+# executable on exec, watched, and sampled agentless when it spins.
+start_daemon "[trigger.spinner]" "type = excessive-cpu" "exe = $want" "cpu_percent = 30" \
+	"cpu_window_ms = 1000" "duration_ms = 800"
+grep -q "system trigger spinner: excessive-cpu of $want" "$T/daemon.log" || fail "system trigger not loaded"
+"$SPIN" 5 &
+SP3=$!
+res=
+for _ in $(seq 100); do
+	res=$(ls "$T/state/results/$(id -u)"/stack_excessive-cpu_*.pb.gz 2>/dev/null | head -1 || true)
+	[ -n "$res" ] && break
+	sleep 0.1
+done
+kill "$SP3" 2>/dev/null || true
+[ -n "$res" ] || { tail -20 "$T/daemon.log"; fail "the system trigger made no capture"; }
+stop_daemon
+stop=$(go tool pprof -top "$res" 2>/dev/null | awk '/flat%/ { getline; print $NF; exit }')
+[ "$stop" = spin_here ] || fail "system-trigger capture top is '$stop'"
+echo "ok: a [trigger.*] system trigger captured the unmodified spinner: $res"
+
 pass "agentless capture of a frame-pointer-less program: $status, spin_here ${flat}% flat"
