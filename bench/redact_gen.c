@@ -21,7 +21,7 @@
  *	A HotSpot-style HPROF 1.0.2 heap dump with 8-byte ids: UTF8 names
  *	(and unreferenced literals), LOAD CLASS records, a stack trace, then
  *	HEAP DUMP SEGMENTs of about 4 MiB holding class dumps (first
- *	segment), sticky-class and JNI global roots, linked instances, 1 KiB
+ *	segment), sticky-class, thread and JNI global roots, linked instances, 1 KiB
  *	(average) byte arrays and object arrays; HEAP DUMP END. About
  *	SIZE_MB (10^6 bytes).
  */
@@ -359,6 +359,10 @@ static int gen_perfetto(uint64_t size_mb, int32_t pid)
 					next = 0;
 					next_comm = "swapper/0";
 				}
+				if (next == cur[c]) { /* a switch changes the task */
+					next = next ? 0 : pid;
+					next_comm = next ? app_comm[0] : "swapper/0";
+				}
 				cts += 1000 + rnd_below(50000);
 				ev[i].timestamp = cts;
 				ev[i].pid = (uint32_t)cur[c];
@@ -563,10 +567,6 @@ static int gen_hprof(uint64_t size_mb)
 		sbe(&s, 0x05, 1); /* ROOT STICKY CLASS */
 		sbe(&s, classes[i], HP_ID);
 	}
-	sbe(&s, 0x08, 1); /* ROOT THREAD OBJECT: thread, thread serial, trace serial */
-	sbe(&s, next_id, HP_ID);
-	sbe(&s, 1, 4);
-	sbe(&s, 1, 4);
 
 	uint64_t prev = 0, recent[32] = { 0 };
 	while (o.total + o.len + s.n < target) {
@@ -608,6 +608,12 @@ static int gen_hprof(uint64_t size_mb)
 			recent[(instances++) % 32] = id;
 		}
 
+		if (!oarrays) { /* the first node stands in for the main thread */
+			sbe(&s, 0x08, 1); /* ROOT THREAD OBJECT: object, thread serial, trace serial */
+			sbe(&s, recent[0], HP_ID);
+			sbe(&s, 1, 4);
+			sbe(&s, 1, 4);
+		}
 		uint64_t oa = next_id;
 		next_id += 16 + 32 * HP_ID;
 		sbe(&s, 0x22, 1); /* OBJECT ARRAY DUMP */

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# bench/redact_throughput: profilingd-redact throughput and peak RSS on
+# synthetic captures from redact_gen: a gzip'd pprof, a Perfetto trace
+# (sched_switch bundles and track events) and a HotSpot-style HPROF. Each
+# input is redacted to /dev/null and to a file; wall time is the best of
+# ROUNDS runs, peak RSS the largest "Maximum resident set size" that
+# /usr/bin/time -v saw. The trace and the HPROF also run at a quarter of
+# their size, to show whether RSS grows with the input. Goals: > 200 MB/s
+# and a flat RSS. MB = 10^6 bytes, MB/s of input bytes, RSS in MiB.
+# Not a test: it asserts nothing.
+#   usage: bench/redact_throughput [BUILD_DIR] [HPROF_MB] [TRACE_MB] [PPROF_SAMPLES] [ROUNDS]
+set -euo pipefail
+BUILD=$(cd "${1:-$(dirname "$0")/..}" && pwd)
+[ -x "$BUILD/bench/redact_gen" ] || BUILD=$(cd "$BUILD/build" && pwd)
+HPROF_MB=${2:-200}
+TRACE_MB=${3:-200}
+PPROF_N=${4:-200000}
+ROUNDS=${5:-3}
+GEN=$BUILD/bench/redact_gen
+REDACT=$BUILD/redact/profilingd-redact
+[ -x "$GEN" ] && [ -x "$REDACT" ] || { echo "build redact_gen and profilingd-redact first" >&2; exit 1; }
+if [ ! -x /usr/bin/time ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+	apt-get install -y time > /dev/null 2>&1 || true
+fi
+[ -x /usr/bin/time ] || { echo "needs /usr/bin/time (apt-get install time)" >&2; exit 1; }
+
+T=$(mktemp -d /tmp/pd-redactbench.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+PID=4242
+# redact_gen's app threads are PID..PID+7.
+TIDS=$(seq -s, $((PID + 1)) $((PID + 7)))
+small() { local s=$(($1 / 4)); [ "$s" -ge 1 ] && echo "$s" || echo 1; }
+
+echo "generating inputs in $T ..."
+"$GEN" pprof "$(small "$PPROF_N")" "$PID" > "$T/small.pb.gz" 2> "$T/gen.log"
+"$GEN" pprof "$PPROF_N" "$PID" > "$T/large.pb.gz" 2>> "$T/gen.log"
+"$GEN" perfetto "$(small "$TRACE_MB")" "$PID" > "$T/small.pftrace" 2>> "$T/gen.log"
+"$GEN" perfetto "$TRACE_MB" "$PID" > "$T/large.pftrace" 2>> "$T/gen.log"
+"$GEN" hprof "$(small "$HPROF_MB")" > "$T/small.hprof" 2>> "$T/gen.log"
+"$GEN" hprof "$HPROF_MB" > "$T/large.hprof" 2>> "$T/gen.log"
+sed 's/^/  /' "$T/gen.log"
+for f in small large; do
+	echo "  $f.pb.gz inflates to $(gzip -dc "$T/$f.pb.gz" | wc -c) bytes"
+done
+PPROF_RAW=$(gzip -dc "$T/large.pb.gz" | wc -c)
+
+# one FORMAT FILE SINK: best wall seconds, max RSS KiB and the status line
+# of ROUNDS runs into $T/res; a failed run is reported, not fatal.
+one() {
+	local fmt=$1 in=$2 sink=$3 best="" rss=0 st="" rc=0
+	local out=/dev/null
+	[ "$sink" = file ] && out=$T/out
+	for _ in $(seq "$ROUNDS"); do
+		local t0 t1
+		t0=$(date +%s%N)
+		rc=0
+		/usr/bin/time -v -o "$T/tv" "$REDACT" --format "$fmt" --pids "$PID" --tids "$TIDS" \
+			--allow-root < "$in" > "$out" 2> "$T/st" || rc=$?
+		t1=$(date +%s%N)
+		st=$(grep -v '^Command exited with non-zero status' "$T/st" | tail -n 1)
+		local r
+		r=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$T/tv")
+		[ "$r" -gt "$rss" ] && rss=$r
+		local w=$((t1 - t0))
+		{ [ -z "$best" ] || [ "$w" -lt "$best" ]; } && best=$w
+		[ "$rc" -ne 0 ] && break
+	done
+	rm -f "$T/out"
+	echo "$best $rss $rc $st" > "$T/res"
+}
+
+printf '%-9s %-6s %9s %-5s %8s %9s %8s  %s\n' input size MB sink wall_s MB/s RSS_MiB status
+declare -A RATE RSS
+for fmt in pprof perfetto hprof; do
+	case $fmt in
+	pprof) ext=pb.gz ;;
+	perfetto) ext=pftrace ;;
+	hprof) ext=hprof ;;
+	esac
+	for size in small large; do
+		in=$T/$size.$ext
+		bytes=$(stat -c %s "$in")
+		for sink in null file; do
+			one "$fmt" "$in" "$sink"
+			read -r ns rss rc st < "$T/res"
+			[ "$rc" -ne 0 ] && st="FAILED (exit $rc): $st"
+			awk -v f="$fmt" -v s="$size" -v b="$bytes" -v k="$sink" -v ns="$ns" -v r="$rss" \
+				-v st="$st" 'BEGIN {
+				printf "%-9s %-6s %9.1f %-5s %8.3f %9.1f %8.1f  %s\n", f, s, b / 1e6, k,
+					ns / 1e9, b / 1e6 / (ns / 1e9), r / 1024, st }'
+			RATE[$fmt.$size.$sink]=$(awk -v b="$bytes" -v ns="$ns" 'BEGIN { printf "%.1f", b * 1e3 / ns }')
+			[ "$fmt.$size.$sink" = pprof.large.null ] && PPROF_NS=$ns
+			RSS[$fmt.$size.$sink]=$(awk -v r="$rss" 'BEGIN { printf "%.1f", r / 1024 }')
+		done
+	done
+done
+
+echo
+echo "goals: > 200 MB/s; peak RSS flat in the input size (large vs small, to /dev/null)"
+for fmt in pprof perfetto hprof; do
+	rate=${RATE[$fmt.large.null]} rf=${RATE[$fmt.large.file]}
+	rs=${RSS[$fmt.small.null]} rl=${RSS[$fmt.large.null]}
+	awk -v f="$fmt" -v rate="$rate" -v rf="$rf" -v rs="$rs" -v rl="$rl" 'BEGIN {
+		met = rate > 200 ? "goal met" : "below goal"
+		flat = rl / rs < 1.25 ? "flat" : "grows"
+		printf "  %-9s %7.1f MB/s to /dev/null, %7.1f to a file (%s); RSS %.1f -> %.1f MiB, x%.2f (%s)\n",
+			f, rate, rf, met, rs, rl, rl / rs, flat }'
+done
+awk -v raw="$PPROF_RAW" -v ns="$PPROF_NS" 'BEGIN {
+	printf "  pprof MB/s is of gzip'"'"'d input; of the inflated profile it is %.1f MB/s.\n", raw * 1e3 / ns }'
+echo "  pprof is read whole by design (redact/rdc_pprof.c): its RSS follows the profile's size."

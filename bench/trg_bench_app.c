@@ -347,12 +347,32 @@ static int oom(const char *dir)
 
 /* -------------------------------------------------------------- spinner */
 
-__attribute__((noinline)) static void spin_until(uint64_t end_ms)
+static uint64_t thread_cpu_ns(void)
 {
-	uint64_t x = 1;
-	while (!stop && mono_ms() < end_ms)
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#define SHARE_SLOTS 8
+
+/* Spin; note this thread's share of a core in each of the first 250 ms
+ * slots, to tell a slow detector from a spinner that did not get the CPU. */
+__attribute__((noinline)) static void spin_until(uint64_t end_ms, unsigned share[SHARE_SLOTS])
+{
+	uint64_t x = 1, start = mono_ms(), next = start + 250, c0 = thread_cpu_ns();
+	int slot = 0;
+	while (!stop && mono_ms() < end_ms) {
 		for (int i = 0; i < 100000; i++)
 			x = x * 6364136223846793005ull + 1;
+		uint64_t now = mono_ms();
+		if (slot < SHARE_SLOTS && now >= next) {
+			uint64_t c1 = thread_cpu_ns();
+			share[slot++] = (unsigned)((c1 - c0) / 10000u / (now - (next - 250)));
+			c0 = c1;
+			next = now + 250;
+		}
+	}
 	sink = x;
 }
 
@@ -369,8 +389,13 @@ static int spin(unsigned idle_ms, unsigned max_ms)
 	sleep_ms(idle_ms);
 	printf("spin t0=%.6f\n", now_rt());
 	fflush(stdout);
-	spin_until(mono_ms() + max_ms);
+	unsigned share[SHARE_SLOTS] = { 0 };
+	spin_until(mono_ms() + max_ms, share);
 	printf("stop t=%.6f\n", now_rt());
+	printf("share");
+	for (int i = 0; i < SHARE_SLOTS; i++)
+		printf(" %u", share[i]);
+	printf("\n");
 	prof_close(c);
 	return 0;
 }

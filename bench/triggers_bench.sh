@@ -242,19 +242,28 @@ if part 3; then
 		sleep 0.2
 		t0=$(sed -n 's/^spin t0=//p' "$out")
 		fire=$(fire_tod "$T/cpu.log" excessive-cpu | awk -v p="$pid" '$1 == p { print $2; exit }')
+		nfire=$(fire_tod "$T/cpu.log" excessive-cpu | awk -v p="$pid" '$1 == p { n++ } END { print n + 0 }')
+		share=$(sed -n 's/^share //p' "$out" | tr ' ' ',')
 		pdt=$(awk '/CPU:/ { print $1; exit }' "$pd" 2>/dev/null)
-		awk -v t0="$t0" -v f="$fire" -v d="$pdt" -v l="${life:-?}" 'BEGIN {
+		awk -v t0="$t0" -v f="$fire" -v d="$pdt" -v l="${life:-?}" -v n="$nfire" -v sh="${share:-?}" 'BEGIN {
 			t = t0 % 86400; fd = (f == "") ? "none" : sprintf("%.3f", f - t)
 			pd = (d == "") ? "none" : sprintf("%.3f", d - t0)
-			print fd, pd, l }'
+			print fd, pd, l, n, sh }'
 	}
-	read -r a_pd_d a_proc_d a_life < <(spin_case hot 1000 25000)
+	# the window semantics (triggers/trg_cpu.c): a 250 ms tick; it fires when
+	# every tick of a whole window was over the line, so from a spike's start
+	# the first fire comes after window + up to one tick (the partial first).
+	read -r a_pd_d a_proc_d a_life a_n a_sh < <(spin_case hot 1000 25000)
 	echo "  spinner idle 1 s, then spins: profilingd fired after ${a_pd_d} s, procdump after ${a_proc_d} s" \
 		"(procdump's lifetime CPU% at the end: ${a_life})"
+	echo "    spinner's share of a core in its first 250 ms slots: ${a_sh} %;" \
+		"profilingd fired $a_n times while it spun (cooldown 0)"
 	grep -h 'CPU:' "$T/hot.pd" 2>/dev/null | sed 's/^/    procdump: /'
-	read -r b_pd_d b_proc_d b_life < <(spin_case cold 10000 30000)
+	read -r b_pd_d b_proc_d b_life b_n b_sh < <(spin_case cold 10000 30000)
 	echo "  spinner idle 10 s, then spins: profilingd fired after ${b_pd_d} s, procdump after ${b_proc_d} s" \
 		"(procdump's lifetime CPU% at the end: ${b_life})"
+	echo "    spinner's share of a core in its first 250 ms slots: ${b_sh} %;" \
+		"profilingd fired $b_n times while it spun (cooldown 0)"
 	grep -h 'CPU:' "$T/cold.pd" 2>/dev/null | sed 's/^/    procdump: /'
 	pdnote() { [ "$1" = none ] && echo "no dump within ${2} s of spinning (lifetime ${3} %)" || echo "$1 s"; }
 	row "3a spin after 1 s idle: delay to fire" \

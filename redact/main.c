@@ -10,6 +10,7 @@
  * the app; 66 a format cap was hit; 70 anything else (usage, sandbox, I/O).
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -46,6 +47,23 @@ const char *__asan_default_options(void)
 #define EXIT_CAP 66
 #define EXIT_OTHER 70
 #define MAX_IDS 4096
+
+/*
+ * The status line. Not dprintf: glibc probes a character-device fd with
+ * ioctl(TCGETS), which the sandbox forbids (stderr on a tty or /dev/null).
+ */
+__attribute__((format(printf, 1, 2))) static void status(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n > 0) {
+		ssize_t w = write(2, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+		(void)w;
+	}
+}
 
 static int parse_ids(const char *s, int32_t *out, size_t *n)
 {
@@ -136,25 +154,25 @@ int main(int argc, char **argv)
 	if (!fn || npids == 0 || optind != argc)
 		goto bad;
 	if ((getuid() == 0 || geteuid() == 0) && !allow_root) {
-		dprintf(2, "error: refusing to redact as root; the daemon drops privileges first\n");
+		status("error: refusing to redact as root; the daemon drops privileges first\n");
 		return EXIT_OTHER;
 	}
 
 	struct rdc_dlp *d = NULL;
 	if (ndlp && (r = rdc_dlp_compile(dlp, ndlp, &d)) < 0) {
-		dprintf(2, "error: bad --dlp pattern\n");
+		status("error: bad --dlp pattern\n");
 		return EXIT_OTHER;
 	}
 	/* Nothing but fds 0-2 may stay open into the sandbox. */
 	syscall(SYS_close_range, 3, ~0u, 0);
 	if ((r = sbx_install(redactor_policy, redactor_policy_count, debug)) < 0) {
-		dprintf(2, "error: cannot install the seccomp filter: %s\n", strerror(-r));
+		status("error: cannot install the seccomp filter: %s\n", strerror(-r));
 		return EXIT_OTHER;
 	}
 	if (forbidden) {
 		/* Raw syscall: glibc's open() may take another route. */
 		long fd = syscall(SYS_openat, -100, "/etc/passwd", 0);
-		dprintf(2, "error: the sandbox let openat through (%ld)\n", fd);
+		status("error: the sandbox let openat through (%ld)\n", fd);
 		return EXIT_OTHER;
 	}
 
@@ -164,13 +182,13 @@ int main(int argc, char **argv)
 	memset(&st, 0, sizeof(st));
 	r = fn(0, 1, &pol, &st);
 	if (r < 0) {
-		dprintf(2, "error: %s: %s\n", format,
+		status("error: %s: %s\n", format,
 			r == -EBADMSG ? "malformed artifact"
 			: r == -ENODATA ? "nothing of the app in the capture"
 			: strerror(-r));
 		return r == -EBADMSG || r == -ENODATA ? EXIT_BADMSG : r == -E2BIG ? EXIT_CAP : EXIT_OTHER;
 	}
-	dprintf(2, "ok in=%llu out=%llu kept=%llu dropped=%llu anonymised=%llu scrubbed=%llu\n",
+	status("ok in=%llu out=%llu kept=%llu dropped=%llu anonymised=%llu scrubbed=%llu\n",
 		(unsigned long long)st.in_bytes, (unsigned long long)st.out_bytes,
 		(unsigned long long)st.kept, (unsigned long long)st.dropped,
 		(unsigned long long)st.anonymised, (unsigned long long)st.scrubbed);

@@ -28,6 +28,12 @@ else
 	echo "skipped: setpriv (util-linux) not installed: no run as nobody"
 fi
 
+# stderr on a character device (a tty, /dev/null) must not trip the filter.
+rc=0
+"$R" --format pprof --pids 1 --allow-root < /dev/null > /dev/null 2> /dev/null || rc=$?
+[ "$rc" -eq 65 ] || fail "stderr on /dev/null: exit $rc, want 65 (an empty input refused)"
+echo "ok: a status line to a character device is allowed"
+
 rc=0
 "$R" --format pprof --pids 1 < /dev/null > /dev/null 2> "$T/err" || rc=$?
 [ "$rc" -eq 70 ] && grep -q "refusing to redact as root" "$T/err" || fail "runs as root without --allow-root"
