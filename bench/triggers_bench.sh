@@ -253,7 +253,7 @@ if part 3; then
 	# the window semantics (triggers/trg_cpu.c): a 250 ms tick; it fires when
 	# every tick of a whole window was over the line, so from a spike's start
 	# the first fire comes after window + up to one tick (the partial first).
-	read -r a_pd_d a_proc_d a_life a_n a_sh < <(spin_case hot 1000 25000)
+	read -r a_pd_d a_proc_d a_life a_n a_sh < <(spin_case hot 1000 30000)
 	echo "  spinner idle 1 s, then spins: profilingd fired after ${a_pd_d} s, procdump after ${a_proc_d} s" \
 		"(procdump's lifetime CPU% at the end: ${a_life})"
 	echo "    spinner's share of a core in its first 250 ms slots: ${a_sh} %;" \
@@ -267,7 +267,7 @@ if part 3; then
 	grep -h 'CPU:' "$T/cold.pd" 2>/dev/null | sed 's/^/    procdump: /'
 	pdnote() { [ "$1" = none ] && echo "no dump within ${2} s of spinning (lifetime ${3} %)" || echo "$1 s"; }
 	row "3a spin after 1 s idle: delay to fire" \
-		"profilingd $a_pd_d s; procdump $(pdnote "$a_proc_d" 25 "$a_life")" \
+		"profilingd $a_pd_d s; procdump $(pdnote "$a_proc_d" 30 "$a_life")" \
 		"window + 1 tick (<= 1.25 s)" "$(awk -v a="$a_pd_d" 'BEGIN { print (a != "none" && a + 0 <= 1.25) ? "met" : "MISSED" }')"
 	row "3b spin after 10 s idle: delay to fire" \
 		"profilingd $b_pd_d s; procdump $(pdnote "$b_proc_d" 30 "$b_life")" \

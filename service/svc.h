@@ -260,7 +260,8 @@ void svc_trigger_runtime_up(struct svc_conn *rt);
 /* The runtime reported an event (an allocation failure). */
 void svc_trigger_runtime_event(struct svc_conn *rt, const Pd__RuntimeEvent *ev);
 /* A trigger's session ended. */
-void svc_trigger_session_end(const char *app, uint32_t trigger, uint64_t session_id);
+void svc_trigger_session_end(const char *app, uint32_t trigger, uint64_t session_id, pid_t pid,
+			     uint32_t type);
 /* One line per watcher: what runs and what fell back (status, logs). */
 void svc_trigger_status(void (*fn)(const char *name, const char *status, void *ud), void *ud);
 

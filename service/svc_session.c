@@ -198,7 +198,7 @@ static void release_files(struct session *s)
 static void session_free(struct session *s)
 {
 	if (s->trigger)
-		svc_trigger_session_end(s->app, s->trigger, s->id);
+		svc_trigger_session_end(s->app, s->trigger, s->id, s->pid, s->type);
 	unlink_session(s);
 	release_files(s);
 	if (s->timer)

@@ -249,11 +249,57 @@ static void fire(struct reg *r, pid_t pid, const char *tag)
 	      (int)pid, (unsigned long long)id);
 }
 
-void svc_trigger_session_end(const char *app, uint32_t trigger, uint64_t session_id)
+static struct event_base *evbase;
+
+struct followup {
+	pid_t pid;
+	char app[RL_APP_MAX];
+};
+
+/* After a hang's stack samples: the flight recorder too (what led there). */
+static void hang_trace(evutil_socket_t fd, short what, void *arg)
 {
-	struct reg *r = find_reg(app, trigger);
-	if (r && r->active == session_id)
-		r->active = 0;
+	struct followup *f = arg;
+	struct app_pid *p = find_pid(f->pid);
+	struct reg *r = p ? reg_for(p, PROF_TRIGGER_HANG) : NULL;
+	Pd__Params prm = PD__PARAMS__INIT;
+	char msg[256];
+	uint64_t id;
+	if (r && kill(f->pid, 0) == 0) {
+		prm.has_duration_ms = 1;
+		prm.duration_ms = SVC_DURATION_MIN_MS;
+		int e = svc_session_trigger(f->pid, p->uid, p->gid, p->app, PROF_SYSTEM_TRACE, &prm,
+					    PROF_TRIGGER_HANG, "hang-trace", cfg->runtime_wait_ms, &id,
+					    msg, sizeof(msg));
+		if (e)
+			LOG_I("hang of pid %d: no trace snapshot: %s", (int)f->pid, msg);
+	}
+	free(f);
+}
+
+void svc_trigger_session_end(const char *app, uint32_t trigger, uint64_t session_id, pid_t pid,
+			     uint32_t type)
+{
+	struct reg *r = NULL;
+	struct app_pid *p = find_pid(pid);
+	if (p)
+		r = reg_for(p, trigger);
+	if (!r)
+		r = find_reg(app, trigger);
+	if (!r || r->active != session_id)
+		return;
+	r->active = 0;
+	/* A hang's stack capture is followed by a snapshot of the trace ring,
+	 * once the session has gone (one session per process). */
+	if (trigger == PROF_TRIGGER_HANG && type == PROF_STACK_SAMPLING) {
+		struct followup *f = calloc(1, sizeof(*f));
+		if (f) {
+			f->pid = pid;
+			util_strlcpy(f->app, app, sizeof(f->app));
+			if (event_base_once(evbase, -1, EV_TIMEOUT, hang_trace, f, NULL) < 0)
+				free(f);
+		}
+	}
 }
 
 /* ------------------------------------------------------------ watchers */
@@ -684,6 +730,7 @@ int svc_trigger_init(struct event_base *base, const struct svc_config *c)
 {
 	int r, n = 0;
 	cfg = c;
+	evbase = base;
 	regs = calloc(SVC_MAX_TRIGGERS, sizeof(*regs));
 	pids = calloc(SVC_MAX_APP_PIDS, sizeof(*pids));
 	if (!regs || !pids)

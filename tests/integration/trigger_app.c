@@ -21,13 +21,15 @@
 
 static prof_client *c;
 static atomic_int results;
-static char path[4096];
+static char path[4096], first_path[4096];
 static int trig, err_code;
 static atomic_int stop;
 static volatile uint64_t sink;
 
 static void on_result(const struct prof_result *r, void *ud)
 {
+	if (!atomic_load(&results))
+		snprintf(first_path, sizeof(first_path), "%s", r->path);
 	snprintf(path, sizeof(path), "%s", r->path);
 	trig = r->trigger;
 	err_code = r->error;
@@ -106,7 +108,7 @@ __attribute__((noinline)) static void blocked_here(int ms)
 
 static void *dispatcher(void *arg)
 {
-	wait_results(1, (int)(long)arg);
+	wait_results(2, (int)(long)arg);
 	return NULL;
 }
 
@@ -178,13 +180,16 @@ int main(int argc, char **argv)
 			prof_heartbeat();
 			usleep(200000);
 		}
-		/* The main thread hangs; another thread takes the result. */
+		/* The main thread hangs; another thread takes the results: the
+		 * stack samples, then the trace-ring snapshot. */
+		prof_trace_begin("before-hang");
 		pthread_t th;
-		pthread_create(&th, NULL, dispatcher, (void *)6000L);
-		blocked_here(3500);
+		pthread_create(&th, NULL, dispatcher, (void *)8000L);
+		blocked_here(4500);
 		pthread_join(th, NULL);
-		if (!atomic_load(&results))
-			die("no hang result", -PROF_E_TIMEOUT);
+		if (atomic_load(&results) < 2)
+			die("no hang stack + trace results", -PROF_E_TIMEOUT);
+		printf("%s\n", first_path);
 		return finish(PROF_TRIGGER_HANG);
 	}
 	if (!strcmp(m, "cold-register")) {

@@ -28,11 +28,14 @@ top=$(awk '/flat%/ { getline; print $NF; exit }' "$T/cpu.txt")
 [ "$top" = spin_hot ] || { cat "$T/cpu.txt"; fail "top function of the excessive-cpu capture is '$top'"; }
 echo "ok: excessive cpu: capture while spinning, top function $top"
 
-out=$("$APP" hang) || fail "hang"
+"$APP" hang > "$T/hang.out" || fail "hang"
+out=$(sed -n 1p "$T/hang.out")
+tr=$(sed -n 2p "$T/hang.out")
+case "$tr" in *hang-trace*.perfetto-trace) ;; *) fail "no trace snapshot after the hang ($tr)";; esac
 go tool pprof -top "$out" 2>/dev/null > "$T/hang.txt"
 grep -q "blocked_here" "$T/hang.txt" || { cat "$T/hang.txt"; fail "hang capture does not show blocked_here"; }
 grep -q "Type: wall" "$T/hang.txt" || fail "hang capture is not wall-clock"
-echo "ok: hang: wall-clock stacks show blocked_here"
+echo "ok: hang: wall-clock stacks show blocked_here, then a trace-ring snapshot: $tr"
 
 if grep -q "fallback: /proc scan" "$T/daemon.log"; then
 	echo "note: process events use the /proc fallback here"
