@@ -18,6 +18,7 @@
 
 #include "pprof.h"
 #include "symbolize.h"
+#include "util.h"
 
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id _sigev_un._tid
@@ -120,20 +121,9 @@ static void smp_read_comm(pid_t tid, char *comm)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
-	comm[0] = '\0';
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	ssize_t n = read(fd, comm, SMP_COMM_LEN - 1);
-	close(fd);
-	if (n <= 0) {
+	if (util_read_file(path, comm, SMP_COMM_LEN) < 0)
 		comm[0] = '\0';
-		return;
-	}
-	comm[n] = '\0';
-	char *nl = strchr(comm, '\n');
-	if (nl)
-		*nl = '\0';
+	comm[strcspn(comm, "\n")] = '\0';
 }
 
 static int smp_arm(pid_t tid)

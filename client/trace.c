@@ -152,20 +152,12 @@ static void read_cmdline(char *out, size_t n)
 static void thread_name(const struct trc_ring *r, char comm[17])
 {
 	char path[64];
-	memcpy(comm, r->comm, 16);
-	comm[16] = '\0';
 	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)r->tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	ssize_t n = read(fd, comm, 16);
-	close(fd);
-	if (n > 0) {
-		comm[n] = '\0';
-		char *nl = strchr(comm, '\n');
-		if (nl)
-			*nl = '\0';
+	if (util_read_file(path, comm, 17) < 0) {
+		memcpy(comm, r->comm, 16);
+		comm[16] = '\0';
 	}
+	comm[strcspn(comm, "\n")] = '\0';
 }
 
 int trc_snapshot(int fd, struct trc_stats *st, uint64_t *bytes)

@@ -48,22 +48,35 @@ int util_write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+ssize_t util_read_file(const char *path, char *buf, size_t n)
+{
+	if (!n)
+		return -EINVAL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t len;
+	do {
+		len = read(fd, buf, n - 1);
+	} while (len < 0 && errno == EINTR);
+	int e = errno;
+	close(fd);
+	if (len <= 0) {
+		buf[0] = '\0';
+		return len < 0 ? -e : -EIO;
+	}
+	buf[len] = '\0';
+	return len;
+}
+
 int util_proc_start_time(int pid, uint64_t *start)
 {
 	char path[64], buf[1024];
-	int fd, r;
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	r = n < 0 ? -errno : 0;
-	close(fd);
-	if (r)
-		return r;
-	buf[n] = '\0';
+	if ((n = util_read_file(path, buf, sizeof(buf))) < 0)
+		return (int)n;
 	/* comm may hold spaces and parens: fields restart after the last ')'. */
 	char *p = strrchr(buf, ')');
 	if (!p)
@@ -117,15 +130,9 @@ int util_proc_ids(int pid, unsigned *uid, unsigned *gid)
 {
 	char path[64], buf[4096];
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	int e = errno;
-	close(fd);
-	if (n <= 0)
-		return n < 0 ? -e : -EINVAL;
-	buf[n] = '\0';
+	ssize_t n = util_read_file(path, buf, sizeof(buf));
+	if (n < 0)
+		return (int)n;
 	char *u = strstr(buf, "\nUid:"), *g = strstr(buf, "\nGid:");
 	if (!u || !g || sscanf(u + 5, "%u", uid) != 1 || sscanf(g + 5, "%u", gid) != 1)
 		return -EINVAL;

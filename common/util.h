@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 uint64_t util_now_ns(int clock_id);
 /* Monotonic milliseconds, for timeouts. */
@@ -14,6 +15,11 @@ size_t util_strlcpy(char *dst, const char *src, size_t size);
 int util_write_all(int fd, const void *buf, size_t len);
 /* Read /proc/<pid>/stat field 22 (start time in clock ticks). 0 or -errno. */
 int util_proc_start_time(int pid, uint64_t *start);
+/*
+ * Read up to n - 1 bytes of a small file (/proc, /sys) into buf, NUL-
+ * terminated. Returns the length, or -errno (-EIO for an empty file).
+ */
+ssize_t util_read_file(const char *path, char *buf, size_t n);
 /* Real uid and gid of a process, from /proc/<pid>/status. 0 or -errno. */
 int util_proc_ids(int pid, unsigned *uid, unsigned *gid);
 /* mkdir -p with mode for the last component. 0 or -errno. */

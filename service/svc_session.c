@@ -234,6 +234,7 @@ static void send_cancel(struct session *s)
 
 static void start_capture(struct session *s, struct svc_conn *rt);
 static bool start_agentless(struct session *s);
+static int open_raw(struct session *s);
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -393,18 +394,10 @@ static void start_capture(struct session *s, struct svc_conn *rt)
 		fail(s, PROF_E_INVALID_REQUEST, msg);
 		return;
 	}
-	if (util_fmt(s->raw_path, sizeof(s->raw_path), "%s/%llu.raw", raw_dir,
-		     (unsigned long long)s->id) < 0) {
-		s->raw_path[0] = '\0';
-		fail(s, PROF_E_UNKNOWN, "state_dir path too long");
-		return;
-	}
-	s->raw_fd = open(s->raw_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (s->raw_fd < 0) {
-		int e = errno;
-		s->raw_path[0] = '\0';
-		util_fmt(msg, sizeof(msg), "cannot create the capture file: %s", strerror(e));
-		fail(s, e == ENOSPC || e == EDQUOT ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN, msg);
+	int r = open_raw(s);
+	if (r < 0) {
+		util_fmt(msg, sizeof(msg), "cannot create the capture file: %s", strerror(-r));
+		fail(s, r == -ENOSPC || r == -EDQUOT ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN, msg);
 		return;
 	}
 	if (s->type == PROF_SYSTEM_TRACE)

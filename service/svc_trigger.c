@@ -310,13 +310,8 @@ static void proc_cgroups(pid_t pid, char *out, size_t n)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	out[0] = '\0';
-	if (fd < 0)
-		return;
-	ssize_t len = read(fd, out, n - 1);
-	close(fd);
-	out[len > 0 ? len : 0] = '\0';
+	if (util_read_file(path, out, n) < 0)
+		out[0] = '\0';
 }
 
 static void on_proc_exec(pid_t pid)

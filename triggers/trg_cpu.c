@@ -38,14 +38,9 @@ static int read_ticks(pid_t pid, uint64_t *ticks)
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = '\0';
+	ssize_t n = util_read_file(path, buf, sizeof(buf));
+	if (n < 0)
+		return (int)n;
 	char *p = strrchr(buf, ')');
 	if (!p)
 		return -EINVAL;

@@ -49,14 +49,9 @@ static long page;
 static int read_u64(const char *path, uint64_t *v)
 {
 	char buf[64];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = '\0';
+	ssize_t n = util_read_file(path, buf, sizeof(buf));
+	if (n < 0)
+		return (int)n;
 	*v = strtoull(buf, NULL, 10);
 	return 0;
 }
@@ -65,12 +60,8 @@ static uint64_t oom_kill_count(const char *dir)
 {
 	char path[600], buf[256];
 	snprintf(path, sizeof(path), "%s/memory.oom_control", dir);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (util_read_file(path, buf, sizeof(buf)) < 0)
 		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = '\0';
 	char *p = strstr(buf, "oom_kill ");
 	return p ? strtoull(p + 9, NULL, 10) : 0;
 }
@@ -80,14 +71,9 @@ static int v1_dir(pid_t pid, char *out, size_t n)
 {
 	char path[64], buf[2048];
 	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ssize_t len = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (len <= 0)
-		return -EIO;
-	buf[len] = '\0';
+	ssize_t len = util_read_file(path, buf, sizeof(buf));
+	if (len < 0)
+		return (int)len;
 	char *save = NULL;
 	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
@@ -198,14 +184,8 @@ static void poll_rss(evutil_socket_t fd, short what, void *arg)
 		if (x->thr_efd >= 0)
 			continue;
 		snprintf(path, sizeof(path), "/proc/%d/statm", (int)x->pid);
-		int f = open(path, O_RDONLY | O_CLOEXEC);
-		if (f < 0)
+		if (util_read_file(path, buf, sizeof(buf)) < 0)
 			continue;
-		ssize_t n = read(f, buf, sizeof(buf) - 1);
-		close(f);
-		if (n <= 0)
-			continue;
-		buf[n] = '\0';
 		unsigned long long size, rss;
 		if (sscanf(buf, "%llu %llu", &size, &rss) != 2)
 			continue;
@@ -233,15 +213,9 @@ int trg_mem_init(struct event_base *b, const struct trg_ops *o)
 	bool v1 = access(V1_ROOT "/cgroup.event_control", W_OK) == 0;
 	uint64_t has_v2 = 0;
 	char ctl[256] = "";
-	int fd = open("/sys/fs/cgroup/unified/cgroup.controllers", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		fd = open("/sys/fs/cgroup/cgroup.controllers", O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		ssize_t n = read(fd, ctl, sizeof(ctl) - 1);
-		ctl[n > 0 ? n : 0] = '\0';
-		close(fd);
+	if (util_read_file("/sys/fs/cgroup/unified/cgroup.controllers", ctl, sizeof(ctl)) >= 0 ||
+	    util_read_file("/sys/fs/cgroup/cgroup.controllers", ctl, sizeof(ctl)) >= 0)
 		has_v2 = strstr(ctl, "memory") != NULL;
-	}
 	snprintf(status, sizeof(status),
 		 "cgroup v1 memory thresholds and oom_control: %s; cgroup v2 memory: %s; "
 		 "elsewhere RSS every %d ms", v1 ? "yes" : "no (no v1 memory controller)",
