@@ -165,13 +165,20 @@ static int prof_connect_sock(const char *path)
 	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s < 0)
 		return -errno;
-	/* Unix stream/seqpacket connect completes at once or fails. */
-	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int r = -errno;
-		close(s);
-		return r;
+	/*
+	 * Unix seqpacket connect completes at once or fails; EAGAIN means the
+	 * daemon's backlog is full (a burst of apps starting): retry briefly.
+	 */
+	for (int tries = 0;; tries++) {
+		if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			return s;
+		if (errno != EAGAIN || tries == 50)
+			break;
+		usleep(2000u << (tries < 5 ? tries : 5));
 	}
-	return s;
+	int r = -errno;
+	close(s);
+	return r;
 }
 
 prof_client *prof_connect(const char *socket_path, int *err)

@@ -30,6 +30,8 @@
 struct mwatch {
 	pid_t pid;
 	uint64_t threshold;       /* bytes */
+	unsigned percent;         /* the rule it was set up with */
+	uint64_t bytes;
 	bool warned;              /* RSS fallback: fired, until it drops again */
 	/* cgroup v1 */
 	int thr_efd, oom_efd;
@@ -238,7 +240,12 @@ void trg_mem_fini(void)
 
 int trg_mem_watch(pid_t pid, unsigned percent, uint64_t bytes)
 {
-	if (by_pid(pid))
+	struct mwatch *old = by_pid(pid);
+	/* Watched already with the same rule: keep its eventfds and state
+	 * (re-creating them could miss a crossing). */
+	if (old && old->percent == percent && old->bytes == bytes)
+		return 0;
+	if (old)
 		trg_mem_unwatch(pid);
 	if (nw == TRG_MAX_PIDS)
 		return -ENOSPC;
@@ -246,6 +253,8 @@ int trg_mem_watch(pid_t pid, unsigned percent, uint64_t bytes)
 	memset(x, 0, sizeof(*x));
 	x->pid = pid;
 	x->thr_efd = x->oom_efd = -1;
+	x->percent = percent;
+	x->bytes = bytes;
 	uint64_t limit = 0;
 	char path[600];
 	if (v1_dir(pid, x->dir, sizeof(x->dir)) == 0) {
