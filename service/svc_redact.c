@@ -149,6 +149,27 @@ void svc_redact_fini(void)
 {
 }
 
+/* Release a helper's handle (its process already reaped). */
+static void handle_free(struct svc_redact *h)
+{
+	if (h->ev_exit)
+		event_free(h->ev_exit);
+	if (h->ev_timer)
+		event_free(h->ev_timer);
+	if (h->pidfd >= 0)
+		close(h->pidfd);
+	close(h->errfd);
+	free(h);
+}
+
+/* Kill, reap and release a helper that must not report. */
+static void kill_and_free(struct svc_redact *h)
+{
+	kill(h->pid, SIGKILL);
+	waitpid(h->pid, NULL, 0);
+	handle_free(h);
+}
+
 static void finish(struct svc_redact *h, int status)
 {
 	char msg[MSG_MAX];
@@ -171,11 +192,7 @@ static void finish(struct svc_redact *h, int status)
 	}
 	svc_redact_cb cb = h->cb;
 	void *ud = h->ud;
-	event_free(h->ev_exit);
-	event_free(h->ev_timer);
-	close(h->pidfd);
-	close(h->errfd);
-	free(h);
+	handle_free(h);
 	cb(ud, code, msg);
 }
 
@@ -264,16 +281,7 @@ static int spawn(const char *path, char **argv, int in_fd, int out_fd, bool reda
 	h->ev_exit = h->pidfd >= 0 ? event_new(base, h->pidfd, EV_READ, exit_cb, h) : NULL;
 	h->ev_timer = evtimer_new(base, timeout_cb, h);
 	if (!h->ev_exit || !h->ev_timer) {
-		kill(h->pid, SIGKILL);
-		waitpid(h->pid, NULL, 0);
-		if (h->ev_exit)
-			event_free(h->ev_exit);
-		if (h->ev_timer)
-			event_free(h->ev_timer);
-		if (h->pidfd >= 0)
-			close(h->pidfd);
-		close(h->errfd);
-		free(h);
+		kill_and_free(h);
 		return -ENOMEM;
 	}
 	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
@@ -348,13 +356,6 @@ int svc_perf_start(pid_t pid, uint32_t hz, uint32_t duration_ms, int out_fd, svc
 
 void svc_redact_abort(struct svc_redact *h)
 {
-	if (!h)
-		return;
-	kill(h->pid, SIGKILL);
-	waitpid(h->pid, NULL, 0);
-	event_free(h->ev_exit);
-	event_free(h->ev_timer);
-	close(h->pidfd);
-	close(h->errfd);
-	free(h);
+	if (h)
+		kill_and_free(h);
 }

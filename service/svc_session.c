@@ -1000,6 +1000,29 @@ int svc_session_cancel(struct svc_conn *client, uint64_t id)
 	return 0;
 }
 
+/*
+ * Remove the entries of directory dfd whose names start with prefix
+ * (NULL: every entry but the hidden ones). Closes dfd. Returns how many.
+ */
+static int unlink_entries(int dfd, const char *prefix)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *e;
+	int n = 0;
+	if (!d) {
+		close(dfd);
+		return 0;
+	}
+	while ((e = readdir(d))) {
+		if (prefix ? strncmp(e->d_name, prefix, strlen(prefix)) != 0 : e->d_name[0] == '.')
+			continue;
+		if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
 /* Results half-written by a crashed run: <results>/<uid>/.tmp-<id>. */
 static void clean_tmp_results(void)
 {
@@ -1012,18 +1035,8 @@ static void clean_tmp_results(void)
 		if (de->d_name[0] == '.')
 			continue;
 		int afd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-		if (afd < 0)
-			continue;
-		DIR *ad = fdopendir(afd);
-		if (!ad) {
-			close(afd);
-			continue;
-		}
-		struct dirent *e;
-		while ((e = readdir(ad)))
-			if (strncmp(e->d_name, ".tmp-", 5) == 0 && unlinkat(afd, e->d_name, 0) == 0)
-				n++;
-		closedir(ad);
+		if (afd >= 0)
+			n += unlink_entries(afd, ".tmp-");
 	}
 	closedir(d);
 	if (n)
@@ -1032,18 +1045,8 @@ static void clean_tmp_results(void)
 
 static void clean_raw(void)
 {
-	DIR *d = opendir(raw_dir);
-	struct dirent *de;
-	int n = 0;
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		if (unlinkat(dirfd(d), de->d_name, 0) == 0)
-			n++;
-	}
-	closedir(d);
+	int dfd = open(raw_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int n = dfd >= 0 ? unlink_entries(dfd, NULL) : 0;
 	if (n)
 		LOG_N("removed %d partial capture file(s) left by a previous run", n);
 }
