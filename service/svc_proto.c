@@ -83,10 +83,14 @@ Pd__RuntimeMsg *svc_decode_runtime(const uint8_t *buf, size_t len, const char **
 		if (!str_ok(m->hello->runtime, MAX_RUNTIME_NAME) ||
 		    !str_ok(m->hello->version, MAX_RUNTIME_NAME))
 			*why = "runtime name or version too long";
-		else if (m->hello->n_capabilities > WIRE_MAX_CAPS)
+		else if (m->hello->n_capabilities > WIRE_MAX_CAPS ||
+			 m->hello->n_missing > WIRE_MAX_CAPS)
 			*why = "too many capabilities";
 		for (size_t i = 0; !*why && i < m->hello->n_capabilities; i++)
 			if (!str_ok(m->hello->capabilities[i], MAX_CAP_NAME))
+				*why = "capability name too long";
+		for (size_t i = 0; !*why && i < m->hello->n_missing; i++)
+			if (!str_ok(m->hello->missing[i], MAX_CAP_NAME))
 				*why = "capability name too long";
 		break;
 	case PD__RUNTIME_MSG__MSG_DONE:
