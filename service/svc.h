@@ -61,6 +61,9 @@ struct svc_config {
 	bool dlp_builtin;
 	char dlp[SVC_MAX_DLP][256];
 	unsigned ndlp;
+	/* [jvm] */
+	char jvm_agent[SVC_PATH_MAX];  /* "" = beside the daemon, then the library dir */
+	uint32_t jvm_attach_timeout_ms;
 	/* [results] */
 	uint32_t retention_days;
 	uint32_t delivery_attempts;
@@ -70,6 +73,7 @@ struct svc_config {
 		char name[32];
 		char exe[SVC_PATH_MAX];  /* match by executable path ... */
 		char cgroup[256];        /* ... and/or by a substring of /proc/<pid>/cgroup */
+		char java_main[256];     /* ... and/or a JVM's main class or jar */
 		uint32_t type, capture, period_s, cpu_percent, cpu_window_ms, memory_percent;
 		uint32_t timeout_ms, duration_ms;
 		uint64_t memory_bytes;
@@ -238,7 +242,18 @@ int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_
  */
 int svc_perf_start(pid_t pid, uint32_t hz, uint32_t duration_ms, int out_fd, svc_redact_cb cb,
 		   void *ud, struct svc_redact **h);
-/* Kill a running helper (redactor, ftrace, perf); its cb does not run. */
+/*
+ * Speak the HotSpot attach protocol to JVM pid with profilingd-jattach
+ * (as the JVM's user): a heap dump with its threads' stacks into out_fd,
+ * or loading the profilingd JVMTI agent. -ENOENT when the helper (or, for
+ * a load, the agent) is not installed. cb runs once; code 69: no attach
+ * listener answered.
+ */
+enum svc_jattach_op { SVC_JATTACH_HEAPDUMP, SVC_JATTACH_LOAD };
+int svc_jattach_start(pid_t pid, enum svc_jattach_op op, uint32_t timeout_ms, int out_fd,
+		      svc_redact_cb cb, void *ud, struct svc_redact **h);
+bool svc_jvm_agent_available(void);
+/* Kill a running helper (redactor, ftrace, perf, jattach); its cb does not run. */
 void svc_redact_abort(struct svc_redact *h);
 
 /* --------------------------------------------------------- svc_trigger.c */
@@ -264,6 +279,15 @@ void svc_trigger_session_end(const char *app, uint32_t trigger, uint64_t session
 			     uint32_t type);
 /* One line per watcher: what runs and what fell back (status, logs). */
 void svc_trigger_status(void (*fn)(const char *name, const char *status, void *ud), void *ud);
+
+/* ------------------------------------------------------------- svc_jvm.c */
+
+/* pid runs a HotSpot JVM (a java launcher, or its hsperfdata file exists). */
+bool svc_jvm_detect(pid_t pid);
+/* The JVM's main class, -jar file or -m module/class. 0 or -errno. */
+int svc_jvm_main(pid_t pid, char *out, size_t n);
+/* main is want, or a jar path whose file name is want. */
+bool svc_jvm_main_matches(const char *main, const char *want);
 
 /* --------------------------------------------------------- svc_session.c */
 
@@ -315,5 +339,7 @@ void svc_session_runtime_down(struct svc_conn *rt);
 /* CaptureDone from a runtime. A negative return closes the runtime. */
 int svc_session_capture_done(struct svc_conn *rt, const Pd__CaptureDone *d);
 unsigned svc_session_active(void);
+/* Tell pid's runtime that what its held event started is over (EventDone). */
+void svc_session_event_done(pid_t pid, uint32_t kind, int status);
 
 #endif

@@ -65,6 +65,8 @@ static const struct key keys[] = {
 	{ "redact", "max_memory_bytes", K_U64, OFF(redact_max_memory), 16ull << 20, 1ull << 40 },
 	{ "redact", "keep_failed_raw", K_BOOL, OFF(keep_failed_raw), 0, 0 },
 	{ "dlp", "builtin", K_BOOL, OFF(dlp_builtin), 0, 0 },
+	{ "jvm", "agent", K_STR_PATH, OFF(jvm_agent), 0, 0 },
+	{ "jvm", "attach_timeout_ms", K_U32, OFF(jvm_attach_timeout_ms), 1000, 3600000 },
 	{ "results", "retention_days", K_U32, OFF(retention_days), 1, 3650 },
 	{ "results", "delivery_attempts", K_U32, OFF(delivery_attempts), 1, 100 },
 	{ "results", "delivery_max_age_days", K_U32, OFF(delivery_max_age_days), 1, 3650 },
@@ -93,6 +95,7 @@ void svc_config_defaults(struct svc_config *c)
 	rl_config_defaults(&c->rl);
 	util_strlcpy(c->redact_user, "nobody", sizeof(c->redact_user));
 	c->redact_timeout_ms = 60000;
+	c->jvm_attach_timeout_ms = 120000;
 	c->redact_max_memory = 1024ull << 20;
 	c->retention_days = 14;
 	c->delivery_attempts = 3;
@@ -231,6 +234,8 @@ static int systrig_kv(struct parse_ctx *pc, const char *tname, const char *key, 
 		ok = v[0] == '/' && util_strlcpy(t->exe, v, sizeof(t->exe)) < sizeof(t->exe);
 	else if (!strcmp(key, "cgroup"))
 		ok = util_strlcpy(t->cgroup, v, sizeof(t->cgroup)) < sizeof(t->cgroup);
+	else if (!strcmp(key, "java_main"))
+		ok = v[0] && util_strlcpy(t->java_main, v, sizeof(t->java_main)) < sizeof(t->java_main);
 	else if (!strcmp(key, "rate_limit_period_s") && num)
 		t->period_s = (uint32_t)n;
 	else if (!strcmp(key, "cpu_percent") && num)
@@ -337,8 +342,9 @@ int svc_config_finish(struct svc_config *cfg)
 		cfg->max_clients_per_uid = cfg->max_clients;
 	for (unsigned i = 0; i < cfg->nsystrig; i++) {
 		const struct svc_systrig *t = &cfg->systrig[i];
-		if (!t->type || (!t->exe[0] && !t->cgroup[0])) {
-			LOG_E("[trigger.%s] needs a type and an exe or cgroup to match", t->name);
+		if (!t->type || (!t->exe[0] && !t->cgroup[0] && !t->java_main[0])) {
+			LOG_E("[trigger.%s] needs a type and an exe, cgroup or java_main to match",
+			      t->name);
 			return -EINVAL;
 		}
 	}

@@ -44,6 +44,7 @@ struct svc_redact {
 static struct event_base *base;
 static const struct svc_config *cfg;
 static char redactor[SVC_PATH_MAX], ftracer[SVC_PATH_MAX], perfer[SVC_PATH_MAX];
+static char jattacher[SVC_PATH_MAX], jvmti_agent[SVC_PATH_MAX];
 static uid_t run_uid;
 static gid_t run_gid;
 static bool drop_privs;
@@ -111,6 +112,42 @@ static int find_helper(const char *configured, const char *name, const char *sub
 	return -ENOENT;
 }
 
+/*
+ * The JVMTI agent a running JVM is asked to load: [jvm] agent, else the
+ * build tree's runtime/jvmti/ beside the daemon, then the library dir.
+ * It must be absolute and readable by the JVM's user.
+ */
+static void find_agent(void)
+{
+	static const char name[] = "libprofiling_jvmti.so";
+	char self[SVC_PATH_MAX], c0[SVC_PATH_MAX + 64], c1[SVC_PATH_MAX];
+	const char *cand[3];
+	int n = 0;
+	if (cfg->jvm_agent[0]) {
+		cand[n++] = cfg->jvm_agent;
+	} else {
+		ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		if (len > 0) {
+			self[len] = '\0';
+			char *slash = strrchr(self, '/');
+			if (slash)
+				*slash = '\0';
+			util_fmt(c0, sizeof(c0), "%s/../runtime/jvmti/%s", self, name);
+			cand[n++] = c0;
+		}
+		util_fmt(c1, sizeof(c1), "%s/%s", PROFILINGD_LIBDIR, name);
+		cand[n++] = c1;
+	}
+	jvmti_agent[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		if (access(cand[i], R_OK) == 0 && realpath(cand[i], jvmti_agent))
+			break;
+		jvmti_agent[0] = '\0';
+	}
+	if (!jvmti_agent[0])
+		LOG_I("no JVMTI agent (%s): running JVMs get heap dumps only", name);
+}
+
 int svc_redact_init(struct event_base *b, const struct svc_config *c)
 {
 	int r;
@@ -124,6 +161,10 @@ int svc_redact_init(struct event_base *b, const struct svc_config *c)
 	/* Without it a process with no agent cannot be sampled (logged then). */
 	if (find_helper(NULL, "profilingd-perf", "runtime/perf", perfer) < 0)
 		perfer[0] = '\0';
+	/* Without it JVMs get no heap dumps and no live agent (logged then). */
+	if (find_helper(NULL, "profilingd-jattach", "runtime/jvm", jattacher) < 0)
+		jattacher[0] = '\0';
+	find_agent();
 	if (geteuid() == 0) {
 		struct passwd *pw = getpwnam(cfg->redact_user);
 		if (!pw) {
@@ -352,6 +393,31 @@ int svc_perf_start(pid_t pid, uint32_t hz, uint32_t duration_ms, int out_fd, svc
 	snprintf(d, sizeof(d), "%u", duration_ms);
 	char *argv[] = { "profilingd-perf", "--pid", p, "--hz", f, "--duration-ms", d, NULL };
 	return spawn(perfer, argv, -1, out_fd, false, duration_ms + cfg->deadline_grace_ms, cb, ud, out);
+}
+
+int svc_jattach_start(pid_t pid, enum svc_jattach_op op, uint32_t timeout_ms, int out_fd,
+		      svc_redact_cb cb, void *ud, struct svc_redact **out)
+{
+	char p[16], t[16], opts[SVC_SUN_MAX + 16];
+	if (!jattacher[0] || (op == SVC_JATTACH_LOAD && !jvmti_agent[0]))
+		return -ENOENT;
+	snprintf(p, sizeof(p), "%d", (int)pid);
+	snprintf(t, sizeof(t), "%u", timeout_ms);
+	/* The agent finds the daemon through its options, not the JVM's environment. */
+	util_fmt(opts, sizeof(opts), "socket=%s", cfg->runtime_socket);
+	char *dump[] = { "profilingd-jattach", "--pid", p, "--timeout-ms", t, "heapdump", NULL };
+	char *load[] = { "profilingd-jattach", "--pid", p, "--timeout-ms", t, "load", jvmti_agent,
+			 opts, NULL };
+	if (out_fd < 0)
+		out_fd = STDERR_FILENO; /* load writes nothing to fd 1 */
+	/* The helper enforces the limit itself; this cap covers a stuck VM. */
+	return spawn(jattacher, op == SVC_JATTACH_LOAD ? load : dump, -1, out_fd, false,
+		     timeout_ms + 5000, cb, ud, out);
+}
+
+bool svc_jvm_agent_available(void)
+{
+	return jattacher[0] && jvmti_agent[0];
 }
 
 void svc_redact_abort(struct svc_redact *h)

@@ -53,6 +53,10 @@ struct session {
 	/* System traces: kernel sched data recorded beside the runtime's ring. */
 	struct svc_redact *ft;
 	struct svc_redact *perf;         /* agentless stack sampling */
+	struct svc_redact *ja;           /* JVM: attach heap dump or agent load */
+	bool jvm;                        /* a HotSpot VM (svc_jvm_detect) */
+	bool agent_tried;                /* the JVMTI agent load was attempted */
+	bool released;                   /* EventDone sent to a runtime holding for us */
 	int ft_fd;
 	char ft_path[SVC_PATH_MAX + 32];
 	bool ft_running, capture_done;
@@ -175,6 +179,8 @@ static void release_files(struct session *s)
 	s->ft = NULL;
 	svc_redact_abort(s->perf);
 	s->perf = NULL;
+	svc_redact_abort(s->ja);
+	s->ja = NULL;
 	if (s->ft_fd >= 0)
 		close(s->ft_fd);
 	s->ft_fd = -1;
@@ -195,8 +201,34 @@ static void release_files(struct session *s)
 	s->out_path[0] = '\0';
 }
 
+void svc_session_event_done(pid_t pid, uint32_t kind, int status)
+{
+	Pd__DaemonToRuntime out = PD__DAEMON_TO_RUNTIME__INIT;
+	Pd__EventDone ed = PD__EVENT_DONE__INIT;
+	struct svc_conn *rt = svc_conn_runtime_for(pid);
+	if (!rt)
+		return;
+	ed.kind = kind;
+	ed.has_status = 1;
+	ed.status = (uint32_t)status;
+	out.msg_case = PD__DAEMON_TO_RUNTIME__MSG_EVENT_DONE;
+	out.event_done = &ed;
+	svc_conn_send(rt, &out.base, -1);
+}
+
+/* An OOM capture is written (or failed): a runtime holding its OOM thread
+ * for it may let the process go on. */
+static void release_hold(struct session *s, int status)
+{
+	if (s->released || s->trigger != PROF_TRIGGER_OOM)
+		return;
+	s->released = true;
+	svc_session_event_done(s->pid, 1, status);
+}
+
 static void session_free(struct session *s)
 {
+	release_hold(s, PROF_E_UNKNOWN);
 	if (s->trigger)
 		svc_trigger_session_end(s->app, s->trigger, s->id, s->pid, s->type);
 	unlink_session(s);
@@ -235,6 +267,9 @@ static void send_cancel(struct session *s)
 static void start_capture(struct session *s, struct svc_conn *rt);
 static bool start_agentless(struct session *s);
 static int open_raw(struct session *s);
+static void start_jvm_dump(struct session *s);
+static bool start_agent_load(struct session *s);
+static void arm(struct session *s, uint32_t ms);
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -242,11 +277,21 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	char msg[128];
 
 	if (s->state == S_WAIT_RUNTIME) {
+		/* A JVM's heap dump is the VM's own, through the attach protocol. */
+		if (s->jvm && s->type == PROF_HEAP_DUMP) {
+			start_jvm_dump(s);
+			return;
+		}
 		struct svc_conn *rt = svc_conn_runtime_for(s->pid);
 		if (rt) {
 			start_capture(s, rt);
 			return;
 		}
+		/* A JVM without our agent: load it, then wait for its hello. */
+		if (s->jvm && !s->agent_tried && start_agent_load(s))
+			return;
+		if (s->ja)
+			return; /* the load is still running; its end decides */
 		/* No agent: stack samples the daemon can take itself. */
 		if (s->type == PROF_STACK_SAMPLING && start_agentless(s))
 			return;
@@ -361,6 +406,78 @@ static bool start_agentless(struct session *s)
 	s->start_ns = util_now_ns(CLOCK_REALTIME);
 	LOG_I("session %llu: no agent in pid %d: sampling it with perf_event_open at %u Hz for %u ms",
 	      (unsigned long long)s->id, (int)s->pid, s->hz, s->duration_ms);
+	return true;
+}
+
+/* profilingd-jattach wrote the JVM's heap dump (with its threads) into raw. */
+static void jvm_dump_done(void *ud, int code, const char *msg)
+{
+	struct session *s = ud;
+	char m[300];
+	s->ja = NULL;
+	if (code != 0) {
+		util_fmt(m, sizeof(m), "JVM heap dump failed: %s", msg && *msg ? msg : "?");
+		fail(s, code == 69 ? PROF_E_RUNTIME_UNAVAILABLE : PROF_E_EXECUTING, m);
+		return;
+	}
+	LOG_I("session %llu: JVM heap dump of pid %d: %s", (unsigned long long)s->id, (int)s->pid,
+	      msg);
+	s->capture_done = true;
+	release_hold(s, 0);
+	start_redaction(s);
+}
+
+static void start_jvm_dump(struct session *s)
+{
+	char msg[160];
+	int r = open_raw(s);
+	if (r == 0)
+		r = svc_jattach_start(s->pid, SVC_JATTACH_HEAPDUMP, cfg->jvm_attach_timeout_ms,
+				      s->raw_fd, jvm_dump_done, s, &s->ja);
+	if (r < 0) {
+		util_fmt(msg, sizeof(msg), "cannot take a JVM heap dump: %s",
+			 r == -ENOENT ? "profilingd-jattach is not installed" : strerror(-r));
+		fail(s, r == -ENOSPC || r == -EDQUOT ? PROF_E_NO_DISK_SPACE
+						     : PROF_E_RUNTIME_UNAVAILABLE, msg);
+		return;
+	}
+	s->state = S_CAPTURING;
+	s->start_ns = util_now_ns(CLOCK_REALTIME);
+	LOG_I("session %llu: heap dump of JVM pid %d through the attach protocol",
+	      (unsigned long long)s->id, (int)s->pid);
+}
+
+static void agent_load_done(void *ud, int code, const char *msg)
+{
+	struct session *s = ud;
+	s->ja = NULL;
+	if (s->state != S_WAIT_RUNTIME)
+		return;
+	if (code != 0) {
+		LOG_I("session %llu: the JVMTI agent could not be loaded into pid %d: %s",
+		      (unsigned long long)s->id, (int)s->pid, msg && *msg ? msg : "?");
+		arm(s, 0); /* decide now: agentless samples, or unavailable */
+		return;
+	}
+	LOG_I("session %llu: JVMTI agent loaded into pid %d; waiting for its hello",
+	      (unsigned long long)s->id, (int)s->pid);
+	/* A hello starts the capture (svc_session_runtime_up); this is the limit. */
+	arm(s, s->wait_ms > cfg->runtime_wait_ms ? s->wait_ms : cfg->runtime_wait_ms);
+}
+
+/* Ask the JVM to load the profilingd agent. false when that cannot start. */
+static bool start_agent_load(struct session *s)
+{
+	s->agent_tried = true;
+	if (!svc_jvm_agent_available())
+		return false;
+	int r = svc_jattach_start(s->pid, SVC_JATTACH_LOAD, cfg->jvm_attach_timeout_ms, -1,
+				  agent_load_done, s, &s->ja);
+	if (r < 0) {
+		LOG_I("session %llu: cannot load the JVMTI agent: %s", (unsigned long long)s->id,
+		      strerror(-r));
+		return false;
+	}
 	return true;
 }
 
@@ -582,7 +699,7 @@ static void start_redaction(struct session *s)
 		return;
 	}
 	/* pprof is gzip'd: anything else is not what was asked for. */
-	if (type_info[s->type].format[1] == 'p' &&
+	if (!strcmp(type_info[s->type].format, "pprof") &&
 	    (pread(s->raw_fd, magic, 2, 0) != 2 || magic[0] != 0x1f || magic[1] != 0x8b)) {
 		fail(s, PROF_E_POST_PROCESSING, "artifact is not a gzip'd pprof");
 		return;
@@ -725,7 +842,8 @@ static int admit(const struct target *t, const Pd__Request *rq, uint32_t *dur, u
 		return PROF_E_INVALID_REQUEST;
 	}
 	struct svc_conn *rt = svc_conn_runtime_for(pid);
-	if (rt && !(svc_conn_runtime_caps(rt) & type_info[rq->type].cap)) {
+	if (rt && !(svc_conn_runtime_caps(rt) & type_info[rq->type].cap) &&
+	    !(rq->type == PROF_HEAP_DUMP && svc_jvm_detect(pid))) {
 		util_fmt(msg, n, "%s", rq->type == PROF_HEAP_DUMP
 			 ? "this runtime has no heap dump; use PROF_HEAP_PROFILE for native code"
 			 : "the runtime of this process cannot take that capture type");
@@ -789,6 +907,7 @@ static int create_session(const struct target *t, const Pd__Request *rq, uint32_
 		return PROF_E_UNKNOWN;
 	}
 	s->wait_ms = wait_ms;
+	s->jvm = svc_jvm_detect(s->pid);
 	s->next = sessions;
 	sessions = s;
 	nsessions++;
@@ -798,7 +917,7 @@ static int create_session(const struct target *t, const Pd__Request *rq, uint32_
 	 * Start from the event loop, after the synchronous reply is queued:
 	 * at once when the runtime is here, else when it says hello.
 	 */
-	arm(s, svc_conn_runtime_for(s->pid) ? 0 : wait_ms);
+	arm(s, svc_conn_runtime_for(s->pid) || s->jvm ? 0 : wait_ms);
 	return 0;
 }
 
@@ -972,7 +1091,8 @@ void svc_session_runtime_up(struct svc_conn *rt)
 	pid_t pid = svc_conn_pid(rt);
 	for (struct session *s = sessions, *next; s; s = next) {
 		next = s->next;
-		if (s->state == S_WAIT_RUNTIME && s->pid == pid) {
+		if (s->state == S_WAIT_RUNTIME && s->pid == pid &&
+		    !(s->jvm && s->type == PROF_HEAP_DUMP)) {
 			evtimer_del(s->timer);
 			start_capture(s, rt);
 		}

@@ -39,6 +39,7 @@ struct reg {
 	bool used;
 	bool sys;                     /* from [trigger.NAME]: matches by exe or cgroup, any uid */
 	char cgroup[256];
+	char java_main[256];          /* system triggers: a JVM's main class or jar */
 	char app[RL_APP_MAX];
 	uid_t uid;
 	gid_t gid;
@@ -204,7 +205,12 @@ void svc_trigger_runtime_up(struct svc_conn *rt)
 	give_crash_fd(rt, p);
 }
 
-static void fire(struct reg *r, pid_t pid, const char *tag)
+/*
+ * Start r's capture of pid (capture 0: the trigger's own type). 0 when a
+ * capture runs for it now (this one, or one already running), else the
+ * refusal's PROF_E_*.
+ */
+static int fire_as(struct reg *r, pid_t pid, const char *tag, uint32_t capture)
 {
 	char msg[256];
 	uint64_t id;
@@ -213,7 +219,7 @@ static void fire(struct reg *r, pid_t pid, const char *tag)
 		r->coalesced++;
 		LOG_D("%s trigger of %s fired while its capture runs: counted", trigger_names[r->type],
 		      r->app);
-		return;
+		return 0;
 	}
 	/* The capture belongs to the process's app; a system trigger has none
 	 * of its own (its cooldown key is "sys:NAME"). */
@@ -231,14 +237,14 @@ static void fire(struct reg *r, pid_t pid, const char *tag)
 		/* An unmodified program has no agent to wait for: sample it at once. */
 		uint32_t wait = r->sys ? 0 : r->type == PROF_TRIGGER_COLD_START ? r->timeout_ms
 									  : cfg->runtime_wait_ms;
-		e = svc_session_trigger(pid, uid, gid, app, r->capture, &r->params, r->type, tag, wait,
-					&id, msg, sizeof(msg));
+		e = svc_session_trigger(pid, uid, gid, app, capture ? capture : r->capture, &r->params,
+					r->type, tag, wait, &id, msg, sizeof(msg));
 	}
 	if (e) {
 		r->refused++;
 		LOG_I("%s trigger of %s (pid %d) refused: %s: %s", trigger_names[r->type], r->app,
 		      (int)pid, prof_strerror(e), msg);
-		return;
+		return e;
 	}
 	svc_admit_cooldown_record(r->app, r->type);
 	r->active = id;
@@ -247,6 +253,12 @@ static void fire(struct reg *r, pid_t pid, const char *tag)
 	r->fired++;
 	LOG_I("%s trigger of %s fired for pid %d: session %llu", trigger_names[r->type], r->app,
 	      (int)pid, (unsigned long long)id);
+	return 0;
+}
+
+static void fire(struct reg *r, pid_t pid, const char *tag)
+{
+	fire_as(r, pid, tag, 0);
 }
 
 static struct event_base *evbase;
@@ -339,8 +351,9 @@ static void on_proc_exec(pid_t pid)
 		if (r->type == PROF_TRIGGER_COLD_START)
 			cold = r;
 	}
-	/* System triggers: any uid, by executable path and/or cgroup. */
-	char cg[2048] = "";
+	/* System triggers: any uid, by executable path, cgroup and/or JVM main class. */
+	char cg[2048] = "", jmain[256] = "";
+	int jvm = -1; /* not looked at yet */
 	for (size_t i = 0; i < SVC_MAX_TRIGGERS; i++) {
 		struct reg *r = &regs[i];
 		if (!r->used || !r->sys || (r->exe[0] && strcmp(r->exe, exe)))
@@ -349,6 +362,12 @@ static void on_proc_exec(pid_t pid)
 			if (!cg[0])
 				proc_cgroups(pid, cg, sizeof(cg));
 			if (!strstr(cg, r->cgroup))
+				continue;
+		}
+		if (r->java_main[0]) {
+			if (jvm < 0)
+				jvm = svc_jvm_detect(pid) && svc_jvm_main(pid, jmain, sizeof(jmain)) == 0;
+			if (!jvm || !svc_jvm_main_matches(jmain, r->java_main))
 				continue;
 		}
 		svc_app_key(cfg, pid, uid, app, sizeof(app));
@@ -688,15 +707,31 @@ void svc_trigger_client_down(struct svc_conn *c)
 
 void svc_trigger_runtime_event(struct svc_conn *rt, const Pd__RuntimeEvent *ev)
 {
-	if (ev->kind != 1)
-		return;
-	LOG_N("pid %d reports an allocation failure of %llu bytes", (int)svc_conn_pid(rt),
-	      (unsigned long long)ev->value);
-	/* A runtime-reported OOM fires the same trigger as the kernel's signs. */
-	struct app_pid *p = find_pid(svc_conn_pid(rt));
-	struct reg *r = p ? find_reg(p->app, PROF_TRIGGER_OOM) : NULL;
-	if (r)
-		fire(r, p->pid, "oom-malloc");
+	pid_t pid = svc_conn_pid(rt);
+	int e = PROF_E_INVALID_REQUEST;
+	if (ev->kind == 1) {
+		bool jvm = svc_jvm_detect(pid);
+		if (jvm)
+			LOG_N("JVM pid %d ran out of Java heap", (int)pid);
+		else
+			LOG_N("pid %d reports an allocation failure of %llu bytes", (int)pid,
+			      (unsigned long long)ev->value);
+		/* A runtime-reported OOM fires the same trigger as the kernel's signs;
+		 * a JVM's is a heap dump (its graph) unless the trigger asked otherwise. */
+		struct app_pid *p = find_pid(pid);
+		struct reg *r = p ? find_reg(p->app, PROF_TRIGGER_OOM) : NULL;
+		if (!r && p && p->sys_reg >= 0 && regs[p->sys_reg].used &&
+		    regs[p->sys_reg].type == PROF_TRIGGER_OOM)
+			r = &regs[p->sys_reg];
+		if (r)
+			e = fire_as(r, pid, jvm ? "oom-java" : "oom-malloc",
+				    jvm && r->capture == PROF_HEAP_PROFILE ? PROF_HEAP_DUMP : 0);
+		else
+			LOG_I("pid %d has no OOM trigger: nothing captured", (int)pid);
+	}
+	/* A runtime holding its thread for us is let go when no capture runs. */
+	if (ev->has_hold && ev->hold && e != 0)
+		svc_session_event_done(pid, ev->kind, e);
 }
 
 static void load_one(const char *app, uint32_t type, uid_t uid, gid_t gid, const char *exe,
@@ -765,10 +800,12 @@ int svc_trigger_init(struct event_base *base, const struct svc_config *c)
 		util_fmt(sr->app, sizeof(sr->app), "sys:%s", st->name);
 		util_strlcpy(sr->exe, st->exe, sizeof(sr->exe));
 		util_strlcpy(sr->cgroup, st->cgroup, sizeof(sr->cgroup));
+		util_strlcpy(sr->java_main, st->java_main, sizeof(sr->java_main));
 		sr->sys = true;
 		sr->used = true;
-		LOG_I("system trigger %s: %s of %s%s%s", st->name, trigger_names[sr->type],
-		      sr->exe[0] ? sr->exe : "", sr->exe[0] && sr->cgroup[0] ? " in " : "", sr->cgroup);
+		LOG_I("system trigger %s: %s of %s%s%s%s%s", st->name, trigger_names[sr->type],
+		      sr->exe[0] ? sr->exe : "", sr->exe[0] && sr->cgroup[0] ? " in " : "", sr->cgroup,
+		      sr->java_main[0] ? " java " : "", sr->java_main);
 	}
 	/* After the watchers: loading arms the PSI triggers. */
 	if ((r = svc_db_trigger_load(load_one, &n)) < 0)

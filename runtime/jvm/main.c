@@ -1,0 +1,297 @@
+/*
+ * profilingd-jattach: the daemon's helper for HotSpot JVMs (docs/JVM.md).
+ * The daemon runs it as root; it drops to the JVM's uid and gid (the VM's
+ * attach listener accepts only its own user) and speaks the attach
+ * protocol:
+ *
+ *   profilingd-jattach --pid P heapdump > dump.hprof
+ *       GC.heap_dump into a private directory in the JVM's /tmp, then
+ *       Thread.print; fd 1 gets the dump with the threads' stacks appended
+ *       as HPROF records.
+ *   profilingd-jattach --pid P load /abs/libprofiling_jvmti.so [OPTIONS]
+ *       JVMTI.agent_load of the profilingd agent into a running VM.
+ *   profilingd-jattach --pid P jcmd 'COMMAND ARGS'
+ *       any diagnostic command; its output on fd 1 (tests, benchmarks).
+ *
+ * The last line on fd 2 is the status: "ok ..." or "error: ...".
+ * Exit 0; 69 when no attach listener answers; 70 on other errors.
+ */
+#include "ja.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define EXIT_UNAVAILABLE 69
+#define EXIT_ERROR       70
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: profilingd-jattach --pid P [--timeout-ms T] COMMAND\n"
+		"Speaks the HotSpot attach protocol to JVM P as P's user. COMMAND:\n"
+		"  heapdump            GC.heap_dump + Thread.print; the HPROF with the\n"
+		"                      threads' stacks appended goes to stdout\n"
+		"  load LIB [OPTIONS]  load a JVMTI agent (absolute path) into the VM\n"
+		"  jcmd 'CMD ARGS'     run a diagnostic command, its output to stdout\n"
+		"T: the whole command's time limit in ms (default 120000).\n"
+		"The last stderr line is the status: \"ok ...\" or \"error: ...\".\n");
+}
+
+static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+	fputs("error: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return code;
+}
+
+/* The effective uid and gid of pid (the VM compares the peer's with them). */
+static int proc_euid(pid_t pid, uid_t *uid, gid_t *gid)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (util_read_file(path, buf, sizeof(buf)) < 0)
+		return -ESRCH;
+	const char *u = strstr(buf, "\nUid:"), *g = strstr(buf, "\nGid:");
+	unsigned ru, eu, rg, eg;
+	if (!u || !g || sscanf(u + 5, "%u %u", &ru, &eu) != 2 ||
+	    sscanf(g + 5, "%u %u", &rg, &eg) != 2)
+		return -EBADMSG;
+	*uid = eu;
+	*gid = eg;
+	return 0;
+}
+
+static int become(uid_t uid, gid_t gid)
+{
+	if (geteuid() == uid && getegid() == gid)
+		return 0;
+	if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+		return -errno;
+	return 0;
+}
+
+/* One command on a fresh connection; the reply's status and text. */
+static int run(pid_t pid, uint64_t deadline, const char *cmd, const char *a0, const char *a1,
+	       const char *a2, int *status, char **reply, const char **body, size_t *blen)
+{
+	uint64_t now = util_mono_ms();
+	int left = deadline > now ? (int)(deadline - now) : 0;
+	int fd = ja_connect(pid, left < 10000 ? left : 10000);
+	if (fd < 0)
+		return fd;
+	int r = ja_send(fd, cmd, a0, a1, a2);
+	size_t len = 0;
+	bool cut = false;
+	now = util_mono_ms();
+	if (r == 0)
+		r = ja_read_reply(fd, deadline > now ? (int)(deadline - now) : 1, reply, &len, &cut);
+	close(fd);
+	if (r < 0)
+		return r;
+	if (ja_parse_reply(*reply, len, status, body, blen) < 0) {
+		free(*reply);
+		*reply = NULL;
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/* The first line of a reply's text, for an error message. */
+static void first_line(const char *s, size_t n, char *out, size_t on)
+{
+	size_t k = 0;
+	while (k < n && s[k] != '\n' && k + 1 < on)
+		k++;
+	memcpy(out, s, k);
+	out[k] = '\0';
+}
+
+static int heapdump(pid_t pid, uint64_t deadline)
+{
+	char dir[96], jdir[64], jpath[96], path[128], msg[256];
+	char *reply = NULL;
+	const char *body;
+	size_t blen;
+	int st, r, code = EXIT_ERROR;
+
+	/* A private directory in the JVM's /tmp, owned by its user (us, now). */
+	if (util_fmt(dir, sizeof(dir), "/proc/%d/root/tmp/profilingd-XXXXXX", (int)pid) < 0 ||
+	    !mkdtemp(dir))
+		return fail(EXIT_ERROR, "cannot create a dump directory in the JVM's /tmp: %s",
+			    strerror(errno));
+	const char *base = strrchr(dir, '/') + 1;
+	util_fmt(jdir, sizeof(jdir), "/tmp/%s", base);
+	util_fmt(jpath, sizeof(jpath), "%s/heap.hprof", jdir);
+	util_fmt(path, sizeof(path), "%s/heap.hprof", dir);
+
+	char cmd[160];
+	util_fmt(cmd, sizeof(cmd), "GC.heap_dump %s", jpath);
+	uint64_t t0 = util_mono_ms();
+	r = run(pid, deadline, "jcmd", cmd, NULL, NULL, &st, &reply, &body, &blen);
+	uint64_t t1 = util_mono_ms();
+	if (r < 0) {
+		code = fail(r == -ETIMEDOUT || r == -ECONNREFUSED || r == -ENOENT ? EXIT_UNAVAILABLE
+										    : EXIT_ERROR,
+			    "GC.heap_dump: %s", r == -ETIMEDOUT ? "no attach listener answered in time"
+								: strerror(-r));
+		goto out;
+	}
+	if (st != 0 || !memmem(body, blen, "Heap dump file created", 22)) {
+		first_line(body, blen, msg, sizeof(msg));
+		code = fail(EXIT_ERROR, "GC.heap_dump failed (status %d): %s", st, msg);
+		goto out;
+	}
+	free(reply);
+	reply = NULL;
+
+	/* The stacks of every thread, right after the dump. */
+	struct ja_threads th = { 0 };
+	int tr = run(pid, deadline, "jcmd", "Thread.print", NULL, NULL, &st, &reply, &body, &blen);
+	uint64_t t2 = util_mono_ms();
+	if (tr == 0 && st == 0)
+		tr = ja_threads_parse(body, blen, &th);
+	else if (tr == 0)
+		tr = -EBADMSG;
+
+	int in = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (in < 0) {
+		code = fail(EXIT_ERROR, "cannot open the dump: %s", strerror(errno));
+		ja_threads_free(&th);
+		goto out;
+	}
+	struct stat sb;
+	fstat(in, &sb);
+	r = ja_hprof_with_threads(in, 1, &th);
+	close(in);
+	if (r < 0) {
+		code = fail(EXIT_ERROR, "writing the dump: %s", strerror(-r));
+		ja_threads_free(&th);
+		goto out;
+	}
+	uint32_t frames = th.nframes;
+	fprintf(stderr, "ok bytes=%lld threads=%u frames=%u dump_ms=%llu print_ms=%llu%s%s\n",
+		(long long)sb.st_size, th.nthreads, frames, (unsigned long long)(t1 - t0),
+		(unsigned long long)(t2 - t1), tr < 0 ? " threads_error=" : "",
+		tr < 0 ? strerror(-tr) : "");
+	ja_threads_free(&th);
+	code = 0;
+out:
+	free(reply);
+	unlink(path);
+	rmdir(dir);
+	return code;
+}
+
+static int load(pid_t pid, uint64_t deadline, const char *lib, const char *opts)
+{
+	char *reply = NULL, msg[256];
+	const char *body;
+	size_t blen;
+	int st, rc;
+	if (lib[0] != '/')
+		return fail(EXIT_ERROR, "the agent path must be absolute: %s", lib);
+	int r = run(pid, deadline, "load", lib, "true", opts, &st, &reply, &body, &blen);
+	if (r < 0)
+		return fail(r == -ETIMEDOUT ? EXIT_UNAVAILABLE : EXIT_ERROR, "load: %s",
+			    r == -ETIMEDOUT ? "no attach listener answered in time" : strerror(-r));
+	int code = 0;
+	if (st != 0 || ja_parse_load_rc(body, blen, &rc) < 0 || rc != 0) {
+		first_line(body, blen, msg, sizeof(msg));
+		code = fail(EXIT_ERROR, "the VM did not load the agent (status %d): %s", st, msg);
+	} else {
+		fprintf(stderr, "ok loaded %s\n", lib);
+	}
+	free(reply);
+	return code;
+}
+
+static int jcmd(pid_t pid, uint64_t deadline, const char *line)
+{
+	char *reply = NULL;
+	const char *body;
+	size_t blen;
+	int st;
+	int r = run(pid, deadline, "jcmd", line, NULL, NULL, &st, &reply, &body, &blen);
+	if (r < 0)
+		return fail(r == -ETIMEDOUT ? EXIT_UNAVAILABLE : EXIT_ERROR, "jcmd: %s",
+			    strerror(-r));
+	r = util_write_all(1, body, blen);
+	free(reply);
+	if (r < 0)
+		return fail(EXIT_ERROR, "writing the output: %s", strerror(-r));
+	if (st != 0)
+		return fail(EXIT_ERROR, "the command failed with status %d", st);
+	fprintf(stderr, "ok\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "timeout-ms", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	long pid = 0, timeout = 120000;
+	int c;
+	while ((c = getopt_long(argc, argv, "+p:t:h", opts, NULL)) != -1) {
+		char *e;
+		switch (c) {
+		case 'p':
+			pid = strtol(optarg, &e, 10);
+			if (*e || pid <= 0 || pid > 0x3fffffff)
+				return fail(2, "bad --pid %s", optarg);
+			break;
+		case 't':
+			timeout = strtol(optarg, &e, 10);
+			if (*e || timeout < 100 || timeout > 3600000)
+				return fail(2, "--timeout-ms must be 100..3600000");
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!pid || optind >= argc) {
+		usage(stderr);
+		return 2;
+	}
+	const char *what = argv[optind];
+	uid_t uid;
+	gid_t gid;
+	int r = proc_euid((pid_t)pid, &uid, &gid);
+	if (r < 0)
+		return fail(EXIT_UNAVAILABLE, "no process %ld", pid);
+	if ((r = become(uid, gid)) < 0)
+		return fail(EXIT_ERROR, "cannot become uid %u gid %u: %s", (unsigned)uid,
+			    (unsigned)gid, strerror(-r));
+	uint64_t deadline = util_mono_ms() + (uint64_t)timeout;
+	if (!strcmp(what, "heapdump") && argc - optind == 1)
+		return heapdump((pid_t)pid, deadline);
+	if (!strcmp(what, "load") && (argc - optind == 2 || argc - optind == 3))
+		return load((pid_t)pid, deadline, argv[optind + 1],
+			    argc - optind == 3 ? argv[optind + 2] : "");
+	if (!strcmp(what, "jcmd") && argc - optind == 2)
+		return jcmd((pid_t)pid, deadline, argv[optind + 1]);
+	usage(stderr);
+	return 2;
+}
