@@ -1,0 +1,89 @@
+/*
+ * libprofiling_jvmti.so: the profilingd runtime agent for HotSpot JVMs
+ * (docs/JVMTI.md). One agent thread (a JVMTI agent thread, so it may call
+ * JNI and JVMTI) owns the runtime.sock connection, runs the stack sampler's
+ * ticks and writes every artifact. Event callbacks (allocation samples, GC,
+ * ResourceExhausted) run on JVM threads and only record into bounded tables.
+ *
+ * Module prefixes: jv_ (agent), jvs_ (stack sampler), jvh_ (heap profile),
+ * jvg_ (GC ring), jvm_ (method names, shared by the pprof writers).
+ */
+#ifndef PD_JV_H
+#define PD_JV_H
+
+#include <jvmti.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct pp_builder;
+
+/* What the JVM granted (GetPotentialCapabilities, then AddCapabilities). */
+struct jv_caps {
+	bool line_numbers, source_files, thread_cpu;
+	bool sampled_alloc, tag_objects, object_free;
+	bool gc_events, resource_exhausted;
+};
+
+extern jvmtiEnv *jv_jvmti;
+extern struct jv_caps jv_caps;
+
+/* ---- method names: jmethodID -> pprof function/location (jv_names.c) */
+
+struct jvm_names;
+/* jni: the calling thread's, for the local references it creates (may be NULL). */
+int jvm_names_new(JNIEnv *jni, struct pp_builder *b, struct jvm_names **out);
+void jvm_names_free(struct jvm_names *n);
+/*
+ * The pprof location of (method, bci): function "pkg.Class.method", file
+ * from GetSourceFileName, line from GetLineNumberTable. A method that can no
+ * longer be resolved (its class was unloaded) gets "(unknown)".
+ */
+int jvm_location(struct jvm_names *n, jmethodID m, jlocation bci, uint64_t *loc);
+/* "Lpkg/Cls;" -> "pkg.Cls", "[B" -> "byte[]"; out always NUL-terminated. */
+void jvm_class_name(const char *sig, char *out, size_t n);
+
+/* ---- stack sampler (jv_stack.c), on the agent thread only */
+
+#define JVS_MAX_FRAMES  128    /* frames per stack; deeper stacks are cut at the root end */
+#define JVS_MAX_STACKS  16384  /* distinct (thread, stack) keys per capture; more: dropped */
+#define JVS_MAX_THREADS 4096   /* threads tracked per capture; more: sampled unlabelled */
+
+struct jvs_stats {
+	uint64_t samples, dropped, ticks;
+};
+
+int jvs_start(JNIEnv *jni, uint32_t hz, bool wall, bool all_at_once);
+/* One sampling tick: every (RUNNABLE and running) thread's stack. */
+void jvs_tick(JNIEnv *jni);
+int jvs_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns,
+		    struct jvs_stats *st, uint64_t *bytes);
+void jvs_discard(void);
+
+/* ---- heap profile (jv_heap.c) */
+
+#define JVH_MAX_SITES   8192   /* distinct (stack, class) sites per capture; more: dropped */
+#define JVH_MAX_FRAMES  64
+#define JVH_DEFAULT_INTERVAL (512 * 1024) /* HotSpot's own default */
+
+struct jvh_stats {
+	uint64_t samples, dropped;
+};
+
+int jvh_start(uint32_t interval_bytes);
+void jvh_stop(void);
+int jvh_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struct jvh_stats *st,
+		    uint64_t *bytes);
+void JNICALL jvh_on_alloc(jvmtiEnv *jvmti, JNIEnv *jni, jthread thread, jobject object,
+			  jclass klass, jlong size);
+void JNICALL jvh_on_free(jvmtiEnv *jvmti, jlong tag);
+
+/* ---- GC ring (jv_gc.c) */
+
+#define JVG_RING 4096 /* GC start/finish events kept; the oldest are overwritten */
+
+void JNICALL jvg_on_gc_start(jvmtiEnv *jvmti);
+void JNICALL jvg_on_gc_finish(jvmtiEnv *jvmti);
+/* Perfetto TracePackets: the JVM's process track and a "GC" slice per collection. */
+int jvg_write_trace(int fd, uint64_t *bytes, uint64_t *events, uint64_t *dropped);
+
+#endif
