@@ -245,11 +245,12 @@ int svc_perf_start(pid_t pid, uint32_t hz, uint32_t duration_ms, int out_fd, svc
 /*
  * Speak the HotSpot attach protocol to JVM pid with profilingd-jattach
  * (as the JVM's user): a heap dump with its threads' stacks into out_fd,
- * or loading the profilingd JVMTI agent. -ENOENT when the helper (or, for
+ * loading the profilingd JVMTI agent, or only starting the VM's attach
+ * listener (ahead of an OOM, when it could not start). -ENOENT when the helper (or, for
  * a load, the agent) is not installed. cb runs once; code 69: no attach
  * listener answered.
  */
-enum svc_jattach_op { SVC_JATTACH_HEAPDUMP, SVC_JATTACH_LOAD };
+enum svc_jattach_op { SVC_JATTACH_HEAPDUMP, SVC_JATTACH_LOAD, SVC_JATTACH_LISTEN };
 int svc_jattach_start(pid_t pid, enum svc_jattach_op op, uint32_t timeout_ms, int out_fd,
 		      svc_redact_cb cb, void *ud, struct svc_redact **h);
 bool svc_jvm_agent_available(void);

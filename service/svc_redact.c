@@ -401,6 +401,8 @@ int svc_jattach_start(pid_t pid, enum svc_jattach_op op, uint32_t timeout_ms, in
 	char p[16], t[16], opts[SVC_SUN_MAX + 16];
 	if (!jattacher[0] || (op == SVC_JATTACH_LOAD && !jvmti_agent[0]))
 		return -ENOENT;
+	if (op != SVC_JATTACH_HEAPDUMP && op != SVC_JATTACH_LOAD && op != SVC_JATTACH_LISTEN)
+		return -ENOENT;
 	snprintf(p, sizeof(p), "%d", (int)pid);
 	snprintf(t, sizeof(t), "%u", timeout_ms);
 	/* The agent finds the daemon through its options, not the JVM's environment. */
@@ -408,11 +410,13 @@ int svc_jattach_start(pid_t pid, enum svc_jattach_op op, uint32_t timeout_ms, in
 	char *dump[] = { "profilingd-jattach", "--pid", p, "--timeout-ms", t, "heapdump", NULL };
 	char *load[] = { "profilingd-jattach", "--pid", p, "--timeout-ms", t, "load", jvmti_agent,
 			 opts, NULL };
+	char *listen[] = { "profilingd-jattach", "--pid", p, "--timeout-ms", t, "listen", NULL };
 	if (out_fd < 0)
-		out_fd = STDERR_FILENO; /* load writes nothing to fd 1 */
+		out_fd = STDERR_FILENO; /* load and listen write nothing to fd 1 */
 	/* The helper enforces the limit itself; this cap covers a stuck VM. */
-	return spawn(jattacher, op == SVC_JATTACH_LOAD ? load : dump, -1, out_fd, false,
-		     timeout_ms + 5000, cb, ud, out);
+	return spawn(jattacher, op == SVC_JATTACH_LOAD ? load : op == SVC_JATTACH_LISTEN ? listen
+										: dump,
+		     -1, out_fd, false, timeout_ms + 5000, cb, ud, out);
 }
 
 bool svc_jvm_agent_available(void)

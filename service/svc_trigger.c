@@ -196,12 +196,28 @@ static void give_crash_fd(struct svc_conn *rt, struct app_pid *p)
 	close(fd);
 }
 
+static void listener_done(void *ud, int code, const char *msg);
+
 void svc_trigger_runtime_up(struct svc_conn *rt)
 {
 	struct app_pid *p = find_pid(svc_conn_pid(rt));
 	if (!p)
 		return;
-	arm_heap(rt, find_reg(p->app, PROF_TRIGGER_OOM));
+	struct reg *oom = find_reg(p->app, PROF_TRIGGER_OOM);
+	if (!oom && p->sys_reg >= 0 && regs[p->sys_reg].used &&
+	    regs[p->sys_reg].type == PROF_TRIGGER_OOM)
+		oom = &regs[p->sys_reg];
+	if (oom && svc_jvm_detect(p->pid)) {
+		/* A VM out of heap cannot start its attach listener (a Java
+		 * thread): start it now, for the heap dump an OOM will want. */
+		int r = svc_jattach_start(p->pid, SVC_JATTACH_LISTEN, 15000, -1, listener_done,
+					  (void *)(intptr_t)p->pid, NULL);
+		if (r < 0)
+			LOG_W("JVM pid %d: cannot prepare its attach listener: %s", (int)p->pid,
+			      strerror(-r));
+	} else {
+		arm_heap(rt, oom);
+	}
 	give_crash_fd(rt, p);
 }
 
@@ -256,6 +272,15 @@ static int fire_as(struct reg *r, pid_t pid, const char *tag, uint32_t capture)
 	return 0;
 }
 
+static void listener_done(void *ud, int code, const char *msg)
+{
+	if (code != 0)
+		LOG_W("JVM pid %d: its attach listener did not start: %s; an OOM heap dump may fail",
+		      (int)(intptr_t)ud, msg);
+	else
+		LOG_D("JVM pid %d: attach listener ready", (int)(intptr_t)ud);
+}
+
 static void fire(struct reg *r, pid_t pid, const char *tag)
 {
 	fire_as(r, pid, tag, 0);
@@ -298,7 +323,13 @@ void svc_trigger_session_end(const char *app, uint32_t trigger, uint64_t session
 		r = reg_for(p, trigger);
 	if (!r)
 		r = find_reg(app, trigger);
-	if (!r || r->active != session_id)
+	if (r && r->active != session_id)
+		r = NULL;
+	/* A system trigger whose process is gone (an OOM'd JVM) is found by its session. */
+	for (size_t i = 0; !r && i < SVC_MAX_TRIGGERS; i++)
+		if (regs[i].used && regs[i].active == session_id)
+			r = &regs[i];
+	if (!r)
 		return;
 	r->active = 0;
 	/* A hang's stack capture is followed by a snapshot of the trace ring,

@@ -13,6 +13,7 @@
  */
 #include "ja.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -89,6 +90,31 @@ static int try_connect(const char *path)
 	return fd;
 }
 
+/*
+ * SIGQUIT is safe only once the VM handles it: its "Signal Dispatcher"
+ * thread runs (comm is cut to 15 bytes). Before that (or with -Xrs, where
+ * the thread never gets SIGQUIT) the signal's default action kills the VM.
+ */
+static bool signal_thread_up(pid_t pid)
+{
+	char path[64], comm[32];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	bool up = false;
+	if (!d)
+		return false;
+	for (struct dirent *e; !up && (e = readdir(d));) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		char p2[sizeof(path) + sizeof(e->d_name) + 8];
+		snprintf(p2, sizeof(p2), "%s/%s/comm", path, e->d_name);
+		if (util_read_file(p2, comm, sizeof(comm)) > 0 && !strncmp(comm, "Signal Dispatch", 15))
+			up = true;
+	}
+	closedir(d);
+	return up;
+}
+
 static void sleep_ms(unsigned ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
@@ -107,6 +133,12 @@ int ja_connect(pid_t pid, int timeout_ms)
 	int fd = try_connect(sock);
 	if (fd >= 0)
 		return fd;
+	uint64_t deadline = util_mono_ms() + (uint64_t)timeout_ms;
+	while (!signal_thread_up(pid)) {
+		if (util_mono_ms() >= deadline || kill(pid, 0) < 0)
+			return -ETIMEDOUT;
+		sleep_ms(50);
+	}
 	/* A stale socket of a dead listener: the VM recreates it. */
 	int tfd = open(trig, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (tfd < 0)
@@ -117,7 +149,6 @@ int ja_connect(pid_t pid, int timeout_ms)
 		unlink(trig);
 		return r;
 	}
-	uint64_t deadline = util_mono_ms() + (uint64_t)timeout_ms;
 	unsigned wait = 20;
 	for (;;) {
 		sleep_ms(wait);

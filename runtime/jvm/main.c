@@ -12,6 +12,10 @@
  *       JVMTI.agent_load of the profilingd agent into a running VM.
  *   profilingd-jattach --pid P jcmd 'COMMAND ARGS'
  *       any diagnostic command; its output on fd 1 (tests, benchmarks).
+ *   profilingd-jattach --pid P listen
+ *       start the VM's attach listener now and send nothing: a VM that
+ *       later runs out of heap could not start it then (the listener's
+ *       Thread object is a Java allocation).
  *
  * The last line on fd 2 is the status: "ok ..." or "error: ...".
  * Exit 0; 69 when no attach listener answers; 70 on other errors.
@@ -43,6 +47,7 @@ static void usage(FILE *f)
 		"                      threads' stacks appended goes to stdout\n"
 		"  load LIB [OPTIONS]  load a JVMTI agent (absolute path) into the VM\n"
 		"  jcmd 'CMD ARGS'     run a diagnostic command, its output to stdout\n"
+		"  listen              start the VM's attach listener, send nothing\n"
 		"T: the whole command's time limit in ms (default 120000).\n"
 		"The last stderr line is the status: \"ok ...\" or \"error: ...\".\n");
 }
@@ -290,6 +295,15 @@ int main(int argc, char **argv)
 	if (!strcmp(what, "load") && (argc - optind == 2 || argc - optind == 3))
 		return load((pid_t)pid, deadline, argv[optind + 1],
 			    argc - optind == 3 ? argv[optind + 2] : "");
+	if (!strcmp(what, "listen") && argc - optind == 1) {
+		int fd = ja_connect((pid_t)pid, timeout < 10000 ? (int)timeout : 10000);
+		if (fd < 0)
+			return fail(EXIT_UNAVAILABLE, "listen: %s", fd == -ETIMEDOUT
+				    ? "no attach listener answered in time" : strerror(-fd));
+		close(fd);
+		fprintf(stderr, "ok listening\n");
+		return 0;
+	}
 	if (!strcmp(what, "jcmd") && argc - optind == 2)
 		return jcmd((pid_t)pid, deadline, argv[optind + 1]);
 	usage(stderr);
