@@ -451,8 +451,12 @@ static void agent_load_done(void *ud, int code, const char *msg)
 {
 	struct session *s = ud;
 	s->ja = NULL;
-	if (s->state != S_WAIT_RUNTIME)
+	if (s->state != S_WAIT_RUNTIME) {
+		/* Its hello came before the helper's exit: the capture runs already. */
+		LOG_I("session %llu: JVMTI agent loaded into pid %d (it said hello already)",
+		      (unsigned long long)s->id, (int)s->pid);
 		return;
+	}
 	if (code != 0) {
 		LOG_I("session %llu: the JVMTI agent could not be loaded into pid %d: %s",
 		      (unsigned long long)s->id, (int)s->pid, msg && *msg ? msg : "?");

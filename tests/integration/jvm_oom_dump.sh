@@ -10,6 +10,12 @@
 . "$(dirname "$0")/jvm_lib.sh"
 command -v setpriv > /dev/null || skip "setpriv (util-linux) is needed to run the JVM as another uid"
 U=61022
+# The JVM runs as another uid: the agent and the classes must be reachable
+# by it wherever the build tree is (a clone under /root is not).
+mkdir -p "$T/jvmti" "$T/classes"
+cp "$AGENT" "$T/jvmti/" && cp "$CLASSES"/*.class "$T/classes/"
+chmod -R a+rX "$T/jvmti" "$T/classes"
+AGENT=$T/jvmti/$(basename "$AGENT") CLASSES=$T/classes
 
 start_daemon "[trigger.javaoom]" "type = oom" "java_main = OomFill"
 for jdk in $JDKS; do
