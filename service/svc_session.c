@@ -853,6 +853,11 @@ static int admit(const struct target *t, const Pd__Request *rq, uint32_t *dur, u
 			 : "the runtime of this process cannot take that capture type");
 		return PROF_E_INVALID_REQUEST;
 	}
+	if (rq->type == PROF_HEAP_DUMP && !rt && !svc_jvm_detect(pid)) {
+		util_fmt(msg, n, "pid %d is not a JVM: heap dumps are of Java heaps; "
+			 "use PROF_HEAP_PROFILE for native code", (int)pid);
+		return PROF_E_INVALID_REQUEST;
+	}
 	if ((e = svc_admit_rate_check(app, rq->type, t->system, msg, n)) != 0)
 		return e;
 	for (struct session *s = sessions; s; s = s->next) {

@@ -12,6 +12,7 @@ for j in /usr/lib/jvm/java-17-openjdk-amd64 /usr/lib/jvm/temurin-25-jdk-amd64; d
 done
 [ ${#JDKS[@]} -gt 0 ] || skip "no JDK (OpenJDK 17 or Temurin 25) under /usr/lib/jvm"
 U=61021
+VVJAR=/usr/share/visualvm/visualvm/modules/org-graalvm-visualvm-lib-jfluid-heap.jar
 N=100000 M=50000
 
 start_daemon
@@ -58,6 +59,23 @@ for J in "${JDKS[@]}"; do
 		fail "$name: no object array holds the $N references to the nodes"
 	echo "$facts" | grep -q '^thread main state TIMED_WAITING frames .*Leak.sleepHere,Leak.main' ||
 		fail "$name: the main thread's stack (Thread.print) is not in the dump"
+	# The real reader: VisualVM's own HPROF library (Debian's visualvm).
+	if [ -f "$VVJAR" ]; then
+		"$J/bin/javac" -cp "$VVJAR" -d "$T/vv-$name" "$(dirname "$0")/VisualVMCheck.java" ||
+			fail "$name: javac VisualVMCheck"
+		cp "$path" "$T/vv-$name/dump.hprof"
+		vv=$("$J/bin/java" -cp "$VVJAR:$T/vv-$name" VisualVMCheck "$T/vv-$name/dump.hprof" \
+			'Leak$Node' 'byte[]' 2>&1) || { echo "$vv"; fail "$name: VisualVM cannot open the dump"; }
+		echo "$vv" | grep -v visualvm_stack | sed "s/^/$name: /"
+		vfact() { echo "$vv" | awk -v k="$1" -v c="$2" '$1 == k && $2 == c { print $3 }'; }
+		[ "$(vfact visualvm_instances 'Leak$Node')" = $N ] || fail "$name: VisualVM counts other nodes"
+		[ "$(vfact visualvm_instances 'byte[]')" = "$bytes" ] || fail "$name: VisualVM counts other byte[]"
+		[ "$(vfact visualvm_max_refs_to 'Leak$Node')" -ge $N ] || fail "$name: VisualVM sees no list->node edges"
+		echo "$vv" | grep -q '^visualvm_stack Leak.main(Leak.java' ||
+			fail "$name: VisualVM shows no stack for the main thread"
+	else
+		echo "$name: skipped: VisualVM check: $VVJAR not installed (Debian package visualvm)"
+	fi
 	kill $JP; wait $JP 2>/dev/null || true
 	pass "$name: heap dump delivered, $nodes Leak\$Node = histogram, [B $bytes vs $hbytes, values zeroed, stacks attached"
 done
@@ -68,5 +86,6 @@ if "$BUILD/tests/integration/it_request" --pid $NP --type heapdump 2> "$T/nonjvm
 	fail "a heap dump of a non-JVM process succeeded"
 fi
 kill $NP 2>/dev/null || true
-pass "non-JVM heap dump refused: $(cat "$T/nonjvm.err")"
+grep -q "invalid request" "$T/nonjvm.err" || fail "non-JVM heap dump: $(cat "$T/nonjvm.err")"
+pass "non-JVM heap dump refused at once: $(cat "$T/nonjvm.err")"
 stop_daemon
