@@ -80,7 +80,7 @@ rm -f "$T/client.sock" "$T/runtime.sock"
 
 # 3. Foreground: readable lines with a time stamp, even if a JOURNAL_STREAM
 #    inherited from a unit names another file than our stderr.
-JOURNAL_STREAM=1:1 "$PROFILINGD" -c "$T/sa.conf" > "$T/fg.log" 2>&1 &
+env -u INVOCATION_ID JOURNAL_STREAM=1:1 "$PROFILINGD" -c "$T/sa.conf" > "$T/fg.log" 2>&1 &
 DAEMON_PID=$!
 for _ in $(seq 200); do grep -q "ready" "$T/fg.log" && break; sleep 0.05; done
 grep -qE '^[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} profilingd notice +main: profilingd .* ready' "$T/fg.log" ||
