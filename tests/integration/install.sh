@@ -47,7 +47,9 @@ case "$flags" in *"$BUILD"*|*"$SRC"*) fail "pkg-config points into the build or 
 # shellcheck disable=SC2086
 $CC -std=c11 -Wall -Wextra -Werror $SANFLAGS -o "$T/pkg_app" "$SRC/tests/install/pkg_app.c" \
 	$flags -Wl,-rpath,"$libdir" 2> "$T/cc.log" || { cat "$T/cc.log"; fail "tiny app does not build"; }
-ldd "$T/pkg_app" | grep -q "libprofiling.so.1 => $P/" || { ldd "$T/pkg_app"; fail "app does not load the installed lib"; }
+# (into a file: grep -q ending a pipe early would fail it under pipefail)
+ldd "$T/pkg_app" > "$T/ldd.txt"
+grep -q "libprofiling.so.1 => $P/" "$T/ldd.txt" || { cat "$T/ldd.txt"; fail "app does not load the installed lib"; }
 
 # The README's examples, as printed there: the file-scope part of the first
 # block (the callback), then each block as the body of a main().
