@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,9 +25,37 @@ void log_init(enum log_sink s, int level, const char *id)
 	ident = id ? id : "";
 }
 
+void log_set_level(int level)
+{
+	max_level = level;
+}
+
+/*
+ * systemd sets JOURNAL_STREAM to "DEV:INO" of the stream it connected to
+ * stderr; a match means stderr really goes to journald (not a shell
+ * redirection inherited from a unit). INVOCATION_ID marks any unit's process:
+ * its stderr goes to the journal or a file systemd reads, where the priority
+ * prefix is right too and the journal stamps the time.
+ */
 enum log_sink log_sink_auto(void)
 {
-	return getenv("JOURNAL_STREAM") ? LOG_SINK_JOURNAL : LOG_SINK_STDERR;
+	const char *js = getenv("JOURNAL_STREAM");
+	struct stat st;
+	unsigned long long dev, ino;
+
+	if (js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 && fstat(STDERR_FILENO, &st) == 0 &&
+	    (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino)
+		return LOG_SINK_JOURNAL;
+	if (getenv("INVOCATION_ID"))
+		return LOG_SINK_JOURNAL;
+	return LOG_SINK_STDERR;
+}
+
+const char *log_level_name(int level)
+{
+	if (level < 0 || level >= (int)(sizeof(level_names) / sizeof(level_names[0])))
+		return "?";
+	return level_names[level];
 }
 
 int log_level_parse(const char *s)

@@ -16,9 +16,14 @@ enum log_sink {
 };
 
 void log_init(enum log_sink sink, int max_level, const char *ident);
-/* Pick the sink from the environment: JOURNAL_STREAM set -> journal. */
+/* Pick the sink from the environment: journal when started by systemd
+ * (JOURNAL_STREAM naming our stderr, or INVOCATION_ID), else stderr. */
 enum log_sink log_sink_auto(void);
+/* Change the level only (config reload). */
+void log_set_level(int level);
 int log_level_parse(const char *s);
+/* "error", "info", ...; "?" out of range. */
+const char *log_level_name(int level);
 int log_enabled(int level);
 
 void log_msg(int level, const char *func, const char *fmt, ...)

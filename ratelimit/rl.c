@@ -666,6 +666,21 @@ int rl_open(const char *path, const struct rl_config *cfg, int64_t now_ms,
 	return 0;
 }
 
+int rl_reconfigure(struct rl *rl, const struct rl_config *cfg)
+{
+	if (!rl || !cfg || !cfg_ok(cfg))
+		return -EINVAL;
+	/* Window lengths decide what is kept in memory and in the store, and
+	 * sync_full was applied to the open database: those need a reopen. */
+	for (int w = 0; w < RL_NWIN; w++)
+		if (cfg->win[w].length_ms != rl->cfg.win[w].length_ms)
+			return -EBUSY;
+	if (cfg->sync_full != rl->cfg.sync_full)
+		return -EBUSY;
+	rl->cfg = *cfg;
+	return 0;
+}
+
 void rl_close(struct rl *rl)
 {
 	if (!rl)

@@ -87,6 +87,10 @@ void rl_config_defaults(struct rl_config *cfg);
 int rl_open(const char *path, const struct rl_config *cfg, int64_t now_ms,
 	    struct rl **out);
 void rl_close(struct rl *rl);
+/* New caps, costs and exempt app for the next decisions (config reload).
+ * Recorded entries are kept. -EBUSY if a window length or sync_full would
+ * change (those need a reopen), -EINVAL on a bad config. */
+int rl_reconfigure(struct rl *rl, const struct rl_config *cfg);
 
 /* True if the handle fails closed (also for NULL). *why, if given, gets
  * the reason, valid until rl_close(); "" when not failed. */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,7 +16,8 @@
 #include "svc.h"
 #include "util.h"
 
-#define DEFAULT_CONFIG "/etc/profilingd/profilingd.conf"
+/* /etc/profilingd/profilingd.conf for an install prefix of /usr. */
+#define DEFAULT_CONFIG PROFILINGD_SYSCONFDIR "/profilingd/profilingd.conf"
 
 static void usage(FILE *f)
 {
@@ -32,12 +34,15 @@ static void usage(FILE *f)
 		"  -f, --foreground          log readable lines to stderr (the daemon never forks;\n"
 		"                            under systemd it logs with journald priority prefixes)\n"
 		"  -d, --debug               log at debug level\n"
+		"      --check-config FILE   validate FILE, print every effective value as a\n"
+		"                            config file; exit 0, or 1 with FILE:LINE: reason\n"
 		"      --reset-ratelimit     repair an unreadable rate-limit store: move\n"
 		"                            <state>/ratelimit.db aside and start an empty one,\n"
 		"                            then exit (the daemon must be stopped)\n"
 		"  -h, --help                this text\n"
 		"  -V, --version             print the version\n\n"
-		"Signals: SIGTERM and SIGINT stop it cleanly. See profilingd(8).\n");
+		"Signals: SIGTERM and SIGINT stop it cleanly; SIGHUP reloads the config\n"
+		"(keys that need a restart keep their running values). See profilingd(8).\n");
 }
 
 /*
@@ -61,6 +66,96 @@ static int lock_state(const char *state_dir)
 	return fd;
 }
 
+/*
+ * The config as given on the command line: the file, then the options that
+ * override it. Used at start, by --check-config and on SIGHUP. 0, or 1
+ * with "FILE:LINE: reason" on stderr (or in the log when reloading).
+ */
+struct cfg_src {
+	const char *path;      /* NULL: the default file if it exists */
+	const char *state, *csock, *rsock;
+};
+
+static int load_config(const struct cfg_src *src, struct svc_config *cfg, bool to_log)
+{
+	char msg[512];
+	int line = 0, r = 0;
+	const char *path = src->path;
+
+	svc_config_defaults(cfg);
+	if (!path && access(DEFAULT_CONFIG, F_OK) == 0)
+		path = DEFAULT_CONFIG;
+	if (path && svc_config_load_msg(cfg, path, &line, msg, sizeof(msg)) < 0)
+		goto bad;
+	if ((src->state && util_strlcpy(cfg->state_dir, src->state, sizeof(cfg->state_dir)) >=
+	     sizeof(cfg->state_dir)) ||
+	    (src->csock && util_strlcpy(cfg->client_socket, src->csock, sizeof(cfg->client_socket)) >=
+	     sizeof(cfg->client_socket)) ||
+	    (src->rsock && util_strlcpy(cfg->runtime_socket, src->rsock, sizeof(cfg->runtime_socket)) >=
+	     sizeof(cfg->runtime_socket))) {
+		snprintf(msg, sizeof(msg), "a path given on the command line is too long");
+		line = 0;
+		path = NULL;
+		goto bad;
+	}
+	if (svc_config_check(cfg, msg, sizeof(msg)) < 0) {
+		line = 0;
+		goto bad;
+	}
+	return 0;
+bad:
+	r = 1;
+	char where[SVC_PATH_MAX + 32] = "";
+	if (path && line > 0)
+		snprintf(where, sizeof(where), "%s:%d: ", path, line);
+	else if (path)
+		snprintf(where, sizeof(where), "%s: ", path);
+	if (to_log)
+		LOG_E("%s%s", where, msg);
+	else
+		fprintf(stderr, "profilingd: %s%s\n", where, msg);
+	svc_config_free(cfg);
+	return r;
+}
+
+static int check_config(const struct cfg_src *src)
+{
+	struct svc_config cfg;
+	if (load_config(src, &cfg, false))
+		return 1;
+	printf("# profilingd %s: effective configuration of %s\n", PROFILINGD_VERSION,
+	       src->path ? src->path : "the built-in defaults");
+	int r = svc_config_print(&cfg, stdout);
+	svc_config_free(&cfg);
+	return r < 0 || fflush(stdout) != 0 ? 1 : 0;
+}
+
+static struct svc_config *live_cfg;
+static struct cfg_src live_src;
+static bool debug_log;
+
+/* SIGHUP: re-read the config; apply what is safe, keep the rest. */
+static void on_hup(evutil_socket_t sig, short what, void *arg)
+{
+	struct svc_config next;
+	unsigned refused = 0;
+
+	sd_notify(0, "RELOADING=1");
+	LOG_N("SIGHUP: reloading %s", live_src.path ? live_src.path : DEFAULT_CONFIG);
+	if (load_config(&live_src, &next, true)) {
+		LOG_E("reload failed: the running config is unchanged");
+		sd_notify(0, "READY=1");
+		return;
+	}
+	int changed = svc_config_reload(live_cfg, &next, &refused);
+	svc_config_free(&next);
+	if (!debug_log)
+		log_set_level(live_cfg->log_level);
+	svc_admit_reconfigure(&live_cfg->rl);
+	LOG_N("reload done: %d change(s) applied, %u refused (restart needed)", changed, refused);
+	sd_notify(0, "READY=1");
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	struct event_base *base = arg;
@@ -70,7 +165,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_CLIENT = 256, OPT_RUNTIME, OPT_RESET_RL };
+	enum { OPT_CLIENT = 256, OPT_RUNTIME, OPT_RESET_RL, OPT_CHECK };
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "state-dir", required_argument, NULL, 'S' },
@@ -79,15 +174,16 @@ int main(int argc, char **argv)
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "debug", no_argument, NULL, 'd' },
 		{ "reset-ratelimit", no_argument, NULL, OPT_RESET_RL },
+		{ "check-config", required_argument, NULL, OPT_CHECK },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 }
 	};
-	const char *config = NULL, *state = NULL, *csock = NULL, *rsock = NULL;
-	int debug = 0, foreground = 0, reset_rl = 0, c, r, line = 0, rc = 1;
+	const char *config = NULL, *state = NULL, *csock = NULL, *rsock = NULL, *check = NULL;
+	int debug = 0, foreground = 0, reset_rl = 0, c, r, rc = 1;
 	struct svc_config cfg;
 	struct event_base *base = NULL;
-	struct event *ev_term = NULL, *ev_int = NULL;
+	struct event *ev_term = NULL, *ev_int = NULL, *ev_hup = NULL;
 	char dbpath[SVC_PATH_MAX + 32];
 
 	while ((c = getopt_long(argc, argv, "c:S:fdhV", opts, NULL)) != -1) {
@@ -99,6 +195,7 @@ int main(int argc, char **argv)
 		case 'f': foreground = 1; break;
 		case 'd': debug = 1; break;
 		case OPT_RESET_RL: reset_rl = 1; break;
+		case OPT_CHECK: check = optarg; break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("profilingd %s\n", PROFILINGD_VERSION); return 0;
 		default: usage(stderr); return 2;
@@ -111,25 +208,15 @@ int main(int argc, char **argv)
 
 	enum log_sink sink = foreground ? LOG_SINK_STDERR : log_sink_auto();
 	log_init(sink, debug ? LOG_DEBUG : LOG_INFO, "profilingd");
-	svc_config_defaults(&cfg);
-	if (config || access(DEFAULT_CONFIG, F_OK) == 0) {
-		const char *path = config ? config : DEFAULT_CONFIG;
-		if ((r = svc_config_load(&cfg, path, &line)) < 0) {
-			if (line > 0)
-				fprintf(stderr, "profilingd: %s:%d: invalid config line\n", path, line);
-			else
-				fprintf(stderr, "profilingd: cannot read %s: %s\n", path, strerror(-r));
-			return 1;
-		}
+	live_src = (struct cfg_src){ config, state, csock, rsock };
+	if (check) {
+		live_src.path = check;
+		return check_config(&live_src);
 	}
-	if (state && util_strlcpy(cfg.state_dir, state, sizeof(cfg.state_dir)) >= sizeof(cfg.state_dir))
-		goto toolong;
-	if (csock && util_strlcpy(cfg.client_socket, csock, sizeof(cfg.client_socket)) >= sizeof(cfg.client_socket))
-		goto toolong;
-	if (rsock && util_strlcpy(cfg.runtime_socket, rsock, sizeof(cfg.runtime_socket)) >= sizeof(cfg.runtime_socket))
-		goto toolong;
-	if (svc_config_finish(&cfg) < 0)
+	if (load_config(&live_src, &cfg, false))
 		return 1;
+	live_cfg = &cfg;
+	debug_log = debug;
 	log_init(sink, debug ? LOG_DEBUG : cfg.log_level, "profilingd");
 	if ((r = util_mkdir_p(cfg.state_dir, 0755)) < 0) {
 		LOG_E("cannot create state dir %s: %s", cfg.state_dir, strerror(-r));
@@ -177,16 +264,20 @@ int main(int argc, char **argv)
 		goto out;
 	ev_term = evsignal_new(base, SIGTERM, on_signal, base);
 	ev_int = evsignal_new(base, SIGINT, on_signal, base);
-	if (!ev_term || !ev_int || evsignal_add(ev_term, NULL) < 0 || evsignal_add(ev_int, NULL) < 0) {
+	ev_hup = evsignal_new(base, SIGHUP, on_hup, NULL);
+	if (!ev_term || !ev_int || !ev_hup || evsignal_add(ev_term, NULL) < 0 ||
+	    evsignal_add(ev_int, NULL) < 0 || evsignal_add(ev_hup, NULL) < 0) {
 		LOG_E("cannot install signal handlers");
 		goto out;
 	}
 	LOG_N("profilingd %s ready (state %s)", PROFILINGD_VERSION, cfg.state_dir);
+	sd_notify(0, "READY=1"); /* Type=notify under systemd; a no-op otherwise */
 	if (event_base_dispatch(base) < 0)
 		LOG_E("event loop failed");
 	else
 		rc = 0;
 out:
+	sd_notify(0, "STOPPING=1");
 	svc_session_fini();
 	svc_conn_fini();
 	svc_trigger_fini();
@@ -198,11 +289,10 @@ out:
 		event_free(ev_term);
 	if (ev_int)
 		event_free(ev_int);
+	if (ev_hup)
+		event_free(ev_hup);
 	event_base_free(base);
 	if (rc == 0)
 		LOG_N("stopped");
 	return rc;
-toolong:
-	fprintf(stderr, "profilingd: path too long\n");
-	return 2;
 }

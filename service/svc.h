@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include <sys/un.h>
 
@@ -95,8 +96,24 @@ void svc_config_free(struct svc_config *cfg);
 const char *svc_config_app_id(const struct svc_config *cfg, const char *exe);
 /* Parse an INI file over the current values. 0, or -errno with *line set. */
 int svc_config_load(struct svc_config *cfg, const char *path, int *line);
+/* As svc_config_load, with the first error's text (file and line not
+ * included) in msg[n] instead of the log. */
+int svc_config_load_msg(struct svc_config *cfg, const char *path, int *line, char *msg, size_t n);
 /* Resolve paths relative to the state dir; check ranges. 0 or -EINVAL. */
 int svc_config_finish(struct svc_config *cfg);
+/* svc_config_finish with the error in msg[n] instead of the log. */
+int svc_config_check(struct svc_config *cfg, char *msg, size_t n);
+/* Every effective value as a config file that parses back to the same
+ * values (profilingd --check-config). 0 or -EIO. */
+int svc_config_print(const struct svc_config *cfg, FILE *f);
+/*
+ * SIGHUP: copy next's reloadable keys ([dlp] patterns included) into live,
+ * logging each change; a changed restart-only key, [apps] or [trigger.*] is
+ * logged and keeps its running value (*refused counts those). Returns how
+ * many changes were applied. The caller pushes rate-limit and log-level
+ * changes to their modules.
+ */
+int svc_config_reload(struct svc_config *live, const struct svc_config *next, unsigned *refused);
 
 /* -------------------------------------------------------------- svc_db.c */
 
@@ -200,6 +217,8 @@ uint32_t svc_conn_runtime_caps(const struct svc_conn *c);
  */
 int svc_admit_init(const struct svc_config *cfg);
 void svc_admit_fini(void);
+/* Config reload: new caps and costs for the next admissions. */
+int svc_admit_reconfigure(const struct rl_config *rc);
 int svc_admit_rate_check(const char *app, uint32_t type, bool system, char *why, size_t n);
 int svc_admit_disk_check(const char *app, char *why, size_t n);
 /* Charge the cost (records it). 0 or a positive PROF_E_*. */

@@ -52,6 +52,17 @@ int svc_admit_init(const struct svc_config *c)
 	return 0;
 }
 
+int svc_admit_reconfigure(const struct rl_config *rc)
+{
+	int r = rl_reconfigure(rl, rc);
+	if (r < 0)
+		LOG_W("rate limiter keeps its old settings: %s", strerror(-r));
+	else if (rl_exempt_app(rl))
+		LOG_W("rate limits are OFF for app %s (ratelimit.exempt_app): test setups only",
+		      rl_exempt_app(rl));
+	return r;
+}
+
 void svc_admit_fini(void)
 {
 	rl_close(rl);

@@ -5,6 +5,7 @@
 #include <ini.h>
 #include <limits.h>
 #include <regex.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,62 +15,73 @@
 
 enum key_kind { K_STR_PATH, K_STR_SUN, K_STR_APP, K_STR_USER, K_U32, K_U64, K_LEVEL, K_BOOL };
 
+/*
+ * Reload class of a key on SIGHUP. R_LIVE keys are read from the live config
+ * at each use (or pushed to their module by svc_config_reload's caller), so a
+ * new value takes effect for the next decision. R_RESTART keys shaped state
+ * made at start (sockets, the state dir, per-connection queues, the helper
+ * paths and users, the SQLite mode): a changed value is refused with a log
+ * line and the old one kept.
+ */
+enum reload { R_RESTART, R_LIVE };
+
 struct key {
 	const char *section, *name;
 	enum key_kind kind;
 	size_t off;
 	uint64_t min, max;
+	enum reload reload;
 };
 
 #define OFF(f) offsetof(struct svc_config, f)
 
 /* The table is the schema: parse, range checks and docs follow it. */
 static const struct key keys[] = {
-	{ "daemon", "state_dir", K_STR_PATH, OFF(state_dir), 0, 0 },
-	{ "daemon", "client_socket", K_STR_SUN, OFF(client_socket), 0, 0 },
-	{ "daemon", "runtime_socket", K_STR_SUN, OFF(runtime_socket), 0, 0 },
-	{ "daemon", "log_level", K_LEVEL, OFF(log_level), 0, 0 },
-	{ "limits", "max_clients", K_U32, OFF(max_clients), 1, 65536 },
-	{ "limits", "max_clients_per_uid", K_U32, OFF(max_clients_per_uid), 1, 65536 },
-	{ "limits", "max_runtimes", K_U32, OFF(max_runtimes), 1, 65536 },
-	{ "limits", "max_queued_msgs", K_U32, OFF(max_queued_msgs), 4, 4096 },
-	{ "limits", "max_sessions", K_U32, OFF(max_sessions), 1, 4096 },
-	{ "limits", "max_result_bytes", K_U64, OFF(max_result_bytes), 4096, 1ull << 40 },
+	{ "daemon", "state_dir", K_STR_PATH, OFF(state_dir), 0, 0, R_RESTART },
+	{ "daemon", "client_socket", K_STR_SUN, OFF(client_socket), 0, 0, R_RESTART },
+	{ "daemon", "runtime_socket", K_STR_SUN, OFF(runtime_socket), 0, 0, R_RESTART },
+	{ "daemon", "log_level", K_LEVEL, OFF(log_level), 0, 0, R_LIVE },
+	{ "limits", "max_clients", K_U32, OFF(max_clients), 1, 65536, R_LIVE },
+	{ "limits", "max_clients_per_uid", K_U32, OFF(max_clients_per_uid), 1, 65536, R_LIVE },
+	{ "limits", "max_runtimes", K_U32, OFF(max_runtimes), 1, 65536, R_LIVE },
+	{ "limits", "max_queued_msgs", K_U32, OFF(max_queued_msgs), 4, 4096, R_RESTART },
+	{ "limits", "max_sessions", K_U32, OFF(max_sessions), 1, 4096, R_LIVE },
+	{ "limits", "max_result_bytes", K_U64, OFF(max_result_bytes), 4096, 1ull << 40, R_LIVE },
 	{ "capture", "default_duration_ms", K_U32, OFF(default_duration_ms),
-	  SVC_DURATION_MIN_MS, SVC_DURATION_MAX_MS },
-	{ "capture", "default_frequency_hz", K_U32, OFF(default_frequency_hz), SVC_HZ_MIN, SVC_HZ_MAX },
-	{ "capture", "deadline_grace_ms", K_U32, OFF(deadline_grace_ms), 100, 600000 },
-	{ "capture", "runtime_wait_ms", K_U32, OFF(runtime_wait_ms), 0, 60000 },
-	{ "limits", "max_app_result_bytes", K_U64, OFF(max_app_result_bytes), 0, 1ull << 50 },
-	{ "limits", "max_total_result_bytes", K_U64, OFF(max_total_result_bytes), 0, 1ull << 50 },
-	{ "limits", "min_free_bytes", K_U64, OFF(min_free_bytes), 0, 1ull << 50 },
-	{ "ratelimit", "app_cost_heap_dump", K_U32, OFF(rl.app_cost[1]), 0, 1000000 },
-	{ "ratelimit", "app_cost_heap_profile", K_U32, OFF(rl.app_cost[2]), 0, 1000000 },
-	{ "ratelimit", "app_cost_stack_sampling", K_U32, OFF(rl.app_cost[3]), 0, 1000000 },
-	{ "ratelimit", "app_cost_system_trace", K_U32, OFF(rl.app_cost[4]), 0, 1000000 },
-	{ "ratelimit", "system_cost_heap_dump", K_U32, OFF(rl.system_cost[1]), 0, 1000000 },
-	{ "ratelimit", "system_cost_heap_profile", K_U32, OFF(rl.system_cost[2]), 0, 1000000 },
-	{ "ratelimit", "system_cost_stack_sampling", K_U32, OFF(rl.system_cost[3]), 0, 1000000 },
-	{ "ratelimit", "system_cost_system_trace", K_U32, OFF(rl.system_cost[4]), 0, 1000000 },
-	{ "ratelimit", "hour_system_cap", K_U32, OFF(rl.win[0].system_cap), 0, 4000000000u },
-	{ "ratelimit", "hour_app_cap", K_U32, OFF(rl.win[0].app_cap), 0, 4000000000u },
-	{ "ratelimit", "day_system_cap", K_U32, OFF(rl.win[1].system_cap), 0, 4000000000u },
-	{ "ratelimit", "day_app_cap", K_U32, OFF(rl.win[1].app_cap), 0, 4000000000u },
-	{ "ratelimit", "week_system_cap", K_U32, OFF(rl.win[2].system_cap), 0, 4000000000u },
-	{ "ratelimit", "week_app_cap", K_U32, OFF(rl.win[2].app_cap), 0, 4000000000u },
-	{ "ratelimit", "exempt_app", K_STR_APP, OFF(rl.exempt_app), 0, 0 },
-	{ "ratelimit", "sync_full", K_BOOL, OFF(rl.sync_full), 0, 0 },
-	{ "redact", "redactor", K_STR_PATH, OFF(redactor), 0, 0 },
-	{ "redact", "user", K_STR_USER, OFF(redact_user), 0, 0 },
-	{ "redact", "timeout_ms", K_U32, OFF(redact_timeout_ms), 100, 3600000 },
-	{ "redact", "max_memory_bytes", K_U64, OFF(redact_max_memory), 16ull << 20, 1ull << 40 },
-	{ "redact", "keep_failed_raw", K_BOOL, OFF(keep_failed_raw), 0, 0 },
-	{ "dlp", "builtin", K_BOOL, OFF(dlp_builtin), 0, 0 },
-	{ "jvm", "agent", K_STR_PATH, OFF(jvm_agent), 0, 0 },
-	{ "jvm", "attach_timeout_ms", K_U32, OFF(jvm_attach_timeout_ms), 1000, 3600000 },
-	{ "results", "retention_days", K_U32, OFF(retention_days), 1, 3650 },
-	{ "results", "delivery_attempts", K_U32, OFF(delivery_attempts), 1, 100 },
-	{ "results", "delivery_max_age_days", K_U32, OFF(delivery_max_age_days), 1, 3650 },
+	  SVC_DURATION_MIN_MS, SVC_DURATION_MAX_MS, R_LIVE },
+	{ "capture", "default_frequency_hz", K_U32, OFF(default_frequency_hz), SVC_HZ_MIN, SVC_HZ_MAX, R_LIVE },
+	{ "capture", "deadline_grace_ms", K_U32, OFF(deadline_grace_ms), 100, 600000, R_LIVE },
+	{ "capture", "runtime_wait_ms", K_U32, OFF(runtime_wait_ms), 0, 60000, R_LIVE },
+	{ "limits", "max_app_result_bytes", K_U64, OFF(max_app_result_bytes), 0, 1ull << 50, R_LIVE },
+	{ "limits", "max_total_result_bytes", K_U64, OFF(max_total_result_bytes), 0, 1ull << 50, R_LIVE },
+	{ "limits", "min_free_bytes", K_U64, OFF(min_free_bytes), 0, 1ull << 50, R_LIVE },
+	{ "ratelimit", "app_cost_heap_dump", K_U32, OFF(rl.app_cost[1]), 0, 1000000, R_LIVE },
+	{ "ratelimit", "app_cost_heap_profile", K_U32, OFF(rl.app_cost[2]), 0, 1000000, R_LIVE },
+	{ "ratelimit", "app_cost_stack_sampling", K_U32, OFF(rl.app_cost[3]), 0, 1000000, R_LIVE },
+	{ "ratelimit", "app_cost_system_trace", K_U32, OFF(rl.app_cost[4]), 0, 1000000, R_LIVE },
+	{ "ratelimit", "system_cost_heap_dump", K_U32, OFF(rl.system_cost[1]), 0, 1000000, R_LIVE },
+	{ "ratelimit", "system_cost_heap_profile", K_U32, OFF(rl.system_cost[2]), 0, 1000000, R_LIVE },
+	{ "ratelimit", "system_cost_stack_sampling", K_U32, OFF(rl.system_cost[3]), 0, 1000000, R_LIVE },
+	{ "ratelimit", "system_cost_system_trace", K_U32, OFF(rl.system_cost[4]), 0, 1000000, R_LIVE },
+	{ "ratelimit", "hour_system_cap", K_U32, OFF(rl.win[0].system_cap), 0, 4000000000u, R_LIVE },
+	{ "ratelimit", "hour_app_cap", K_U32, OFF(rl.win[0].app_cap), 0, 4000000000u, R_LIVE },
+	{ "ratelimit", "day_system_cap", K_U32, OFF(rl.win[1].system_cap), 0, 4000000000u, R_LIVE },
+	{ "ratelimit", "day_app_cap", K_U32, OFF(rl.win[1].app_cap), 0, 4000000000u, R_LIVE },
+	{ "ratelimit", "week_system_cap", K_U32, OFF(rl.win[2].system_cap), 0, 4000000000u, R_LIVE },
+	{ "ratelimit", "week_app_cap", K_U32, OFF(rl.win[2].app_cap), 0, 4000000000u, R_LIVE },
+	{ "ratelimit", "exempt_app", K_STR_APP, OFF(rl.exempt_app), 0, 0, R_LIVE },
+	{ "ratelimit", "sync_full", K_BOOL, OFF(rl.sync_full), 0, 0, R_RESTART },
+	{ "redact", "redactor", K_STR_PATH, OFF(redactor), 0, 0, R_RESTART },
+	{ "redact", "user", K_STR_USER, OFF(redact_user), 0, 0, R_RESTART },
+	{ "redact", "timeout_ms", K_U32, OFF(redact_timeout_ms), 100, 3600000, R_LIVE },
+	{ "redact", "max_memory_bytes", K_U64, OFF(redact_max_memory), 16ull << 20, 1ull << 40, R_LIVE },
+	{ "redact", "keep_failed_raw", K_BOOL, OFF(keep_failed_raw), 0, 0, R_LIVE },
+	{ "dlp", "builtin", K_BOOL, OFF(dlp_builtin), 0, 0, R_LIVE },
+	{ "jvm", "agent", K_STR_PATH, OFF(jvm_agent), 0, 0, R_RESTART },
+	{ "jvm", "attach_timeout_ms", K_U32, OFF(jvm_attach_timeout_ms), 1000, 3600000, R_LIVE },
+	{ "results", "retention_days", K_U32, OFF(retention_days), 1, 3650, R_LIVE },
+	{ "results", "delivery_attempts", K_U32, OFF(delivery_attempts), 1, 100, R_LIVE },
+	{ "results", "delivery_max_age_days", K_U32, OFF(delivery_max_age_days), 1, 3650, R_LIVE },
 };
 
 void svc_config_defaults(struct svc_config *c)
@@ -140,7 +152,24 @@ static int add_app(struct svc_config *c, const char *exe, const char *id)
 struct parse_ctx {
 	struct svc_config *cfg;
 	int err;
+	char *msg; /* the first error, for "FILE:LINE: msg" */
+	size_t msgn;
 };
+
+/* Record the first error only: inih reports the line of the first one. */
+__attribute__((format(printf, 3, 4)))
+static void perr(struct parse_ctx *pc, int err, const char *fmt, ...)
+{
+	if (pc->err)
+		return;
+	pc->err = err;
+	if (pc->msg && pc->msgn) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(pc->msg, pc->msgn, fmt, ap);
+		va_end(ap);
+	}
+}
 
 static int set_key(struct svc_config *cfg, const struct key *k, const char *v)
 {
@@ -211,9 +240,8 @@ static int systrig_kv(struct parse_ctx *pc, const char *tname, const char *key, 
 			t = &c->systrig[i];
 	if (!t) {
 		if (c->nsystrig == SVC_MAX_SYSTRIG || !*tname || strlen(tname) >= sizeof(t->name)) {
-			LOG_E("[trigger.%s]: at most %d system triggers, names of 1..31 bytes",
-			      tname, SVC_MAX_SYSTRIG);
-			pc->err = -EINVAL;
+			perr(pc, -EINVAL, "[trigger.%s]: at most %d system triggers, names of 1..31 bytes",
+			     tname, SVC_MAX_SYSTRIG);
 			return 0;
 		}
 		t = &c->systrig[c->nsystrig++];
@@ -253,8 +281,7 @@ static int systrig_kv(struct parse_ctx *pc, const char *tname, const char *key, 
 	else
 		ok = 0;
 	if (!ok) {
-		LOG_E("[trigger.%s] %s = %s: unknown key or bad value", tname, key, v);
-		pc->err = -EINVAL;
+		perr(pc, -EINVAL, "[trigger.%s] %s = %s: unknown key or bad value", tname, key, v);
 		return 0;
 	}
 	return 1;
@@ -266,10 +293,9 @@ static int on_kv(void *user, const char *section, const char *name, const char *
 	if (strcmp(section, "apps") == 0) {
 		int r = add_app(pc->cfg, name, value);
 		if (r < 0) {
-			LOG_E("[apps] %s = %s: %s", name, value, r == -EINVAL
-			      ? "want an absolute executable path = an id of [A-Za-z0-9._-]"
-			      : strerror(-r));
-			pc->err = r;
+			perr(pc, r, "[apps] %s = %s: %s", name, value, r == -EINVAL
+			     ? "want an absolute executable path = an id of [A-Za-z0-9._-]"
+			     : strerror(-r));
 			return 0;
 		}
 		return 1;
@@ -281,14 +307,12 @@ static int on_kv(void *user, const char *section, const char *name, const char *
 		if (pc->cfg->ndlp == SVC_MAX_DLP ||
 		    util_strlcpy(pc->cfg->dlp[pc->cfg->ndlp], value, sizeof(pc->cfg->dlp[0])) >=
 			    sizeof(pc->cfg->dlp[0])) {
-			LOG_E("[dlp] pattern: at most %d patterns of 255 bytes", SVC_MAX_DLP);
-			pc->err = -E2BIG;
+			perr(pc, -E2BIG, "[dlp] pattern: at most %d patterns of 255 bytes", SVC_MAX_DLP);
 			return 0;
 		}
 		regex_t re;
 		if (regcomp(&re, value, REG_EXTENDED) != 0) {
-			LOG_E("[dlp] pattern = %s: not a POSIX extended regex", value);
-			pc->err = -EINVAL;
+			perr(pc, -EINVAL, "[dlp] pattern = %s: not a POSIX extended regex", value);
 			return 0;
 		}
 		regfree(&re);
@@ -300,42 +324,64 @@ static int on_kv(void *user, const char *section, const char *name, const char *
 			continue;
 		int r = set_key(pc->cfg, &keys[i], value);
 		if (r < 0) {
-			LOG_E("[%s] %s = %s: %s", section, name, value,
-			      r == -ERANGE ? "out of range" : strerror(-r));
-			pc->err = r;
+			if (r == -ERANGE && (keys[i].kind == K_U32 || keys[i].kind == K_U64))
+				perr(pc, r, "[%s] %s = %s: out of range (%llu..%llu)", section, name,
+				     value, (unsigned long long)keys[i].min,
+				     (unsigned long long)keys[i].max);
+			else
+				perr(pc, r, "[%s] %s = %s: %s", section, name, value,
+				     r == -ENAMETOOLONG ? "too long" : "invalid value");
 			return 0;
 		}
 		return 1;
 	}
-	LOG_E("unknown key [%s] %s", section, name);
-	pc->err = -EINVAL;
+	perr(pc, -EINVAL, "unknown key [%s] %s", section, name);
 	return 0;
+}
+
+int svc_config_load_msg(struct svc_config *cfg, const char *path, int *line, char *msg, size_t n)
+{
+	struct parse_ctx pc = { .cfg = cfg, .msg = msg, .msgn = n };
+	if (msg && n)
+		msg[0] = '\0';
+	if (line)
+		*line = 0;
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		int r = -errno;
+		if (msg && n)
+			snprintf(msg, n, "cannot read: %s", strerror(-r));
+		return r;
+	}
+	int r = ini_parse_file(f, on_kv, &pc);
+	fclose(f);
+	if (line)
+		*line = r > 0 ? r : 0;
+	if (r == 0)
+		return 0;
+	if (msg && n && !msg[0])
+		snprintf(msg, n, r < 0 ? "cannot read" : "syntax error: want `key = value` or `[section]`");
+	return pc.err ? pc.err : (r < 0 ? -EIO : -EINVAL);
 }
 
 int svc_config_load(struct svc_config *cfg, const char *path, int *line)
 {
-	struct parse_ctx pc = { .cfg = cfg };
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	int r = ini_parse_file(f, on_kv, &pc);
-	fclose(f);
-	if (line)
-		*line = r;
-	if (r != 0)
-		return pc.err ? pc.err : -EINVAL;
-	return 0;
+	char msg[512];
+	int r = svc_config_load_msg(cfg, path, line, msg, sizeof(msg));
+	if (r < 0)
+		LOG_E("%s:%d: %s", path, line ? *line : 0, msg);
+	return r;
 }
 
-int svc_config_finish(struct svc_config *cfg)
+int svc_config_check(struct svc_config *cfg, char *msg, size_t n)
 {
 	if (cfg->state_dir[0] != '/') {
-		LOG_E("state_dir must be an absolute path: %s", cfg->state_dir);
+		snprintf(msg, n, "[daemon] state_dir = %s: must be an absolute path", cfg->state_dir);
 		return -EINVAL;
 	}
 	if (!cfg->client_socket[0] || !cfg->runtime_socket[0] ||
 	    strcmp(cfg->client_socket, cfg->runtime_socket) == 0) {
-		LOG_E("client_socket and runtime_socket must be two different paths");
+		snprintf(msg, n, "[daemon] client_socket and runtime_socket must be two different paths");
 		return -EINVAL;
 	}
 	if (cfg->max_clients_per_uid > cfg->max_clients)
@@ -343,10 +389,162 @@ int svc_config_finish(struct svc_config *cfg)
 	for (unsigned i = 0; i < cfg->nsystrig; i++) {
 		const struct svc_systrig *t = &cfg->systrig[i];
 		if (!t->type || (!t->exe[0] && !t->cgroup[0] && !t->java_main[0])) {
-			LOG_E("[trigger.%s] needs a type and an exe, cgroup or java_main to match",
-			      t->name);
+			snprintf(msg, n, "[trigger.%s] needs a type and an exe, cgroup or java_main to match",
+				 t->name);
 			return -EINVAL;
 		}
 	}
 	return 0;
+}
+
+int svc_config_finish(struct svc_config *cfg)
+{
+	char msg[512];
+	int r = svc_config_check(cfg, msg, sizeof(msg));
+	if (r < 0)
+		LOG_E("%s", msg);
+	return r;
+}
+
+/* A key's value as the config file spells it. */
+static void key_value(const struct svc_config *cfg, const struct key *k, char *out, size_t n)
+{
+	const char *p = (const char *)cfg + k->off;
+	switch (k->kind) {
+	case K_STR_PATH:
+	case K_STR_SUN:
+	case K_STR_APP:
+	case K_STR_USER:
+		snprintf(out, n, "%s", p);
+		return;
+	case K_BOOL:
+		snprintf(out, n, "%s", *(const bool *)p ? "true" : "false");
+		return;
+	case K_LEVEL:
+		snprintf(out, n, "%s", log_level_name(*(const int *)p));
+		return;
+	case K_U32:
+		snprintf(out, n, "%u", *(const uint32_t *)p);
+		return;
+	case K_U64:
+		snprintf(out, n, "%llu", (unsigned long long)*(const uint64_t *)p);
+		return;
+	}
+	out[0] = '\0';
+}
+
+/* Sections in print order; keys print in table order within each. */
+static const char *const sections[] = {
+	"daemon", "limits", "capture", "ratelimit", "redact", "dlp", "results",
+};
+
+int svc_config_print(const struct svc_config *cfg, FILE *f)
+{
+	char v[SVC_PATH_MAX];
+	for (size_t s = 0; s < sizeof(sections) / sizeof(sections[0]); s++) {
+		fprintf(f, "%s[%s]\n", s ? "\n" : "", sections[s]);
+		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+			if (strcmp(keys[i].section, sections[s]))
+				continue;
+			key_value(cfg, &keys[i], v, sizeof(v));
+			fprintf(f, "%s = %s\n", keys[i].name, v);
+		}
+		if (!strcmp(sections[s], "dlp"))
+			for (unsigned i = 0; i < cfg->ndlp; i++)
+				fprintf(f, "pattern = %s\n", cfg->dlp[i]);
+	}
+	if (cfg->napps) {
+		fprintf(f, "\n[apps]\n");
+		for (unsigned i = 0; i < cfg->napps; i++)
+			fprintf(f, "%s = %s\n", cfg->apps[i].exe, cfg->apps[i].id);
+	}
+	for (unsigned i = 0; i < cfg->nsystrig; i++) {
+		const struct svc_systrig *t = &cfg->systrig[i];
+		fprintf(f, "\n[trigger.%s]\n", t->name);
+		/* Empty strings and a default capture are left out: they do not parse. */
+		if (t->type > 0 && t->type < sizeof(trig_names) / sizeof(trig_names[0]))
+			fprintf(f, "type = %s\n", trig_names[t->type]);
+		if (t->capture > 0 && t->capture < sizeof(capture_names) / sizeof(capture_names[0]))
+			fprintf(f, "capture = %s\n", capture_names[t->capture]);
+		if (t->exe[0])
+			fprintf(f, "exe = %s\n", t->exe);
+		if (t->cgroup[0])
+			fprintf(f, "cgroup = %s\n", t->cgroup);
+		if (t->java_main[0])
+			fprintf(f, "java_main = %s\n", t->java_main);
+		fprintf(f, "rate_limit_period_s = %u\ncpu_percent = %u\ncpu_window_ms = %u\n"
+			"memory_percent = %u\nmemory_bytes = %llu\ntimeout_ms = %u\nduration_ms = %u\n",
+			t->period_s, t->cpu_percent, t->cpu_window_ms, t->memory_percent,
+			(unsigned long long)t->memory_bytes, t->timeout_ms, t->duration_ms);
+	}
+	return ferror(f) ? -EIO : 0;
+}
+
+static bool apps_equal(const struct svc_config *a, const struct svc_config *b)
+{
+	if (a->napps != b->napps)
+		return false;
+	for (unsigned i = 0; i < a->napps; i++)
+		if (strcmp(a->apps[i].exe, b->apps[i].exe) || strcmp(a->apps[i].id, b->apps[i].id))
+			return false;
+	return true;
+}
+
+static bool systrig_equal(const struct svc_config *a, const struct svc_config *b)
+{
+	if (a->nsystrig != b->nsystrig)
+		return false;
+	for (unsigned i = 0; i < a->nsystrig; i++)
+		if (memcmp(&a->systrig[i], &b->systrig[i], sizeof(a->systrig[i])))
+			return false;
+	return true;
+}
+
+int svc_config_reload(struct svc_config *live, const struct svc_config *next, unsigned *refused)
+{
+	char ov[SVC_PATH_MAX], nv[SVC_PATH_MAX];
+	int changed = 0;
+	unsigned nref = 0;
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		const struct key *k = &keys[i];
+		key_value(live, k, ov, sizeof(ov));
+		key_value(next, k, nv, sizeof(nv));
+		if (!strcmp(ov, nv))
+			continue;
+		if (k->reload == R_RESTART) {
+			LOG_W("[%s] %s: %s -> %s needs a restart; keeping %s", k->section, k->name,
+			      ov, nv, ov);
+			nref++;
+			continue;
+		}
+		size_t sz = k->kind == K_STR_PATH ? SVC_PATH_MAX : k->kind == K_STR_SUN ? SVC_SUN_MAX
+			  : k->kind == K_STR_APP ? RL_APP_MAX : k->kind == K_STR_USER ? 64
+			  : k->kind == K_BOOL ? sizeof(bool) : k->kind == K_U64 ? sizeof(uint64_t)
+			  : k->kind == K_LEVEL ? sizeof(int) : sizeof(uint32_t);
+		memcpy((char *)live + k->off, (const char *)next + k->off, sz);
+		LOG_N("[%s] %s: %s -> %s", k->section, k->name, ov, nv);
+		changed++;
+	}
+	if (live->ndlp != next->ndlp ||
+	    memcmp(live->dlp, next->dlp, sizeof(live->dlp[0]) * next->ndlp)) {
+		memcpy(live->dlp, next->dlp, sizeof(live->dlp));
+		live->ndlp = next->ndlp;
+		LOG_N("[dlp] %u pattern(s) now", live->ndlp);
+		changed++;
+	}
+	if (!apps_equal(live, next)) {
+		LOG_W("[apps] changed: needs a restart; keeping the %u running entries", live->napps);
+		nref++;
+	}
+	if (!systrig_equal(live, next)) {
+		LOG_W("[trigger.*] changed: needs a restart; keeping the %u running system triggers",
+		      live->nsystrig);
+		nref++;
+	}
+	if (live->max_clients_per_uid > live->max_clients)
+		live->max_clients_per_uid = live->max_clients;
+	if (refused)
+		*refused = nref;
+	return changed;
 }

@@ -8,6 +8,10 @@
  *     accepted and closed at once (logged, rate-limited to one line per cap).
  *   max_queued_msgs: a peer that does not read its messages is closed.
  *   packet size (wire.h): the peer is closed, with one log line.
+ *
+ * Listening sockets come from systemd socket activation when it passes them
+ * (matched by FileDescriptorName= "client"/"runtime", else by path), and are
+ * bound here otherwise.
  */
 #include "svc.h"
 
@@ -19,6 +23,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -55,6 +60,7 @@ struct listener {
 	enum svc_role role;
 	struct event *ev;
 	char path[SVC_SUN_MAX];
+	bool activated;   /* from systemd: the socket unit owns the path */
 };
 
 static struct event_base *base;
@@ -650,15 +656,97 @@ static int listen_on(struct listener *l, const char *path, enum svc_role role)
 	return 0;
 }
 
+/* Watch an inherited listening socket as l. */
+static int adopt(struct listener *l, int fd, enum svc_role role, const char *name)
+{
+	struct sockaddr_un sa;
+	socklen_t len = sizeof(sa);
+
+	if (sd_is_socket(fd, AF_UNIX, SOCK_SEQPACKET, 1) <= 0) {
+		LOG_E("activated socket '%s' (fd %d) is not a listening AF_UNIX SOCK_SEQPACKET "
+		      "socket: use ListenSequentialPacket= in the socket unit", name, fd);
+		return -EINVAL;
+	}
+	/* Inherited without CLOEXEC or O_NONBLOCK: helpers must not get it. */
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+	    fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+		return -errno;
+	memset(&sa, 0, sizeof(sa));
+	if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0 && sa.sun_path[0])
+		util_strlcpy(l->path, sa.sun_path, sizeof(l->path));
+	else
+		util_strlcpy(l->path, name, sizeof(l->path));
+	l->fd = fd;
+	l->role = role;
+	l->activated = true;
+	l->ev = event_new(base, l->fd, EV_READ | EV_PERSIST, accept_cb, l);
+	if (!l->ev)
+		return -ENOMEM;
+	event_add(l->ev, NULL);
+	LOG_I("listening on %s (socket-activated as '%s')", l->path, name);
+	return 0;
+}
+
+/*
+ * Take the sockets systemd passed (LISTEN_FDS). A name "client"/"runtime"
+ * decides the role; otherwise the bound path must be the configured one.
+ * An fd that matches neither is closed with a warning.
+ */
+static int take_activated(void)
+{
+	char **names = NULL;
+	int n = sd_listen_fds_with_names(1, &names), r = 0;
+
+	if (n < 0) {
+		LOG_W("socket activation: %s; binding the sockets here", strerror(-n));
+		return 0;
+	}
+	for (int i = 0; i < n; i++) {
+		int fd = SD_LISTEN_FDS_START + i;
+		const char *name = names && names[i] ? names[i] : "unknown";
+		int role = -1;
+		if (!strcmp(name, "client"))
+			role = SVC_ROLE_CLIENT;
+		else if (!strcmp(name, "runtime"))
+			role = SVC_ROLE_RUNTIME;
+		else if (sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, cfg->client_socket, 0) > 0)
+			role = SVC_ROLE_CLIENT;
+		else if (sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, cfg->runtime_socket, 0) > 0)
+			role = SVC_ROLE_RUNTIME;
+		if (r < 0 || role < 0 || listeners[role].fd >= 0) {
+			if (r == 0)
+				LOG_W("socket activation: fd %d '%s' is neither client.sock nor "
+				      "runtime.sock (by name or configured path): closed", fd, name);
+			close(fd);
+			continue;
+		}
+		r = adopt(&listeners[role], fd, (enum svc_role)role, name);
+		if (r < 0 && listeners[role].fd != fd)
+			close(fd);
+	}
+	if (names)
+		for (int i = 0; i < n; i++)
+			free(names[i]);
+	free(names);
+	return r;
+}
+
 int svc_conn_init(struct event_base *b, const struct svc_config *c)
 {
 	int r;
 	base = b;
 	cfg = c;
 	listeners[0].fd = listeners[1].fd = -1;
-	if ((r = listen_on(&listeners[0], cfg->client_socket, SVC_ROLE_CLIENT)) < 0)
+	listeners[0].activated = listeners[1].activated = false;
+	if ((r = take_activated()) < 0)
 		return r;
-	return listen_on(&listeners[1], cfg->runtime_socket, SVC_ROLE_RUNTIME);
+	if (listeners[0].fd < 0 &&
+	    (r = listen_on(&listeners[0], cfg->client_socket, SVC_ROLE_CLIENT)) < 0)
+		return r;
+	if (listeners[1].fd < 0)
+		return listen_on(&listeners[1], cfg->runtime_socket, SVC_ROLE_RUNTIME);
+	return 0;
 }
 
 void svc_conn_fini(void)
@@ -668,7 +756,9 @@ void svc_conn_fini(void)
 			event_free(listeners[i].ev);
 		if (listeners[i].fd >= 0) {
 			close(listeners[i].fd);
-			unlink(listeners[i].path);
+			/* An activated socket's path belongs to its socket unit. */
+			if (!listeners[i].activated)
+				unlink(listeners[i].path);
 		}
 		listeners[i].ev = NULL;
 		listeners[i].fd = -1;

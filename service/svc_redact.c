@@ -80,8 +80,9 @@ static void list_tids(pid_t pid, char *out, size_t n)
 static int find_helper(const char *configured, const char *name, const char *subdir, char *out)
 {
 	char self[SVC_PATH_MAX];
-	const char *cand[3];
+	const char *cand[4];
 	char c0[SVC_PATH_MAX + 64], c1[SVC_PATH_MAX + 96], c2[SVC_PATH_MAX];
+	char c3[SVC_PATH_MAX + 160];
 	int n = 0;
 
 	if (configured && configured[0]) {
@@ -95,8 +96,12 @@ static int find_helper(const char *configured, const char *name, const char *sub
 				*slash = '\0';
 			util_fmt(c0, sizeof(c0), "%s/%s", self, name);
 			util_fmt(c1, sizeof(c1), "%s/../%s/%s", self, subdir, name);
+			/* An installed tree moved or installed with --prefix:
+			 * <prefix>/sbin/../libexec/profilingd. */
+			util_fmt(c3, sizeof(c3), "%s/%s/%s", self, PROFILINGD_LIBEXEC_REL, name);
 			cand[n++] = c0;
 			cand[n++] = c1;
+			cand[n++] = c3;
 		}
 		util_fmt(c2, sizeof(c2), "%s/%s", PROFILINGD_LIBEXECDIR, name);
 		cand[n++] = c2;

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# `cpack -G DEB` makes a package of the daemon, its helpers, the library with
+# its soname, header, pkg-config and CMake files, units, man pages and the
+# config (a conffile), with shared-library dependencies filled in.
+. "$(dirname "$0")/lib.sh"
+command -v dpkg-deb > /dev/null || skip "dpkg-deb is not installed"
+command -v dpkg-shlibdeps > /dev/null || skip "dpkg-shlibdeps (dpkg-dev) is not installed"
+(cd "$T" && cpack -G DEB -B "$T/pkg" --config "$BUILD/CPackConfig.cmake") > "$T/cpack.log" 2>&1 ||
+	{ tail -n 30 "$T/cpack.log"; fail "cpack -G DEB failed"; }
+deb=$(ls "$T"/pkg/profilingd_*.deb 2>/dev/null | head -1)
+[ -n "$deb" ] || { tail "$T/cpack.log"; fail "no .deb produced"; }
+dpkg-deb -c "$deb" | awk '{ print $NF }' > "$T/files"
+for f in sbin/profilingd libexec/profilingd/profilingd-redact libexec/profilingd/profilingd-perf \
+	libexec/profilingd/profilingd-ftrace include/profiling/profiling.h libprofiling.so.1 \
+	pkgconfig/libprofiling.pc cmake/profiling/profilingConfig.cmake \
+	lib/systemd/system/profilingd.service lib/systemd/system/profilingd.socket \
+	man8/profilingd.8 man5/profilingd.conf.5 man3/libprofiling.3 etc/profilingd/profilingd.conf; do
+	grep -q "$f\$" "$T/files" || { cat "$T/files"; fail "package lacks $f"; }
+done
+dpkg-deb -f "$deb" Depends > "$T/depends"
+for d in libevent libsqlite3 libseccomp libsystemd0 libdw1; do
+	grep -q "$d" "$T/depends" || fail "Depends lacks $d: $(cat "$T/depends")"
+done
+dpkg-deb -e "$deb" "$T/ctl"
+grep -q "/etc/profilingd/profilingd.conf$" "$T/ctl/conffiles" || fail "config is not a conffile"
+pass "$(basename "$deb"): $(wc -l < "$T/files") entries, depends on $(tr ',' '\n' < "$T/depends" | wc -l) packages"

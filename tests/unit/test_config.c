@@ -1,0 +1,150 @@
+/* svc_config: errors with their line, the printed config re-parses to the
+ * same values, and reload applies only the keys of the reload class. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "svc.h"
+
+/* Write text to a temp file; returns its path (static buffer). */
+static const char *conf_file(const char *text)
+{
+	static char path[64];
+	snprintf(path, sizeof(path), "/tmp/pd-conf.XXXXXX");
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	return path;
+}
+
+static int load(struct svc_config *c, const char *text, int *line, char *msg, size_t n)
+{
+	const char *p = conf_file(text);
+	svc_config_defaults(c);
+	int r = svc_config_load_msg(c, p, line, msg, n);
+	unlink(p);
+	return r;
+}
+
+static char *print(const struct svc_config *c)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	assert_int_equal(svc_config_print(c, f), 0);
+	fclose(f);
+	return buf;
+}
+
+static void test_errors_name_line_and_key(void **state)
+{
+	struct svc_config c;
+	char msg[256];
+	int line;
+
+	assert_int_equal(load(&c, "[limits]\nmax_sessions = 2\n\nmax_clients = 0\n", &line, msg,
+			      sizeof(msg)), -ERANGE);
+	assert_int_equal(line, 4);
+	assert_string_equal(msg, "[limits] max_clients = 0: out of range (1..65536)");
+	svc_config_free(&c);
+
+	assert_int_equal(load(&c, "[capture]\nspeed = 3\n", &line, msg, sizeof(msg)), -EINVAL);
+	assert_int_equal(line, 2);
+	assert_string_equal(msg, "unknown key [capture] speed");
+	svc_config_free(&c);
+
+	assert_true(load(&c, "[daemon]\nno equals sign\n", &line, msg, sizeof(msg)) < 0);
+	assert_int_equal(line, 2);
+	assert_non_null(strstr(msg, "syntax error"));
+	svc_config_free(&c);
+
+	/* Only the first error is reported, with its own line. */
+	assert_true(load(&c, "[x]\na = 1\nb = 2\n", &line, msg, sizeof(msg)) < 0);
+	assert_int_equal(line, 2);
+	assert_string_equal(msg, "unknown key [x] a");
+	svc_config_free(&c);
+}
+
+static void test_print_round_trip(void **state)
+{
+	struct svc_config a, b;
+	char msg[256];
+	int line;
+
+	assert_int_equal(load(&a, "[daemon]\nlog_level = warn\n[ratelimit]\nweek_app_cap = 7\n"
+			      "exempt_app = uid:5\n[dlp]\npattern = a+b\npattern = x{2}\n"
+			      "[apps]\n/bin/a = app.a\n[trigger.t1]\ntype = hang\nexe = /bin/b\n"
+			      "timeout_ms = 900\n", &line, msg, sizeof(msg)), 0);
+	assert_int_equal(svc_config_check(&a, msg, sizeof(msg)), 0);
+	char *out1 = print(&a);
+	assert_non_null(strstr(out1, "log_level = warn\n"));
+	assert_non_null(strstr(out1, "pattern = x{2}\n"));
+	assert_non_null(strstr(out1, "[trigger.t1]\ntype = hang\nexe = /bin/b\n"));
+	assert_int_equal(load(&b, out1, &line, msg, sizeof(msg)), 0);
+	char *out2 = print(&b);
+	assert_string_equal(out1, out2);
+	assert_int_equal(b.rl.win[2].app_cap, 7);
+	assert_int_equal(b.napps, 1);
+	assert_int_equal(b.systrig[0].timeout_ms, 900);
+	free(out1);
+	free(out2);
+	svc_config_free(&a);
+	svc_config_free(&b);
+}
+
+static void test_reload_classes(void **state)
+{
+	struct svc_config live, next;
+	char msg[256];
+	int line;
+	unsigned refused = 99;
+
+	assert_int_equal(load(&live, "[ratelimit]\nhour_app_cap = 10\n", &line, msg, sizeof(msg)), 0);
+	assert_int_equal(load(&next, "[daemon]\nstate_dir = /elsewhere\nlog_level = debug\n"
+			      "[limits]\nmax_queued_msgs = 8\nmax_sessions = 3\n"
+			      "[ratelimit]\nhour_app_cap = 1000\nsync_full = true\n"
+			      "[dlp]\npattern = tok[0-9]+\n[apps]\n/bin/x = x\n",
+			      &line, msg, sizeof(msg)), 0);
+	/* Applied: log_level, max_sessions, hour_app_cap, the dlp patterns. */
+	assert_int_equal(svc_config_reload(&live, &next, &refused), 4);
+	/* Refused: state_dir, max_queued_msgs, sync_full, [apps]. */
+	assert_int_equal(refused, 4);
+	assert_int_equal(live.rl.win[0].app_cap, 1000);
+	assert_int_equal(live.max_sessions, 3);
+	assert_int_equal(live.log_level, 7);
+	assert_int_equal(live.ndlp, 1);
+	assert_string_equal(live.dlp[0], "tok[0-9]+");
+	assert_string_equal(live.state_dir, "/var/lib/profilingd");
+	assert_int_equal(live.max_queued_msgs, 64);
+	assert_false(live.rl.sync_full);
+	assert_int_equal(live.napps, 0);
+	/* Reloading the same values again changes nothing. */
+	svc_config_free(&next);
+	assert_int_equal(load(&next, "[ratelimit]\nhour_app_cap = 1000\n[limits]\nmax_sessions = 3\n"
+			      "[daemon]\nlog_level = debug\n[dlp]\npattern = tok[0-9]+\n",
+			      &line, msg, sizeof(msg)), 0);
+	assert_int_equal(svc_config_reload(&live, &next, &refused), 0);
+	assert_int_equal(refused, 0);
+	svc_config_free(&next);
+	svc_config_free(&live);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_errors_name_line_and_key),
+		cmocka_unit_test(test_print_round_trip),
+		cmocka_unit_test(test_reload_classes),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
