@@ -435,7 +435,7 @@ static void key_value(const struct svc_config *cfg, const struct key *k, char *o
 
 /* Sections in print order; keys print in table order within each. */
 static const char *const sections[] = {
-	"daemon", "limits", "capture", "ratelimit", "redact", "dlp", "results",
+	"daemon", "limits", "capture", "ratelimit", "redact", "dlp", "jvm", "results",
 };
 
 int svc_config_print(const struct svc_config *cfg, FILE *f)
