@@ -520,7 +520,7 @@ static void test_uid_cap(int cap)
 		      i + 1, cap, CAP_UID_A);
 	}
 	int extra = connect_as(CAP_UID_A);
-	CHECK(closed_within(extra, 2000), "connection %d of uid %u was not closed at once",
+	CHECK(closed_within(extra, 5000), "connection %d of uid %u was not closed at once",
 	      cap + 1, CAP_UID_A);
 	close(extra);
 	int other = connect_as(CAP_UID_B);
