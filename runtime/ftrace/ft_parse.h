@@ -48,9 +48,9 @@ struct ft_line {
  */
 int ft_parse_header(char *line, struct ft_line *pr);
 /*
- * Append the event pr describes to b (which must have room: b->n <
- * FT_BUNDLE_MAX). 0, or -EBADMSG for an unknown event or malformed fields
- * (b is unchanged).
+ * Append the event pr describes to b. 0, -ENOSPC when b is full (b->n ==
+ * FT_BUNDLE_MAX: flush it first), or -EBADMSG for an unknown event or
+ * malformed fields (b->n is unchanged).
  */
 int ft_parse_event(struct ft_bundle *b, const struct ft_line *pr);
 
