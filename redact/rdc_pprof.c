@@ -329,7 +329,13 @@ static int rebuild(const Profile *pr, const struct rdc_policy *p, struct rdc_sta
 		for (size_t k = 0; k < s->n_label && nlab < PP_MAX_LABELS; k++) {
 			const Perftools__Profiles__Label *lb = s->label[k];
 			const char *key = str_at(pr, lb->key);
-			if (!key) {
+			/*
+			 * A string index past the table is malformed, not "no
+			 * string": read as a numeric label it would slip a foreign
+			 * pid past foreign_id_label.
+			 */
+			if (!key || (lb->str && !str_at(pr, lb->str)) ||
+			    (lb->num_unit && !str_at(pr, lb->num_unit))) {
 				r = -EBADMSG;
 				goto out;
 			}

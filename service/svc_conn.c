@@ -8,6 +8,12 @@
  *     accepted and closed at once (logged, rate-limited to one line per cap).
  *   max_queued_msgs: a peer that does not read its messages is closed.
  *   packet size (wire.h): the peer is closed, with one log line.
+ *   out of fds (EMFILE/ENFILE on accept): the listener pauses for
+ *     CONN_ACCEPT_PAUSE_MS, one log line per pause; connections wait in the
+ *     listen backlog (and connect() fails with EAGAIN once it is full).
+ *     At start the soft RLIMIT_NOFILE is raised to fit max_clients +
+ *     max_runtimes + CONN_FD_RESERVE, so this only happens when the hard
+ *     limit is lower than that.
  *
  * Listening sockets come from systemd socket activation when it passes them
  * (matched by FileDescriptorName= "client"/"runtime", else by path), and are
@@ -20,6 +26,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -59,9 +66,14 @@ struct listener {
 	int fd;
 	enum svc_role role;
 	struct event *ev;
+	struct event *ev_resume; /* ends a pause after accept ran out of fds */
 	char path[SVC_SUN_MAX];
 	bool activated;   /* from systemd: the socket unit owns the path */
 };
+
+/* fds besides the peers': databases, listeners, helper pipes and pidfds, raw files. */
+#define CONN_FD_RESERVE 256
+#define CONN_ACCEPT_PAUSE_MS 100
 
 static struct event_base *base;
 static const struct svc_config *cfg;
@@ -548,8 +560,21 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 
 	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0) {
-		if (errno != EAGAIN && errno != EINTR)
-			LOG_W("accept on %s: %s", l->path, strerror(errno));
+		int e = errno;
+		if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+			/*
+			 * The connection stays in the backlog and the listener stays
+			 * readable: accepting again at once would spin (and flood the
+			 * log). Pause; freed fds let it go on.
+			 */
+			struct timeval tv = { 0, CONN_ACCEPT_PAUSE_MS * 1000 };
+			LOG_W("accept on %s: %s; pausing it for %d ms", l->path, strerror(e),
+			      CONN_ACCEPT_PAUSE_MS);
+			event_del(l->ev);
+			evtimer_add(l->ev_resume, &tv);
+		} else if (e != EAGAIN && e != EINTR && e != ECONNABORTED) {
+			LOG_W("accept on %s: %s", l->path, strerror(e));
+		}
 		return;
 	}
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
@@ -608,6 +633,43 @@ fail:
 	close(fd);
 }
 
+static void resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct listener *l = arg;
+	event_add(l->ev, NULL);
+}
+
+/*
+ * Every peer holds an fd: make the soft fd limit fit the connection caps
+ * (service managers start daemons at 1024). Up to the hard limit, or past
+ * it where we may (CAP_SYS_RESOURCE); short of that, say so.
+ */
+static void fit_fd_limit(void)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)cfg->max_clients + cfg->max_runtimes + CONN_FD_RESERVE;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+		return;
+	rlim_t old = rl.rlim_cur;
+	struct rlimit up = { want, rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? rl.rlim_max
+										     : want };
+	if (setrlimit(RLIMIT_NOFILE, &up) < 0) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || getrlimit(RLIMIT_NOFILE, &rl) < 0)
+			rl.rlim_cur = old;
+	} else {
+		rl = up;
+	}
+	if (rl.rlim_cur < want)
+		LOG_W("fd limit %llu is below max_clients + max_runtimes + %d = %llu: connections "
+		      "past it wait until fds are free", (unsigned long long)rl.rlim_cur,
+		      CONN_FD_RESERVE, (unsigned long long)want);
+	else
+		LOG_I("fd limit raised from %llu to %llu for max_clients + max_runtimes",
+		      (unsigned long long)old, (unsigned long long)rl.rlim_cur);
+}
+
 static int listen_on(struct listener *l, const char *path, enum svc_role role)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -649,7 +711,8 @@ static int listen_on(struct listener *l, const char *path, enum svc_role role)
 	/* Any local process may connect; authorisation is by peer uid. */
 	chmod(path, 0666);
 	l->ev = event_new(base, l->fd, EV_READ | EV_PERSIST, accept_cb, l);
-	if (!l->ev)
+	l->ev_resume = evtimer_new(base, resume_cb, l);
+	if (!l->ev || !l->ev_resume)
 		return -ENOMEM;
 	event_add(l->ev, NULL);
 	LOG_I("listening on %s", path);
@@ -739,6 +802,7 @@ int svc_conn_init(struct event_base *b, const struct svc_config *c)
 	cfg = c;
 	listeners[0].fd = listeners[1].fd = -1;
 	listeners[0].activated = listeners[1].activated = false;
+	fit_fd_limit();
 	if ((r = take_activated()) < 0)
 		return r;
 	if (listeners[0].fd < 0 &&
@@ -754,6 +818,9 @@ void svc_conn_fini(void)
 	for (int i = 0; i < 2; i++) {
 		if (listeners[i].ev)
 			event_free(listeners[i].ev);
+		if (listeners[i].ev_resume)
+			event_free(listeners[i].ev_resume);
+		listeners[i].ev_resume = NULL;
 		if (listeners[i].fd >= 0) {
 			close(listeners[i].fd);
 			/* An activated socket's path belongs to its socket unit. */

@@ -29,14 +29,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ft_parse.h"
 #include "perfetto_trace.pb-c.h"
 #include "util.h"
 
 #define EXIT_NOTRACEFS 69
 #define EXIT_OTHER 70
-#define BUNDLE_MAX 512           /* events per FtraceEventBundle packet */
 #define MAX_CPUS 1024
-#define LINE_MAX_LEN 4096
 #define SEQ_ID_KERNEL 1          /* the kernel data's packet sequence */
 
 static char inst[512];
@@ -141,28 +140,11 @@ static void out_packet(struct out *o, const Perfetto__Protos__TracePacket *p)
 	}
 }
 
-/* One pending bundle per CPU; events own their strings until flushed. */
-struct bundle {
-	Perfetto__Protos__FtraceEvent ev[BUNDLE_MAX];
-	union {
-		Perfetto__Protos__SchedSwitchFtraceEvent sw;
-		Perfetto__Protos__SchedWakingFtraceEvent wk;
-		Perfetto__Protos__SchedProcessForkFtraceEvent fk;
-		Perfetto__Protos__SchedProcessExecFtraceEvent ex;
-		Perfetto__Protos__SchedProcessExitFtraceEvent xt;
-		Perfetto__Protos__TaskRenameFtraceEvent rn;
-		Perfetto__Protos__MarkVictimFtraceEvent mv;
-	} body[BUNDLE_MAX];
-	char strs[BUNDLE_MAX][2][64];
-	Perfetto__Protos__FtraceEvent *ptrs[BUNDLE_MAX];
-	unsigned n;
-};
-
-static struct bundle *bundles[MAX_CPUS];
+static struct ft_bundle *bundles[MAX_CPUS];
 
 static void flush_bundle(struct out *o, unsigned cpu)
 {
-	struct bundle *b = bundles[cpu];
+	struct ft_bundle *b = bundles[cpu];
 	if (!b || !b->n)
 		return;
 	Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
@@ -182,222 +164,6 @@ static void flush_bundle(struct out *o, unsigned cpu)
 }
 
 /* ---------------------------------------------------------- parsing */
-
-/* The last " key=" in [s, end), or NULL. */
-static const char *rfind(const char *s, const char *end, const char *key)
-{
-	size_t k = strlen(key);
-	for (const char *p = end - (ptrdiff_t)k; p >= s; p--)
-		if (memcmp(p, key, k) == 0)
-			return p;
-	return NULL;
-}
-
-static bool num_after(const char *p, const char *key, long *v)
-{
-	char *e;
-	p += strlen(key);
-	errno = 0;
-	*v = strtol(p, &e, 10);
-	return e != p && errno == 0;
-}
-
-/* Copy [a, b) into dst (64 bytes), NUL-terminated. */
-static char *span(char *dst, const char *a, const char *b)
-{
-	size_t n = b > a ? (size_t)(b - a) : 0;
-	if (n > 63)
-		n = 63;
-	memcpy(dst, a, n);
-	dst[n] = '\0';
-	return dst;
-}
-
-struct parsed {
-	unsigned cpu;
-	long pid;
-	uint64_t ts;
-	const char *event, *fields, *end;
-};
-
-/* "<comm>-<pid> [<cpu>] <flags> <secs>.<usecs>: <event>: <fields>" */
-static bool parse_header(char *line, struct parsed *pr)
-{
-	char *br = NULL;
-	for (char *p = line; (p = strstr(p, " [")) != NULL; p++) {
-		char *q = p + 2;
-		while (*q >= '0' && *q <= '9')
-			q++;
-		if (q > p + 2 && *q == ']') {
-			br = p;
-			break;
-		}
-	}
-	if (!br)
-		return false;
-	/* pid: the digits right before " [", after the task name's last '-'. */
-	char *d = br;
-	while (d > line && d[-1] == ' ')
-		d--;
-	char *ds = d;
-	while (ds > line && ds[-1] >= '0' && ds[-1] <= '9')
-		ds--;
-	if (ds == d || ds == line || ds[-1] != '-')
-		return false;
-	pr->pid = strtol(ds, NULL, 10);
-	pr->cpu = (unsigned)strtoul(br + 2, NULL, 10);
-	char *p = strchr(br, ']') + 1;
-	while (*p == ' ')
-		p++;
-	while (*p && *p != ' ')
-		p++; /* flags */
-	while (*p == ' ')
-		p++;
-	char *e;
-	unsigned long long secs = strtoull(p, &e, 10);
-	if (e == p || *e != '.')
-		return false;
-	char *u = e + 1;
-	unsigned long long frac = strtoull(u, &e, 10);
-	int digits = (int)(e - u);
-	if (digits <= 0 || digits > 9 || *e != ':')
-		return false;
-	for (int i = digits; i < 9; i++)
-		frac *= 10;
-	pr->ts = secs * 1000000000ull + frac;
-	p = e + 1;
-	while (*p == ' ')
-		p++;
-	char *colon = strstr(p, ": ");
-	if (!colon)
-		return false;
-	*colon = '\0';
-	pr->event = p;
-	pr->fields = colon + 2;
-	pr->end = pr->fields + strlen(pr->fields);
-	return true;
-}
-
-static bool parse_event(struct bundle *b, struct parsed *pr)
-{
-	unsigned i = b->n;
-	Perfetto__Protos__FtraceEvent *ev = &b->ev[i];
-	const char *f = pr->fields, *end = pr->end;
-	long v1, v2, v3;
-
-	perfetto__protos__ftrace_event__init(ev);
-	ev->has_timestamp = 1;
-	ev->timestamp = pr->ts;
-	ev->has_pid = 1;
-	ev->pid = (uint32_t)pr->pid;
-	if (!strcmp(pr->event, "sched_switch")) {
-		Perfetto__Protos__SchedSwitchFtraceEvent *s = &b->body[i].sw;
-		perfetto__protos__sched_switch_ftrace_event__init(s);
-		const char *np = rfind(f, end, " next_prio="), *npid, *nc, *arrow, *ps, *pp, *ppid;
-		if (!np || !(npid = rfind(f, np, " next_pid=")) || !(nc = rfind(f, npid, " next_comm=")) ||
-		    !(arrow = rfind(f, nc + 1, " ==>")) || !(ps = rfind(f, arrow, " prev_state=")) ||
-		    !(pp = rfind(f, ps, " prev_prio=")) || !(ppid = rfind(f, pp, " prev_pid=")) ||
-		    strncmp(f, "prev_comm=", 10) != 0)
-			return false;
-		if (!num_after(np, " next_prio=", &v1) || !num_after(npid, " next_pid=", &v2) ||
-		    !num_after(pp, " prev_prio=", &v3))
-			return false;
-		s->has_next_prio = 1; s->next_prio = (int32_t)v1;
-		s->has_next_pid = 1; s->next_pid = (int32_t)v2;
-		s->has_prev_prio = 1; s->prev_prio = (int32_t)v3;
-		if (!num_after(ppid, " prev_pid=", &v1))
-			return false;
-		s->has_prev_pid = 1; s->prev_pid = (int32_t)v1;
-		s->next_comm = span(b->strs[i][0], nc + 11, npid);
-		s->prev_comm = span(b->strs[i][1], f + 10, ppid);
-		/* prev_state letters back to the kernel's TASK_* bits (R = 0). */
-		s->has_prev_state = 1;
-		s->prev_state = 0;
-		for (const char *q = ps + 12; *q && *q != ' '; q++) {
-			const char *letters = "SDTtXZPI";
-			const char *hit = strchr(letters, *q);
-			if (hit && *q)
-				s->prev_state |= *q == 'I' ? 0x402 : 1 << (hit - letters);
-		}
-		ev->event_case = PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_SWITCH;
-		ev->sched_switch = s;
-	} else if (!strcmp(pr->event, "sched_waking")) {
-		Perfetto__Protos__SchedWakingFtraceEvent *s = &b->body[i].wk;
-		perfetto__protos__sched_waking_ftrace_event__init(s);
-		const char *tc = rfind(f, end, " target_cpu="), *pr_, *pd;
-		if (!tc || !(pr_ = rfind(f, tc, " prio=")) || !(pd = rfind(f, pr_, " pid=")) ||
-		    strncmp(f, "comm=", 5) != 0 || !num_after(pd, " pid=", &v1) ||
-		    !num_after(tc, " target_cpu=", &v2) || !num_after(pr_, " prio=", &v3))
-			return false;
-		s->has_pid = 1; s->pid = (int32_t)v1;
-		s->has_target_cpu = 1; s->target_cpu = (int32_t)v2;
-		s->has_prio = 1; s->prio = (int32_t)v3;
-		s->comm = span(b->strs[i][0], f + 5, pd);
-		ev->event_case = PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_WAKING;
-		ev->sched_waking = s;
-	} else if (!strcmp(pr->event, "sched_process_fork")) {
-		Perfetto__Protos__SchedProcessForkFtraceEvent *s = &b->body[i].fk;
-		perfetto__protos__sched_process_fork_ftrace_event__init(s);
-		const char *cp = rfind(f, end, " child_pid="), *cc, *pd;
-		if (!cp || !(cc = rfind(f, cp, " child_comm=")) || !(pd = rfind(f, cc, " pid=")) ||
-		    strncmp(f, "comm=", 5) != 0 || !num_after(cp, " child_pid=", &v1) ||
-		    !num_after(pd, " pid=", &v2))
-			return false;
-		s->has_child_pid = 1; s->child_pid = (int32_t)v1;
-		s->has_parent_pid = 1; s->parent_pid = (int32_t)v2;
-		s->child_comm = span(b->strs[i][0], cc + 12, cp);
-		s->parent_comm = span(b->strs[i][1], f + 5, pd);
-		ev->event_case = PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_PROCESS_FORK;
-		ev->sched_process_fork = s;
-	} else if (!strcmp(pr->event, "sched_process_exec")) {
-		Perfetto__Protos__SchedProcessExecFtraceEvent *s = &b->body[i].ex;
-		perfetto__protos__sched_process_exec_ftrace_event__init(s);
-		const char *op = rfind(f, end, " old_pid="), *pd;
-		if (!op || !(pd = rfind(f, op, " pid=")) || strncmp(f, "filename=", 9) != 0 ||
-		    !num_after(op, " old_pid=", &v1) || !num_after(pd, " pid=", &v2))
-			return false;
-		s->has_old_pid = 1; s->old_pid = (int32_t)v1;
-		s->has_pid = 1; s->pid = (int32_t)v2;
-		s->filename = span(b->strs[i][0], f + 9, pd);
-		ev->event_case = PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_PROCESS_EXEC;
-		ev->sched_process_exec = s;
-	} else if (!strcmp(pr->event, "sched_process_exit")) {
-		Perfetto__Protos__SchedProcessExitFtraceEvent *s = &b->body[i].xt;
-		perfetto__protos__sched_process_exit_ftrace_event__init(s);
-		const char *pr_ = rfind(f, end, " prio="), *pd;
-		if (!pr_ || !(pd = rfind(f, pr_, " pid=")) || strncmp(f, "comm=", 5) != 0 ||
-		    !num_after(pd, " pid=", &v1))
-			return false;
-		s->has_pid = 1; s->pid = (int32_t)v1;
-		s->comm = span(b->strs[i][0], f + 5, pd);
-		ev->event_case = PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_PROCESS_EXIT;
-		ev->sched_process_exit = s;
-	} else if (!strcmp(pr->event, "task_rename")) {
-		Perfetto__Protos__TaskRenameFtraceEvent *s = &b->body[i].rn;
-		perfetto__protos__task_rename_ftrace_event__init(s);
-		const char *oom = rfind(f, end, " oom_score_adj="), *nc, *oc;
-		if (!oom || !(nc = rfind(f, oom, " newcomm=")) || !(oc = rfind(f, nc, " oldcomm=")) ||
-		    strncmp(f, "pid=", 4) != 0 || !num_after(f - 1, " pid=", &v1))
-			return false;
-		s->has_pid = 1; s->pid = (int32_t)v1;
-		s->oldcomm = span(b->strs[i][0], oc + 9, nc);
-		s->newcomm = span(b->strs[i][1], nc + 9, oom);
-		ev->event_case = PERFETTO__PROTOS__FTRACE_EVENT__EVENT_TASK_RENAME;
-		ev->task_rename = s;
-	} else if (!strcmp(pr->event, "mark_victim")) {
-		Perfetto__Protos__MarkVictimFtraceEvent *s = &b->body[i].mv;
-		perfetto__protos__mark_victim_ftrace_event__init(s);
-		if (strncmp(f, "pid=", 4) != 0 || !num_after(f - 1, " pid=", &v1))
-			return false;
-		s->has_pid = 1; s->pid = (int32_t)v1;
-		ev->event_case = PERFETTO__PROTOS__FTRACE_EVENT__EVENT_MARK_VICTIM;
-		ev->mark_victim = s;
-	} else {
-		return false;
-	}
-	b->n++;
-	return true;
-}
 
 static int enable_events(void)
 {
@@ -485,12 +251,12 @@ int main(int argc, char **argv)
 		return EXIT_OTHER;
 	}
 	struct out *o = calloc(1, sizeof(*o));
-	char *line = malloc(LINE_MAX_LEN);
+	char *line = malloc(FT_LINE_MAX);
 	uint64_t events = 0, unparsed = 0, lost = 0;
 	unsigned maxcpu = 0;
 	if (!o || !line)
 		return EXIT_OTHER;
-	while (fgets(line, LINE_MAX_LEN, f)) {
+	while (fgets(line, FT_LINE_MAX, f)) {
 		if (line[0] == '#')
 			continue;
 		char *nl = strchr(line, '\n');
@@ -500,22 +266,22 @@ int main(int argc, char **argv)
 			lost++;
 			continue;
 		}
-		struct parsed pr;
-		if (!parse_header(line, &pr) || pr.cpu >= MAX_CPUS) {
+		struct ft_line pr;
+		if (ft_parse_header(line, &pr) < 0 || pr.cpu >= MAX_CPUS) {
 			if (line[0])
 				unparsed++;
 			continue;
 		}
-		if (!bundles[pr.cpu] && !(bundles[pr.cpu] = calloc(1, sizeof(struct bundle))))
+		if (!bundles[pr.cpu] && !(bundles[pr.cpu] = calloc(1, sizeof(struct ft_bundle))))
 			return EXIT_OTHER;
-		if (!parse_event(bundles[pr.cpu], &pr)) {
+		if (ft_parse_event(bundles[pr.cpu], &pr) < 0) {
 			unparsed++;
 			continue;
 		}
 		events++;
 		if (pr.cpu > maxcpu)
 			maxcpu = pr.cpu;
-		if (bundles[pr.cpu]->n == BUNDLE_MAX)
+		if (bundles[pr.cpu]->n == FT_BUNDLE_MAX)
 			flush_bundle(o, pr.cpu);
 	}
 	fclose(f);
