@@ -32,5 +32,21 @@ for jdk in $JDKS; do
 	n=$(grep -c "Java heap exhausted" "$T/oom-$name.err")
 	[ "$n" -eq 1 ] || fail "$name: $n holds in one 60 s window, want 1"
 done
+
+# -XX:+ExitOnOutOfMemoryError exits inside HotSpot's OOM report, before
+# ResourceExhausted is posted: no event, no hold (docs/JVMTI.md).
+jdk=${JDKS# }; jdk=${jdk%% *}
+rm -f "$T/go"
+jvm_start "$jdk" oom-exit -Xmx32m -XX:+ExitOnOutOfMemoryError \
+	"-agentpath:$AGENT=socket=$RUNTIME_SOCKET,oom_hold_ms=1500,debug=1" -cp "$CLASSES" OomFill "$T/go"
+wait_runtime "$JPID"
+touch "$T/go"
+rc=0
+wait "$JPID" || rc=$?
+echo "with -XX:+ExitOnOutOfMemoryError: exit $rc"
+[ "$rc" -eq 3 ] || { tail "$T/oom-exit.err"; fail "ExitOnOutOfMemoryError: exit $rc, want 3"; }
+! grep -q "pid $JPID reports an allocation failure" "$T/daemon.log" ||
+	fail "ExitOnOutOfMemoryError: the event reached the daemon after all (update docs/JVMTI.md)"
+! grep -q "Java heap exhausted" "$T/oom-exit.err" || fail "ExitOnOutOfMemoryError: the agent held"
 stop_daemon
 pass "Java OOM events reach the daemon, holds are released, JVMs exit, on:$JDKS"
