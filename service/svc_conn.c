@@ -440,8 +440,15 @@ static int runtime_hello(struct svc_conn *c, const Pd__RuntimeMsg *m)
 		return -EEXIST;
 	}
 	svc_conn_set_runtime(c, parse_caps(m->hello));
-	LOG_I("runtime up: pid %d uid %u kind %s caps 0x%x", (int)c->pid, (unsigned)c->uid,
-	      m->hello->runtime, c->caps);
+	/* What the runtime would offer but could not get (a JVMTI capability). */
+	char missing[WIRE_MAX_CAPS * 33 + 2] = "";
+	for (size_t i = 0; i < m->hello->n_missing; i++) {
+		size_t len = strlen(missing);
+		util_fmt(missing + len, sizeof(missing) - len, "%s%s", i ? "," : "",
+			 m->hello->missing[i]);
+	}
+	LOG_I("runtime up: pid %d uid %u kind %s caps 0x%x missing %s", (int)c->pid,
+	      (unsigned)c->uid, m->hello->runtime, c->caps, missing[0] ? missing : "-");
 	ack.version = PROF_API_VERSION;
 	out.msg_case = PD__DAEMON_TO_RUNTIME__MSG_HELLO_ACK;
 	out.hello_ack = &ack;

@@ -42,8 +42,8 @@ struct jvh_site {
 	uint64_t hash;
 	uint32_t nframes;
 	bool used;
-	char cls[128];
-	jvmtiFrameInfo frames[JVH_MAX_FRAMES];
+	char *cls;               /* malloc'd with the frames, at first use */
+	jvmtiFrameInfo *frames;
 	double alloc_objects, alloc_bytes;
 	_Atomic int64_t inuse_objects_fp, inuse_bytes_fp;
 };
@@ -85,6 +85,9 @@ int jvh_start(uint32_t interval_bytes)
 	/* A new generation first: frees of older tags no longer touch the table. */
 	atomic_store(&H_gen, (atomic_load(&H_gen) + 1) & 0xfff);
 	for (uint32_t i = 0; i < JVH_TAB_CAP; i++) {
+		free(H_tab[i].frames);
+		H_tab[i].frames = NULL;
+		H_tab[i].cls = NULL;
 		H_tab[i].used = false;
 		H_tab[i].alloc_objects = H_tab[i].alloc_bytes = 0;
 		atomic_store(&H_tab[i].inuse_objects_fp, 0);
@@ -162,24 +165,27 @@ void JNICALL jvh_on_alloc(jvmtiEnv *j, JNIEnv *jni, jthread thread, jobject obje
 	pthread_mutex_lock(&H_lock);
 	if (!atomic_load(&H_on))
 		goto out;
-	H_st.samples++;
 	for (uint32_t i = (uint32_t)h & (JVH_TAB_CAP - 1);; i = (i + 1) & (JVH_TAB_CAP - 1)) {
 		struct jvh_site *s = &H_tab[i];
 		if (!s->used) {
-			if (H_nsites >= JVH_MAX_SITES) {
+			size_t clen = strlen(cls) + 1, flen = (size_t)n * sizeof(f[0]);
+			/* One block: the frames, then the class name. */
+			if (H_nsites >= JVH_MAX_SITES || !(s->frames = malloc(flen + clen))) {
 				H_st.dropped++;
 				goto out;
 			}
 			s->used = true;
 			s->hash = h;
 			s->nframes = (uint32_t)n;
-			memcpy(s->frames, f, (size_t)n * sizeof(f[0]));
-			memcpy(s->cls, cls, sizeof(cls));
+			memcpy(s->frames, f, flen);
+			s->cls = (char *)s->frames + flen;
+			memcpy(s->cls, cls, clen);
 			H_nsites++;
 		} else if (s->hash != h || s->nframes != (uint32_t)n || strcmp(s->cls, cls) ||
 			   memcmp(s->frames, f, (size_t)n * sizeof(f[0]))) {
 			continue;
 		}
+		H_st.samples++;
 		s->alloc_objects += w;
 		s->alloc_bytes += w * (double)sz;
 		site = (int32_t)i;

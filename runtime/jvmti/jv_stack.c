@@ -176,7 +176,6 @@ static uint64_t stack_hash(uint32_t slot, const jvmtiFrameInfo *f, jint n)
 
 static void record(uint32_t slot, const jvmtiFrameInfo *f, jint n, uint64_t value_ns)
 {
-	S.st.samples++;
 	uint64_t h = stack_hash(slot, f, n);
 	for (uint32_t i = (uint32_t)h & (JVS_TAB_CAP - 1);; i = (i + 1) & (JVS_TAB_CAP - 1)) {
 		struct jvs_stack *s = &S.tab[i];
@@ -193,12 +192,14 @@ static void record(uint32_t slot, const jvmtiFrameInfo *f, jint n, uint64_t valu
 			s->count = 1;
 			s->value_ns = value_ns;
 			S.nstacks++;
+			S.st.samples++;
 			return;
 		}
 		if (s->hash == h && s->slot == slot && s->nframes == (uint32_t)n &&
 		    !memcmp(s->frames, f, (size_t)n * sizeof(*f))) {
 			s->count++;
 			s->value_ns += value_ns;
+			S.st.samples++;
 			return;
 		}
 	}
@@ -225,7 +226,7 @@ static bool want(uint32_t slot, jthread t, jint state, uint64_t *value_ns)
 	jlong last = th->last_cpu;
 	th->last_cpu = cpu;
 	if (last < 0)
-		return true; /* first sight: one interval */
+		return false; /* first sight: no baseline yet to tell running from waiting */
 	if (cpu <= last)
 		return false;
 	*value_ns = (uint64_t)(cpu - last);

@@ -36,7 +36,19 @@ for jdk in $JDKS; do
 	# Loaded at start.
 	jvm_start "$jdk" "hc-$name" "-agentpath:$AGENT=socket=$RUNTIME_SOCKET" -cp "$CLASSES" HotCold 60
 	wait_runtime "$JPID"
-	grep "runtime up: pid $JPID " "$T/daemon.log" | grep -q "kind jvm" || fail "$name: hello is not kind jvm"
+	# Capabilities: stack_sampling always; heap_profile and trace_ring either
+	# granted (caps bits 0x2, 0x8) or listed as missing, never assumed.
+	line=$(grep "runtime up: pid $JPID " "$T/daemon.log" | head -1)
+	echo "$name: $line"
+	[[ $line =~ kind\ jvm\ caps\ 0x([0-9a-f]+)\ missing\ ([a-z_,-]+) ]] || fail "$name: hello line: $line"
+	caps=$((16#${BASH_REMATCH[1]})) missing=${BASH_REMATCH[2]}
+	[ $((caps & 4)) -ne 0 ] || fail "$name: no stack_sampling in the hello"
+	[ $((caps & 1)) -eq 0 ] || fail "$name: the agent announced heap_dump (the daemon takes those by attach)"
+	for c in heap_profile:2 trace_ring:8; do
+		if [ $((caps & ${c#*:})) -eq 0 ] && [[ ,$missing, != *,${c%:*},* ]]; then
+			fail "$name: ${c%:*} neither granted nor missing"
+		fi
+	done
 	out=$("$BUILD/tests/integration/it_request" --pid "$JPID" --type stack --duration-ms 3000 --hz 100) ||
 		fail "$name: stack capture through the daemon failed"
 	check_profile "$out" "$JPID" "$name -agentpath"

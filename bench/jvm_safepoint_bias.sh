@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# bench/jvm_safepoint_bias: how much of a Java thread's time each sampling
+# method gives a long counted loop without calls (countedLoop) and a loop of
+# calls (withCalls), against the shares the workload measured itself
+# (tests/java/SafepointBias.java). Samplers: the agent's per-thread
+# GetStackTrace (default) and GetAllStackTraces (sampler=all); JVMs with
+# C2's counted-loop polls (default) and without (-XX:-UseCountedLoopSafepoints).
+# Prints a table; asserts nothing.
+#   usage: bench/jvm_safepoint_bias [BUILD_DIR] [SECONDS] [JDK_HOME]
+set -euo pipefail
+BUILD=$(cd "${1:-$(dirname "$0")/..}" && pwd)
+[ -x "$BUILD/service/profilingd" ] || BUILD=$(cd "$BUILD/build" && pwd)
+SECS=${2:-6}
+JDK=${3:-/usr/lib/jvm/java-17-openjdk-amd64}
+AGENT=$BUILD/runtime/jvmti/libprofiling_jvmti.so
+CLASSES=$BUILD/tests/java
+[ -f "$AGENT" ] && [ -f "$CLASSES/SafepointBias.class" ] && [ -x "$JDK/bin/java" ] ||
+	{ echo "jvm_safepoint_bias: needs $AGENT, $CLASSES/SafepointBias.class and $JDK"; exit 0; }
+command -v go > /dev/null || { echo "jvm_safepoint_bias: needs go (go tool pprof)"; exit 0; }
+T=$(mktemp -d /tmp/pd-bench.XXXXXX)
+export HOME=${HOME:-$T} GOCACHE=${GOCACHE:-$T/gocache}
+printf '[ratelimit]\nhour_app_cap = 100000\nhour_system_cap = 100000\nday_app_cap = 100000\nday_system_cap = 100000\nweek_app_cap = 100000\nweek_system_cap = 100000\n' > "$T/bench.conf"
+"$BUILD/service/profilingd" -f -d -c "$T/bench.conf" -S "$T/state" --client-socket "$T/c.sock" \
+	--runtime-socket "$T/r.sock" > "$T/daemon.log" 2>&1 &
+DPID=$!
+trap 'kill $DPID 2>/dev/null; wait $DPID 2>/dev/null; rm -rf "$T"' EXIT
+for _ in $(seq 100); do [ -S "$T/c.sock" ] && [ -S "$T/r.sock" ] && break; sleep 0.05; done
+export PROFILINGD_SOCKET=$T/c.sock
+
+# cum% of a function in go tool pprof -top (0 when absent).
+cum() { awk -v f="$2" '$NF == f { sub("%", "", $5); print $5; found=1 } END { if (!found) print 0 }' "$1"; }
+
+printf '%-30s %-7s %12s %10s %7s  %-26s %s\n' "JVM flags" sampler countedLoop withCalls samples "top flat function" "measured by the workload"
+for flags in "" "-XX:-UseCountedLoopSafepoints"; do
+	for sampler in thread all; do
+		"$JDK/bin/java" $flags "-agentpath:$AGENT=socket=$T/r.sock,sampler=$sampler" \
+			-cp "$CLASSES" SafepointBias "$SECS" > "$T/out.txt" &
+		JP=$!
+		for _ in $(seq 300); do grep -q "runtime up: pid $JP " "$T/daemon.log" && break; sleep 0.05; done
+		sleep 1 # past the JIT's first compilations
+		res=$("$BUILD/tests/integration/it_request" --pid "$JP" --type stack --hz 100 \
+			--duration-ms $(( (SECS - 2) * 1000 ))) || res=
+		wait "$JP"
+		truth=$(sed -n 's/^truth //p' "$T/out.txt")
+		if [ -z "$res" ]; then
+			printf '%-30s %-7s capture failed\n' "${flags:-(default)}" "$sampler"
+			continue
+		fi
+		go tool pprof -top "$res" > "$T/top.txt" 2>/dev/null
+		n=$(grep -c . "$T/top.txt" || true)
+		samples=$(go tool pprof -raw "$res" 2>/dev/null | awk '/^Samples:/ { on=1; next } on && /^ *[0-9]+ / { s += $1 } END { print s + 0 }')
+		top=$(awk '/flat%/ { getline; print $2 " " $NF; exit }' "$T/top.txt")
+		printf '%-30s %-7s %11s%% %9s%% %7s  %-26s %s\n' "${flags:-(default)}" "$sampler" \
+			"$(cum "$T/top.txt" SafepointBias.countedLoop)" "$(cum "$T/top.txt" SafepointBias.withCalls)" \
+			"$samples" "$top" "$truth"
+	done
+done

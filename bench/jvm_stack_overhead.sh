@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# bench/jvm_stack_overhead: a Java workload (tests/java/JvmBench.java, 2
+# threads, hot:cold 3:1) unprofiled vs sampled at 100 Hz by the JVMTI agent
+# through the daemon, alternating runs in one invocation. Prints the rates
+# and the slowdown. Not a test: it asserts nothing.
+#   usage: bench/jvm_stack_overhead [BUILD_DIR] [SECONDS] [PAIRS] [JDK_HOME]
+set -euo pipefail
+BUILD=$(cd "${1:-$(dirname "$0")/..}" && pwd)
+[ -x "$BUILD/service/profilingd" ] || BUILD=$(cd "$BUILD/build" && pwd)
+SECS=${2:-5}
+PAIRS=${3:-3}
+JDK=${4:-/usr/lib/jvm/java-17-openjdk-amd64}
+AGENT=$BUILD/runtime/jvmti/libprofiling_jvmti.so
+CLASSES=$BUILD/tests/java
+[ -f "$AGENT" ] && [ -f "$CLASSES/JvmBench.class" ] && [ -x "$JDK/bin/java" ] ||
+	{ echo "jvm_stack_overhead: needs $AGENT, $CLASSES/JvmBench.class and $JDK"; exit 0; }
+T=$(mktemp -d /tmp/pd-bench.XXXXXX)
+printf '[ratelimit]\nhour_app_cap = 100000\nhour_system_cap = 100000\nday_app_cap = 100000\nday_system_cap = 100000\nweek_app_cap = 100000\nweek_system_cap = 100000\n' > "$T/bench.conf"
+"$BUILD/service/profilingd" -f -d -c "$T/bench.conf" -S "$T/state" --client-socket "$T/c.sock" \
+	--runtime-socket "$T/r.sock" > "$T/daemon.log" 2>&1 &
+DPID=$!
+trap 'kill $DPID 2>/dev/null; wait $DPID 2>/dev/null; rm -rf "$T"' EXIT
+for _ in $(seq 100); do [ -S "$T/c.sock" ] && [ -S "$T/r.sock" ] && break; sleep 0.05; done
+export PROFILINGD_SOCKET=$T/c.sock
+
+rate() { sed -n 's/^work_rate=//p' "$1"; }
+crate() { sed -n 's/^cpu_rate=//p' "$1"; }
+un=() pr=() cun=() cpr=()
+for i in $(seq "$PAIRS"); do
+	"$JDK/bin/java" "-agentpath:$AGENT=socket=$T/r.sock" -cp "$CLASSES" JvmBench "$SECS" 2 > "$T/p.txt" &
+	JP=$!
+	for _ in $(seq 300); do grep -q "runtime up: pid $JP " "$T/daemon.log" && break; sleep 0.05; done
+	# Started at the hello, the capture covers the 2 s warm-up and the
+	# measured window; the workload's 2 s tail covers a late start.
+	"$BUILD/tests/integration/it_request" --pid "$JP" --type stack --hz 100 \
+		--duration-ms $(( (SECS + 2) * 1000 + 500 )) > "$T/res.txt" 2>&1 || echo "  (capture failed: $(cat "$T/res.txt"))"
+	wait "$JP"
+	pr+=("$(rate "$T/p.txt")")
+	cpr+=("$(crate "$T/p.txt")")
+	sleep 1 # the daemon's redaction of the capture is over
+	"$JDK/bin/java" -cp "$CLASSES" JvmBench "$SECS" 2 > "$T/u.txt"
+	un+=("$(rate "$T/u.txt")")
+	cun+=("$(crate "$T/u.txt")")
+	sleep 1
+	echo "pair $i: unprofiled ${un[-1]} rounds/s (${cun[-1]} per CPU s), profiled ${pr[-1]} rounds/s (${cpr[-1]} per CPU s)"
+done
+median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+mu=$(median "${un[@]}")
+mp=$(median "${pr[@]}")
+cu=$(median "${cun[@]}")
+cp=$(median "${cpr[@]}")
+awk -v u="$mu" -v p="$mp" -v cu="$cu" -v cp="$cp" -v s="$SECS" -v n="$PAIRS" -v j="$(basename "$JDK")" 'BEGIN {
+	printf "jvm_stack_overhead (%s): median of %d x %d s, 2 threads, 100 Hz\n", j, n, s
+	printf "  wall clock:  unprofiled %.1f rounds/s, profiled %.1f rounds/s, slowdown %.2f %%\n", u, p, (u / p - 1) * 100
+	printf "  process CPU: unprofiled %.1f rounds/CPU s, profiled %.1f rounds/CPU s, cost %.2f %%\n", cu, cp, (cu / cp - 1) * 100
+	printf "  (on a shared machine the wall-clock rate follows the load; the CPU rate counts the agent thread too)\n"
+}'
