@@ -23,7 +23,7 @@ for jdk in $JDKS; do
 	[ -n "$rc" ] || fail "$name: the JVM did not exit after its OOM (hold not released?)"
 	echo "$name: JVM exited with $rc"
 	grep -q "OutOfMemoryError" "$T/oom-$name.err" || { tail "$T/oom-$name.err"; fail "$name: no OutOfMemoryError"; }
-	grep -q "pid $JPID reports an allocation failure" "$T/daemon.log" ||
+	grep -q "JVM pid $JPID ran out of Java heap" "$T/daemon.log" ||
 		fail "$name: the daemon never heard of the OOM"
 	grep -q "Java heap exhausted" "$T/oom-$name.err" || fail "$name: the agent did not hold the OOM"
 	how=$(sed -n 's/.*OOM hold released: //p' "$T/oom-$name.err" | head -1)
@@ -45,7 +45,7 @@ rc=0
 wait "$JPID" || rc=$?
 echo "with -XX:+ExitOnOutOfMemoryError: exit $rc"
 [ "$rc" -eq 3 ] || { tail "$T/oom-exit.err"; fail "ExitOnOutOfMemoryError: exit $rc, want 3"; }
-! grep -q "pid $JPID reports an allocation failure" "$T/daemon.log" ||
+! grep -q "JVM pid $JPID ran out of Java heap" "$T/daemon.log" ||
 	fail "ExitOnOutOfMemoryError: the event reached the daemon after all (update docs/JVMTI.md)"
 ! grep -q "Java heap exhausted" "$T/oom-exit.err" || fail "ExitOnOutOfMemoryError: the agent held"
 stop_daemon
