@@ -10,8 +10,10 @@
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
+#include "profiling/profiling.h"
 #include "util.h"
 
 static sqlite3 *db;
@@ -67,6 +69,10 @@ static const char *const migrations[] = {
 	" PRIMARY KEY (app, type));"),
 	/* 5: a note on a result, e.g. the OOM kill that followed it. */
 	("ALTER TABLE results ADD COLUMN note TEXT NOT NULL DEFAULT '';"),
+	/* 6: failure results (path ''): a capture the daemon could not finish
+	 * and whose app was never told, queued like a result until acked. */
+	("ALTER TABLE results ADD COLUMN error INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE results ADD COLUMN message TEXT NOT NULL DEFAULT '';"),
 };
 
 /*
@@ -85,10 +91,11 @@ static int db_load_id_limit(void);
 static int db_exec(const char *sql)
 {
 	char *err = NULL;
-	if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
+	int rc = sqlite3_exec(db, sql, NULL, NULL, &err);
+	if (rc != SQLITE_OK) {
 		LOG_E("%s", err ? err : sqlite3_errmsg(db));
 		sqlite3_free(err);
-		return -EIO;
+		return rc == SQLITE_FULL ? -ENOSPC : -EIO;
 	}
 	return 0;
 }
@@ -172,13 +179,11 @@ void svc_db_fini(void)
 	db = NULL;
 }
 
-int svc_db_recover(void)
+/* SQLITE_FULL is the disk (or quota) running out: -ENOSPC, so that the
+ * capture ends with NO_DISK_SPACE rather than UNKNOWN. */
+static int db_errno(int rc)
 {
-	if (db_exec("UPDATE sessions SET state='failed', error=8,"
-		    " message='daemon restarted during the capture'"
-		    " WHERE state='active'") < 0)
-		return -EIO;
-	return sqlite3_changes(db);
+	return rc == SQLITE_FULL ? -ENOSPC : -EIO;
 }
 
 static int db_step_done(sqlite3_stmt *st)
@@ -188,8 +193,98 @@ static int db_step_done(sqlite3_stmt *st)
 		LOG_E("%s", sqlite3_errmsg(db));
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
-	return rc == SQLITE_DONE ? 0 : -EIO;
+	return rc == SQLITE_DONE ? 0 : db_errno(rc);
 }
+
+/*
+ * Captures cut short and never reported to their app (the daemon was
+ * killed or stopped mid-capture) become failure results: a results row
+ * with no file (path ''), error and message set, queued for the app's
+ * result listener like any undelivered result and sent until acked. The
+ * row and the session's end are one transaction, so each cut session is
+ * reported exactly once. id 0: every session still active.
+ */
+static int db_abandon(uint64_t id, const char *message)
+{
+	sqlite3_stmt *ins = NULL, *upd = NULL;
+	uint64_t now = util_now_ns(CLOCK_REALTIME);
+	int r = -EIO, n = 0;
+
+	if (sqlite3_prepare_v2(db, "INSERT INTO results(session_id, uid, type, trigger, path, size,"
+			       " format, start_ns, end_ns, app, error, message)"
+			       " SELECT id, uid, type, trigger, '', 0, '', created_ns, ?1, app, ?2, ?3"
+			       " FROM sessions WHERE state='active' AND (?4 = 0 OR id = ?4)", -1, &ins,
+			       NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db, "UPDATE sessions SET state='failed', error=?2, message=?3,"
+			       " ended_ns=?1 WHERE state='active' AND (?4 = 0 OR id = ?4)", -1, &upd,
+			       NULL) != SQLITE_OK)
+		goto out;
+	for (int i = 0; i < 2; i++) {
+		sqlite3_stmt *st = i ? upd : ins;
+		sqlite3_bind_int64(st, 1, (sqlite3_int64)now);
+		sqlite3_bind_int(st, 2, PROF_E_UNKNOWN);
+		sqlite3_bind_text(st, 3, message, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 4, (sqlite3_int64)id);
+	}
+	if ((r = db_exec("BEGIN IMMEDIATE")) < 0)
+		goto out;
+	int rc = sqlite3_step(ins);
+	if (rc == SQLITE_DONE) {
+		n = sqlite3_changes(db);
+		rc = sqlite3_step(upd);
+	}
+	if (rc != SQLITE_DONE || (r = db_exec("COMMIT")) < 0) {
+		if (rc != SQLITE_DONE)
+			LOG_E("%s", sqlite3_errmsg(db));
+		db_exec("ROLLBACK");
+		r = rc != SQLITE_DONE ? db_errno(rc) : r;
+		goto out;
+	}
+	r = n;
+out:
+	sqlite3_finalize(ins);
+	sqlite3_finalize(upd);
+	return r;
+}
+
+/* Sessions the last recovery failed, for svc_session to sweep their files. */
+#define RECOVERED_MAX 4096
+static struct { uint64_t id; uid_t uid; } recovered[RECOVERED_MAX];
+static unsigned nrecovered;
+
+int svc_db_recover(void)
+{
+	sqlite3_stmt *st;
+	nrecovered = 0;
+	if (sqlite3_prepare_v2(db, "SELECT id, uid FROM sessions WHERE state='active' LIMIT ?", -1,
+			       &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_int(st, 1, RECOVERED_MAX);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		recovered[nrecovered].id = (uint64_t)sqlite3_column_int64(st, 0);
+		recovered[nrecovered].uid = (uid_t)sqlite3_column_int64(st, 1);
+		nrecovered++;
+	}
+	sqlite3_finalize(st);
+	return db_abandon(0, "profilingd restarted during the capture");
+}
+
+int svc_db_recovered(void (*fn)(uint64_t id, uid_t uid, void *ud), void *ud)
+{
+	unsigned n = nrecovered;
+	for (unsigned i = 0; i < n; i++)
+		fn(recovered[i].id, recovered[i].uid, ud);
+	nrecovered = 0;
+	return (int)n;
+}
+
+int svc_db_session_abandon(uint64_t id, const char *message)
+{
+	int r = id ? db_abandon(id, message) : -EINVAL;
+	return r < 0 ? r : 0;
+}
+
+
 
 static int db_load_id_limit(void)
 {
@@ -219,11 +314,57 @@ int svc_db_alloc_id(uint64_t *id)
 	return 0;
 }
 
-int svc_db_session_new(uint64_t id, const char *app, uid_t uid, pid_t pid, uint32_t type,
-		       const char *tag, uint64_t now_ns)
+/*
+ * Session ends that could not be written (the disk was full) are kept and
+ * written before the next session write. At the cap the oldest is dropped
+ * with a log line: a restart would then report that session failed again.
+ */
+#define END_BACKLOG 64
+static struct end_rec {
+	uint64_t id, ns;
+	int error;
+	char state[8];
+	char msg[160];
+} backlog[END_BACKLOG];
+static unsigned nbacklog;
+
+static int session_end_now(uint64_t id, const char *state, int error, const char *message,
+			   uint64_t now_ns)
 {
+	sqlite3_stmt *st = stmt(ST_SESSION_END, "UPDATE sessions SET state=?, error=?, message=?,"
+				" ended_ns=? WHERE id=?");
+	if (!st)
+		return -EIO;
+	sqlite3_bind_text(st, 1, state, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int(st, 2, error);
+	sqlite3_bind_text(st, 3, message ? message : "", -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 4, (sqlite3_int64)now_ns);
+	sqlite3_bind_int64(st, 5, (sqlite3_int64)id);
+	return db_step_done(st);
+}
+
+static void backlog_flush(void)
+{
+	unsigned done = 0;
+	while (done < nbacklog) {
+		struct end_rec *e = &backlog[done];
+		if (session_end_now(e->id, e->state, e->error, e->msg, e->ns) < 0)
+			break;
+		done++;
+	}
+	if (done) {
+		memmove(backlog, backlog + done, (nbacklog - done) * sizeof(backlog[0]));
+		nbacklog -= done;
+		LOG_I("wrote %u delayed session end(s)", done);
+	}
+}
+
+int svc_db_session_new(uint64_t id, const char *app, uid_t uid, pid_t pid, uint32_t type,
+		       uint32_t trigger, const char *tag, uint64_t now_ns)
+{
+	backlog_flush();
 	sqlite3_stmt *st = stmt(ST_SESSION_NEW, "INSERT INTO sessions(id,app,uid,pid,type,tag,"
-				"state,created_ns) VALUES(?,?,?,?,?,?,'active',?)");
+				"state,created_ns,trigger) VALUES(?,?,?,?,?,?,'active',?,?)");
 	if (!st)
 		return -EIO;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
@@ -233,22 +374,30 @@ int svc_db_session_new(uint64_t id, const char *app, uid_t uid, pid_t pid, uint3
 	sqlite3_bind_int64(st, 5, type);
 	sqlite3_bind_text(st, 6, tag ? tag : "", -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 7, (sqlite3_int64)now_ns);
+	sqlite3_bind_int64(st, 8, trigger);
 	return db_step_done(st);
 }
 
 int svc_db_session_end(uint64_t id, const char *state, int error, const char *message,
 		       uint64_t now_ns)
 {
-	sqlite3_stmt *st = stmt(ST_SESSION_END, "UPDATE sessions SET state=?, error=?, message=?,"
-				" ended_ns=? WHERE id=?");
-	if (!st)
-		return -EIO;
-	sqlite3_bind_text(st, 1, state, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 2, error);
-	sqlite3_bind_text(st, 3, message ? message : "", -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(st, 4, (sqlite3_int64)now_ns);
-	sqlite3_bind_int64(st, 5, (sqlite3_int64)id);
-	return db_step_done(st);
+	backlog_flush();
+	int r = session_end_now(id, state, error, message, now_ns);
+	if (r == 0)
+		return 0;
+	if (nbacklog == END_BACKLOG) {
+		LOG_W("session %llu: its end was never recorded (disk full too long)",
+		      (unsigned long long)backlog[0].id);
+		memmove(backlog, backlog + 1, (END_BACKLOG - 1) * sizeof(backlog[0]));
+		nbacklog--;
+	}
+	struct end_rec *e = &backlog[nbacklog++];
+	e->id = id;
+	e->ns = now_ns;
+	e->error = error;
+	util_strlcpy(e->state, state, sizeof(e->state));
+	util_strlcpy(e->msg, message ? message : "", sizeof(e->msg));
+	return r;
 }
 
 int svc_db_result_add(uint64_t session_id, const char *app, uid_t uid, uint32_t type,
@@ -273,6 +422,24 @@ int svc_db_result_add(uint64_t session_id, const char *app, uid_t uid, uint32_t 
 	if (r == 0)
 		*result_id = (uint64_t)sqlite3_last_insert_rowid(db);
 	return r;
+}
+
+int svc_db_result_commit(uint64_t session_id, const char *app, uid_t uid, uint32_t type,
+			 uint32_t trigger, const char *path, uint64_t size, const char *format,
+			 uint64_t start_ns, uint64_t end_ns, uint64_t *result_id)
+{
+	int r;
+	backlog_flush();
+	if ((r = db_exec("BEGIN IMMEDIATE")) < 0)
+		return r;
+	if ((r = svc_db_result_add(session_id, app, uid, type, trigger, path, size, format,
+				   start_ns, end_ns, result_id)) < 0 ||
+	    (r = session_end_now(session_id, "done", 0, NULL, end_ns)) < 0 ||
+	    (r = db_exec("COMMIT")) < 0) {
+		db_exec("ROLLBACK");
+		return r;
+	}
+	return 0;
 }
 
 int svc_db_result_attempt(uint64_t result_id)
@@ -304,7 +471,8 @@ int svc_db_pending(const char *app, uint32_t max_attempts, uint64_t min_end_ns, 
 		   svc_db_result_fn fn, void *ud)
 {
 	sqlite3_stmt *st = stmt(ST_PENDING, "SELECT r.id, r.session_id, r.type, r.path, r.size,"
-				" r.start_ns, COALESCE(s.tag, ''), r.trigger, r.note FROM results r"
+				" r.start_ns, COALESCE(s.tag, ''), r.trigger, r.note, r.error, r.message"
+				" FROM results r"
 				" LEFT JOIN sessions s ON s.id = r.session_id"
 				" WHERE r.app=? AND r.delivered=0 AND r.attempts<? AND r.end_ns>=?"
 				" ORDER BY r.id LIMIT ?");
@@ -328,6 +496,8 @@ int svc_db_pending(const char *app, uint32_t max_attempts, uint64_t min_end_ns, 
 		util_strlcpy(r->tag, (const char *)sqlite3_column_text(st, 6), sizeof(r->tag));
 		r->trigger = (uint32_t)sqlite3_column_int(st, 7);
 		util_strlcpy(r->note, (const char *)sqlite3_column_text(st, 8), sizeof(r->note));
+		r->error = sqlite3_column_int(st, 9);
+		util_strlcpy(r->message, (const char *)sqlite3_column_text(st, 10), sizeof(r->message));
 		n++;
 	}
 	sqlite3_reset(st);
@@ -370,7 +540,8 @@ int svc_db_over_quota(uint64_t max_app_bytes, svc_db_result_fn fn, void *ud)
 	/* Oldest first within each app that is over its quota. */
 	if (sqlite3_prepare_v2(db, "SELECT r.id, r.path, r.size, r.app, t.total FROM results r JOIN"
 			       " (SELECT app, SUM(size) AS total FROM results GROUP BY app"
-			       "  HAVING SUM(size) > ?) t ON t.app = r.app ORDER BY r.app, r.end_ns",
+			       "  HAVING SUM(size) > ?) t ON t.app = r.app WHERE r.size > 0"
+			       " ORDER BY r.app, r.end_ns",
 			       -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)max_app_bytes);

@@ -434,12 +434,172 @@ static int t_cancel(void)
 	return 0;
 }
 
+/* ---- kill -9 of the daemon mid-capture (restart.sh drives these). */
+
+/* A synchronous round trip: everything sent before it (an Ack) is handled. */
+static void sync_daemon(prof_client *c)
+{
+	CHECK(prof_request(c, (enum prof_type)99, NULL, NULL, NULL, NULL, NULL) ==
+	      -PROF_E_INVALID_REQUEST, "round trip");
+}
+
+/* One capture delivered to its requester, whose callback acks it. */
+static int t_capture_acked(void)
+{
+	prof_client *c = connect_app();
+	int rt = fake_runtime((uint32_t)getpid(), 1);
+	struct outcome o = { 0 };
+	struct prof_params p = { .duration_ms = 100 };
+	uint64_t id;
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "acked", on_result, &o, &id) == 0, "refused");
+	serve_capture(rt, NULL, fill_pprof);
+	wait_result(c, &o, 60000);
+	CHECK(o.error == 0, "result %d (%s)", o.error, o.msg);
+	sync_daemon(c);
+	close(rt);
+	prof_close(c);
+	printf("acked %llu\n", (unsigned long long)id);
+	return 0;
+}
+
+/* True once a result file of session id is in dir (<...>_<id>.<ext>). */
+static int result_file_of(const char *dir, uint64_t id)
+{
+	char cmd[4200];
+	snprintf(cmd, sizeof(cmd), "ls '%s' 2>/dev/null | grep -q '_%llu\\.'", dir,
+		 (unsigned long long)id);
+	return system(cmd) == 0;
+}
+
+/* One capture stored while its app is gone: queued for the listener. */
+static int t_capture_queued(void)
+{
+	const char *state = getenv("IT_STATE");
+	char dir[4096];
+	uint64_t sid = 0;
+	int pfd[2];
+	CHECK(state, "IT_STATE unset");
+	snprintf(dir, sizeof(dir), "%s/results/%u", state, (unsigned)getuid());
+	CHECK(pipe(pfd) == 0, "pipe");
+	pid_t child = fork();
+	if (child == 0) {
+		prof_client *c = connect_app();
+		int rt = fake_runtime((uint32_t)getpid(), 1);
+		struct prof_params p = { .duration_ms = 100 };
+		CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "queued", NULL, NULL, NULL) == 0, "refused");
+		serve_capture(rt, &sid, fill_pprof);
+		CHECK(write(pfd[1], &sid, sizeof(sid)) == sizeof(sid), "pipe write");
+		_exit(0);
+	}
+	close(pfd[1]);
+	CHECK(read(pfd[0], &sid, sizeof(sid)) == sizeof(sid), "child failed");
+	waitpid(child, NULL, 0);
+	uint64_t end = util_mono_ms() + 60000;
+	while (!result_file_of(dir, sid) && util_mono_ms() < end)
+		usleep(50000);
+	CHECK(result_file_of(dir, sid), "result %llu never stored", (unsigned long long)sid);
+	printf("queued %llu\n", (unsigned long long)sid);
+	return 0;
+}
+
+/* A capture that never ends: stays connected until the daemon is gone. */
+static int t_inflight(void)
+{
+	prof_client *c = connect_app();
+	int rt = fake_runtime((uint32_t)getpid(), 1);
+	struct prof_params p = { .duration_ms = 60000 };
+	uint64_t id, sid;
+	int fd = -1;
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "inflight", NULL, NULL, &id) == 0, "refused");
+	CHECK(runtime_read(rt, &fd, &sid, 5000) == PD__DAEMON_TO_RUNTIME__MSG_CAPTURE,
+	      "no CaptureRequest");
+	/* Half an artifact, as a real runtime would have when the daemon dies. */
+	CHECK(write(fd, "\x1f\x8b\x08\x00", 4) == 4, "write");
+	printf("inflight %llu\n", (unsigned long long)id);
+	fflush(stdout);
+	CHECK(closed_by_peer(rt, 120000), "the daemon never went away");
+	close(fd);
+	close(rt);
+	prof_close(c);
+	return 0;
+}
+
+struct seen_all {
+	int n;
+	struct { uint64_t id, result_id; int error; char msg[256], path[4096]; } r[16];
+};
+
+static void on_any(const struct prof_result *r, void *ud)
+{
+	struct seen_all *s = ud;
+	if (s->n < 16) {
+		s->r[s->n].id = r->request_id;
+		s->r[s->n].error = r->error;
+		snprintf(s->r[s->n].msg, sizeof(s->r[0].msg), "%s", r->error_message);
+		snprintf(s->r[s->n].path, sizeof(s->r[0].path), "%s", r->path);
+	}
+	s->n++;
+}
+
+static void listen_for(struct seen_all *s, int want, int max_ms, int settle_ms)
+{
+	prof_client *c = connect_app();
+	CHECK(prof_set_result_listener(c, on_any, s) == 0, "listener");
+	uint64_t end = util_mono_ms() + (uint64_t)max_ms;
+	while (s->n < want && util_mono_ms() < end)
+		CHECK(prof_dispatch(c, 100) >= 0, "lost the daemon");
+	/* Anything more (a duplicate) would come right behind. */
+	end = util_mono_ms() + (uint64_t)settle_ms;
+	while (util_mono_ms() < end)
+		prof_dispatch(c, 100);
+	sync_daemon(c); /* the acks are in before we leave */
+	prof_close(c);
+}
+
+/* After the restart: the queued result and the cut capture's failure, once each. */
+static int t_restart_check(uint64_t acked, uint64_t queued, uint64_t inflight)
+{
+	struct seen_all s = { 0 };
+	int got_q = 0, got_f = 0;
+	listen_for(&s, 2, 20000, 1000);
+	for (int i = 0; i < s.n && i < 16; i++) {
+		CHECK(s.r[i].id != acked, "the acknowledged result %llu came again",
+		      (unsigned long long)acked);
+		if (s.r[i].id == queued) {
+			got_q++;
+			CHECK(s.r[i].error == 0, "queued result failed: %d", s.r[i].error);
+			CHECK(access(s.r[i].path, R_OK) == 0, "queued result %s missing", s.r[i].path);
+		} else if (s.r[i].id == inflight) {
+			got_f++;
+			CHECK(s.r[i].error == PROF_E_UNKNOWN, "cut capture: error %d, want UNKNOWN",
+			      s.r[i].error);
+			CHECK(!strcmp(s.r[i].msg, "profilingd restarted during the capture"),
+			      "cut capture: message '%s'", s.r[i].msg);
+			CHECK(!s.r[i].path[0], "a failure with a path: %s", s.r[i].path);
+		} else {
+			CHECK(0, "unexpected result %llu", (unsigned long long)s.r[i].id);
+		}
+	}
+	CHECK(got_q == 1 && got_f == 1 && s.n == 2,
+	      "queued result %d time(s), failure %d time(s), %d results in all (want 1, 1, 2)", got_q,
+	      got_f, s.n);
+	/* Both acknowledged: a new listener gets nothing. */
+	struct seen_all again = { 0 };
+	listen_for(&again, 1, 1500, 0);
+	CHECK(again.n == 0, "%d result(s) delivered again after the acks (first %llu)", again.n,
+	      (unsigned long long)again.r[0].id);
+	printf("after the restart: queued result %llu and the failure of %llu, once each\n",
+	       (unsigned long long)queued, (unsigned long long)inflight);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	runtime_path = getenv("PROFILINGD_RUNTIME_SOCKET");
-	if (argc != 2 || !runtime_path) {
+	if (argc < 2 || !runtime_path) {
 		fprintf(stderr, "usage: PROFILINGD_SOCKET=.. PROFILINGD_RUNTIME_SOCKET=.. it_faults "
-			"invalid|badpeer|runtime-gone|runtime-hang|wrong-pid|no-runtime|cancel|garbage|bomb|queued\n");
+			"invalid|badpeer|runtime-gone|runtime-hang|wrong-pid|no-runtime|cancel|garbage|bomb|queued|\n"
+			"capture-acked|capture-queued|inflight|restart-check ACKED QUEUED INFLIGHT\n");
 		return 2;
 	}
 	const char *t = argv[1];
@@ -453,6 +613,12 @@ int main(int argc, char **argv)
 	if (!strcmp(t, "garbage")) return t_bad_artifact(fill_garbage, "malformed");
 	if (!strcmp(t, "bomb")) return t_bad_artifact(fill_bomb, getenv("IT_WANT"));
 	if (!strcmp(t, "queued")) return t_queued();
+	if (!strcmp(t, "capture-acked")) return t_capture_acked();
+	if (!strcmp(t, "capture-queued")) return t_capture_queued();
+	if (!strcmp(t, "inflight")) return t_inflight();
+	if (!strcmp(t, "restart-check") && argc == 5)
+		return t_restart_check(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10),
+				       strtoull(argv[4], NULL, 10));
 	fprintf(stderr, "unknown scenario %s\n", t);
 	return 2;
 }
