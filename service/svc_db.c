@@ -86,6 +86,20 @@ static uint64_t next_id, id_limit;
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == SVC_DB_SCHEMA_VERSION,
 	       "one migration per schema version");
 
+/*
+ * Session ends that could not be written (the disk was full) are kept and
+ * written before the next session write. At the cap the oldest is dropped
+ * with a log line: a restart would then report that session failed again.
+ */
+#define END_BACKLOG 64
+static struct end_rec {
+	uint64_t id, ns;
+	int error;
+	char state[8];
+	char msg[160];
+} backlog[END_BACKLOG];
+static unsigned nbacklog;
+
 static int db_load_id_limit(void);
 
 static int db_exec(const char *sql)
@@ -168,8 +182,17 @@ int svc_db_init(const char *path)
 	return 0;
 }
 
+static void backlog_flush(void);
+
 void svc_db_fini(void)
 {
+	if (db) {
+		backlog_flush();
+		for (unsigned i = 0; i < nbacklog; i++)
+			LOG_W("session %llu: its end could not be written (%s); the next start reports"
+			      " it as cut short", (unsigned long long)backlog[i].id, backlog[i].msg);
+		nbacklog = 0;
+	}
 	for (int i = 0; i < ST_COUNT; i++) {
 		sqlite3_finalize(stmts[i]);
 		stmts[i] = NULL;
@@ -313,20 +336,6 @@ int svc_db_alloc_id(uint64_t *id)
 	*id = next_id++;
 	return 0;
 }
-
-/*
- * Session ends that could not be written (the disk was full) are kept and
- * written before the next session write. At the cap the oldest is dropped
- * with a log line: a restart would then report that session failed again.
- */
-#define END_BACKLOG 64
-static struct end_rec {
-	uint64_t id, ns;
-	int error;
-	char state[8];
-	char msg[160];
-} backlog[END_BACKLOG];
-static unsigned nbacklog;
 
 static int session_end_now(uint64_t id, const char *state, int error, const char *message,
 			   uint64_t now_ns)

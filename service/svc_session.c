@@ -612,7 +612,9 @@ static void start_redaction(struct session *s)
 	if ((r = app_dir(s, dir, sizeof(dir))) < 0 ||
 	    util_fmt(s->out_path, sizeof(s->out_path), "%s/.tmp-%llu", dir,
 		     (unsigned long long)s->id) < 0) {
-		fail(s, PROF_E_UNKNOWN, "cannot prepare the result directory");
+		s->out_path[0] = '\0';
+		fail(s, r == -ENOSPC || r == -EDQUOT ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN,
+		     "cannot prepare the result directory");
 		return;
 	}
 	/* Root-owned until it is complete; the app cannot see a partial file. */

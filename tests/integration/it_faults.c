@@ -593,13 +593,149 @@ static int t_restart_check(uint64_t acked, uint64_t queued, uint64_t inflight)
 	return 0;
 }
 
+/* ---- Disk full (diskfull.sh mounts a small tmpfs as the state dir). */
+
+static char filler[4200];
+
+/* Fill the state filesystem to the last byte. */
+static void fill_disk(void)
+{
+	static char buf[1 << 16];
+	const char *state = getenv("IT_STATE");
+	CHECK(state, "IT_STATE unset");
+	snprintf(filler, sizeof(filler), "%s/filler", state);
+	int fd = open(filler, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	CHECK(fd >= 0, "open %s: %s", filler, strerror(errno));
+	memset(buf, 0x5a, sizeof(buf));
+	for (size_t chunk = sizeof(buf); chunk; chunk /= 2) {
+		ssize_t n;
+		while ((n = write(fd, buf, chunk)) > 0)
+			;
+		CHECK(n < 0 && (errno == ENOSPC || errno == EDQUOT), "filling: %s", strerror(errno));
+	}
+	close(fd);
+}
+
+static void unfill_disk(void)
+{
+	CHECK(unlink(filler) == 0, "unlink %s", filler);
+}
+
+/* With the default min_free_bytes a small filesystem refuses at admission. */
+static int t_nospace_refused(void)
+{
+	prof_client *c = connect_app();
+	struct prof_params p = { .duration_ms = 100 };
+	int r = prof_request(c, PROF_STACK_SAMPLING, &p, NULL, NULL, NULL, NULL);
+	CHECK(r == -PROF_E_NO_DISK_SPACE, "request on a small disk: %d, want NO_DISK_SPACE", r);
+	prof_close(c);
+	printf("under min_free_bytes: refused with NO_DISK_SPACE at once\n");
+	return 0;
+}
+
+/* A capture that succeeds: the disk is usable again. */
+static void capture_ok(prof_client *c, int rt)
+{
+	struct outcome o = { 0 };
+	struct prof_params p = { .duration_ms = 100 };
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "ok", on_result, &o, NULL) == 0, "refused");
+	serve_capture(rt, NULL, fill_pprof);
+	wait_result(c, &o, 60000);
+	CHECK(o.error == 0, "capture after the disk was freed: %d (%s)", o.error, o.msg);
+}
+
+/* The raw artifact fits; the disk fills before the redacted result is written. */
+static int t_diskfull_redact(void)
+{
+	prof_client *c = connect_app();
+	int rt = fake_runtime((uint32_t)getpid(), 1);
+	capture_ok(c, rt); /* the app's result dir exists, the databases are warm */
+	struct outcome o = { 0 };
+	struct prof_params p = { .duration_ms = 100 };
+	uint64_t id, sid;
+	int fd = -1;
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "full", on_result, &o, &id) == 0, "refused");
+	CHECK(runtime_read(rt, &fd, &sid, 5000) == PD__DAEMON_TO_RUNTIME__MSG_CAPTURE, "no capture");
+	fill_pprof(fd);
+	off_t size = lseek(fd, 0, SEEK_END);
+	close(fd);
+	fill_disk();
+	Pd__RuntimeMsg m = PD__RUNTIME_MSG__INIT;
+	Pd__CaptureDone d = PD__CAPTURE_DONE__INIT;
+	d.session_id = sid;
+	d.has_bytes = 1;
+	d.bytes = (uint64_t)size;
+	m.msg_case = PD__RUNTIME_MSG__MSG_DONE;
+	m.done = &d;
+	CHECK(wire_send_msg(rt, &m.base, WIRE_RUNTIME_MAX_MSG, -1) == 0, "send CaptureDone");
+	wait_result(c, &o, 60000);
+	unfill_disk();
+	CHECK(o.error == PROF_E_NO_DISK_SPACE, "result %d (%s), want NO_DISK_SPACE", o.error, o.msg);
+	printf("result did not fit: %s (%s); session %llu\n", prof_strerror(o.error), o.msg,
+	       (unsigned long long)id);
+	capture_ok(c, rt);
+	close(rt);
+	prof_close(c);
+	return 0;
+}
+
+/* The disk is full before the request: refused, or failed, with NO_DISK_SPACE. */
+static int t_diskfull_before(void)
+{
+	prof_client *c = connect_app();
+	int rt = fake_runtime((uint32_t)getpid(), 1);
+	struct outcome o = { 0 };
+	struct prof_params p = { .duration_ms = 100 };
+	fill_disk();
+	int r = prof_request(c, PROF_STACK_SAMPLING, &p, "before", on_result, &o, NULL);
+	if (r == 0) {
+		serve_capture(rt, NULL, fill_pprof);
+		wait_result(c, &o, 60000);
+		r = -o.error;
+	}
+	unfill_disk();
+	CHECK(r == -PROF_E_NO_DISK_SPACE, "request on a full disk: %d (%s), want NO_DISK_SPACE", -r,
+	      o.msg);
+	capture_ok(c, rt);
+	close(rt);
+	prof_close(c);
+	printf("full disk before the request: NO_DISK_SPACE%s\n", o.done ? " (result)" : " (refused)");
+	return 0;
+}
+
+/* The real agent's write into the raw file fails: it reports NO_DISK_SPACE. */
+static int t_diskfull_agent(void)
+{
+	prof_client *c = connect_app();
+	struct outcome o = { 0 };
+	struct prof_params p = { .duration_ms = 3000 };
+	/* Wait for the agent's hello, or the request would go agentless. */
+	usleep(200000);
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "agent", on_result, &o, NULL) == 0, "refused");
+	fill_disk();
+	uint64_t end = util_mono_ms() + 60000;
+	volatile uint64_t spin = 0;
+	while (!o.done && util_mono_ms() < end) {
+		for (int i = 0; i < 1000000; i++)
+			spin += (uint64_t)i; /* something to sample */
+		CHECK(prof_dispatch(c, 10) >= 0, "lost the daemon");
+	}
+	unfill_disk();
+	CHECK(o.done, "no result");
+	CHECK(o.error == PROF_E_NO_DISK_SPACE, "result %d (%s), want NO_DISK_SPACE", o.error, o.msg);
+	prof_close(c);
+	printf("the agent's write did not fit: %s (%s)\n", prof_strerror(o.error), o.msg);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	runtime_path = getenv("PROFILINGD_RUNTIME_SOCKET");
 	if (argc < 2 || !runtime_path) {
 		fprintf(stderr, "usage: PROFILINGD_SOCKET=.. PROFILINGD_RUNTIME_SOCKET=.. it_faults "
 			"invalid|badpeer|runtime-gone|runtime-hang|wrong-pid|no-runtime|cancel|garbage|bomb|queued|\n"
-			"capture-acked|capture-queued|inflight|restart-check ACKED QUEUED INFLIGHT\n");
+			"capture-acked|capture-queued|inflight|restart-check ACKED QUEUED INFLIGHT|\n"
+			"nospace-refused|diskfull-redact|diskfull-before|diskfull-agent\n");
 		return 2;
 	}
 	const char *t = argv[1];
@@ -616,6 +752,10 @@ int main(int argc, char **argv)
 	if (!strcmp(t, "capture-acked")) return t_capture_acked();
 	if (!strcmp(t, "capture-queued")) return t_capture_queued();
 	if (!strcmp(t, "inflight")) return t_inflight();
+	if (!strcmp(t, "nospace-refused")) return t_nospace_refused();
+	if (!strcmp(t, "diskfull-redact")) return t_diskfull_redact();
+	if (!strcmp(t, "diskfull-before")) return t_diskfull_before();
+	if (!strcmp(t, "diskfull-agent")) return t_diskfull_agent();
 	if (!strcmp(t, "restart-check") && argc == 5)
 		return t_restart_check(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10),
 				       strtoull(argv[4], NULL, 10));
