@@ -98,8 +98,18 @@ int svc_config_finish(struct svc_config *cfg);
 
 #define SVC_DB_SCHEMA_VERSION 6
 
+/*
+ * Open (create) the state database. A corrupt file gives -EUCLEAN and one
+ * held by another process -EBUSY, each logged with the file and the fix.
+ */
 int svc_db_init(const char *path);
 void svc_db_fini(void);
+/*
+ * --reset-db: move path aside (<path>.broken-<unix time>, moved names it),
+ * drop its -wal/-shm and create an empty database whose ids start above
+ * those in the result file names under results_dir. The daemon must be stopped.
+ */
+int svc_db_reset(const char *path, const char *results_dir, char *moved, size_t n);
 /*
  * Sessions left "active" by a previous run are marked failed, each with a
  * failure result (no file, PROF_E_UNKNOWN, "profilingd restarted during

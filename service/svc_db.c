@@ -6,11 +6,15 @@
  */
 #include "svc.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "profiling/profiling.h"
@@ -153,6 +157,61 @@ static int db_migrate(const char *path)
 	return 0;
 }
 
+/*
+ * The first statements that touch the file tell a corrupt or foreign file
+ * and a lock held by another process apart from the rest; each gets a log
+ * line that names the file and the way out. -EUCLEAN: corrupt; -EBUSY:
+ * locked.
+ */
+static int db_open_error(const char *path, int rc, const char *what)
+{
+	int prim = rc & 0xff;
+	if (prim == SQLITE_NOTADB || prim == SQLITE_CORRUPT) {
+		LOG_E("%s is corrupt (%s): profilingd will not start on it. To repair: stop "
+		      "profilingd and run 'profilingd --reset-db' (with the same -c/--state-dir); it "
+		      "moves the file aside as %s.broken-<unix time> and starts an empty one "
+		      "(stored result files stay; undelivered ones are no longer offered, and apps "
+		      "register their triggers again)", path, what, path);
+		return -EUCLEAN;
+	}
+	if (prim == SQLITE_BUSY || prim == SQLITE_LOCKED) {
+		LOG_E("%s is locked by another process (%s): profilingd keeps its database to "
+		      "itself; stop whatever holds it (fuser %s) and start again", path, what, path);
+		return -EBUSY;
+	}
+	LOG_E("cannot use %s: %s", path, what);
+	return rc == SQLITE_FULL ? -ENOSPC : -EIO;
+}
+
+static int db_open_exec(const char *path, const char *sql)
+{
+	char *err = NULL;
+	int rc = sqlite3_exec(db, sql, NULL, NULL, &err);
+	int r = rc == SQLITE_OK ? 0 : db_open_error(path, rc, err ? err : sqlite3_errmsg(db));
+	sqlite3_free(err);
+	return r;
+}
+
+/* PRAGMA quick_check: a file whose header is fine can still be damaged. */
+static int db_quick_check(const char *path)
+{
+	sqlite3_stmt *st;
+	int rc = sqlite3_prepare_v2(db, "PRAGMA quick_check(1)", -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return db_open_error(path, rc, sqlite3_errmsg(db));
+	rc = sqlite3_step(st);
+	int r = 0;
+	if (rc != SQLITE_ROW)
+		r = db_open_error(path, rc, sqlite3_errmsg(db));
+	else if (strcmp((const char *)sqlite3_column_text(st, 0), "ok") != 0) {
+		char what[256];
+		util_fmt(what, sizeof(what), "quick_check: %s", (const char *)sqlite3_column_text(st, 0));
+		r = db_open_error(path, SQLITE_CORRUPT, what);
+	}
+	sqlite3_finalize(st);
+	return r;
+}
+
 int svc_db_init(const char *path)
 {
 	int r;
@@ -163,7 +222,6 @@ int svc_db_init(const char *path)
 		return -EIO;
 	}
 	sqlite3_busy_timeout(db, 2000);
-	/* WAL + NORMAL survives a daemon crash; see docs/ARCHITECTURE.md. */
 	/*
 	 * WAL + NORMAL survives a daemon crash (see docs/ARCHITECTURE.md).
 	 * EXCLUSIVE: the daemon is the only user (profilingd.lock), so skip
@@ -172,14 +230,89 @@ int svc_db_init(const char *path)
 	 * the daemon's time under load, so they run every 16 MiB of WAL,
 	 * which is truncated back to 16 MiB at most.
 	 */
-	if ((r = db_exec("PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL;"
-			 " PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"
-			 " PRAGMA wal_autocheckpoint=4096; PRAGMA journal_size_limit=16777216")) < 0 ||
+	if ((r = db_open_exec(path, "PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL;"
+			      " PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"
+			      " PRAGMA wal_autocheckpoint=4096;"
+			      " PRAGMA journal_size_limit=16777216")) < 0 ||
+	    (r = db_quick_check(path)) < 0 ||
+	    /* Take the write lock now, so that nobody else can while we run. */
+	    (r = db_open_exec(path, "BEGIN IMMEDIATE; COMMIT")) < 0 ||
 	    (r = db_migrate(path)) < 0 || (r = db_load_id_limit()) < 0) {
 		svc_db_fini();
 		return r;
 	}
 	return 0;
+}
+
+/* The largest session id in result file names under results_dir/<uid>/. */
+static uint64_t max_result_id(const char *results_dir)
+{
+	uint64_t max = 0;
+	DIR *d = opendir(results_dir);
+	struct dirent *de;
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		int afd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		DIR *a = afd >= 0 ? fdopendir(afd) : NULL;
+		struct dirent *fe;
+		if (!a) {
+			if (afd >= 0)
+				close(afd);
+			continue;
+		}
+		while ((fe = readdir(a))) {
+			const char *us = strrchr(fe->d_name, '_');
+			char *end;
+			if (!us)
+				continue;
+			unsigned long long v = strtoull(us + 1, &end, 10);
+			if (end != us + 1 && *end == '.' && v > max)
+				max = v;
+		}
+		closedir(a);
+	}
+	closedir(d);
+	return max;
+}
+
+int svc_db_reset(const char *path, const char *results_dir, char *moved, size_t n)
+{
+	char aside[SVC_PATH_MAX + 64], side[SVC_PATH_MAX + 16];
+	long now = (long)time(NULL);
+	int r;
+
+	moved[0] = '\0';
+	if (access(path, F_OK) == 0) {
+		util_fmt(aside, sizeof(aside), "%s.broken-%ld", path, now);
+		for (int i = 1; access(aside, F_OK) == 0 && i < 1000; i++)
+			util_fmt(aside, sizeof(aside), "%s.broken-%ld.%d", path, now, i);
+		if (rename(path, aside) < 0)
+			return -errno;
+		util_strlcpy(moved, aside, n);
+	}
+	for (int i = 0; i < 2; i++) {
+		util_fmt(side, sizeof(side), "%s%s", path, i ? "-shm" : "-wal");
+		if (unlink(side) < 0 && errno != ENOENT)
+			return -errno;
+	}
+	if ((r = svc_db_init(path)) < 0)
+		return r;
+	/*
+	 * Ids must not repeat those of result files already on disk: names
+	 * carry the id, and a start-up sweep removes files by id.
+	 */
+	uint64_t next = max_result_id(results_dir) + 1;
+	if (next > id_limit) {
+		char sql[96];
+		util_fmt(sql, sizeof(sql), "UPDATE meta SET value=%llu WHERE key='id_limit'",
+			 (unsigned long long)next);
+		r = db_exec(sql);
+	}
+	svc_db_fini();
+	return r;
 }
 
 static void backlog_flush(void);

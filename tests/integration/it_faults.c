@@ -728,6 +728,29 @@ static int t_diskfull_agent(void)
 	return 0;
 }
 
+/* One stack capture: want 0 means served and stored, else refused with want. */
+static int t_request_expect(int want)
+{
+	prof_client *c = connect_app();
+	int rt = fake_runtime((uint32_t)getpid(), 1);
+	struct outcome o = { 0 };
+	struct prof_params p = { .duration_ms = 100 };
+	uint64_t id = 0;
+	int r = prof_request(c, PROF_STACK_SAMPLING, &p, "db", on_result, &o, &id);
+	if (want == 0) {
+		CHECK(r == 0, "refused: %d", r);
+		serve_capture(rt, NULL, fill_pprof);
+		wait_result(c, &o, 60000);
+		CHECK(o.error == 0, "result %d (%s)", o.error, o.msg);
+	} else {
+		CHECK(r == -want, "request: %d, want -%d", r, want);
+	}
+	close(rt);
+	prof_close(c);
+	printf("request %llu: %s\n", (unsigned long long)id, want ? prof_strerror(want) : "served");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	runtime_path = getenv("PROFILINGD_RUNTIME_SOCKET");
@@ -735,7 +758,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: PROFILINGD_SOCKET=.. PROFILINGD_RUNTIME_SOCKET=.. it_faults "
 			"invalid|badpeer|runtime-gone|runtime-hang|wrong-pid|no-runtime|cancel|garbage|bomb|queued|\n"
 			"capture-acked|capture-queued|inflight|restart-check ACKED QUEUED INFLIGHT|\n"
-			"nospace-refused|diskfull-redact|diskfull-before|diskfull-agent\n");
+			"nospace-refused|diskfull-redact|diskfull-before|diskfull-agent|request-expect CODE\n");
 		return 2;
 	}
 	const char *t = argv[1];
@@ -753,6 +776,7 @@ int main(int argc, char **argv)
 	if (!strcmp(t, "capture-queued")) return t_capture_queued();
 	if (!strcmp(t, "inflight")) return t_inflight();
 	if (!strcmp(t, "nospace-refused")) return t_nospace_refused();
+	if (!strcmp(t, "request-expect") && argc == 3) return t_request_expect(atoi(argv[2]));
 	if (!strcmp(t, "diskfull-redact")) return t_diskfull_redact();
 	if (!strcmp(t, "diskfull-before")) return t_diskfull_before();
 	if (!strcmp(t, "diskfull-agent")) return t_diskfull_agent();
