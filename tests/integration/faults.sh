@@ -13,6 +13,7 @@ n=$(grep -c "closing client peer" "$T/daemon.log" || true)
 grep -q "message over the size cap" "$T/daemon.log" || fail "oversize not logged"
 PROFILING_NO_AGENT=1 "$IT" runtime-gone || fail "runtime-gone"
 PROFILING_NO_AGENT=1 "$IT" runtime-hang || fail "runtime-hang"
+PROFILING_NO_AGENT=1 "$IT" runtime-killed || fail "runtime-killed"
 "$IT" wrong-pid || fail "wrong-pid"
 grep -q "claims pid" "$T/daemon.log" || fail "wrong pid not logged"
 PROFILING_NO_AGENT=1 "$IT" no-runtime || fail "no-runtime"

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,6 +244,49 @@ static int t_runtime_gone(int hang)
 	close(fd);
 	prof_close(c);
 	printf("runtime %s: app told %s\n", hang ? "hung" : "vanished", prof_strerror(o.error));
+	return 0;
+}
+
+/*
+ * The runtime is another process that dies by SIGKILL mid-capture (the
+ * kernel closes its socket, nothing is said): root asks for a capture of
+ * it by target_pid, and is told EXECUTING.
+ */
+static int t_runtime_killed(void)
+{
+	int pfd[2];
+	char b;
+	if (geteuid() != 0) {
+		printf("skipped: target_pid captures need root\n");
+		return 0;
+	}
+	CHECK(pipe(pfd) == 0, "pipe");
+	pid_t child = fork();
+	CHECK(child >= 0, "fork");
+	if (child == 0) {
+		close(pfd[0]);
+		int rt = fake_runtime((uint32_t)getpid(), 1);
+		CHECK(write(pfd[1], "h", 1) == 1, "pipe");
+		int fd = -1;
+		CHECK(runtime_read(rt, &fd, NULL, 10000) == PD__DAEMON_TO_RUNTIME__MSG_CAPTURE,
+		      "no CaptureRequest");
+		CHECK(write(pfd[1], "c", 1) == 1, "pipe");
+		for (;;)
+			pause(); /* mid-capture until killed */
+	}
+	close(pfd[1]);
+	CHECK(read(pfd[0], &b, 1) == 1 && b == 'h', "the runtime child did not say hello");
+	prof_client *c = connect_app();
+	struct outcome o = { 0 };
+	struct prof_params p = { .duration_ms = 10000, .target_pid = (uint32_t)child };
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, NULL, on_result, &o, NULL) == 0, "refused");
+	CHECK(read(pfd[0], &b, 1) == 1 && b == 'c', "the runtime child got no capture");
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	wait_result(c, &o, 10000);
+	CHECK(o.error == PROF_E_EXECUTING, "result %d (%s), want EXECUTING", o.error, o.msg);
+	prof_close(c);
+	printf("runtime killed mid-capture: app told %s (%s)\n", prof_strerror(o.error), o.msg);
 	return 0;
 }
 
@@ -756,7 +800,7 @@ int main(int argc, char **argv)
 	runtime_path = getenv("PROFILINGD_RUNTIME_SOCKET");
 	if (argc < 2 || !runtime_path) {
 		fprintf(stderr, "usage: PROFILINGD_SOCKET=.. PROFILINGD_RUNTIME_SOCKET=.. it_faults "
-			"invalid|badpeer|runtime-gone|runtime-hang|wrong-pid|no-runtime|cancel|garbage|bomb|queued|\n"
+			"invalid|badpeer|runtime-gone|runtime-hang|runtime-killed|wrong-pid|no-runtime|cancel|garbage|bomb|queued|\n"
 			"capture-acked|capture-queued|inflight|restart-check ACKED QUEUED INFLIGHT|\n"
 			"nospace-refused|diskfull-redact|diskfull-before|diskfull-agent|request-expect CODE\n");
 		return 2;
@@ -766,6 +810,7 @@ int main(int argc, char **argv)
 	if (!strcmp(t, "badpeer")) return t_badpeer();
 	if (!strcmp(t, "runtime-gone")) return t_runtime_gone(0);
 	if (!strcmp(t, "runtime-hang")) return t_runtime_gone(1);
+	if (!strcmp(t, "runtime-killed")) return t_runtime_killed();
 	if (!strcmp(t, "wrong-pid")) return t_wrong_pid();
 	if (!strcmp(t, "no-runtime")) return t_no_runtime();
 	if (!strcmp(t, "cancel")) return t_cancel();
