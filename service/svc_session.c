@@ -331,7 +331,7 @@ static void perf_done(void *ud, int code, const char *msg)
 	s->perf = NULL;
 	if (code != 0) {
 		util_fmt(m, sizeof(m), "agentless sampling failed: %s", msg && *msg ? msg : "?");
-		fail(s, PROF_E_EXECUTING, m);
+		fail(s, code == SVC_REDACT_NOSPACE ? PROF_E_NO_DISK_SPACE : PROF_E_EXECUTING, m);
 		return;
 	}
 	LOG_I("session %llu: agentless samples: %s", (unsigned long long)s->id, msg);
