@@ -36,12 +36,17 @@ rl1=$(q "$S/ratelimit.db" "SELECT COUNT(*) FROM entries")
 st=$(q "$S/profilingd.db" "SELECT state FROM sessions WHERE id=$inflight")
 [ "$st" = active ] || fail "the killed daemon's session is '$st', not active"
 ls "$S/raw" | grep -q . || fail "no partial capture in raw/ (the kill came too late?)"
+# Had it died between renaming a result into place and indexing it, that
+# file would be here: the restart must remove it (the app is told "failed").
+orphan=$S/results/$(id -u)/stack_inflight_20260101T000000Z_$inflight.pb.gz
+echo partial > "$orphan"
 # The dead daemon's sockets stay behind; wait for the new ones.
 rm -f "$PROFILINGD_SOCKET" "$RUNTIME_SOCKET"
 
 # 3. Restart: the app's listener gets the queued result and the failure, once.
 start_daemon
 grep -q "cut short by the previous run" "$T/daemon.log" || fail "recovery not logged"
+[ ! -e "$orphan" ] || fail "the unindexed result file of the cut session was kept"
 "$IT" restart-check "$acked" "$queued" "$inflight" || fail "restart-check"
 stop_daemon
 
