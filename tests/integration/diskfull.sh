@@ -35,7 +35,7 @@ start_daemon
 "$IT" nospace-refused || fail "nospace-refused"
 stop_daemon
 
-start_daemon "[limits]" "min_free_bytes = 0"
+start_daemon "[limits]" "min_free_bytes = 0" "[capture]" "runtime_wait_ms = 20000"
 PROFILING_NO_AGENT=1 "$IT" diskfull-redact > "$T/redact.out" || fail "diskfull-redact"
 cat "$T/redact.out"
 full=$(sed -n 's/.*; session \([0-9]*\)$/\1/p' "$T/redact.out")

@@ -640,6 +640,7 @@ static int t_restart_check(uint64_t acked, uint64_t queued, uint64_t inflight)
 /* ---- Disk full (diskfull.sh mounts a small tmpfs as the state dir). */
 
 static char filler[4200];
+static volatile uint64_t spin_sink;
 
 /* Fill the state filesystem to the last byte. */
 static void fill_disk(void)
@@ -753,15 +754,13 @@ static int t_diskfull_agent(void)
 	prof_client *c = connect_app();
 	struct outcome o = { 0 };
 	struct prof_params p = { .duration_ms = 3000 };
-	/* Wait for the agent's hello, or the request would go agentless. */
-	usleep(200000);
+	/* The session waits for the agent's hello (runtime_wait_ms, long in diskfull.sh). */
 	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "agent", on_result, &o, NULL) == 0, "refused");
 	fill_disk();
 	uint64_t end = util_mono_ms() + 60000;
-	volatile uint64_t spin = 0;
 	while (!o.done && util_mono_ms() < end) {
 		for (int i = 0; i < 1000000; i++)
-			spin += (uint64_t)i; /* something to sample */
+			spin_sink += (uint64_t)i; /* something to sample */
 		CHECK(prof_dispatch(c, 10) >= 0, "lost the daemon");
 	}
 	unfill_disk();
