@@ -26,10 +26,11 @@ daemon_alive || fail "daemon died"
 stop_daemon
 
 # The redactor's caps: past its time it is killed; past its memory it fails.
-start_daemon "[redact]" "timeout_ms = 100"
+# Writing the bomb takes seconds on a loaded machine: a long runtime deadline.
+start_daemon "[redact]" "timeout_ms = 100" "[capture]" "deadline_grace_ms = 120000"
 PROFILING_NO_AGENT=1 IT_WANT="killed after 100 ms" "$IT" bomb || fail "redactor time cap"
 stop_daemon
-start_daemon "[redact]" "max_memory_bytes = 33554432"
+start_daemon "[redact]" "max_memory_bytes = 33554432" "[capture]" "deadline_grace_ms = 120000"
 want="Cannot allocate memory"
 [ -n "${PD_SANITIZE:-}" ] && want= # no address-space cap under sanitizers
 PROFILING_NO_AGENT=1 IT_WANT="$want" "$IT" bomb || fail "redactor memory cap"
