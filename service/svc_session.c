@@ -561,6 +561,7 @@ static void redact_done(void *ud, int code, const char *rmsg)
 				      (uint64_t)st.st_size, type_info[s->type].format, s->start_ns,
 				      end_ns, &result_id)) < 0) {
 		unlink(path);
+		svc_admit_recount(); /* give back what svc_admit_result_reserve took */
 		util_fmt(msg, sizeof(msg), "cannot index the result: %s", strerror(-r));
 		fail(s, r == -ENOSPC ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN, msg);
 		return;

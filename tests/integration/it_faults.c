@@ -637,6 +637,22 @@ static int t_restart_check(uint64_t acked, uint64_t queued, uint64_t inflight)
 	return 0;
 }
 
+/* After a stop with a capture running: its failure, once, with message. */
+static int t_cut_check(uint64_t id, const char *message)
+{
+	struct seen_all s = { 0 };
+	listen_for(&s, 1, 20000, 1000);
+	CHECK(s.n == 1 && s.r[0].id == id, "%d result(s), first %llu, want one for %llu", s.n,
+	      (unsigned long long)s.r[0].id, (unsigned long long)id);
+	CHECK(s.r[0].error == PROF_E_UNKNOWN && !strcmp(s.r[0].msg, message),
+	      "failure %d '%s', want UNKNOWN '%s'", s.r[0].error, s.r[0].msg, message);
+	struct seen_all again = { 0 };
+	listen_for(&again, 1, 1500, 0);
+	CHECK(again.n == 0, "delivered again after the ack");
+	printf("session %llu reported once: %s\n", (unsigned long long)id, message);
+	return 0;
+}
+
 /* ---- Disk full (diskfull.sh mounts a small tmpfs as the state dir). */
 
 static char filler[4200];
@@ -800,7 +816,7 @@ int main(int argc, char **argv)
 	if (argc < 2 || !runtime_path) {
 		fprintf(stderr, "usage: PROFILINGD_SOCKET=.. PROFILINGD_RUNTIME_SOCKET=.. it_faults "
 			"invalid|badpeer|runtime-gone|runtime-hang|runtime-killed|wrong-pid|no-runtime|cancel|garbage|bomb|queued|\n"
-			"capture-acked|capture-queued|inflight|restart-check ACKED QUEUED INFLIGHT|\n"
+			"capture-acked|capture-queued|inflight|restart-check ACKED QUEUED INFLIGHT|cut-check ID MSG|\n"
 			"nospace-refused|diskfull-redact|diskfull-before|diskfull-agent|request-expect CODE\n");
 		return 2;
 	}
@@ -819,6 +835,7 @@ int main(int argc, char **argv)
 	if (!strcmp(t, "capture-acked")) return t_capture_acked();
 	if (!strcmp(t, "capture-queued")) return t_capture_queued();
 	if (!strcmp(t, "inflight")) return t_inflight();
+	if (!strcmp(t, "cut-check") && argc == 4) return t_cut_check(strtoull(argv[2], NULL, 10), argv[3]);
 	if (!strcmp(t, "nospace-refused")) return t_nospace_refused();
 	if (!strcmp(t, "request-expect") && argc == 3) return t_request_expect(atoi(argv[2]));
 	if (!strcmp(t, "diskfull-redact")) return t_diskfull_redact();

@@ -67,4 +67,19 @@ ls -a "$S/results/$(id -u)" | grep -q '^\.tmp-' && fail "temp result left"
 for db in profilingd ratelimit; do
 	[ "$(q "$S/$db.db" "PRAGMA integrity_check")" = ok ] || fail "$db.db integrity"
 done
+# 4. SIGTERM with a capture running: the same, with "stopped".
+start_daemon
+"$IT" inflight > "$T/inflight2.out" &
+APP=$!
+for _ in $(seq 600); do grep -q '^inflight ' "$T/inflight2.out" && break; sleep 0.05; done
+stopped=$(sed -n 's/^inflight //p' "$T/inflight2.out")
+[ -n "$stopped" ] || fail "the second in-flight capture did not start"
+stop_daemon
+wait "$APP" || fail "the second in-flight app failed"
+start_daemon
+"$IT" cut-check "$stopped" "profilingd stopped during the capture" || fail "cut-check after a stop"
+stop_daemon
+[ "$(q "$S/profilingd.db" "SELECT COUNT(*) FROM results WHERE delivered=0")" -eq 0 ] ||
+	fail "a result is still undelivered after the stop"
+
 pass "kill -9 mid-capture: $rl1 rate-limit entries kept, results $acked (acked) and $queued (queued) once, session $inflight reported failed once"
