@@ -363,7 +363,7 @@ static int t_bad_artifact(void (*fill)(int), const char *want)
 	struct prof_params p = { .duration_ms = 100 };
 	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, NULL, on_result, &o, NULL) == 0, "refused");
 	serve_capture(rt, NULL, fill);
-	wait_result(c, &o, 60000);
+	wait_result(c, &o, 150000);
 	CHECK(o.error == PROF_E_POST_PROCESSING, "result %d (%s), want POST_PROCESSING", o.error, o.msg);
 	CHECK(!want || strstr(o.msg, want), "message '%s' lacks '%s'", o.msg, want);
 	close(rt);
