@@ -92,8 +92,8 @@ if [ -x "$BUILD/bench/trace_cost" ]; then
 fi
 total=$(($(date +%s) - t0))
 
-# first number in a value, or empty
-num() { printf '%s' "$1" | grep -oE -- '-?[0-9]+(\.[0-9]+)?' | head -n 1; }
+# the number a value starts with, or empty ("not fired ..." has no ratio)
+num() { printf "%s" "$1" | grep -oE -- '^-?[0-9]+(\.[0-9]+)?' | head -n 1; }
 {
 	echo "# Benchmark results"
 	echo
