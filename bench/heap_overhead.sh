@@ -8,10 +8,14 @@
 # most a third of heaptrack's slowdown. Not a test: it asserts nothing.
 #   usage: bench/heap_overhead [BUILD_DIR] [ROUNDS] [OPS] [THREADS] [INTERVAL]
 set -euo pipefail
+# One machine-readable figure for bench/run_all.sh (see its header).
+summary() { [ -z "${PD_BENCH_SUMMARY:-}" ] || printf '%s|%s|%s|%s|%s\n' "$@" >> "$PD_BENCH_SUMMARY"; }
 BUILD=$(cd "${1:-$(dirname "$0")/..}" && pwd)
 [ -x "$BUILD/bench/malloc_bench" ] || BUILD=$(cd "$BUILD/build" && pwd)
-ROUNDS=${2:-5}
-OPS=${3:-5000000}
+ROUNDS=${2:-${PD_BENCH_QUICK:+2}}
+ROUNDS=${ROUNDS:-5}
+OPS=${3:-${PD_BENCH_QUICK:+2000000}}
+OPS=${OPS:-5000000}
 THREADS=${4:-1}
 INTERVAL=${5:-4096}
 BENCH=$BUILD/bench/malloc_bench
@@ -70,7 +74,11 @@ if [ -n "$HEAPTRACK" ]; then
 	h=$(cat "$T/heaptrack.cx")
 	awk -v s="$s" -v h="$h" 'BEGIN {
 		printf "  slowdown (x - 1): sampling %.2f, heaptrack %.2f: %.1f%% of heaptrack'"'"'s (goal <= 33%%)\n",
-			s - 1, h - 1, h > 1 ? (s - 1) / (h - 1) * 100 : 0 }'
+			s - 1, h - 1, (h > 1 ? (s - 1) / (h - 1) * 100 : 0) }'
 else
 	echo "  heaptrack not installed: no comparison"
 fi
+summary "heap profiling: CPU of malloc_bench ($THREADS thread, $OPS ops, 1 in $INTERVAL B), x unprofiled" \
+	"$(awk -v s="$s" 'BEGIN { printf "%.2fx", s }')" heaptrack \
+	"$([ -n "$HEAPTRACK" ] && awk -v h="$(cat "$T/heaptrack.cx")" 'BEGIN { printf "%.2fx", h }' || echo -)" \
+	"< 1.5x, and <= 1/3 of heaptrack's slowdown"

@@ -8,13 +8,20 @@
 # Not a test: it asserts nothing.
 #   usage: bench/perf_compare [BUILD_DIR] [SECONDS] [ROUNDS]
 set -euo pipefail
+# One machine-readable figure for bench/run_all.sh (see its header).
+summary() { [ -z "${PD_BENCH_SUMMARY:-}" ] || printf '%s|%s|%s|%s|%s\n' "$@" >> "$PD_BENCH_SUMMARY"; }
 BUILD=$(cd "${1:-$(dirname "$0")/..}" && pwd)
 [ -x "$BUILD/runtime/perf/profilingd-perf" ] || BUILD=$(cd "$BUILD/build" && pwd)
-SECS=${2:-6}
-ROUNDS=${3:-3}
+SECS=${2:-${PD_BENCH_QUICK:+4}}
+SECS=${SECS:-6}
+ROUNDS=${3:-${PD_BENCH_QUICK:+1}}
+ROUNDS=${ROUNDS:-3}
 DEMO=$BUILD/client/profiling-demo
 PERF_HELPER=$BUILD/runtime/perf/profilingd-perf
 for x in "$DEMO" "$PERF_HELPER"; do [ -x "$x" ] || { echo "missing $x" >&2; exit 1; }; done
+if ! command -v perf > /dev/null && [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+	apt-get install -y linux-perf > /dev/null 2>&1 || true
+fi
 command -v perf > /dev/null || { echo "perf (linux-perf) is not installed" >&2; exit 1; }
 command -v go > /dev/null || { echo "go (for go tool pprof) is not installed" >&2; exit 1; }
 T=$(mktemp -d /tmp/pd-perfcmp.XXXXXX)
@@ -94,3 +101,10 @@ awk -v n="$ROUNDS" -v s="$SECS" -v sm="$sample_ms" \
 		u, a, (a / u - 1) * 100, p, (p / u - 1) * 100
 	printf "  sampler CPU time: profilingd-perf %.3f s, perf record %.3f s\n", acpu, pcpu
 }'
+m() { median "$@"; }
+summary "agentless stacks: hot_function share, demo at 100 Hz (expected 75 %)" "$(m "${pfh[@]}") %" \
+	"perf record -g" "$(m "${peh[@]}") %" "within 5 points of perf"
+summary "agentless stacks: sampler CPU time for ${sample_ms} ms at 100 Hz" "$(m "${pfcpu[@]}") s" \
+	"perf record -g" "$(m "${pecpu[@]}") s" "-"
+summary "agentless stacks: work rate of the demo while sampled (unprofiled $(m "${base[@]}"))" \
+	"$(m "${pfr[@]}") rounds/s" "perf record -g" "$(m "${pef[@]}") rounds/s" "-"

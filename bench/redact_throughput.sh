@@ -10,12 +10,18 @@
 # Not a test: it asserts nothing.
 #   usage: bench/redact_throughput [BUILD_DIR] [HPROF_MB] [TRACE_MB] [PPROF_SAMPLES] [ROUNDS]
 set -euo pipefail
+# One machine-readable figure for bench/run_all.sh (see its header).
+summary() { [ -z "${PD_BENCH_SUMMARY:-}" ] || printf '%s|%s|%s|%s|%s\n' "$@" >> "$PD_BENCH_SUMMARY"; }
 BUILD=$(cd "${1:-$(dirname "$0")/..}" && pwd)
 [ -x "$BUILD/bench/redact_gen" ] || BUILD=$(cd "$BUILD/build" && pwd)
-HPROF_MB=${2:-200}
-TRACE_MB=${3:-200}
-PPROF_N=${4:-200000}
-ROUNDS=${5:-3}
+HPROF_MB=${2:-${PD_BENCH_QUICK:+50}}
+HPROF_MB=${HPROF_MB:-200}
+TRACE_MB=${3:-${PD_BENCH_QUICK:+50}}
+TRACE_MB=${TRACE_MB:-200}
+PPROF_N=${4:-${PD_BENCH_QUICK:+50000}}
+PPROF_N=${PPROF_N:-200000}
+ROUNDS=${5:-${PD_BENCH_QUICK:+1}}
+ROUNDS=${ROUNDS:-3}
 GEN=$BUILD/bench/redact_gen
 REDACT=$BUILD/redact/profilingd-redact
 [ -x "$GEN" ] && [ -x "$REDACT" ] || { echo "build redact_gen and profilingd-redact first" >&2; exit 1; }
@@ -105,6 +111,7 @@ for fmt in pprof perfetto hprof; do
 		flat = rl / rs < 1.25 ? "flat" : "grows"
 		printf "  %-9s %7.1f MB/s to /dev/null, %7.1f to a file (%s); RSS %.1f -> %.1f MiB, x%.2f (%s)\n",
 			f, rate, rf, met, rs, rl, rl / rs, flat }'
+	summary "redactor: $fmt throughput to /dev/null (peak RSS ${rl} MiB)" "$rate MB/s" "-" "-" "> 200 MB/s"
 done
 awk -v raw="$PPROF_RAW" -v ns="$PPROF_NS" 'BEGIN {
 	printf "  pprof MB/s is of gzip'"'"'d input; of the inflated profile it is %.1f MB/s.\n", raw * 1e3 / ns }'

@@ -16,8 +16,12 @@ BUILD=$(cd "${1:-$(dirname "$0")/../build}" && pwd)
 [ -x "$BUILD/service/profilingd" ] || BUILD=$(cd "$BUILD/build" && pwd)
 [ -x "$BUILD/bench/trg_bench_app" ] ||
 	{ echo "no $BUILD/bench/trg_bench_app: build the trg_bench_app target first" >&2; exit 1; }
-NEXEC=${PD_BENCH_NEXEC:-200}
-NIDLE=${PD_BENCH_NIDLE:-500}
+NEXEC=${PD_BENCH_NEXEC:-${PD_BENCH_QUICK:+50}}
+NEXEC=${NEXEC:-200}
+NIDLE=${PD_BENCH_NIDLE:-${PD_BENCH_QUICK:+100}}
+NIDLE=${NIDLE:-500}
+# One machine-readable figure for bench/run_all.sh (see its header).
+summary() { [ -z "${PD_BENCH_SUMMARY:-}" ] || printf '%s|%s|%s|%s|%s\n' "$@" >> "$PD_BENCH_SUMMARY"; }
 PARTS=${PD_BENCH_PARTS:-1 2 3 4}   # a subset, when debugging
 part() { case " $PARTS " in *" $1 "*) return 0;; esac; return 1; }
 T=$(mktemp -d /tmp/pd-trgbench.XXXXXX)
@@ -141,6 +145,7 @@ if part 1; then
 	read -r _ _ s50 s99 smax _ < <(cut -d' ' -f2 "$T/cold.lat" | stats)
 	echo "  log stamps (ms, truncated): n=$n1 p50 $l50 p99 $l99 max $lmax"
 	echo "  inotify-observed log write (us precision): p50 $s50 p99 $s99 max $smax"
+	summary "triggers: exec -> cold-start capture armed, p99 (n=$n1)" "$s99 ms" "-" "-" "< 5 ms"
 	row "1 exec -> cold-start armed (fire logged), p50 / p99, n=$n1" \
 		"log: $l50 / $l99 ms; seen: $s50 / $s99 ms (max $smax)" "p99 < 5 ms" \
 		"$(awk -v a="$s99" 'BEGIN { print (a + 0 < 5) ? "met" : "MISSED" }')"
@@ -185,6 +190,8 @@ if part 2; then
 		echo "  fire - stamp before that step (ms): p50 $b50 max $b_max"
 		echo "  heapprofile capture start - stamp after (ms): p50 $c50 max $c_max"
 		echo "  $nof of $NOOM processes crossed without a fire; $nres heap results delivered"
+		summary "triggers: memory threshold crossed -> OOM trigger fired, max (n=$n2)" "$a_max ms" \
+			"-" "-" "< 10 ms"
 		row "2 usage crosses 50 % of the cgroup limit -> oom fire, n=$n2 (ms log stamps)" \
 			"p50 $a50 ms, max $a_max ms after the crossing step (start of step: p50 $b50, max $b_max); capture started p50 $c50 ms" \
 			"ms, not s (DESIGN §8); read as max < 10 ms" "$(awk -v a="$a_max" 'BEGIN { print (a + 0 < 10) ? "met" : "MISSED" }')"
@@ -268,6 +275,12 @@ if part 3; then
 		"profilingd fired $b_n times while it spun (cooldown 0)"
 	grep -h 'CPU:' "$T/cold.pd" 2>/dev/null | sed 's/^/    procdump: /'
 	pdnote() { [ "$1" = none ] && echo "no dump within ${2} s of spinning (lifetime ${3} %)" || echo "$1 s"; }
+	# "none": it did not fire within the cap (a loaded machine starves the spinner).
+	fired() { [ "$1" = none ] && echo "not fired in $2 s (spinner: $3 % of a core)" || echo "$1 s"; }
+	summary "triggers: CPU spike after 1 s idle -> fired (ProcDump -C 90)" \
+		"$(fired "$a_pd_d" 30 "$a_sh")" ProcDump "$(fired "$a_proc_d" 30 "$a_sh")" "<= 1.25 s"
+	summary "triggers: CPU spike after 10 s idle -> fired (ProcDump -C 90)" \
+		"$(fired "$b_pd_d" 30 "$b_sh")" ProcDump "$(fired "$b_proc_d" 30 "$b_sh")" "<= 1.25 s"
 	row "3a spin after 1 s idle: delay to fire" \
 		"profilingd $a_pd_d s; procdump $(pdnote "$a_proc_d" 30 "$a_life")" \
 		"window + 1 tick (<= 1.25 s)" "$(awk -v a="$a_pd_d" 'BEGIN { print (a != "none" && a + 0 <= 1.25) ? "met" : "MISSED" }')"
@@ -323,6 +336,9 @@ if part 4; then
 	echo "  VmRSS ${idle_rss} KiB (VmHWM ${idle_hwm} KiB): $(rss_parts); $nfd open fds," \
 		"$refused refusal/close lines in the log"
 	grep -c 'fired for pid' "$T/idle.log" | sed 's/^/  fires while idle: /'
+	summary "triggers: daemon CPU watching $NIDLE idle processes" "$idle_pct % of a core" "-" "-" "< 0.1 %"
+	summary "triggers: daemon VmRSS watching $NIDLE idle processes" \
+		"$(awk -v a="$idle_rss" 'BEGIN { printf "%.1f MiB", a / 1024 }')" "-" "-" "< 4 MiB"
 	row "4a daemon CPU watching $NIDLE idle processes, 30 s" "${idle_pct} % of a core (0 watched: ${base_pct} %; ${retried:-?} clients connected only on a retry)" \
 		"< 0.1 %" "$(awk -v a="$idle_pct" 'BEGIN { print (a + 0 < 0.1) ? "met" : "MISSED" }')"
 	row "4b daemon VmRSS watching $NIDLE idle processes" \

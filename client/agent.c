@@ -238,6 +238,13 @@ static int agent_wait(int sock, const Pd__CaptureRequest *cr, uint32_t dur, void
 	}
 }
 
+/* A write into the daemon's file that failed for want of space is the
+ * disk's fault, not the capture's: the app gets NO_DISK_SPACE. */
+static uint32_t write_status(int r)
+{
+	return r == -ENOSPC || r == -EDQUOT ? PROF_E_NO_DISK_SPACE : PROF_E_EXECUTING;
+}
+
 static void smp_tick(void)
 {
 	smp_rescan();
@@ -266,7 +273,7 @@ static int agent_stack(int sock, const Pd__CaptureRequest *cr, int out_fd, uint3
 	int64_t dur_ns = (int64_t)util_now_ns(CLOCK_REALTIME) - start_ns;
 	r = smp_write_pprof(out_fd, start_ns, dur_ns, &st, &bytes);
 	if (r < 0)
-		return agent_done_msg(sock, cr->session_id, PROF_E_EXECUTING,
+		return agent_done_msg(sock, cr->session_id, write_status(r),
 				      strerror(-r), 0, &st);
 	LOG_D("session %llu: %llu samples, %llu dropped, %llu bytes",
 	      (unsigned long long)cr->session_id, (unsigned long long)st.samples,
@@ -284,7 +291,7 @@ static int agent_trace(int sock, const Pd__CaptureRequest *cr, int out_fd, uint3
 	if (r != 0)
 		return r < 0 ? r : 0;
 	if ((r = trc_snapshot(out_fd, &ts, &bytes)) < 0)
-		return agent_done_msg(sock, cr->session_id, PROF_E_EXECUTING, strerror(-r), 0, NULL);
+		return agent_done_msg(sock, cr->session_id, write_status(r), strerror(-r), 0, NULL);
 	st.samples = ts.events;
 	st.dropped = ts.dropped;
 	return agent_done_fmt(sock, cr->session_id, PROF_E_NONE, NULL, bytes, &st, "perfetto");
@@ -310,7 +317,7 @@ static int agent_heap(int sock, const Pd__CaptureRequest *cr, int out_fd, uint32
 	}
 	int64_t dur_ns = (int64_t)util_now_ns(CLOCK_REALTIME) - start_ns;
 	if ((r = heap_write_pprof(out_fd, start_ns, dur_ns, &hs, &bytes)) < 0)
-		return agent_done_msg(sock, cr->session_id, PROF_E_EXECUTING, strerror(-r), 0, NULL);
+		return agent_done_msg(sock, cr->session_id, write_status(r), strerror(-r), 0, NULL);
 	st.samples = hs.samples;
 	st.dropped = hs.dropped;
 	return agent_done_msg(sock, cr->session_id, PROF_E_NONE, NULL, bytes, &st);

@@ -299,9 +299,10 @@ static int prof_deliver(prof_client *c, Pd__DaemonMsg *m, int fd)
 	}
 	/*
 	 * The callback returned: the app has the result, so the daemon may
-	 * stop redelivering it. A result nobody took stays queued.
+	 * stop redelivering it. A result nobody took stays queued. Stored
+	 * failures (a capture cut short by a daemon restart) carry an id too.
 	 */
-	if (ran && pr->error == 0 && pr->has_result_id) {
+	if (ran && pr->has_result_id) {
 		Pd__ClientMsg am = PD__CLIENT_MSG__INIT;
 		Pd__Ack ack = PD__ACK__INIT;
 		ack.result_id = pr->result_id;

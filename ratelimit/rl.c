@@ -788,7 +788,8 @@ int rl_admit(struct rl *rl, const char *app, int type, bool system_triggered,
 	sqlite3_reset(rl->ins_entry);
 	if (rc != SQLITE_DONE) {
 		write_error(rl, rc, now_ms, "recording an admission");
-		return -PROF_E_RATE_LIMIT_SYSTEM;
+		/* A full disk is not the budget's fault: say which it is. */
+		return (rc & 0xff) == SQLITE_FULL ? -PROF_E_NO_DISK_SPACE : -PROF_E_RATE_LIMIT_SYSTEM;
 	}
 	ent_insert(rl, now_ms, cost, (uint32_t)a);
 	return 0;

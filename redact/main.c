@@ -7,7 +7,9 @@
  * parses and rewrites the artifact. One status line goes to fd 2.
  *
  * Exit status: 0 done; 65 the artifact is malformed or holds nothing of
- * the app; 66 a format cap was hit; 70 anything else (usage, sandbox, I/O).
+ * the app; 66 a format cap was hit; 73 the output did not fit (ENOSPC or
+ * EDQUOT: the daemon answers NO_DISK_SPACE); 70 anything else (usage,
+ * sandbox, I/O).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -46,6 +48,7 @@ const char *__asan_default_options(void)
 #define EXIT_BADMSG 65
 #define EXIT_CAP 66
 #define EXIT_OTHER 70
+#define EXIT_NOSPACE 73
 #define MAX_IDS 4096
 
 /*
@@ -186,7 +189,8 @@ int main(int argc, char **argv)
 			r == -EBADMSG ? "malformed artifact"
 			: r == -ENODATA ? "nothing of the app in the capture"
 			: strerror(-r));
-		return r == -EBADMSG || r == -ENODATA ? EXIT_BADMSG : r == -E2BIG ? EXIT_CAP : EXIT_OTHER;
+		return r == -EBADMSG || r == -ENODATA ? EXIT_BADMSG : r == -E2BIG ? EXIT_CAP
+		       : r == -ENOSPC || r == -EDQUOT ? EXIT_NOSPACE : EXIT_OTHER;
 	}
 	status("ok in=%llu out=%llu kept=%llu dropped=%llu anonymised=%llu scrubbed=%llu\n",
 		(unsigned long long)st.in_bytes, (unsigned long long)st.out_bytes,

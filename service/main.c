@@ -39,6 +39,9 @@ static void usage(FILE *f)
 		"      --reset-ratelimit     repair an unreadable rate-limit store: move\n"
 		"                            <state>/ratelimit.db aside and start an empty one,\n"
 		"                            then exit (the daemon must be stopped)\n"
+		"      --reset-db            repair a corrupt state database: move\n"
+		"                            <state>/profilingd.db aside and start an empty one,\n"
+		"                            then exit (the daemon must be stopped)\n"
 		"  -h, --help                this text\n"
 		"  -V, --version             print the version\n\n"
 		"Signals: SIGTERM and SIGINT stop it cleanly; SIGHUP reloads the config\n"
@@ -165,7 +168,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_CLIENT = 256, OPT_RUNTIME, OPT_RESET_RL, OPT_CHECK };
+	enum { OPT_CLIENT = 256, OPT_RUNTIME, OPT_RESET_RL, OPT_CHECK, OPT_RESET_DB };
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "state-dir", required_argument, NULL, 'S' },
@@ -175,12 +178,13 @@ int main(int argc, char **argv)
 		{ "debug", no_argument, NULL, 'd' },
 		{ "reset-ratelimit", no_argument, NULL, OPT_RESET_RL },
 		{ "check-config", required_argument, NULL, OPT_CHECK },
+		{ "reset-db", no_argument, NULL, OPT_RESET_DB },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 }
 	};
 	const char *config = NULL, *state = NULL, *csock = NULL, *rsock = NULL, *check = NULL;
-	int debug = 0, foreground = 0, reset_rl = 0, c, r, rc = 1;
+	int debug = 0, foreground = 0, reset_rl = 0, reset_db = 0, c, r, rc = 1;
 	struct svc_config cfg;
 	struct event_base *base = NULL;
 	struct event *ev_term = NULL, *ev_int = NULL, *ev_hup = NULL;
@@ -196,6 +200,7 @@ int main(int argc, char **argv)
 		case 'd': debug = 1; break;
 		case OPT_RESET_RL: reset_rl = 1; break;
 		case OPT_CHECK: check = optarg; break;
+		case OPT_RESET_DB: reset_db = 1; break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("profilingd %s\n", PROFILINGD_VERSION); return 0;
 		default: usage(stderr); return 2;
@@ -244,6 +249,20 @@ int main(int argc, char **argv)
 		printf("profilingd: %s reset; the old file was moved aside as %s.broken-*\n",
 		       rlpath, rlpath);
 		svc_config_free(&cfg);
+		return 0;
+	}
+
+	if (reset_db) {
+		char dbp[SVC_PATH_MAX + 32], res[SVC_PATH_MAX + 32], moved[SVC_PATH_MAX + 64];
+		snprintf(dbp, sizeof(dbp), "%s/profilingd.db", cfg.state_dir);
+		snprintf(res, sizeof(res), "%s/results", cfg.state_dir);
+		r = svc_db_reset(dbp, res, moved, sizeof(moved));
+		svc_config_free(&cfg);
+		if (r < 0) {
+			fprintf(stderr, "profilingd: cannot reset %s: %s\n", dbp, strerror(-r));
+			return 1;
+		}
+		printf("profilingd: %s reset%s%s\n", dbp, moved[0] ? "; the old file is " : "", moved);
 		return 0;
 	}
 

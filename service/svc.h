@@ -117,22 +117,44 @@ int svc_config_reload(struct svc_config *live, const struct svc_config *next, un
 
 /* -------------------------------------------------------------- svc_db.c */
 
-#define SVC_DB_SCHEMA_VERSION 5
+#define SVC_DB_SCHEMA_VERSION 6
 
+/*
+ * Open (create) the state database. A corrupt file gives -EUCLEAN and one
+ * held by another process -EBUSY, each logged with the file and the fix.
+ */
 int svc_db_init(const char *path);
 void svc_db_fini(void);
-/* Sessions left "active" by a previous run are marked failed. Returns how many. */
+/*
+ * --reset-db: move path aside (<path>.broken-<unix time>, moved names it),
+ * drop its -wal/-shm and create an empty database whose ids start above
+ * those in the result file names under results_dir. The daemon must be stopped.
+ */
+int svc_db_reset(const char *path, const char *results_dir, char *moved, size_t n);
+/*
+ * Sessions left "active" by a previous run are marked failed, each with a
+ * failure result (no file, PROF_E_UNKNOWN, "profilingd restarted during
+ * the capture") queued for its app's listener. Returns how many.
+ */
 int svc_db_recover(void);
+/* The sessions the last svc_db_recover() failed (once; then forgotten). */
+int svc_db_recovered(void (*fn)(uint64_t id, uid_t uid, void *ud), void *ud);
+/* Fail an active session the app was not told about, with a queued failure result. */
+int svc_db_session_abandon(uint64_t id, const char *message);
 /* A request id, unique across restarts; refusals take one too. */
 int svc_db_alloc_id(uint64_t *id);
 /* Record an admitted session as active. */
 int svc_db_session_new(uint64_t id, const char *app, uid_t uid, pid_t pid, uint32_t type,
-		       const char *tag, uint64_t now_ns);
+		       uint32_t trigger, const char *tag, uint64_t now_ns);
 int svc_db_session_end(uint64_t id, const char *state, int error,
 		       const char *message, uint64_t now_ns);
 int svc_db_result_add(uint64_t session_id, const char *app, uid_t uid, uint32_t type,
 		      uint32_t trigger, const char *path, uint64_t size, const char *format,
 		      uint64_t start_ns, uint64_t end_ns, uint64_t *result_id);
+/* The result row and the session's "done", in one transaction (-ENOSPC: disk full). */
+int svc_db_result_commit(uint64_t session_id, const char *app, uid_t uid, uint32_t type,
+			 uint32_t trigger, const char *path, uint64_t size, const char *format,
+			 uint64_t start_ns, uint64_t end_ns, uint64_t *result_id);
 /* Bytes of stored results of app, or of all apps when app is NULL. */
 int svc_db_result_bytes(const char *app, uint64_t *bytes);
 /* A delivery attempt was made (the Result with its fd is queued). */
@@ -147,6 +169,8 @@ struct svc_db_result {
 	char path[SVC_PATH_MAX];
 	char tag[72];
 	char note[160];
+	int error;          /* a failure result (path ""): PROF_E_* and message */
+	char message[256];
 };
 typedef void (*svc_db_result_fn)(const struct svc_db_result *r, void *ud);
 /* Undelivered results of app (attempts < max, ended >= min_end_ns), oldest
@@ -238,6 +262,7 @@ int svc_admit_usage(const char *app, struct rl_usage out[RL_NWIN]);
 
 #define SVC_REDACT_TIDS_MAX 1024
 /* Redactor outcomes besides its exit status (0, 65 malformed, 66 cap, 70). */
+#define SVC_REDACT_NOSPACE 73  /* its output did not fit (ENOSPC/EDQUOT) */
 #define SVC_REDACT_TIMEOUT 256
 #define SVC_REDACT_CRASHED 257
 

@@ -77,6 +77,8 @@ static int rl_error(int r, const char *app, char *why, size_t n)
 			 : "system-wide capture budget used up");
 	else if (r == -PROF_E_RATE_LIMIT_PROCESS)
 		util_fmt(why, n, "capture budget of %s used up", app);
+	else if (r == -PROF_E_NO_DISK_SPACE)
+		util_fmt(why, n, "no disk space to record the capture's cost");
 	else
 		util_fmt(why, n, "rate limiter refused the request");
 	return -r;

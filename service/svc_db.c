@@ -6,12 +6,18 @@
  */
 #include "svc.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "log.h"
+#include "profiling/profiling.h"
 #include "util.h"
 
 static sqlite3 *db;
@@ -67,6 +73,10 @@ static const char *const migrations[] = {
 	" PRIMARY KEY (app, type));"),
 	/* 5: a note on a result, e.g. the OOM kill that followed it. */
 	("ALTER TABLE results ADD COLUMN note TEXT NOT NULL DEFAULT '';"),
+	/* 6: failure results (path ''): a capture the daemon could not finish
+	 * and whose app was never told, queued like a result until acked. */
+	("ALTER TABLE results ADD COLUMN error INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE results ADD COLUMN message TEXT NOT NULL DEFAULT '';"),
 };
 
 /*
@@ -80,15 +90,30 @@ static uint64_t next_id, id_limit;
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == SVC_DB_SCHEMA_VERSION,
 	       "one migration per schema version");
 
+/*
+ * Session ends that could not be written (the disk was full) are kept and
+ * written before the next session write. At the cap the oldest is dropped
+ * with a log line: a restart would then report that session failed again.
+ */
+#define END_BACKLOG 64
+static struct end_rec {
+	uint64_t id, ns;
+	int error;
+	char state[8];
+	char msg[160];
+} backlog[END_BACKLOG];
+static unsigned nbacklog;
+
 static int db_load_id_limit(void);
 
 static int db_exec(const char *sql)
 {
 	char *err = NULL;
-	if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
+	int rc = sqlite3_exec(db, sql, NULL, NULL, &err);
+	if (rc != SQLITE_OK) {
 		LOG_E("%s", err ? err : sqlite3_errmsg(db));
 		sqlite3_free(err);
-		return -EIO;
+		return rc == SQLITE_FULL ? -ENOSPC : -EIO;
 	}
 	return 0;
 }
@@ -132,6 +157,61 @@ static int db_migrate(const char *path)
 	return 0;
 }
 
+/*
+ * The first statements that touch the file tell a corrupt or foreign file
+ * and a lock held by another process apart from the rest; each gets a log
+ * line that names the file and the way out. -EUCLEAN: corrupt; -EBUSY:
+ * locked.
+ */
+static int db_open_error(const char *path, int rc, const char *what)
+{
+	int prim = rc & 0xff;
+	if (prim == SQLITE_NOTADB || prim == SQLITE_CORRUPT) {
+		LOG_E("%s is corrupt (%s): profilingd will not start on it. To repair: stop "
+		      "profilingd and run 'profilingd --reset-db' (with the same -c/--state-dir); it "
+		      "moves the file aside as %s.broken-<unix time> and starts an empty one "
+		      "(stored result files stay; undelivered ones are no longer offered, and apps "
+		      "register their triggers again)", path, what, path);
+		return -EUCLEAN;
+	}
+	if (prim == SQLITE_BUSY || prim == SQLITE_LOCKED) {
+		LOG_E("%s is locked by another process (%s): profilingd keeps its database to "
+		      "itself; stop whatever holds it (fuser %s) and start again", path, what, path);
+		return -EBUSY;
+	}
+	LOG_E("cannot use %s: %s", path, what);
+	return rc == SQLITE_FULL ? -ENOSPC : -EIO;
+}
+
+static int db_open_exec(const char *path, const char *sql)
+{
+	char *err = NULL;
+	int rc = sqlite3_exec(db, sql, NULL, NULL, &err);
+	int r = rc == SQLITE_OK ? 0 : db_open_error(path, rc, err ? err : sqlite3_errmsg(db));
+	sqlite3_free(err);
+	return r;
+}
+
+/* PRAGMA quick_check: a file whose header is fine can still be damaged. */
+static int db_quick_check(const char *path)
+{
+	sqlite3_stmt *st;
+	int rc = sqlite3_prepare_v2(db, "PRAGMA quick_check(1)", -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return db_open_error(path, rc, sqlite3_errmsg(db));
+	rc = sqlite3_step(st);
+	int r = 0;
+	if (rc != SQLITE_ROW)
+		r = db_open_error(path, rc, sqlite3_errmsg(db));
+	else if (strcmp((const char *)sqlite3_column_text(st, 0), "ok") != 0) {
+		char what[256];
+		util_fmt(what, sizeof(what), "quick_check: %s", (const char *)sqlite3_column_text(st, 0));
+		r = db_open_error(path, SQLITE_CORRUPT, what);
+	}
+	sqlite3_finalize(st);
+	return r;
+}
+
 int svc_db_init(const char *path)
 {
 	int r;
@@ -142,7 +222,6 @@ int svc_db_init(const char *path)
 		return -EIO;
 	}
 	sqlite3_busy_timeout(db, 2000);
-	/* WAL + NORMAL survives a daemon crash; see docs/ARCHITECTURE.md. */
 	/*
 	 * WAL + NORMAL survives a daemon crash (see docs/ARCHITECTURE.md).
 	 * EXCLUSIVE: the daemon is the only user (profilingd.lock), so skip
@@ -151,9 +230,13 @@ int svc_db_init(const char *path)
 	 * the daemon's time under load, so they run every 16 MiB of WAL,
 	 * which is truncated back to 16 MiB at most.
 	 */
-	if ((r = db_exec("PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL;"
-			 " PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"
-			 " PRAGMA wal_autocheckpoint=4096; PRAGMA journal_size_limit=16777216")) < 0 ||
+	if ((r = db_open_exec(path, "PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL;"
+			      " PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"
+			      " PRAGMA wal_autocheckpoint=4096;"
+			      " PRAGMA journal_size_limit=16777216")) < 0 ||
+	    (r = db_quick_check(path)) < 0 ||
+	    /* Take the write lock now, so that nobody else can while we run. */
+	    (r = db_open_exec(path, "BEGIN IMMEDIATE; COMMIT")) < 0 ||
 	    (r = db_migrate(path)) < 0 || (r = db_load_id_limit()) < 0) {
 		svc_db_fini();
 		return r;
@@ -161,8 +244,88 @@ int svc_db_init(const char *path)
 	return 0;
 }
 
+/* The largest session id in result file names under results_dir/<uid>/. */
+static uint64_t max_result_id(const char *results_dir)
+{
+	uint64_t max = 0;
+	DIR *d = opendir(results_dir);
+	struct dirent *de;
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		int afd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		DIR *a = afd >= 0 ? fdopendir(afd) : NULL;
+		struct dirent *fe;
+		if (!a) {
+			if (afd >= 0)
+				close(afd);
+			continue;
+		}
+		while ((fe = readdir(a))) {
+			const char *us = strrchr(fe->d_name, '_');
+			char *end;
+			if (!us)
+				continue;
+			unsigned long long v = strtoull(us + 1, &end, 10);
+			if (end != us + 1 && *end == '.' && v > max)
+				max = v;
+		}
+		closedir(a);
+	}
+	closedir(d);
+	return max;
+}
+
+int svc_db_reset(const char *path, const char *results_dir, char *moved, size_t n)
+{
+	char aside[SVC_PATH_MAX + 64], side[SVC_PATH_MAX + 16];
+	long now = (long)time(NULL);
+	int r;
+
+	moved[0] = '\0';
+	if (access(path, F_OK) == 0) {
+		util_fmt(aside, sizeof(aside), "%s.broken-%ld", path, now);
+		for (int i = 1; access(aside, F_OK) == 0 && i < 1000; i++)
+			util_fmt(aside, sizeof(aside), "%s.broken-%ld.%d", path, now, i);
+		if (rename(path, aside) < 0)
+			return -errno;
+		util_strlcpy(moved, aside, n);
+	}
+	for (int i = 0; i < 2; i++) {
+		util_fmt(side, sizeof(side), "%s%s", path, i ? "-shm" : "-wal");
+		if (unlink(side) < 0 && errno != ENOENT)
+			return -errno;
+	}
+	if ((r = svc_db_init(path)) < 0)
+		return r;
+	/*
+	 * Ids must not repeat those of result files already on disk: names
+	 * carry the id, and a start-up sweep removes files by id.
+	 */
+	uint64_t next = max_result_id(results_dir) + 1;
+	if (next > id_limit) {
+		char sql[96];
+		util_fmt(sql, sizeof(sql), "UPDATE meta SET value=%llu WHERE key='id_limit'",
+			 (unsigned long long)next);
+		r = db_exec(sql);
+	}
+	svc_db_fini();
+	return r;
+}
+
+static void backlog_flush(void);
+
 void svc_db_fini(void)
 {
+	if (db) {
+		backlog_flush();
+		for (unsigned i = 0; i < nbacklog; i++)
+			LOG_W("session %llu: its end could not be written (%s); the next start reports"
+			      " it as cut short", (unsigned long long)backlog[i].id, backlog[i].msg);
+		nbacklog = 0;
+	}
 	for (int i = 0; i < ST_COUNT; i++) {
 		sqlite3_finalize(stmts[i]);
 		stmts[i] = NULL;
@@ -172,13 +335,11 @@ void svc_db_fini(void)
 	db = NULL;
 }
 
-int svc_db_recover(void)
+/* SQLITE_FULL is the disk (or quota) running out: -ENOSPC, so that the
+ * capture ends with NO_DISK_SPACE rather than UNKNOWN. */
+static int db_errno(int rc)
 {
-	if (db_exec("UPDATE sessions SET state='failed', error=8,"
-		    " message='daemon restarted during the capture'"
-		    " WHERE state='active'") < 0)
-		return -EIO;
-	return sqlite3_changes(db);
+	return rc == SQLITE_FULL ? -ENOSPC : -EIO;
 }
 
 static int db_step_done(sqlite3_stmt *st)
@@ -188,8 +349,98 @@ static int db_step_done(sqlite3_stmt *st)
 		LOG_E("%s", sqlite3_errmsg(db));
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
-	return rc == SQLITE_DONE ? 0 : -EIO;
+	return rc == SQLITE_DONE ? 0 : db_errno(rc);
 }
+
+/*
+ * Captures cut short and never reported to their app (the daemon was
+ * killed or stopped mid-capture) become failure results: a results row
+ * with no file (path ''), error and message set, queued for the app's
+ * result listener like any undelivered result and sent until acked. The
+ * row and the session's end are one transaction, so each cut session is
+ * reported exactly once. id 0: every session still active.
+ */
+static int db_abandon(uint64_t id, const char *message)
+{
+	sqlite3_stmt *ins = NULL, *upd = NULL;
+	uint64_t now = util_now_ns(CLOCK_REALTIME);
+	int r = -EIO, n = 0;
+
+	if (sqlite3_prepare_v2(db, "INSERT INTO results(session_id, uid, type, trigger, path, size,"
+			       " format, start_ns, end_ns, app, error, message)"
+			       " SELECT id, uid, type, trigger, '', 0, '', created_ns, ?1, app, ?2, ?3"
+			       " FROM sessions WHERE state='active' AND (?4 = 0 OR id = ?4)", -1, &ins,
+			       NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db, "UPDATE sessions SET state='failed', error=?2, message=?3,"
+			       " ended_ns=?1 WHERE state='active' AND (?4 = 0 OR id = ?4)", -1, &upd,
+			       NULL) != SQLITE_OK)
+		goto out;
+	for (int i = 0; i < 2; i++) {
+		sqlite3_stmt *st = i ? upd : ins;
+		sqlite3_bind_int64(st, 1, (sqlite3_int64)now);
+		sqlite3_bind_int(st, 2, PROF_E_UNKNOWN);
+		sqlite3_bind_text(st, 3, message, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 4, (sqlite3_int64)id);
+	}
+	if ((r = db_exec("BEGIN IMMEDIATE")) < 0)
+		goto out;
+	int rc = sqlite3_step(ins);
+	if (rc == SQLITE_DONE) {
+		n = sqlite3_changes(db);
+		rc = sqlite3_step(upd);
+	}
+	if (rc != SQLITE_DONE || (r = db_exec("COMMIT")) < 0) {
+		if (rc != SQLITE_DONE)
+			LOG_E("%s", sqlite3_errmsg(db));
+		db_exec("ROLLBACK");
+		r = rc != SQLITE_DONE ? db_errno(rc) : r;
+		goto out;
+	}
+	r = n;
+out:
+	sqlite3_finalize(ins);
+	sqlite3_finalize(upd);
+	return r;
+}
+
+/* Sessions the last recovery failed, for svc_session to sweep their files. */
+#define RECOVERED_MAX 4096
+static struct { uint64_t id; uid_t uid; } recovered[RECOVERED_MAX];
+static unsigned nrecovered;
+
+int svc_db_recover(void)
+{
+	sqlite3_stmt *st;
+	nrecovered = 0;
+	if (sqlite3_prepare_v2(db, "SELECT id, uid FROM sessions WHERE state='active' LIMIT ?", -1,
+			       &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_int(st, 1, RECOVERED_MAX);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		recovered[nrecovered].id = (uint64_t)sqlite3_column_int64(st, 0);
+		recovered[nrecovered].uid = (uid_t)sqlite3_column_int64(st, 1);
+		nrecovered++;
+	}
+	sqlite3_finalize(st);
+	return db_abandon(0, "profilingd restarted during the capture");
+}
+
+int svc_db_recovered(void (*fn)(uint64_t id, uid_t uid, void *ud), void *ud)
+{
+	unsigned n = nrecovered;
+	for (unsigned i = 0; i < n; i++)
+		fn(recovered[i].id, recovered[i].uid, ud);
+	nrecovered = 0;
+	return (int)n;
+}
+
+int svc_db_session_abandon(uint64_t id, const char *message)
+{
+	int r = id ? db_abandon(id, message) : -EINVAL;
+	return r < 0 ? r : 0;
+}
+
+
 
 static int db_load_id_limit(void)
 {
@@ -219,11 +470,43 @@ int svc_db_alloc_id(uint64_t *id)
 	return 0;
 }
 
-int svc_db_session_new(uint64_t id, const char *app, uid_t uid, pid_t pid, uint32_t type,
-		       const char *tag, uint64_t now_ns)
+static int session_end_now(uint64_t id, const char *state, int error, const char *message,
+			   uint64_t now_ns)
 {
+	sqlite3_stmt *st = stmt(ST_SESSION_END, "UPDATE sessions SET state=?, error=?, message=?,"
+				" ended_ns=? WHERE id=?");
+	if (!st)
+		return -EIO;
+	sqlite3_bind_text(st, 1, state, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int(st, 2, error);
+	sqlite3_bind_text(st, 3, message ? message : "", -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 4, (sqlite3_int64)now_ns);
+	sqlite3_bind_int64(st, 5, (sqlite3_int64)id);
+	return db_step_done(st);
+}
+
+static void backlog_flush(void)
+{
+	unsigned done = 0;
+	while (done < nbacklog) {
+		struct end_rec *e = &backlog[done];
+		if (session_end_now(e->id, e->state, e->error, e->msg, e->ns) < 0)
+			break;
+		done++;
+	}
+	if (done) {
+		memmove(backlog, backlog + done, (nbacklog - done) * sizeof(backlog[0]));
+		nbacklog -= done;
+		LOG_I("wrote %u delayed session end(s)", done);
+	}
+}
+
+int svc_db_session_new(uint64_t id, const char *app, uid_t uid, pid_t pid, uint32_t type,
+		       uint32_t trigger, const char *tag, uint64_t now_ns)
+{
+	backlog_flush();
 	sqlite3_stmt *st = stmt(ST_SESSION_NEW, "INSERT INTO sessions(id,app,uid,pid,type,tag,"
-				"state,created_ns) VALUES(?,?,?,?,?,?,'active',?)");
+				"state,created_ns,trigger) VALUES(?,?,?,?,?,?,'active',?,?)");
 	if (!st)
 		return -EIO;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
@@ -233,22 +516,30 @@ int svc_db_session_new(uint64_t id, const char *app, uid_t uid, pid_t pid, uint3
 	sqlite3_bind_int64(st, 5, type);
 	sqlite3_bind_text(st, 6, tag ? tag : "", -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 7, (sqlite3_int64)now_ns);
+	sqlite3_bind_int64(st, 8, trigger);
 	return db_step_done(st);
 }
 
 int svc_db_session_end(uint64_t id, const char *state, int error, const char *message,
 		       uint64_t now_ns)
 {
-	sqlite3_stmt *st = stmt(ST_SESSION_END, "UPDATE sessions SET state=?, error=?, message=?,"
-				" ended_ns=? WHERE id=?");
-	if (!st)
-		return -EIO;
-	sqlite3_bind_text(st, 1, state, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 2, error);
-	sqlite3_bind_text(st, 3, message ? message : "", -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(st, 4, (sqlite3_int64)now_ns);
-	sqlite3_bind_int64(st, 5, (sqlite3_int64)id);
-	return db_step_done(st);
+	backlog_flush();
+	int r = session_end_now(id, state, error, message, now_ns);
+	if (r == 0)
+		return 0;
+	if (nbacklog == END_BACKLOG) {
+		LOG_W("session %llu: its end was never recorded (disk full too long)",
+		      (unsigned long long)backlog[0].id);
+		memmove(backlog, backlog + 1, (END_BACKLOG - 1) * sizeof(backlog[0]));
+		nbacklog--;
+	}
+	struct end_rec *e = &backlog[nbacklog++];
+	e->id = id;
+	e->ns = now_ns;
+	e->error = error;
+	util_strlcpy(e->state, state, sizeof(e->state));
+	util_strlcpy(e->msg, message ? message : "", sizeof(e->msg));
+	return r;
 }
 
 int svc_db_result_add(uint64_t session_id, const char *app, uid_t uid, uint32_t type,
@@ -273,6 +564,24 @@ int svc_db_result_add(uint64_t session_id, const char *app, uid_t uid, uint32_t 
 	if (r == 0)
 		*result_id = (uint64_t)sqlite3_last_insert_rowid(db);
 	return r;
+}
+
+int svc_db_result_commit(uint64_t session_id, const char *app, uid_t uid, uint32_t type,
+			 uint32_t trigger, const char *path, uint64_t size, const char *format,
+			 uint64_t start_ns, uint64_t end_ns, uint64_t *result_id)
+{
+	int r;
+	backlog_flush();
+	if ((r = db_exec("BEGIN IMMEDIATE")) < 0)
+		return r;
+	if ((r = svc_db_result_add(session_id, app, uid, type, trigger, path, size, format,
+				   start_ns, end_ns, result_id)) < 0 ||
+	    (r = session_end_now(session_id, "done", 0, NULL, end_ns)) < 0 ||
+	    (r = db_exec("COMMIT")) < 0) {
+		db_exec("ROLLBACK");
+		return r;
+	}
+	return 0;
 }
 
 int svc_db_result_attempt(uint64_t result_id)
@@ -304,7 +613,8 @@ int svc_db_pending(const char *app, uint32_t max_attempts, uint64_t min_end_ns, 
 		   svc_db_result_fn fn, void *ud)
 {
 	sqlite3_stmt *st = stmt(ST_PENDING, "SELECT r.id, r.session_id, r.type, r.path, r.size,"
-				" r.start_ns, COALESCE(s.tag, ''), r.trigger, r.note FROM results r"
+				" r.start_ns, COALESCE(s.tag, ''), r.trigger, r.note, r.error, r.message"
+				" FROM results r"
 				" LEFT JOIN sessions s ON s.id = r.session_id"
 				" WHERE r.app=? AND r.delivered=0 AND r.attempts<? AND r.end_ns>=?"
 				" ORDER BY r.id LIMIT ?");
@@ -328,6 +638,8 @@ int svc_db_pending(const char *app, uint32_t max_attempts, uint64_t min_end_ns, 
 		util_strlcpy(r->tag, (const char *)sqlite3_column_text(st, 6), sizeof(r->tag));
 		r->trigger = (uint32_t)sqlite3_column_int(st, 7);
 		util_strlcpy(r->note, (const char *)sqlite3_column_text(st, 8), sizeof(r->note));
+		r->error = sqlite3_column_int(st, 9);
+		util_strlcpy(r->message, (const char *)sqlite3_column_text(st, 10), sizeof(r->message));
 		n++;
 	}
 	sqlite3_reset(st);
@@ -370,7 +682,8 @@ int svc_db_over_quota(uint64_t max_app_bytes, svc_db_result_fn fn, void *ud)
 	/* Oldest first within each app that is over its quota. */
 	if (sqlite3_prepare_v2(db, "SELECT r.id, r.path, r.size, r.app, t.total FROM results r JOIN"
 			       " (SELECT app, SUM(size) AS total FROM results GROUP BY app"
-			       "  HAVING SUM(size) > ?) t ON t.app = r.app ORDER BY r.app, r.end_ns",
+			       "  HAVING SUM(size) > ?) t ON t.app = r.app WHERE r.size > 0"
+			       " ORDER BY r.app, r.end_ns",
 			       -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64)max_app_bytes);

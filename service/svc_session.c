@@ -148,9 +148,10 @@ static int send_result_to(struct svc_conn *c, uint64_t id, uint32_t type, uint32
 		r.has_size = 1;
 		r.size = size;
 		r.format = (char *)type_info[type].format;
-		r.has_result_id = 1;
-		r.result_id = result_id;
 	}
+	/* A stored result, failure results included: the app acks it by this id. */
+	r.has_result_id = result_id != 0;
+	r.result_id = result_id;
 	r.has_start_ns = 1;
 	r.start_ns = start_ns;
 	if (note && *note)
@@ -375,7 +376,7 @@ static void perf_done(void *ud, int code, const char *msg)
 	s->perf = NULL;
 	if (code != 0) {
 		util_fmt(m, sizeof(m), "agentless sampling failed: %s", msg && *msg ? msg : "?");
-		fail(s, PROF_E_EXECUTING, m);
+		fail(s, code == SVC_REDACT_NOSPACE ? PROF_E_NO_DISK_SPACE : PROF_E_EXECUTING, m);
 		return;
 	}
 	LOG_I("session %llu: agentless samples: %s", (unsigned long long)s->id, msg);
@@ -628,6 +629,12 @@ static void redact_done(void *ud, int code, const char *rmsg)
 				      (unsigned long long)s->id, keep);
 			}
 		}
+		if (code == SVC_REDACT_NOSPACE) {
+			util_fmt(msg, sizeof(msg), "no space left for the result: %s",
+				 rmsg && *rmsg ? rmsg : "?");
+			fail(s, PROF_E_NO_DISK_SPACE, msg);
+			return;
+		}
 		util_fmt(msg, sizeof(msg), "redaction failed: %s", rmsg && *rmsg ? rmsg : "?");
 		fail(s, PROF_E_POST_PROCESSING, msg);
 		return;
@@ -657,18 +664,29 @@ static void redact_done(void *ud, int code, const char *rmsg)
 		return;
 	}
 	if (rename(s->out_path, path) < 0) {
-		util_fmt(msg, sizeof(msg), "cannot move the result into place: %s", strerror(errno));
-		fail(s, PROF_E_UNKNOWN, msg);
+		int e = errno;
+		util_fmt(msg, sizeof(msg), "cannot move the result into place: %s", strerror(e));
+		fail(s, e == ENOSPC || e == EDQUOT ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN, msg);
 		return;
 	}
 	s->out_path[0] = '\0';
 	fsync_dir(dir);
+	/*
+	 * The commit point: the index row and the session's "done" in one
+	 * transaction. A crash before it leaves the session active, and the
+	 * next start removes this file and reports the failure instead
+	 * (sweep_recovered), so the app gets the file or a failure, once.
+	 */
 	uint64_t end_ns = util_now_ns(CLOCK_REALTIME);
-	if (svc_db_result_add(s->id, s->app, s->uid, s->type, s->trigger, path,
-			      (uint64_t)st.st_size, type_info[s->type].format, s->start_ns,
-			      end_ns, &result_id) < 0)
-		LOG_E("session %llu: result %s not indexed", (unsigned long long)s->id, path);
-	svc_db_session_end(s->id, "done", 0, NULL, end_ns);
+	if ((r = svc_db_result_commit(s->id, s->app, s->uid, s->type, s->trigger, path,
+				      (uint64_t)st.st_size, type_info[s->type].format, s->start_ns,
+				      end_ns, &result_id)) < 0) {
+		unlink(path);
+		svc_admit_recount(); /* give back what svc_admit_result_reserve took */
+		util_fmt(msg, sizeof(msg), "cannot index the result: %s", strerror(-r));
+		fail(s, r == -ENOSPC ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN, msg);
+		return;
+	}
 	release_files(s);
 
 	struct svc_conn *c = result_peer(s);
@@ -689,9 +707,14 @@ static void start_redaction(struct session *s)
 	struct stat st;
 	int r;
 
-	if (s->type == PROF_SYSTEM_TRACE && (r = append_ftrace(s)) < 0)
+	if (s->type == PROF_SYSTEM_TRACE && (r = append_ftrace(s)) < 0) {
+		if (r == -ENOSPC || r == -EDQUOT) {
+			fail(s, PROF_E_NO_DISK_SPACE, "no space left to merge the kernel trace");
+			return;
+		}
 		LOG_W("session %llu: kernel sched data not merged: %s", (unsigned long long)s->id,
 		      strerror(-r));
+	}
 	if (fstat(s->raw_fd, &st) < 0 || st.st_size <= 0) {
 		fail(s, PROF_E_POST_PROCESSING, "the runtime wrote no data");
 		return;
@@ -711,7 +734,9 @@ static void start_redaction(struct session *s)
 	if ((r = app_dir(s, dir, sizeof(dir))) < 0 ||
 	    util_fmt(s->out_path, sizeof(s->out_path), "%s/.tmp-%llu", dir,
 		     (unsigned long long)s->id) < 0) {
-		fail(s, PROF_E_UNKNOWN, "cannot prepare the result directory");
+		s->out_path[0] = '\0';
+		fail(s, r == -ENOSPC || r == -EDQUOT ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN,
+		     "cannot prepare the result directory");
 		return;
 	}
 	/* Root-owned until it is complete; the app cannot see a partial file. */
@@ -882,6 +907,7 @@ static int create_session(const struct target *t, const Pd__Request *rq, uint32_
 			  const char **why)
 {
 	uint64_t now = util_now_ns(CLOCK_REALTIME);
+	int r = 0;
 	struct session *s = calloc(1, sizeof(*s));
 	if (!s) {
 		*why = "out of memory";
@@ -908,12 +934,14 @@ static int create_session(const struct target *t, const Pd__Request *rq, uint32_
 	util_strlcpy(s->app, t->app, sizeof(s->app));
 	s->timer = evtimer_new(base, timer_cb, s);
 	if (!s->timer || svc_db_alloc_id(&s->id) < 0 ||
-	    svc_db_session_new(s->id, s->app, s->uid, s->pid, s->type, s->tag, now) < 0) {
+	    (r = svc_db_session_new(s->id, s->app, s->uid, s->pid, s->type, s->trigger, s->tag,
+				    now)) < 0) {
 		if (s->timer)
 			event_free(s->timer);
 		free(s);
-		*why = "cannot record the session";
-		return PROF_E_UNKNOWN;
+		*why = r == -ENOSPC ? "no disk space to record the session"
+		       : "cannot record the session";
+		return r == -ENOSPC ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN;
 	}
 	s->wait_ms = wait_ms;
 	s->jvm = svc_jvm_detect(s->pid);
@@ -1060,6 +1088,15 @@ struct redeliver_ctx {
 static void redeliver_one(const struct svc_db_result *r, void *ud)
 {
 	struct redeliver_ctx *rc = ud;
+	if (r->error) {
+		/* A failure result (the capture was cut short): no file. */
+		if (send_result_to(rc->c, r->session_id, r->type, r->trigger, r->tag, r->error,
+				   r->message, NULL, 0, r->id, r->start_ns, -1, r->note) == 0) {
+			svc_db_result_attempt(r->id);
+			rc->sent++;
+		}
+		return;
+	}
 	int e = deliver_to(rc->c, r->session_id, r->type, r->trigger, r->tag, r->path, r->size,
 			   r->id, r->start_ns, r->note);
 	if (e == -ENOENT) {
@@ -1180,6 +1217,33 @@ static void clean_raw(void)
 		LOG_N("removed %d partial capture file(s) left by a previous run", n);
 }
 
+/*
+ * A session the previous run left active may have renamed its result into
+ * place just before it died, without indexing it: remove that file, since
+ * the app is told the capture failed (<type>_<tag>_<utc>_<id>.<ext>).
+ */
+static void sweep_recovered(uint64_t id, uid_t uid, void *ud)
+{
+	char dir[SVC_PATH_MAX + 16];
+	int *removed = ud;
+	if (util_fmt(dir, sizeof(dir), "%s/%u", results_dir, (unsigned)uid) < 0)
+		return;
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		const char *us = strrchr(de->d_name, '_');
+		char *end;
+		if (de->d_name[0] == '.' || !us)
+			continue;
+		unsigned long long v = strtoull(us + 1, &end, 10);
+		if (v == id && end != us + 1 && *end == '.' && unlinkat(dirfd(d), de->d_name, 0) == 0)
+			(*removed)++;
+	}
+	closedir(d);
+}
+
 static struct event *retention;
 
 static void retention_cb(evutil_socket_t fd, short what, void *arg)
@@ -1205,6 +1269,10 @@ int svc_session_init(struct event_base *b, const struct svc_config *c)
 	chmod(raw_dir, 0700);
 	clean_raw();
 	clean_tmp_results();
+	int swept = 0;
+	if ((r = svc_db_recovered(sweep_recovered, &swept)) > 0)
+		LOG_N("%d capture(s) cut short by the previous run: their apps get a failure result"
+		      "%s", r, swept ? " (unindexed result files removed)" : "");
 	retention = event_new(base, -1, EV_PERSIST, retention_cb, NULL);
 	struct timeval hour = { .tv_sec = 3600 };
 	if (!retention || event_add(retention, &hour) < 0)
@@ -1220,8 +1288,10 @@ void svc_session_fini(void)
 	retention = NULL;
 	while (sessions) {
 		struct session *s = sessions;
-		svc_db_session_end(s->id, "failed", PROF_E_UNKNOWN, "daemon stopped",
-				   util_now_ns(CLOCK_REALTIME));
+		/* The app cannot be told now: it gets a failure result when it is back. */
+		if (svc_db_session_abandon(s->id, "profilingd stopped during the capture") < 0)
+			svc_db_session_end(s->id, "failed", PROF_E_UNKNOWN, "daemon stopped",
+					   util_now_ns(CLOCK_REALTIME));
 		session_free(s);
 	}
 }

@@ -27,6 +27,7 @@
 
 #define EXIT_ERROR   70 /* EX_SOFTWARE */
 #define EXIT_NOTHING 65 /* EX_DATAERR */
+#define EXIT_NOSPACE 73 /* the output did not fit: the daemon says NO_DISK_SPACE */
 
 struct run {
 	struct pf_unwind *u;
@@ -287,6 +288,8 @@ int main(int argc, char **argv)
 	};
 	if ((r = pf_output_write(1, &ci, run.agg, run.u, ev, &run.c)) < 0) {
 		rc = fail("writing the profile: %s", strerror(-r));
+		if (r == -ENOSPC || r == -EDQUOT)
+			rc = EXIT_NOSPACE;
 		goto out;
 	}
 	fprintf(stderr, "ok samples=%" PRIu64 " short=%" PRIu64 " unwinder=%s threads=%u\n",

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,6 +247,49 @@ static int t_runtime_gone(int hang)
 	return 0;
 }
 
+/*
+ * The runtime is another process that dies by SIGKILL mid-capture (the
+ * kernel closes its socket, nothing is said): root asks for a capture of
+ * it by target_pid, and is told EXECUTING.
+ */
+static int t_runtime_killed(void)
+{
+	int pfd[2];
+	char b;
+	if (geteuid() != 0) {
+		printf("skipped: target_pid captures need root\n");
+		return 0;
+	}
+	CHECK(pipe(pfd) == 0, "pipe");
+	pid_t child = fork();
+	CHECK(child >= 0, "fork");
+	if (child == 0) {
+		close(pfd[0]);
+		int rt = fake_runtime((uint32_t)getpid(), 1);
+		CHECK(write(pfd[1], "h", 1) == 1, "pipe");
+		int fd = -1;
+		CHECK(runtime_read(rt, &fd, NULL, 10000) == PD__DAEMON_TO_RUNTIME__MSG_CAPTURE,
+		      "no CaptureRequest");
+		CHECK(write(pfd[1], "c", 1) == 1, "pipe");
+		for (;;)
+			pause(); /* mid-capture until killed */
+	}
+	close(pfd[1]);
+	CHECK(read(pfd[0], &b, 1) == 1 && b == 'h', "the runtime child did not say hello");
+	prof_client *c = connect_app();
+	struct outcome o = { 0 };
+	struct prof_params p = { .duration_ms = 10000, .target_pid = (uint32_t)child };
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, NULL, on_result, &o, NULL) == 0, "refused");
+	CHECK(read(pfd[0], &b, 1) == 1 && b == 'c', "the runtime child got no capture");
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	wait_result(c, &o, 10000);
+	CHECK(o.error == PROF_E_EXECUTING, "result %d (%s), want EXECUTING", o.error, o.msg);
+	prof_close(c);
+	printf("runtime killed mid-capture: app told %s (%s)\n", prof_strerror(o.error), o.msg);
+	return 0;
+}
+
 /* Runtime side of a capture: wait for the request, write what fill() makes. */
 static void serve_capture(int rt, uint64_t *sid_out, void (*fill)(int fd))
 {
@@ -319,7 +363,7 @@ static int t_bad_artifact(void (*fill)(int), const char *want)
 	struct prof_params p = { .duration_ms = 100 };
 	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, NULL, on_result, &o, NULL) == 0, "refused");
 	serve_capture(rt, NULL, fill);
-	wait_result(c, &o, 60000);
+	wait_result(c, &o, 150000);
 	CHECK(o.error == PROF_E_POST_PROCESSING, "result %d (%s), want POST_PROCESSING", o.error, o.msg);
 	CHECK(!want || strstr(o.msg, want), "message '%s' lacks '%s'", o.msg, want);
 	close(rt);
@@ -434,12 +478,346 @@ static int t_cancel(void)
 	return 0;
 }
 
+/* ---- kill -9 of the daemon mid-capture (restart.sh drives these). */
+
+/* A synchronous round trip: everything sent before it (an Ack) is handled. */
+static void sync_daemon(prof_client *c)
+{
+	CHECK(prof_request(c, (enum prof_type)99, NULL, NULL, NULL, NULL, NULL) ==
+	      -PROF_E_INVALID_REQUEST, "round trip");
+}
+
+/* One capture delivered to its requester, whose callback acks it. */
+static int t_capture_acked(void)
+{
+	prof_client *c = connect_app();
+	int rt = fake_runtime((uint32_t)getpid(), 1);
+	struct outcome o = { 0 };
+	struct prof_params p = { .duration_ms = 100 };
+	uint64_t id;
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "acked", on_result, &o, &id) == 0, "refused");
+	serve_capture(rt, NULL, fill_pprof);
+	wait_result(c, &o, 60000);
+	CHECK(o.error == 0, "result %d (%s)", o.error, o.msg);
+	sync_daemon(c);
+	close(rt);
+	prof_close(c);
+	printf("acked %llu\n", (unsigned long long)id);
+	return 0;
+}
+
+/* True once a result file of session id is in dir (<...>_<id>.<ext>). */
+static int result_file_of(const char *dir, uint64_t id)
+{
+	char cmd[4200];
+	snprintf(cmd, sizeof(cmd), "ls '%s' 2>/dev/null | grep -q '_%llu\\.'", dir,
+		 (unsigned long long)id);
+	return system(cmd) == 0;
+}
+
+/* One capture stored while its app is gone: queued for the listener. */
+static int t_capture_queued(void)
+{
+	const char *state = getenv("IT_STATE");
+	char dir[4096];
+	uint64_t sid = 0;
+	int pfd[2];
+	CHECK(state, "IT_STATE unset");
+	snprintf(dir, sizeof(dir), "%s/results/%u", state, (unsigned)getuid());
+	CHECK(pipe(pfd) == 0, "pipe");
+	pid_t child = fork();
+	if (child == 0) {
+		prof_client *c = connect_app();
+		int rt = fake_runtime((uint32_t)getpid(), 1);
+		struct prof_params p = { .duration_ms = 100 };
+		CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "queued", NULL, NULL, NULL) == 0, "refused");
+		serve_capture(rt, &sid, fill_pprof);
+		CHECK(write(pfd[1], &sid, sizeof(sid)) == sizeof(sid), "pipe write");
+		_exit(0);
+	}
+	close(pfd[1]);
+	CHECK(read(pfd[0], &sid, sizeof(sid)) == sizeof(sid), "child failed");
+	waitpid(child, NULL, 0);
+	uint64_t end = util_mono_ms() + 60000;
+	while (!result_file_of(dir, sid) && util_mono_ms() < end)
+		usleep(50000);
+	CHECK(result_file_of(dir, sid), "result %llu never stored", (unsigned long long)sid);
+	printf("queued %llu\n", (unsigned long long)sid);
+	return 0;
+}
+
+/* A capture that never ends: stays connected until the daemon is gone. */
+static int t_inflight(void)
+{
+	prof_client *c = connect_app();
+	int rt = fake_runtime((uint32_t)getpid(), 1);
+	struct prof_params p = { .duration_ms = 60000 };
+	uint64_t id, sid;
+	int fd = -1;
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "inflight", NULL, NULL, &id) == 0, "refused");
+	CHECK(runtime_read(rt, &fd, &sid, 5000) == PD__DAEMON_TO_RUNTIME__MSG_CAPTURE,
+	      "no CaptureRequest");
+	/* Half an artifact, as a real runtime would have when the daemon dies. */
+	CHECK(write(fd, "\x1f\x8b\x08\x00", 4) == 4, "write");
+	printf("inflight %llu\n", (unsigned long long)id);
+	fflush(stdout);
+	CHECK(closed_by_peer(rt, 120000), "the daemon never went away");
+	close(fd);
+	close(rt);
+	prof_close(c);
+	return 0;
+}
+
+struct seen_all {
+	int n;
+	struct { uint64_t id, result_id; int error; char msg[256], path[4096]; } r[16];
+};
+
+static void on_any(const struct prof_result *r, void *ud)
+{
+	struct seen_all *s = ud;
+	if (s->n < 16) {
+		s->r[s->n].id = r->request_id;
+		s->r[s->n].error = r->error;
+		snprintf(s->r[s->n].msg, sizeof(s->r[0].msg), "%s", r->error_message);
+		snprintf(s->r[s->n].path, sizeof(s->r[0].path), "%s", r->path);
+	}
+	s->n++;
+}
+
+static void listen_for(struct seen_all *s, int want, int max_ms, int settle_ms)
+{
+	prof_client *c = connect_app();
+	CHECK(prof_set_result_listener(c, on_any, s) == 0, "listener");
+	uint64_t end = util_mono_ms() + (uint64_t)max_ms;
+	while (s->n < want && util_mono_ms() < end)
+		CHECK(prof_dispatch(c, 100) >= 0, "lost the daemon");
+	/* Anything more (a duplicate) would come right behind. */
+	end = util_mono_ms() + (uint64_t)settle_ms;
+	while (util_mono_ms() < end)
+		prof_dispatch(c, 100);
+	sync_daemon(c); /* the acks are in before we leave */
+	prof_close(c);
+}
+
+/* After the restart: the queued result and the cut capture's failure, once each. */
+static int t_restart_check(uint64_t acked, uint64_t queued, uint64_t inflight)
+{
+	struct seen_all s = { 0 };
+	int got_q = 0, got_f = 0;
+	listen_for(&s, 2, 20000, 1000);
+	for (int i = 0; i < s.n && i < 16; i++) {
+		CHECK(s.r[i].id != acked, "the acknowledged result %llu came again",
+		      (unsigned long long)acked);
+		if (s.r[i].id == queued) {
+			got_q++;
+			CHECK(s.r[i].error == 0, "queued result failed: %d", s.r[i].error);
+			CHECK(access(s.r[i].path, R_OK) == 0, "queued result %s missing", s.r[i].path);
+		} else if (s.r[i].id == inflight) {
+			got_f++;
+			CHECK(s.r[i].error == PROF_E_UNKNOWN, "cut capture: error %d, want UNKNOWN",
+			      s.r[i].error);
+			CHECK(!strcmp(s.r[i].msg, "profilingd restarted during the capture"),
+			      "cut capture: message '%s'", s.r[i].msg);
+			CHECK(!s.r[i].path[0], "a failure with a path: %s", s.r[i].path);
+		} else {
+			CHECK(0, "unexpected result %llu", (unsigned long long)s.r[i].id);
+		}
+	}
+	CHECK(got_q == 1 && got_f == 1 && s.n == 2,
+	      "queued result %d time(s), failure %d time(s), %d results in all (want 1, 1, 2)", got_q,
+	      got_f, s.n);
+	/* Both acknowledged: a new listener gets nothing. */
+	struct seen_all again = { 0 };
+	listen_for(&again, 1, 1500, 0);
+	CHECK(again.n == 0, "%d result(s) delivered again after the acks (first %llu)", again.n,
+	      (unsigned long long)again.r[0].id);
+	printf("after the restart: queued result %llu and the failure of %llu, once each\n",
+	       (unsigned long long)queued, (unsigned long long)inflight);
+	return 0;
+}
+
+/* After a stop with a capture running: its failure, once, with message. */
+static int t_cut_check(uint64_t id, const char *message)
+{
+	struct seen_all s = { 0 };
+	listen_for(&s, 1, 20000, 1000);
+	CHECK(s.n == 1 && s.r[0].id == id, "%d result(s), first %llu, want one for %llu", s.n,
+	      (unsigned long long)s.r[0].id, (unsigned long long)id);
+	CHECK(s.r[0].error == PROF_E_UNKNOWN && !strcmp(s.r[0].msg, message),
+	      "failure %d '%s', want UNKNOWN '%s'", s.r[0].error, s.r[0].msg, message);
+	struct seen_all again = { 0 };
+	listen_for(&again, 1, 1500, 0);
+	CHECK(again.n == 0, "delivered again after the ack");
+	printf("session %llu reported once: %s\n", (unsigned long long)id, message);
+	return 0;
+}
+
+/* ---- Disk full (diskfull.sh mounts a small tmpfs as the state dir). */
+
+static char filler[4200];
+static volatile uint64_t spin_sink;
+
+/* Fill the state filesystem to the last byte. */
+static void fill_disk(void)
+{
+	static char buf[1 << 16];
+	const char *state = getenv("IT_STATE");
+	CHECK(state, "IT_STATE unset");
+	snprintf(filler, sizeof(filler), "%s/filler", state);
+	int fd = open(filler, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	CHECK(fd >= 0, "open %s: %s", filler, strerror(errno));
+	memset(buf, 0x5a, sizeof(buf));
+	for (size_t chunk = sizeof(buf); chunk; chunk /= 2) {
+		ssize_t n;
+		while ((n = write(fd, buf, chunk)) > 0)
+			;
+		CHECK(n < 0 && (errno == ENOSPC || errno == EDQUOT), "filling: %s", strerror(errno));
+	}
+	close(fd);
+}
+
+static void unfill_disk(void)
+{
+	CHECK(unlink(filler) == 0, "unlink %s", filler);
+}
+
+/* With the default min_free_bytes a small filesystem refuses at admission. */
+static int t_nospace_refused(void)
+{
+	prof_client *c = connect_app();
+	struct prof_params p = { .duration_ms = 100 };
+	int r = prof_request(c, PROF_STACK_SAMPLING, &p, NULL, NULL, NULL, NULL);
+	CHECK(r == -PROF_E_NO_DISK_SPACE, "request on a small disk: %d, want NO_DISK_SPACE", r);
+	prof_close(c);
+	printf("under min_free_bytes: refused with NO_DISK_SPACE at once\n");
+	return 0;
+}
+
+/* A capture that succeeds: the disk is usable again. */
+static void capture_ok(prof_client *c, int rt)
+{
+	struct outcome o = { 0 };
+	struct prof_params p = { .duration_ms = 100 };
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "ok", on_result, &o, NULL) == 0, "refused");
+	serve_capture(rt, NULL, fill_pprof);
+	wait_result(c, &o, 60000);
+	CHECK(o.error == 0, "capture after the disk was freed: %d (%s)", o.error, o.msg);
+}
+
+/* The raw artifact fits; the disk fills before the redacted result is written. */
+static int t_diskfull_redact(void)
+{
+	prof_client *c = connect_app();
+	int rt = fake_runtime((uint32_t)getpid(), 1);
+	capture_ok(c, rt); /* the app's result dir exists, the databases are warm */
+	struct outcome o = { 0 };
+	struct prof_params p = { .duration_ms = 100 };
+	uint64_t id, sid;
+	int fd = -1;
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "full", on_result, &o, &id) == 0, "refused");
+	CHECK(runtime_read(rt, &fd, &sid, 5000) == PD__DAEMON_TO_RUNTIME__MSG_CAPTURE, "no capture");
+	fill_pprof(fd);
+	off_t size = lseek(fd, 0, SEEK_END);
+	close(fd);
+	fill_disk();
+	Pd__RuntimeMsg m = PD__RUNTIME_MSG__INIT;
+	Pd__CaptureDone d = PD__CAPTURE_DONE__INIT;
+	d.session_id = sid;
+	d.has_bytes = 1;
+	d.bytes = (uint64_t)size;
+	m.msg_case = PD__RUNTIME_MSG__MSG_DONE;
+	m.done = &d;
+	CHECK(wire_send_msg(rt, &m.base, WIRE_RUNTIME_MAX_MSG, -1) == 0, "send CaptureDone");
+	wait_result(c, &o, 60000);
+	unfill_disk();
+	CHECK(o.error == PROF_E_NO_DISK_SPACE, "result %d (%s), want NO_DISK_SPACE", o.error, o.msg);
+	printf("result did not fit: %s (%s); session %llu\n", prof_strerror(o.error), o.msg,
+	       (unsigned long long)id);
+	capture_ok(c, rt);
+	close(rt);
+	prof_close(c);
+	return 0;
+}
+
+/* The disk is full before the request: refused, or failed, with NO_DISK_SPACE. */
+static int t_diskfull_before(void)
+{
+	prof_client *c = connect_app();
+	int rt = fake_runtime((uint32_t)getpid(), 1);
+	struct outcome o = { 0 };
+	struct prof_params p = { .duration_ms = 100 };
+	fill_disk();
+	int r = prof_request(c, PROF_STACK_SAMPLING, &p, "before", on_result, &o, NULL);
+	if (r == 0) {
+		serve_capture(rt, NULL, fill_pprof);
+		wait_result(c, &o, 60000);
+		r = -o.error;
+	}
+	unfill_disk();
+	CHECK(r == -PROF_E_NO_DISK_SPACE, "request on a full disk: %d (%s), want NO_DISK_SPACE", -r,
+	      o.msg);
+	capture_ok(c, rt);
+	close(rt);
+	prof_close(c);
+	printf("full disk before the request: NO_DISK_SPACE%s\n", o.done ? " (result)" : " (refused)");
+	return 0;
+}
+
+/* The real agent's write into the raw file fails: it reports NO_DISK_SPACE. */
+static int t_diskfull_agent(void)
+{
+	prof_client *c = connect_app();
+	struct outcome o = { 0 };
+	struct prof_params p = { .duration_ms = 3000 };
+	/* The session waits for the agent's hello (runtime_wait_ms, long in diskfull.sh). */
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "agent", on_result, &o, NULL) == 0, "refused");
+	fill_disk();
+	uint64_t end = util_mono_ms() + 60000;
+	while (!o.done && util_mono_ms() < end) {
+		for (int i = 0; i < 1000000; i++)
+			spin_sink += (uint64_t)i; /* something to sample */
+		CHECK(prof_dispatch(c, 10) >= 0, "lost the daemon");
+	}
+	unfill_disk();
+	CHECK(o.done, "no result");
+	CHECK(o.error == PROF_E_NO_DISK_SPACE, "result %d (%s), want NO_DISK_SPACE", o.error, o.msg);
+	prof_close(c);
+	printf("the agent's write did not fit: %s (%s)\n", prof_strerror(o.error), o.msg);
+	return 0;
+}
+
+/* One stack capture: want 0 means served and stored, else refused with want. */
+static int t_request_expect(int want)
+{
+	prof_client *c = connect_app();
+	int rt = fake_runtime((uint32_t)getpid(), 1);
+	struct outcome o = { 0 };
+	struct prof_params p = { .duration_ms = 100 };
+	uint64_t id = 0;
+	int r = prof_request(c, PROF_STACK_SAMPLING, &p, "db", on_result, &o, &id);
+	if (want == 0) {
+		CHECK(r == 0, "refused: %d", r);
+		serve_capture(rt, NULL, fill_pprof);
+		wait_result(c, &o, 60000);
+		CHECK(o.error == 0, "result %d (%s)", o.error, o.msg);
+	} else {
+		CHECK(r == -want, "request: %d, want -%d", r, want);
+	}
+	close(rt);
+	prof_close(c);
+	printf("request %llu: %s\n", (unsigned long long)id, want ? prof_strerror(want) : "served");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	runtime_path = getenv("PROFILINGD_RUNTIME_SOCKET");
-	if (argc != 2 || !runtime_path) {
+	if (argc < 2 || !runtime_path) {
 		fprintf(stderr, "usage: PROFILINGD_SOCKET=.. PROFILINGD_RUNTIME_SOCKET=.. it_faults "
-			"invalid|badpeer|runtime-gone|runtime-hang|wrong-pid|no-runtime|cancel|garbage|bomb|queued\n");
+			"invalid|badpeer|runtime-gone|runtime-hang|runtime-killed|wrong-pid|no-runtime|cancel|garbage|bomb|queued|\n"
+			"capture-acked|capture-queued|inflight|restart-check ACKED QUEUED INFLIGHT|cut-check ID MSG|\n"
+			"nospace-refused|diskfull-redact|diskfull-before|diskfull-agent|request-expect CODE\n");
 		return 2;
 	}
 	const char *t = argv[1];
@@ -447,12 +825,25 @@ int main(int argc, char **argv)
 	if (!strcmp(t, "badpeer")) return t_badpeer();
 	if (!strcmp(t, "runtime-gone")) return t_runtime_gone(0);
 	if (!strcmp(t, "runtime-hang")) return t_runtime_gone(1);
+	if (!strcmp(t, "runtime-killed")) return t_runtime_killed();
 	if (!strcmp(t, "wrong-pid")) return t_wrong_pid();
 	if (!strcmp(t, "no-runtime")) return t_no_runtime();
 	if (!strcmp(t, "cancel")) return t_cancel();
 	if (!strcmp(t, "garbage")) return t_bad_artifact(fill_garbage, "malformed");
 	if (!strcmp(t, "bomb")) return t_bad_artifact(fill_bomb, getenv("IT_WANT"));
 	if (!strcmp(t, "queued")) return t_queued();
+	if (!strcmp(t, "capture-acked")) return t_capture_acked();
+	if (!strcmp(t, "capture-queued")) return t_capture_queued();
+	if (!strcmp(t, "inflight")) return t_inflight();
+	if (!strcmp(t, "cut-check") && argc == 4) return t_cut_check(strtoull(argv[2], NULL, 10), argv[3]);
+	if (!strcmp(t, "nospace-refused")) return t_nospace_refused();
+	if (!strcmp(t, "request-expect") && argc == 3) return t_request_expect(atoi(argv[2]));
+	if (!strcmp(t, "diskfull-redact")) return t_diskfull_redact();
+	if (!strcmp(t, "diskfull-before")) return t_diskfull_before();
+	if (!strcmp(t, "diskfull-agent")) return t_diskfull_agent();
+	if (!strcmp(t, "restart-check") && argc == 5)
+		return t_restart_check(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10),
+				       strtoull(argv[4], NULL, 10));
 	fprintf(stderr, "unknown scenario %s\n", t);
 	return 2;
 }

@@ -49,7 +49,7 @@ static uint64_t add(const char *app, const char *name, size_t size, double age_d
 	close(fd);
 	uint64_t end = NOW - (uint64_t)(age_days * (double)DAY_NS);
 	assert_int_equal(svc_db_alloc_id(&sid), 0);
-	assert_int_equal(svc_db_session_new(sid, app, 1000, 1, 3, "t", end), 0);
+	assert_int_equal(svc_db_session_new(sid, app, 1000, 1, 3, 0, "t", end), 0);
 	assert_int_equal(svc_db_result_add(sid, app, 1000, 3, 0, path, size, "pprof", end - 1, end,
 					   &rid), 0);
 	return rid;
@@ -127,12 +127,74 @@ static void test_pending_and_ack(void **state)
 	assert_int_equal(svc_db_result_delivered(r1, "uid:1"), -ENOENT);
 }
 
+struct seen {
+	int n, error;
+	uint64_t session;
+	char message[256], path[4096];
+};
+
+static void take(const struct svc_db_result *r, void *ud)
+{
+	struct seen *s = ud;
+	s->n++;
+	s->error = r->error;
+	s->session = r->session_id;
+	snprintf(s->message, sizeof(s->message), "%s", r->message);
+	snprintf(s->path, sizeof(s->path), "%s", r->path);
+}
+
+static void one_recovered(uint64_t id, uid_t uid, void *ud)
+{
+	assert_int_equal(uid, 1000);
+	*(uint64_t *)ud = id;
+}
+
+/* A session left active by a killed daemon becomes one failure result. */
+static void test_recover_failure_result(void **state)
+{
+	uint64_t done_sid, done_id, cut, got = 0, rid;
+	/* A finished capture: its row and "done" commit together. */
+	assert_int_equal(svc_db_alloc_id(&done_sid), 0);
+	assert_int_equal(svc_db_session_new(done_sid, "uid:1", 1000, 41, 3, 0, "d", NOW), 0);
+	assert_int_equal(svc_db_result_commit(done_sid, "uid:1", 1000, 3, 0, "/nonexistent/d1", 10,
+					      "pprof", NOW - 1, NOW, &done_id), 0);
+	assert_int_equal(svc_db_result_delivered(done_id, "uid:1"), 0);
+	assert_int_equal(svc_db_alloc_id(&cut), 0);
+	assert_int_equal(svc_db_session_new(cut, "uid:1", 1000, 42, 3, 4, "cut", NOW), 0);
+	assert_int_equal(svc_db_recover(), 1);
+	assert_int_equal(svc_db_recovered(one_recovered, &got), 1);
+	assert_int_equal(got, cut);
+	assert_int_equal(svc_db_recovered(one_recovered, &got), 0);
+	/* Exactly once: a second recovery finds nothing active. */
+	assert_int_equal(svc_db_recover(), 0);
+	struct seen s = { 0 };
+	assert_int_equal(svc_db_pending("uid:1", 3, 0, 16, take, &s), 1);
+	assert_int_equal(s.session, cut);
+	assert_int_equal(s.error, 8 /* PROF_E_UNKNOWN */);
+	assert_string_equal(s.message, "profilingd restarted during the capture");
+	assert_string_equal(s.path, "");
+	/* It takes no quota and is not pruned for one. */
+	struct svc_config cfg;
+	svc_config_defaults(&cfg);
+	cfg.max_app_result_bytes = 10; /* d1 fits exactly */
+	assert_int_equal(svc_store_prune(&cfg, NOW), 0);
+	/* A clean stop abandons one session the same way. */
+	assert_int_equal(svc_db_alloc_id(&rid), 0);
+	assert_int_equal(svc_db_session_new(rid, "uid:1", 1000, 43, 3, 0, "", NOW), 0);
+	assert_int_equal(svc_db_session_abandon(rid, "profilingd stopped during the capture"), 0);
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(svc_db_pending("uid:1", 3, 0, 16, take, &s), 2);
+	assert_int_equal(s.session, rid);
+	assert_int_equal(svc_db_recover(), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_retention_age, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_quota_oldest_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pending_and_ack, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_recover_failure_result, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }
