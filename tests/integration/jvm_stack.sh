@@ -52,6 +52,9 @@ for jdk in $JDKS; do
 	out=$("$BUILD/tests/integration/it_request" --pid "$JPID" --type stack --duration-ms 3000 --hz 100) ||
 		fail "$name: stack capture through the daemon failed"
 	check_profile "$out" "$JPID" "$name -agentpath"
+	# A cancelled capture ends CANCELLED and leaves the agent ready for the next.
+	out=$("$BUILD/tests/integration/jvm_cancel" "$JPID") || fail "$name: cancel, then capture, failed"
+	check_profile "$out" "$JPID" "$name after a cancel"
 	kill "$JPID"; wait "$JPID" 2>/dev/null || true
 	[ ! -s "$T/hc-$name.err" ] || { cat "$T/hc-$name.err"; fail "$name: the agent printed without debug=1"; }
 
