@@ -11,7 +11,7 @@ ROOT=$(pwd)
 PKGS_BUILD="build-essential cmake pkg-config libevent-dev libprotobuf-c-dev protobuf-c-compiler
  libsqlite3-dev libseccomp-dev libcmocka-dev libunwind-dev libdw-dev libinih-dev zlib1g-dev
  golang-go"
-PKGS_TEST="clang libclang-rt-14-dev protobuf-compiler sqlite3"
+PKGS_TEST="clang libclang-rt-14-dev protobuf-compiler sqlite3 libxml2-utils python3"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 

@@ -554,7 +554,10 @@ static int do_status(struct ctl_conn *c, struct arena *a)
 		return send_error(c, PROF_E_UNKNOWN, "out of memory");
 	rep.body_case = PDCTL__CTL_REPLY__BODY_STATUS;
 	rep.status = &st;
-	bool cut = fit(&rep, &st.n_budget) | fit(&rep, &st.n_session) | fit(&rep, &st.n_runtime);
+	/* Per-app budgets go first, then runtimes, then sessions. */
+	bool cut = fit(&rep, &st.n_budget);
+	cut = fit(&rep, &st.n_runtime) || cut;
+	cut = fit(&rep, &st.n_session) || cut;
 	st.has_truncated = cut || ax.truncated;
 	st.truncated = st.has_truncated;
 	return ctl_send(c, &rep, -1);
