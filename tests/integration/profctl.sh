@@ -42,6 +42,23 @@ root_out=$("$DEMO" --threads 2 --duration-ms 2000 --frequency 200 2> "$T/demo.er
 a_out=$(as_a "$DEMO" --duration-ms 500 2> "$T/a.err") || { cat "$T/a.err"; fail "app A's demo failed"; }
 t_out=$("$BUILD/tests/integration/trace_app" 2> "$T/t.err") || { cat "$T/t.err"; fail "trace_app failed"; }
 
+# --- status while an app with a runtime agent captures itself: its runtime is listed.
+"$DEMO" --threads 1 --duration-ms 3000 > /dev/null 2>&1 &
+DEMO_PID=$!
+rt=
+for _ in $(seq 150); do
+	rt=$("$PROFCTL" --json status | json "[(r['kind'], r['caps']) for r in d['runtimes'] if r['pid']==$DEMO_PID]")
+	[ "$rt" != "[]" ] && break
+	sleep 0.1
+done
+echo "status: runtime of pid $DEMO_PID: $rt"
+echo "$rt" | grep -q "'native', \[.*'stack_sampling'" || fail "status does not list the demo's runtime"
+"$PROFCTL" status > "$T/st-rt.txt" || fail "status with a runtime"
+grep -Eq "^$DEMO_PID +0 +native +.*stack_sampling" "$T/st-rt.txt" ||
+	{ kill -0 $DEMO_PID 2> /dev/null || skip_rt=1; [ -n "${skip_rt:-}" ] ||
+	  fail "status table lacks the runtime of $DEMO_PID: $(cat "$T/st-rt.txt")"; }
+wait $DEMO_PID || fail "the background demo failed"
+
 # --- status
 "$PROFCTL" status > "$T/status.txt" || fail "status failed"
 cat "$T/status.txt"
@@ -222,6 +239,40 @@ done
 rc=0; "$PROFCTL" request --pid 999999999 --type stack 2> "$T/e" || rc=$?
 [ $rc = 1 ] || fail "request of a missing pid: exit $rc, want 1"
 kill $SPIN 2> /dev/null || true
+
+# --- request --wait on a TTY: a progress bar, redrawn in place.
+if command -v script > /dev/null; then
+	"$DEMO" --no-request --threads 1 --duration-ms 30000 2> /dev/null &
+	SPIN=$!
+	script -qec "$PROFCTL request --pid $SPIN --type stack --duration 1s --wait" /dev/null > "$T/tty.txt" ||
+		{ cat "$T/tty.txt"; fail "request --wait on a pty"; }
+	kill $SPIN 2> /dev/null || true
+	grep -q $'\r\[#*\.*\] *[0-9.]*s/1.0s capturing' "$T/tty.txt" || fail "no progress bar on a TTY: $(cat -v "$T/tty.txt")"
+	grep -q "done: result" "$T/tty.txt" || fail "no result line after the progress bar"
+	echo "tty progress: $(tr '\r' '\n' < "$T/tty.txt" | grep -c capturing) redraws while capturing"
+fi
+
+# --- caps: connections per uid (max_control_per_uid = 4), request size.
+python3 - "$PROFCTL_SOCKET" <<'PYEOF' || fail "control connection caps"
+import socket, sys, time
+path = sys.argv[1]
+def conn():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(path)
+    s.settimeout(10)
+    return s
+held = [conn() for _ in range(4)]
+time.sleep(0.5)
+fifth = conn()
+assert fifth.recv(100) == b"", "a 5th connection of one uid was kept"
+big = held[0]
+big.send(b"\x08\x01" + b"\x00" * 5000)
+assert big.recv(100) == b"", "an oversized request did not close the connection"
+for s in held + [fifth]:
+    s.close()
+print("caps: 5th connection of a uid closed; oversized request closed its connection")
+PYEOF
+"$PROFCTL" status > /dev/null || fail "status after the cap test"
 
 # --- a non-root uid: its own results only, no request.
 as_a "$PROFCTL" --json results > "$T/a.json" || fail "results as uid $A"
