@@ -14,7 +14,9 @@ command -v setpriv > /dev/null || skip "setpriv (util-linux) is needed to run an
 A=61012
 PROFCTL=$BUILD/tools/profctl/profctl
 export PROFCTL_SOCKET=$T/state/control.sock
-start_daemon "[trigger.ctl-spin]" "type = excessive-cpu" "exe = /nonexistent/ctl-spin" \
+# The spinners profctl requests have no agent: do not wait long for one.
+start_daemon "[capture]" "runtime_wait_ms = 300" \
+	"[trigger.ctl-spin]" "type = excessive-cpu" "exe = /nonexistent/ctl-spin" \
 	"cpu_percent = 90" "cpu_window_ms = 1000"
 for _ in $(seq 100); do [ -S "$PROFCTL_SOCKET" ] && break; sleep 0.05; done
 [ -S "$PROFCTL_SOCKET" ] || fail "no control socket at $PROFCTL_SOCKET"
