@@ -339,7 +339,7 @@ struct apps_ctx {
 
 static struct app_acc *app_get(struct apps_ctx *ax, const char *app, uid_t uid)
 {
-	if (!sees_app(ax->c, app) && !(ax->c->uid == 0))
+	if (!sees_app(ax->c, app))
 		return NULL;
 	for (size_t i = 0; i < ax->n; i++)
 		if (!strcmp(ax->v[i].app, app))
@@ -788,10 +788,19 @@ static int do_show(struct ctl_conn *c, struct arena *a, uint64_t id, bool open_i
 	if (e < 0)
 		return send_error(c, PROF_E_UNKNOWN, "cannot read the result index");
 	if (open_it) {
-		fd = open(r->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		/* The app owns its result directory and may have put anything at
+		 * the path: no symlink followed, no FIFO waited on, files only. */
+		struct stat st;
+		fd = open(r->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+		if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+			close(fd);
+			fd = -1;
+			errno = EINVAL;
+		}
 		if (fd < 0) {
 			util_fmt(msg, sizeof(msg), "result %llu: cannot open %s: %s",
-				 (unsigned long long)id, r->path, strerror(errno));
+				 (unsigned long long)id, r->path,
+				 errno == EINVAL ? "not a regular file" : strerror(errno));
 			return send_error(c, PROF_E_UNKNOWN, msg);
 		}
 	}

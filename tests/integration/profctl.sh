@@ -210,19 +210,21 @@ cmp "$root_out" "$T/exp/copy.pb.gz" || fail "export (file) differs"
 # --- request --wait, not on a TTY: plain phase lines; then --json.
 "$DEMO" --no-request --threads 1 --duration-ms 30000 2> /dev/null &
 SPIN=$!
-"$PROFCTL" request --pid $SPIN --type stack --duration 1s --hz 200 --wait > "$T/req.txt" ||
+timeout 120 "$PROFCTL" request --pid $SPIN --type stack --duration 1s --hz 200 --wait > "$T/req.txt" ||
 	{ cat "$T/req.txt"; fail "request --wait failed"; }
 cat "$T/req.txt"
 grep -Eq "^request [0-9]+: capturing \(" "$T/req.txt" || fail "no plain 'capturing' line"
 grep -Eq "^request [0-9]+: redacting \(" "$T/req.txt" || fail "no plain 'redacting' line"
 grep -Eq "^request [0-9]+: done: result [0-9]+ at $T/state/results/0/" "$T/req.txt" || fail "no 'done' line"
 grep -q $'\r' "$T/req.txt" && fail "progress bar escapes written to a non-TTY"
-"$PROFCTL" --json request --pid $SPIN --type stack --duration 500ms --wait > "$T/req.json" ||
+echo "$(date +%T) request --json --wait"
+timeout 120 "$PROFCTL" --json request --pid $SPIN --type stack --duration 500ms --wait > "$T/req.json" ||
 	{ cat "$T/req.json"; fail "request --json --wait"; }
 [ "$(json 'd["phase"]' < "$T/req.json")" = done ] || fail "request --json: $(cat "$T/req.json")"
 json 'd["phases"]' < "$T/req.json" | grep -q capturing || fail "request --json phases"
 # Without --wait: accepted at once; status shows the session running.
-sid=$("$PROFCTL" --json request --pid $SPIN --type stack --duration 3s | json 'd["request_id"]') ||
+echo "$(date +%T) request without --wait"
+sid=$(timeout 60 "$PROFCTL" --json request --pid $SPIN --type stack --duration 3s | json 'd["request_id"]') ||
 	fail "request without --wait"
 seen=
 for _ in $(seq 100); do
@@ -234,10 +236,12 @@ done
 echo "status during request $sid: phase $seen"
 echo "$seen" | grep -Eq "waiting-for-runtime|capturing|redacting" || fail "status does not show session $sid"
 "$PROFCTL" status | grep -Eq "^$sid +$SPIN +uid:0 +stack " || true
-for _ in $(seq 200); do
-	"$PROFCTL" --json status | json "any(s['id']==$sid for s in d['sessions'])" | grep -q True || break
-	sleep 0.1
+# Until it ended (the next request of the same pid would be refused meanwhile).
+for _ in $(seq 120); do
+	[ "$("$PROFCTL" --json status | json "any(s['id']==$sid for s in d['sessions'])")" = True ] || break
+	sleep 0.25
 done
+echo "$(date +%T) request $sid ended"
 rc=0; "$PROFCTL" request --pid 999999999 --type stack 2> "$T/e" || rc=$?
 [ $rc = 1 ] || fail "request of a missing pid: exit $rc, want 1"
 kill $SPIN 2> /dev/null || true
@@ -246,7 +250,7 @@ kill $SPIN 2> /dev/null || true
 if command -v script > /dev/null; then
 	"$DEMO" --no-request --threads 1 --duration-ms 30000 2> /dev/null &
 	SPIN=$!
-	script -qec "$PROFCTL request --pid $SPIN --type stack --duration 1s --wait" /dev/null > "$T/tty.txt" ||
+	timeout 120 script -qec "$PROFCTL request --pid $SPIN --type stack --duration 1s --wait" /dev/null > "$T/tty.txt" ||
 		{ cat "$T/tty.txt"; fail "request --wait on a pty"; }
 	kill $SPIN 2> /dev/null || true
 	grep -q $'\r\[#*\.*\] *[0-9.]*s/1.0s capturing' "$T/tty.txt" || fail "no progress bar on a TTY: $(cat -v "$T/tty.txt")"
@@ -297,6 +301,12 @@ as_a "$PROFCTL" --json status > "$T/a-status.json" || fail "status as uid $A"
 as_a "$PROFCTL" triggers | grep -q "sys:" && fail "uid $A sees system triggers"
 as_a "$PROFCTL" --json apps | python3 -c "import json,sys; a=json.load(sys.stdin); sys.exit(any(x['uid']!=$A for x in a))" ||
 	fail "uid $A sees other apps"
+
+# An app that puts a FIFO where its result was cannot stall the daemon.
+as_a sh -c "rm -f '$a_out' && mkfifo '$a_out'" || fail "cannot replace A's result with a FIFO"
+rc=0; as_a timeout 20 "$PROFCTL" top "$AID" 2> "$T/e" || rc=$?
+[ $rc = 1 ] && grep -q "not a regular file" "$T/e" || fail "FIFO result: exit $rc: $(cat "$T/e")"
+"$PROFCTL" status > /dev/null || fail "daemon stuck after a FIFO result"
 
 daemon_alive || fail "daemon died"
 stop_daemon
