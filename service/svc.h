@@ -86,6 +86,10 @@ struct svc_config {
 		char id[128];
 	} *apps;
 	unsigned napps;
+	/* control.sock (profctl); "" = <state_dir>/control.sock. */
+	char control_socket[SVC_SUN_MAX];
+	uint32_t max_ctl_clients;      /* control connections, in total and per uid */
+	uint32_t max_ctl_per_uid;
 };
 
 #define SVC_MAX_APP_MAP 256
@@ -192,6 +196,27 @@ int svc_db_trigger_del(const char *app, int type);
 typedef void (*svc_db_trigger_fn)(const char *app, uint32_t type, uid_t uid, gid_t gid,
 				  const char *exe, const void *spec, size_t len, void *ud);
 int svc_db_trigger_load(svc_db_trigger_fn fn, void *ud);
+/* A result row with its session, for profctl results/show. */
+struct svc_db_row {
+	uint64_t id, session_id, size, start_ns, end_ns;
+	uint32_t type, trigger, attempts, pid;
+	uid_t uid;
+	bool delivered;
+	char app[RL_APP_MAX];
+	char path[SVC_PATH_MAX];
+	char format[16];
+	char tag[72];
+	char note[160];
+};
+/* Results newest first, of uid (or any uid when all_uids) and of app (NULL:
+ * any), at most limit rows to fn. Returns how many match in all, or -EIO. */
+int svc_db_results_list(bool all_uids, uid_t uid, const char *app, unsigned limit,
+			void (*fn)(const struct svc_db_row *r, void *ud), void *ud);
+/* One result by id. 0, -ENOENT or -EIO. */
+int svc_db_result_get(uint64_t id, struct svc_db_row *out);
+/* Per app with stored results: its uid, count and bytes. Returns how many, or -EIO. */
+int svc_db_apps(void (*fn)(const char *app, uid_t uid, uint32_t n, uint64_t bytes, void *ud),
+		void *ud);
 
 /* ----------------------------------------------------------- svc_proto.c */
 
@@ -231,6 +256,13 @@ struct svc_conn *svc_conn_listener_for(uid_t uid);
 struct svc_conn *svc_conn_runtime_for(pid_t pid);
 void svc_conn_set_runtime(struct svc_conn *c, uint32_t caps);
 uint32_t svc_conn_runtime_caps(const struct svc_conn *c);
+/* Every live connection (status); fn must not close any. */
+void svc_conn_foreach(void (*fn)(struct svc_conn *c, void *ud), void *ud);
+enum svc_role svc_conn_role(const struct svc_conn *c);
+/* Client: ClientHello seen; runtime: RuntimeHello accepted. */
+bool svc_conn_hello_done(const struct svc_conn *c);
+/* A runtime's kind from its hello ("native", "jvm"), "" before it. */
+const char *svc_conn_kind(const struct svc_conn *c);
 
 /* ----------------------------------------------------------- svc_admit.c */
 
@@ -324,6 +356,16 @@ void svc_trigger_session_end(const char *app, uint32_t trigger, uint64_t session
 			     uint32_t type);
 /* One line per watcher: what runs and what fell back (status, logs). */
 void svc_trigger_status(void (*fn)(const char *name, const char *status, void *ud), void *ud);
+/* A registered trigger, for profctl triggers. */
+struct svc_trigger_info {
+	const char *app;
+	uid_t uid;
+	uint32_t type, capture, period_s;
+	const char *system_name;        /* [trigger.NAME], or NULL for an app's */
+	uint64_t fired, coalesced, refused, last_ns, active;
+	char detail[128];               /* thresholds, readable */
+};
+void svc_trigger_foreach(void (*fn)(const struct svc_trigger_info *t, void *ud), void *ud);
 
 /* ------------------------------------------------------------- svc_jvm.c */
 
@@ -386,5 +428,39 @@ int svc_session_capture_done(struct svc_conn *rt, const Pd__CaptureDone *d);
 unsigned svc_session_active(void);
 /* Tell pid's runtime that what its held event started is over (EventDone). */
 void svc_session_event_done(pid_t pid, uint32_t kind, int status);
+/* A running capture, for profctl status and request --wait. */
+struct svc_session_info {
+	uint64_t id;
+	pid_t pid;
+	uid_t uid;
+	const char *app, *tag;
+	uint32_t type, trigger, duration_ms;
+	const char *phase;              /* waiting-for-runtime capturing redacting delivering
+					 * done failed */
+	uint64_t elapsed_ms;            /* since the capture (or the wait) started */
+	int error;                      /* failed: PROF_E_*, with message */
+	const char *message;
+	uint64_t result_id;             /* done */
+	const char *path;
+};
+void svc_session_foreach(void (*fn)(const struct svc_session_info *s, void *ud), void *ud);
+/* One observer of phase changes (svc_ctl): called as each session moves on,
+ * the last time with phase "done" or "failed". NULL removes it. */
+typedef void (*svc_session_observer)(const struct svc_session_info *s);
+void svc_session_set_observer(svc_session_observer fn);
+
+/* ------------------------------------------------------------- svc_ctl.c */
+
+/* control.sock for profctl (proto/control.proto, docs/PROTOCOL.md). */
+#define CTL_VERSION 1
+#define CTL_MAX_REQ 4096          /* profctl -> daemon packet */
+#define CTL_MAX_REPLY (64 * 1024) /* daemon -> profctl packet */
+
+struct Pdctl__CtlRequest;
+int svc_ctl_init(struct event_base *base, const struct svc_config *cfg);
+void svc_ctl_fini(void);
+/* Decode and check one control packet (size cap, string caps); NULL with
+ * *why on failure. Fuzzed by tests/fuzz/fuzz_ctl_msg.c. */
+struct Pdctl__CtlRequest *svc_ctl_decode(const uint8_t *buf, size_t len, const char **why);
 
 #endif

@@ -82,6 +82,9 @@ static const struct key keys[] = {
 	{ "results", "retention_days", K_U32, OFF(retention_days), 1, 3650, R_LIVE },
 	{ "results", "delivery_attempts", K_U32, OFF(delivery_attempts), 1, 100, R_LIVE },
 	{ "results", "delivery_max_age_days", K_U32, OFF(delivery_max_age_days), 1, 3650, R_LIVE },
+	{ "daemon", "control_socket", K_STR_SUN, OFF(control_socket), 0, 0, R_RESTART },
+	{ "limits", "max_control_clients", K_U32, OFF(max_ctl_clients), 1, 4096, R_RESTART },
+	{ "limits", "max_control_per_uid", K_U32, OFF(max_ctl_per_uid), 1, 4096, R_RESTART },
 };
 
 void svc_config_defaults(struct svc_config *c)
@@ -112,6 +115,8 @@ void svc_config_defaults(struct svc_config *c)
 	c->retention_days = 14;
 	c->delivery_attempts = 3;
 	c->delivery_max_age_days = 7;
+	c->max_ctl_clients = 32;
+	c->max_ctl_per_uid = 4;
 }
 
 void svc_config_free(struct svc_config *c)
@@ -384,6 +389,19 @@ int svc_config_check(struct svc_config *cfg, char *msg, size_t n)
 		snprintf(msg, n, "[daemon] client_socket and runtime_socket must be two different paths");
 		return -EINVAL;
 	}
+	if (!cfg->control_socket[0] &&
+	    util_fmt(cfg->control_socket, sizeof(cfg->control_socket), "%s/control.sock",
+		     cfg->state_dir) < 0) {
+		LOG_E("state_dir too long for <state_dir>/control.sock; set control_socket");
+		return -EINVAL;
+	}
+	if (!strcmp(cfg->control_socket, cfg->client_socket) ||
+	    !strcmp(cfg->control_socket, cfg->runtime_socket)) {
+		LOG_E("control_socket must differ from client_socket and runtime_socket");
+		return -EINVAL;
+	}
+	if (cfg->max_ctl_per_uid > cfg->max_ctl_clients)
+		cfg->max_ctl_per_uid = cfg->max_ctl_clients;
 	if (cfg->max_clients_per_uid > cfg->max_clients)
 		cfg->max_clients_per_uid = cfg->max_clients;
 	for (unsigned i = 0; i < cfg->nsystrig; i++) {

@@ -59,6 +59,7 @@ struct svc_conn {
 	bool dropping;
 	uint32_t caps;     /* runtime capabilities */
 	char app[RL_APP_MAX];
+	char kind[16];     /* runtime kind from its hello ("native", "jvm"), for status */
 	struct svc_conn *next;
 };
 
@@ -440,6 +441,7 @@ static int runtime_hello(struct svc_conn *c, const Pd__RuntimeMsg *m)
 		return -EEXIST;
 	}
 	svc_conn_set_runtime(c, parse_caps(m->hello));
+	util_strlcpy(c->kind, m->hello->runtime, sizeof(c->kind));
 	/* What the runtime would offer but could not get (a JVMTI capability). */
 	char missing[WIRE_MAX_CAPS * 33 + 2] = "";
 	for (size_t i = 0; i < m->hello->n_missing; i++) {
@@ -840,3 +842,16 @@ void svc_conn_fini(void)
 	while (conns)
 		conn_free(conns);
 }
+
+/* ------------------------------------------------- read-only queries */
+
+void svc_conn_foreach(void (*fn)(struct svc_conn *c, void *ud), void *ud)
+{
+	for (struct svc_conn *c = conns; c; c = c->next)
+		if (!c->dropping)
+			fn(c, ud);
+}
+
+enum svc_role svc_conn_role(const struct svc_conn *c) { return c->role; }
+bool svc_conn_hello_done(const struct svc_conn *c) { return c->hello; }
+const char *svc_conn_kind(const struct svc_conn *c) { return c->kind; }

@@ -12,6 +12,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -795,4 +796,110 @@ int svc_db_result_requeue(uint64_t session_id, const char *note)
 	int rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	return rc == SQLITE_DONE ? (sqlite3_changes(db) ? 0 : -ENOENT) : -EIO;
+}
+
+/* ------------------------------------------------- profctl queries */
+
+static void row_read(sqlite3_stmt *st, struct svc_db_row *r)
+{
+	const char *t;
+	memset(r, 0, sizeof(*r));
+	r->id = (uint64_t)sqlite3_column_int64(st, 0);
+	r->session_id = (uint64_t)sqlite3_column_int64(st, 1);
+	if ((t = (const char *)sqlite3_column_text(st, 2)))
+		util_strlcpy(r->app, t, sizeof(r->app));
+	r->uid = (uid_t)sqlite3_column_int64(st, 3);
+	r->type = (uint32_t)sqlite3_column_int(st, 4);
+	r->trigger = (uint32_t)sqlite3_column_int(st, 5);
+	if ((t = (const char *)sqlite3_column_text(st, 6)))
+		util_strlcpy(r->path, t, sizeof(r->path));
+	r->size = (uint64_t)sqlite3_column_int64(st, 7);
+	if ((t = (const char *)sqlite3_column_text(st, 8)))
+		util_strlcpy(r->format, t, sizeof(r->format));
+	r->start_ns = (uint64_t)sqlite3_column_int64(st, 9);
+	r->end_ns = (uint64_t)sqlite3_column_int64(st, 10);
+	r->delivered = sqlite3_column_int(st, 11) != 0;
+	r->attempts = (uint32_t)sqlite3_column_int(st, 12);
+	if ((t = (const char *)sqlite3_column_text(st, 13)))
+		util_strlcpy(r->note, t, sizeof(r->note));
+	if ((t = (const char *)sqlite3_column_text(st, 14)))
+		util_strlcpy(r->tag, t, sizeof(r->tag));
+	r->pid = (uint32_t)sqlite3_column_int64(st, 15);
+}
+
+#define ROW_COLS "r.id, r.session_id, r.app, r.uid, r.type, r.trigger, r.path, r.size," \
+	" r.format, r.start_ns, r.end_ns, r.delivered, r.attempts, r.note," \
+	" COALESCE(s.tag, ''), COALESCE(s.pid, 0)"
+
+int svc_db_results_list(bool all_uids, uid_t uid, const char *app, unsigned limit,
+			void (*fn)(const struct svc_db_row *r, void *ud), void *ud)
+{
+	sqlite3_stmt *st;
+	int total = 0, rc;
+	const char *where = " WHERE (?1 OR r.uid = ?2) AND (?3 IS NULL OR r.app = ?3)";
+	char sql[512];
+
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM results r%s", where);
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_int(st, 1, all_uids);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)uid);
+	if (app)
+		sqlite3_bind_text(st, 3, app, -1, SQLITE_TRANSIENT);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		total = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	snprintf(sql, sizeof(sql), "SELECT " ROW_COLS " FROM results r LEFT JOIN sessions s"
+		 " ON s.id = r.session_id%s ORDER BY r.id DESC LIMIT ?4", where);
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_int(st, 1, all_uids);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)uid);
+	if (app)
+		sqlite3_bind_text(st, 3, app, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 4, limit);
+	/* One row at a time: the caller only reads. */
+	struct svc_db_row *r = malloc(sizeof(*r));
+	if (!r) {
+		sqlite3_finalize(st);
+		return -ENOMEM;
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		row_read(st, r);
+		fn(r, ud);
+	}
+	free(r);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? total : -EIO;
+}
+
+int svc_db_result_get(uint64_t id, struct svc_db_row *out)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(db, "SELECT " ROW_COLS " FROM results r LEFT JOIN sessions s"
+			       " ON s.id = r.session_id WHERE r.id = ?", -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		row_read(st, out);
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : -EIO;
+}
+
+int svc_db_apps(void (*fn)(const char *app, uid_t uid, uint32_t n, uint64_t bytes, void *ud),
+		void *ud)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(db, "SELECT app, MIN(uid), COUNT(*), SUM(size) FROM results"
+			       " GROUP BY app ORDER BY app", -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	int rc, n = 0;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		fn((const char *)sqlite3_column_text(st, 0), (uid_t)sqlite3_column_int64(st, 1),
+		   (uint32_t)sqlite3_column_int(st, 2), (uint64_t)sqlite3_column_int64(st, 3), ud);
+		n++;
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? n : -EIO;
 }

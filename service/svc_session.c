@@ -85,6 +85,10 @@ static const struct {
 	[PROF_SYSTEM_TRACE] = { "trace", "perfetto-trace", "perfetto", SVC_CAP_TRACE_RING },
 };
 
+/* Phase changes to the observer (svc_ctl); defined at the end. */
+static void notify(struct session *s, const char *phase, int error, const char *msg,
+		   uint64_t result_id, const char *path);
+
 static bool type_valid(uint32_t t)
 {
 	return t >= PROF_HEAP_DUMP && t <= PROF_SYSTEM_TRACE;
@@ -246,6 +250,7 @@ static void fail(struct session *s, int error, const char *msg)
 	      prof_strerror(error), msg);
 	svc_db_session_end(s->id, "failed", error, msg, util_now_ns(CLOCK_REALTIME));
 	release_files(s);
+	notify(s, "failed", error, msg, 0, NULL);
 	if (send_result(s, error, msg, NULL, 0, 0, -1) < 0)
 		LOG_D("session %llu: app not connected for its failure result",
 		      (unsigned long long)s->id);
@@ -405,6 +410,7 @@ static bool start_agentless(struct session *s)
 	}
 	s->state = S_CAPTURING;
 	s->start_ns = util_now_ns(CLOCK_REALTIME);
+	notify(s, "capturing", 0, NULL, 0, NULL);
 	LOG_I("session %llu: no agent in pid %d: sampling it with perf_event_open at %u Hz for %u ms",
 	      (unsigned long long)s->id, (int)s->pid, s->hz, s->duration_ms);
 	return true;
@@ -546,6 +552,7 @@ static void start_capture(struct session *s, struct svc_conn *rt)
 		return;
 	}
 	arm(s, cr.deadline_ms);
+	notify(s, "capturing", 0, NULL, 0, NULL);
 	LOG_I("session %llu: %s capture of pid %d for %u ms at %u Hz",
 	      (unsigned long long)s->id, type_info[s->type].name, (int)s->pid,
 	      s->duration_ms, s->hz);
@@ -689,6 +696,7 @@ static void redact_done(void *ud, int code, const char *rmsg)
 	}
 	release_files(s);
 
+	notify(s, "delivering", 0, NULL, 0, NULL);
 	struct svc_conn *c = result_peer(s);
 	r = c ? deliver_to(c, s->id, s->type, s->trigger, s->tag, path, (uint64_t)st.st_size,
 			   result_id, s->start_ns, NULL) : -ENOTCONN;
@@ -696,6 +704,7 @@ static void redact_done(void *ud, int code, const char *rmsg)
 	      "-> %s, %lld bytes%s", (unsigned long long)s->id, (unsigned long long)s->samples,
 	      (unsigned long long)s->dropped, rmsg, path, (long long)st.st_size,
 	      r == 0 ? "" : " (app not connected; queued)");
+	notify(s, "done", 0, NULL, result_id, path);
 	session_free(s);
 }
 
@@ -749,6 +758,7 @@ static void start_redaction(struct session *s)
 		return;
 	}
 	s->state = S_REDACTING;
+	notify(s, "redacting", 0, NULL, 0, NULL);
 	r = svc_redact_start(s->raw_fd, s->out_fd,
 			     s->redact_format ? s->redact_format : type_info[s->type].format, s->pid,
 			     redact_done, s, &s->rd);
@@ -1293,5 +1303,59 @@ void svc_session_fini(void)
 			svc_db_session_end(s->id, "failed", PROF_E_UNKNOWN, "daemon stopped",
 					   util_now_ns(CLOCK_REALTIME));
 		session_free(s);
+	}
+}
+
+/* ------------------------------------------------- status and observers */
+
+static svc_session_observer observer;
+
+void svc_session_set_observer(svc_session_observer fn)
+{
+	observer = fn;
+}
+
+static void session_info(const struct session *s, const char *phase,
+			 struct svc_session_info *out)
+{
+	static const char *const names[] = {
+		[S_WAIT_RUNTIME] = "waiting-for-runtime",
+		[S_CAPTURING] = "capturing",
+		[S_REDACTING] = "redacting",
+	};
+	uint64_t now = util_now_ns(CLOCK_REALTIME);
+	memset(out, 0, sizeof(*out));
+	out->id = s->id;
+	out->pid = s->pid;
+	out->uid = s->uid;
+	out->app = s->app;
+	out->tag = s->tag;
+	out->type = s->type;
+	out->trigger = s->trigger;
+	out->duration_ms = s->duration_ms;
+	out->phase = phase ? phase : names[s->state];
+	out->elapsed_ms = now > s->start_ns ? (now - s->start_ns) / 1000000u : 0;
+}
+
+static void notify(struct session *s, const char *phase, int error, const char *msg,
+		   uint64_t result_id, const char *path)
+{
+	struct svc_session_info si;
+	if (!observer)
+		return;
+	session_info(s, phase, &si);
+	si.error = error;
+	si.message = msg;
+	si.result_id = result_id;
+	si.path = path;
+	observer(&si);
+}
+
+void svc_session_foreach(void (*fn)(const struct svc_session_info *s, void *ud), void *ud)
+{
+	struct svc_session_info si;
+	for (const struct session *s = sessions; s; s = s->next) {
+		session_info(s, NULL, &si);
+		fn(&si, ud);
 	}
 }

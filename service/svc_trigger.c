@@ -868,3 +868,61 @@ void svc_trigger_status(void (*fn)(const char *name, const char *status, void *u
 	fn("memory", trg_mem_status(), ud);
 	fn("pressure", trg_psi_status(), ud);
 }
+
+void svc_trigger_foreach(void (*fn)(const struct svc_trigger_info *t, void *ud), void *ud)
+{
+	static const char *const psi_names[] = { "memory", "cpu", "io" };
+	for (size_t i = 0; regs && i < SVC_MAX_TRIGGERS; i++) {
+		const struct reg *r = &regs[i];
+		struct svc_trigger_info ti = { 0 };
+		if (!r->used)
+			continue;
+		ti.app = r->app;
+		ti.uid = r->uid;
+		ti.type = r->type;
+		ti.capture = r->capture;
+		ti.period_s = r->period_s;
+		ti.system_name = r->sys ? r->app + 4 : NULL; /* "sys:NAME" */
+		ti.fired = r->fired;
+		ti.coalesced = r->coalesced;
+		ti.refused = r->refused;
+		ti.last_ns = r->last_ns;
+		ti.active = r->active;
+		switch (r->type) {
+		case PROF_TRIGGER_EXCESSIVE_CPU:
+			util_fmt(ti.detail, sizeof(ti.detail), "cpu >= %u%% for %u ms", r->cpu_percent,
+				 r->cpu_window_ms);
+			break;
+		case PROF_TRIGGER_OOM:
+			if (r->memory_bytes)
+				util_fmt(ti.detail, sizeof(ti.detail), "memory >= %llu bytes",
+					 (unsigned long long)r->memory_bytes);
+			else
+				util_fmt(ti.detail, sizeof(ti.detail), "memory >= %u%% of the limit",
+					 r->memory_percent);
+			break;
+		case PROF_TRIGGER_HANG:
+			util_fmt(ti.detail, sizeof(ti.detail), "no heartbeat for %u ms",
+				 r->hang_timeout_ms);
+			break;
+		case PROF_TRIGGER_COLD_START:
+			util_fmt(ti.detail, sizeof(ti.detail), "until fully drawn or %u ms",
+				 r->timeout_ms);
+			break;
+		case PROF_TRIGGER_PRESSURE_STALL:
+			util_fmt(ti.detail, sizeof(ti.detail), "%s stall %u us in %u ms",
+				 r->psi_resource < 3 ? psi_names[r->psi_resource] : "?",
+				 r->psi_stall_us, r->psi_window_ms);
+			break;
+		default:
+			break;
+		}
+		if (r->sys && (r->exe[0] || r->cgroup[0])) {
+			size_t l = strlen(ti.detail);
+			util_fmt(ti.detail + l, sizeof(ti.detail) - l, "%s%s%s%s", l ? "; " : "",
+				 r->exe[0] ? r->exe : "", r->exe[0] && r->cgroup[0] ? " in " : "",
+				 r->cgroup);
+		}
+		fn(&ti, ud);
+	}
+}

@@ -1,0 +1,1077 @@
+/*
+ * control.sock: profctl's view of the daemon (proto/control.proto).
+ *
+ * The socket is mode 0666, like client.sock, and every request is
+ * authorised by the peer's SO_PEERCRED uid taken at accept: root sees and
+ * does everything; any other uid sees only what belongs to it (its apps'
+ * results, triggers, budgets, runtimes and sessions) and may not `request`
+ * captures. This lets an app's developer run `profctl results` without sudo
+ * while the file mode stays simple; a root-only 0600 socket would need the
+ * same checks anyway the day it is opened up.
+ *
+ * Caps and what happens at them:
+ *   request packet: CTL_MAX_REQ (4 KiB) before decoding; bigger: closed.
+ *   reply packet: CTL_MAX_REPLY (64 KiB); lists are cut to fit and say
+ *     so (truncated); results at most CTL_MAX_RESULTS, apps CTL_MAX_APPS.
+ *   connections: max_control_clients in total, max_control_per_uid per
+ *     uid; past either the new connection is closed at once.
+ *   queued replies per connection: CTL_MAX_QUEUE; a peer that does not
+ *     read is closed.
+ *   one waiting request (request --wait) per connection.
+ */
+#include "svc.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "control.pb-c.h"
+#include "log.h"
+#include "profiling/profiling.h"
+#include "util.h"
+#include "wire.h"
+
+#define CTL_MAX_QUEUE 16
+#define CTL_MAX_RESULTS 200
+#define CTL_MAX_APPS 512
+
+struct ctl_out {
+	uint8_t *buf;
+	size_t len;
+	int fd;
+};
+
+struct ctl_conn {
+	int fd;
+	uid_t uid;
+	pid_t pid;
+	struct event *ev_read, *ev_write;
+	struct ctl_out q[CTL_MAX_QUEUE];
+	unsigned qhead, qlen;
+	uint64_t watch;            /* session whose phases this peer waits for */
+	bool dropping;
+	struct ctl_conn *next;
+};
+
+static struct event_base *base;
+static const struct svc_config *cfg;
+static int lfd = -1;
+static struct event *lev;
+static char lpath[SVC_SUN_MAX];
+static struct ctl_conn *conns;
+static unsigned nconns;
+static uint64_t start_ms;
+
+/* ------------------------------------------------------------ arena */
+
+/* Everything a reply points to, freed once it is packed. */
+struct arena {
+	void **p;
+	size_t n, cap;
+	bool oom;
+};
+
+static void *a_keep(struct arena *a, void *p)
+{
+	if (!p) {
+		a->oom = true;
+		return NULL;
+	}
+	if (a->n == a->cap) {
+		size_t nc = a->cap ? a->cap * 2 : 64;
+		void **np = realloc(a->p, nc * sizeof(*np));
+		if (!np) {
+			free(p);
+			a->oom = true;
+			return NULL;
+		}
+		a->p = np;
+		a->cap = nc;
+	}
+	a->p[a->n++] = p;
+	return p;
+}
+
+static void *a_new(struct arena *a, size_t size)
+{
+	return a_keep(a, calloc(1, size));
+}
+
+static char *a_dup(struct arena *a, const char *s)
+{
+	return a_keep(a, strdup(s ? s : ""));
+}
+
+static void a_free(struct arena *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->p[i]);
+	free(a->p);
+	memset(a, 0, sizeof(*a));
+}
+
+/* Grow a protobuf-c repeated field of pointers by one; NULL when out of memory. */
+static void *a_push(struct arena *a, void ***arr, size_t *n, size_t *cap, size_t elem)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		void **np = a_new(a, nc * sizeof(*np));
+		if (!np)
+			return NULL;
+		if (*n)
+			memcpy(np, *arr, *n * sizeof(*np));
+		*arr = np;
+		*cap = nc;
+	}
+	void *e = a_new(a, elem);
+	if (e)
+		(*arr)[(*n)++] = e;
+	return e;
+}
+
+/* ------------------------------------------------------------ decoding */
+
+static int str_ok(const char *s, size_t cap)
+{
+	return !s || strnlen(s, cap + 1) <= cap;
+}
+
+Pdctl__CtlRequest *svc_ctl_decode(const uint8_t *buf, size_t len, const char **why)
+{
+	Pdctl__CtlRequest *m;
+
+	if (len > CTL_MAX_REQ) {
+		*why = "message over the size cap";
+		return NULL;
+	}
+	m = pdctl__ctl_request__unpack(NULL, len, buf);
+	if (!m) {
+		*why = "undecodable or missing required field";
+		return NULL;
+	}
+	*why = NULL;
+	switch (m->cmd_case) {
+	case PDCTL__CTL_REQUEST__CMD_STATUS:
+	case PDCTL__CTL_REQUEST__CMD_APPS:
+	case PDCTL__CTL_REQUEST__CMD_SHOW:
+	case PDCTL__CTL_REQUEST__CMD_OPEN:
+		break;
+	case PDCTL__CTL_REQUEST__CMD_TRIGGERS:
+	case PDCTL__CTL_REQUEST__CMD_RATELIMIT:
+	case PDCTL__CTL_REQUEST__CMD_RESULTS: {
+		const Pdctl__AppFilter *f = m->cmd_case == PDCTL__CTL_REQUEST__CMD_TRIGGERS
+			? m->triggers : m->cmd_case == PDCTL__CTL_REQUEST__CMD_RATELIMIT
+			? m->ratelimit : m->results;
+		if (!str_ok(f->app, RL_APP_MAX - 1))
+			*why = "app key too long";
+		break;
+	}
+	case PDCTL__CTL_REQUEST__CMD_REQUEST:
+		if (!str_ok(m->request->tag, WIRE_MAX_TAG))
+			*why = "tag too long";
+		break;
+	default:
+		*why = "no command set";
+		break;
+	}
+	if (*why) {
+		pdctl__ctl_request__free_unpacked(m, NULL);
+		return NULL;
+	}
+	return m;
+}
+
+/* ------------------------------------------------------------ sending */
+
+static void ctl_drop(struct ctl_conn *c, const char *why);
+
+static int ctl_flush(struct ctl_conn *c)
+{
+	while (c->qlen) {
+		struct ctl_out *o = &c->q[c->qhead];
+		int r = wire_send(c->fd, o->buf, o->len, o->fd);
+		if (r == -EAGAIN) {
+			event_add(c->ev_write, NULL);
+			return 0;
+		}
+		free(o->buf);
+		if (o->fd >= 0)
+			close(o->fd);
+		o->buf = NULL;
+		o->fd = -1;
+		c->qhead = (c->qhead + 1) % CTL_MAX_QUEUE;
+		c->qlen--;
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int ctl_send(struct ctl_conn *c, const Pdctl__CtlReply *m, int fd)
+{
+	size_t len = pdctl__ctl_reply__get_packed_size(m);
+	if (c->dropping)
+		return -EPIPE;
+	if (len > CTL_MAX_REPLY)
+		return -EMSGSIZE;
+	if (c->qlen == CTL_MAX_QUEUE) {
+		ctl_drop(c, "peer does not read: outgoing queue full");
+		return -ENOBUFS;
+	}
+	struct ctl_out *o = &c->q[(c->qhead + c->qlen) % CTL_MAX_QUEUE];
+	o->buf = malloc(len ? len : 1);
+	if (!o->buf)
+		return -ENOMEM;
+	o->len = pdctl__ctl_reply__pack(m, o->buf);
+	o->fd = -1;
+	if (fd >= 0 && (o->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0) {
+		int r = -errno;
+		free(o->buf);
+		o->buf = NULL;
+		return r;
+	}
+	c->qlen++;
+	int r = ctl_flush(c);
+	if (r < 0)
+		ctl_drop(c, strerror(-r));
+	return r;
+}
+
+static int send_error(struct ctl_conn *c, int error, const char *msg)
+{
+	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
+	rep.error = (uint32_t)error;
+	rep.message = (char *)msg;
+	return ctl_send(c, &rep, -1);
+}
+
+/* ------------------------------------------------------------ closing */
+
+static void ctl_free(struct ctl_conn *c)
+{
+	for (struct ctl_conn **pp = &conns; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			nconns--;
+			break;
+		}
+	if (c->ev_read)
+		event_free(c->ev_read);
+	if (c->ev_write)
+		event_free(c->ev_write);
+	for (unsigned i = 0; i < c->qlen; i++) {
+		struct ctl_out *o = &c->q[(c->qhead + i) % CTL_MAX_QUEUE];
+		free(o->buf);
+		if (o->fd >= 0)
+			close(o->fd);
+	}
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c);
+}
+
+static void ctl_reap_cb(evutil_socket_t fd, short what, void *arg)
+{
+	ctl_free(arg);
+}
+
+static void ctl_drop(struct ctl_conn *c, const char *why)
+{
+	if (c->dropping)
+		return;
+	c->dropping = true;
+	c->watch = 0;
+	if (why)
+		LOG_N("closing control peer pid %d uid %u: %s", (int)c->pid, (unsigned)c->uid, why);
+	event_base_once(base, -1, EV_TIMEOUT, ctl_reap_cb, c, NULL);
+}
+
+/* ------------------------------------------------------------ authorisation */
+
+static bool sees_uid(const struct ctl_conn *c, uid_t uid)
+{
+	return c->uid == 0 || c->uid == uid;
+}
+
+/* The uid an app key names ("uid:<n>" or "uid:<n>/<id>"); -1 for others ("sys:"). */
+static long app_uid(const char *app)
+{
+	char *end;
+	if (strncmp(app, "uid:", 4) != 0 || app[4] < '0' || app[4] > '9')
+		return -1;
+	unsigned long u = strtoul(app + 4, &end, 10);
+	if ((*end != '\0' && *end != '/') || u > 0xffffffffu)
+		return -1;
+	return (long)u;
+}
+
+static bool sees_app(const struct ctl_conn *c, const char *app)
+{
+	long u = app_uid(app);
+	return c->uid == 0 || (u >= 0 && (uid_t)u == c->uid);
+}
+
+static const char *const caps_names[] = { "heap_dump", "heap_profile", "stack_sampling",
+					  "trace_ring" };
+
+/* ------------------------------------------------------------ apps */
+
+struct app_acc {
+	char app[RL_APP_MAX];
+	uid_t uid;
+	uint32_t clients, triggers, results;
+	uint64_t bytes;
+};
+
+struct apps_ctx {
+	const struct ctl_conn *c;
+	struct app_acc *v;
+	size_t n;
+	bool truncated;
+};
+
+static struct app_acc *app_get(struct apps_ctx *ax, const char *app, uid_t uid)
+{
+	if (!sees_app(ax->c, app))
+		return NULL;
+	for (size_t i = 0; i < ax->n; i++)
+		if (!strcmp(ax->v[i].app, app))
+			return &ax->v[i];
+	if (ax->n == CTL_MAX_APPS) {
+		ax->truncated = true;
+		return NULL;
+	}
+	struct app_acc *a = &ax->v[ax->n++];
+	memset(a, 0, sizeof(*a));
+	util_strlcpy(a->app, app, sizeof(a->app));
+	a->uid = uid;
+	return a;
+}
+
+static void apps_conn(struct svc_conn *sc, void *ud)
+{
+	struct apps_ctx *ax = ud;
+	if (svc_conn_role(sc) != SVC_ROLE_CLIENT || !svc_conn_hello_done(sc))
+		return;
+	struct app_acc *a = app_get(ax, svc_conn_app(sc), svc_conn_uid(sc));
+	if (a)
+		a->clients++;
+}
+
+static void apps_trigger(const struct svc_trigger_info *t, void *ud)
+{
+	struct apps_ctx *ax = ud;
+	struct app_acc *a = app_get(ax, t->app, t->uid);
+	if (a)
+		a->triggers++;
+}
+
+static void apps_result(const char *app, uid_t uid, uint32_t n, uint64_t bytes, void *ud)
+{
+	struct apps_ctx *ax = ud;
+	struct app_acc *a = app_get(ax, app, uid);
+	if (a) {
+		a->results += n;
+		a->bytes += bytes;
+	}
+}
+
+static int cmp_app(const void *x, const void *y)
+{
+	return strcmp(((const struct app_acc *)x)->app, ((const struct app_acc *)y)->app);
+}
+
+/* The apps c may see: connected, with triggers, or with stored results. */
+static int collect_apps(const struct ctl_conn *c, struct apps_ctx *ax)
+{
+	memset(ax, 0, sizeof(*ax));
+	ax->c = c;
+	ax->v = calloc(CTL_MAX_APPS, sizeof(*ax->v));
+	if (!ax->v)
+		return -ENOMEM;
+	svc_conn_foreach(apps_conn, ax);
+	svc_trigger_foreach(apps_trigger, ax);
+	svc_db_apps(apps_result, ax);
+	qsort(ax->v, ax->n, sizeof(*ax->v), cmp_app);
+	return 0;
+}
+
+/* ------------------------------------------------------------ budgets */
+
+static Pdctl__Budget *budget(struct arena *a, const char *app)
+{
+	struct rl_usage u[RL_NWIN];
+	Pdctl__Budget *b = a_new(a, sizeof(*b));
+	if (!b)
+		return NULL;
+	pdctl__budget__init(b);
+	if (app)
+		b->app = a_dup(a, app);
+	if (svc_admit_usage(app, u) < 0) {
+		b->error = "the rate-limit store is unreadable and fails closed "
+			   "(see profilingd --reset-ratelimit)";
+		return b;
+	}
+	b->window = a_new(a, RL_NWIN * sizeof(*b->window));
+	if (!b->window)
+		return NULL;
+	for (int i = 0; i < RL_NWIN; i++) {
+		Pdctl__Window *w = a_new(a, sizeof(*w));
+		if (!w)
+			return NULL;
+		pdctl__window__init(w);
+		w->length_ms = (uint64_t)u[i].length_ms;
+		w->used = app ? u[i].app_used : u[i].system_used;
+		w->cap = app ? u[i].app_cap : u[i].system_cap;
+		b->window[b->n_window++] = w;
+	}
+	return b;
+}
+
+/* Cut a list until the reply fits; says whether it cut. */
+static bool fit(const Pdctl__CtlReply *rep, size_t *n)
+{
+	bool cut = false;
+	while (*n > 0 && pdctl__ctl_reply__get_packed_size(rep) > CTL_MAX_REPLY) {
+		*n = *n / 2;
+		cut = true;
+	}
+	return cut;
+}
+
+/* ------------------------------------------------------------ status */
+
+struct status_ctx {
+	struct ctl_conn *c;
+	struct arena *a;
+	Pdctl__Status *st;
+	size_t cap_w, cap_r, cap_s;
+	uint32_t clients;
+};
+
+static void st_watcher(const char *name, const char *status, void *ud)
+{
+	struct status_ctx *sx = ud;
+	Pdctl__Watcher *w = a_push(sx->a, (void ***)&sx->st->watcher, &sx->st->n_watcher, &sx->cap_w,
+				   sizeof(*w));
+	if (!w)
+		return;
+	pdctl__watcher__init(w);
+	w->name = a_dup(sx->a, name);
+	w->status = a_dup(sx->a, status);
+}
+
+static void st_conn(struct svc_conn *sc, void *ud)
+{
+	struct status_ctx *sx = ud;
+	if (svc_conn_role(sc) == SVC_ROLE_CLIENT) {
+		if (sees_uid(sx->c, svc_conn_uid(sc)))
+			sx->clients++;
+		return;
+	}
+	if (!svc_conn_hello_done(sc) || !sees_uid(sx->c, svc_conn_uid(sc)))
+		return;
+	Pdctl__Runtime *r = a_push(sx->a, (void ***)&sx->st->runtime, &sx->st->n_runtime, &sx->cap_r,
+				   sizeof(*r));
+	if (!r)
+		return;
+	pdctl__runtime__init(r);
+	r->pid = (uint32_t)svc_conn_pid(sc);
+	r->uid = (uint32_t)svc_conn_uid(sc);
+	r->kind = a_dup(sx->a, svc_conn_kind(sc));
+	uint32_t caps = svc_conn_runtime_caps(sc);
+	r->caps = a_new(sx->a, 4 * sizeof(char *));
+	for (unsigned i = 0; r->caps && i < 4; i++)
+		if (caps & (1u << i))
+			r->caps[r->n_caps++] = (char *)caps_names[i];
+}
+
+static void fill_session(struct arena *a, Pdctl__Session *s, const struct svc_session_info *si)
+{
+	pdctl__session__init(s);
+	s->id = si->id;
+	s->pid = (uint32_t)si->pid;
+	s->uid = (uint32_t)si->uid;
+	s->app = a_dup(a, si->app);
+	s->type = si->type;
+	s->phase = a_dup(a, si->phase);
+	s->elapsed_ms = si->elapsed_ms;
+	s->has_duration_ms = 1;
+	s->duration_ms = si->duration_ms;
+	s->has_trigger = si->trigger != 0;
+	s->trigger = si->trigger;
+	if (si->tag && *si->tag)
+		s->tag = a_dup(a, si->tag);
+}
+
+static void st_session(const struct svc_session_info *si, void *ud)
+{
+	struct status_ctx *sx = ud;
+	if (!sees_uid(sx->c, si->uid))
+		return;
+	Pdctl__Session *s = a_push(sx->a, (void ***)&sx->st->session, &sx->st->n_session,
+				   &sx->cap_s, sizeof(*s));
+	if (s)
+		fill_session(sx->a, s, si);
+}
+
+static int do_status(struct ctl_conn *c, struct arena *a)
+{
+	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
+	Pdctl__Status st = PDCTL__STATUS__INIT;
+	struct status_ctx sx = { .c = c, .a = a, .st = &st };
+	struct apps_ctx ax;
+
+	st.version = PROFILINGD_VERSION;
+	st.uptime_ms = util_mono_ms() - start_ms;
+	st.daemon_pid = (uint32_t)getpid();
+	svc_trigger_status(st_watcher, &sx);
+	svc_conn_foreach(st_conn, &sx);
+	svc_session_foreach(st_session, &sx);
+	st.has_clients = 1;
+	st.clients = sx.clients;
+	if (collect_apps(c, &ax) < 0)
+		return send_error(c, PROF_E_UNKNOWN, "out of memory");
+	st.budget = a_new(a, (ax.n + 1) * sizeof(*st.budget));
+	if (st.budget) {
+		/* The system-wide budget is everyone's business: it decides refusals. */
+		if ((st.budget[st.n_budget] = budget(a, NULL)))
+			st.n_budget++;
+		for (size_t i = 0; i < ax.n; i++)
+			if (strncmp(ax.v[i].app, "sys:", 4) != 0 &&
+			    (st.budget[st.n_budget] = budget(a, ax.v[i].app)))
+				st.n_budget++;
+	}
+	free(ax.v);
+	if (a->oom)
+		return send_error(c, PROF_E_UNKNOWN, "out of memory");
+	rep.body_case = PDCTL__CTL_REPLY__BODY_STATUS;
+	rep.status = &st;
+	/* Per-app budgets go first, then runtimes, then sessions. */
+	bool cut = fit(&rep, &st.n_budget);
+	cut = fit(&rep, &st.n_runtime) || cut;
+	cut = fit(&rep, &st.n_session) || cut;
+	st.has_truncated = cut || ax.truncated;
+	st.truncated = st.has_truncated;
+	return ctl_send(c, &rep, -1);
+}
+
+/* ------------------------------------------------------------ apps */
+
+static int do_apps(struct ctl_conn *c, struct arena *a)
+{
+	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
+	Pdctl__AppList al = PDCTL__APP_LIST__INIT;
+	struct apps_ctx ax;
+
+	if (collect_apps(c, &ax) < 0)
+		return send_error(c, PROF_E_UNKNOWN, "out of memory");
+	al.app = a_new(a, (ax.n + 1) * sizeof(*al.app));
+	for (size_t i = 0; al.app && i < ax.n; i++) {
+		Pdctl__App *p = a_new(a, sizeof(*p));
+		if (!p)
+			break;
+		pdctl__app__init(p);
+		p->app = a_dup(a, ax.v[i].app);
+		p->uid = (uint32_t)ax.v[i].uid;
+		p->has_clients = p->has_triggers = p->has_results = p->has_result_bytes = 1;
+		p->clients = ax.v[i].clients;
+		p->triggers = ax.v[i].triggers;
+		p->results = ax.v[i].results;
+		p->result_bytes = ax.v[i].bytes;
+		al.app[al.n_app++] = p;
+	}
+	bool trunc = ax.truncated;
+	free(ax.v);
+	if (a->oom)
+		return send_error(c, PROF_E_UNKNOWN, "out of memory");
+	rep.body_case = PDCTL__CTL_REPLY__BODY_APPS;
+	rep.apps = &al;
+	al.truncated = fit(&rep, &al.n_app) || trunc;
+	al.has_truncated = al.truncated;
+	return ctl_send(c, &rep, -1);
+}
+
+/* ------------------------------------------------------------ triggers */
+
+/* An app filter the peer may use: 0, or a refusal already sent. */
+static int check_filter(struct ctl_conn *c, const char *app)
+{
+	char msg[RL_APP_MAX + 96];
+	if (!app || sees_app(c, app))
+		return 0;
+	util_fmt(msg, sizeof(msg), "uid %u may only see its own apps (uid:%u...), not %s",
+		 (unsigned)c->uid, (unsigned)c->uid, app);
+	send_error(c, PROF_E_PERMISSION, msg);
+	return -EPERM;
+}
+
+struct trig_ctx {
+	struct ctl_conn *c;
+	struct arena *a;
+	const char *app;
+	Pdctl__TriggerList *tl;
+	size_t cap;
+};
+
+static void tr_one(const struct svc_trigger_info *t, void *ud)
+{
+	struct trig_ctx *tx = ud;
+	if (!sees_app(tx->c, t->app) || (tx->app && strcmp(tx->app, t->app) != 0))
+		return;
+	Pdctl__TriggerInfo *ti = a_push(tx->a, (void ***)&tx->tl->trigger, &tx->tl->n_trigger,
+					&tx->cap, sizeof(*ti));
+	if (!ti)
+		return;
+	pdctl__trigger_info__init(ti);
+	ti->app = a_dup(tx->a, t->app);
+	ti->uid = (uint32_t)t->uid;
+	ti->type = t->type;
+	ti->capture = t->capture;
+#define OPT(f, v) do { ti->has_##f = 1; ti->f = (v); } while (0)
+	OPT(period_s, t->period_s);
+	OPT(fired, t->fired);
+	OPT(coalesced, t->coalesced);
+	OPT(refused, t->refused);
+	OPT(last_ns, t->last_ns);
+	OPT(active_session, t->active);
+#undef OPT
+	if (t->system_name)
+		ti->system_name = a_dup(tx->a, t->system_name);
+	if (t->detail[0])
+		ti->detail = a_dup(tx->a, t->detail);
+}
+
+static int do_triggers(struct ctl_conn *c, struct arena *a, const Pdctl__AppFilter *f)
+{
+	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
+	Pdctl__TriggerList tl = PDCTL__TRIGGER_LIST__INIT;
+	struct trig_ctx tx = { .c = c, .a = a, .app = f->app, .tl = &tl };
+
+	if (check_filter(c, f->app) < 0)
+		return 0;
+	svc_trigger_foreach(tr_one, &tx);
+	if (a->oom)
+		return send_error(c, PROF_E_UNKNOWN, "out of memory");
+	rep.body_case = PDCTL__CTL_REPLY__BODY_TRIGGERS;
+	rep.triggers = &tl;
+	tl.truncated = fit(&rep, &tl.n_trigger);
+	tl.has_truncated = tl.truncated;
+	return ctl_send(c, &rep, -1);
+}
+
+/* ------------------------------------------------------------ ratelimit */
+
+static int do_ratelimit(struct ctl_conn *c, struct arena *a, const Pdctl__AppFilter *f)
+{
+	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
+	Pdctl__RateLimit rl = PDCTL__RATE_LIMIT__INIT;
+	struct apps_ctx ax = { 0 };
+
+	if (check_filter(c, f->app) < 0)
+		return 0;
+	if (!f->app && collect_apps(c, &ax) < 0)
+		return send_error(c, PROF_E_UNKNOWN, "out of memory");
+	rl.budget = a_new(a, (ax.n + 2) * sizeof(*rl.budget));
+	if (rl.budget) {
+		if ((rl.budget[rl.n_budget] = budget(a, NULL)))
+			rl.n_budget++;
+		if (f->app && (rl.budget[rl.n_budget] = budget(a, f->app)))
+			rl.n_budget++;
+		for (size_t i = 0; i < ax.n; i++)
+			if (strncmp(ax.v[i].app, "sys:", 4) != 0 &&
+			    (rl.budget[rl.n_budget] = budget(a, ax.v[i].app)))
+				rl.n_budget++;
+	}
+	free(ax.v);
+	if (a->oom)
+		return send_error(c, PROF_E_UNKNOWN, "out of memory");
+	rep.body_case = PDCTL__CTL_REPLY__BODY_RATELIMIT;
+	rep.ratelimit = &rl;
+	fit(&rep, &rl.n_budget);
+	return ctl_send(c, &rep, -1);
+}
+
+/* ------------------------------------------------------------ results */
+
+static void fill_result(struct arena *a, Pdctl__ResultInfo *ri, const struct svc_db_row *r)
+{
+	pdctl__result_info__init(ri);
+	ri->id = r->id;
+	ri->session_id = r->session_id;
+	ri->app = a_dup(a, r->app);
+	ri->uid = (uint32_t)r->uid;
+	ri->type = r->type;
+	ri->has_trigger = 1;
+	ri->trigger = r->trigger;
+	ri->path = a_dup(a, r->path);
+	ri->size = r->size;
+	ri->format = a_dup(a, r->format);
+#define OPT(f, v) do { ri->has_##f = 1; ri->f = (v); } while (0)
+	OPT(start_ns, r->start_ns);
+	OPT(end_ns, r->end_ns);
+	OPT(delivered, r->delivered);
+	OPT(attempts, r->attempts);
+	OPT(pid, r->pid);
+#undef OPT
+	if (r->tag[0])
+		ri->tag = a_dup(a, r->tag);
+	if (r->note[0])
+		ri->note = a_dup(a, r->note);
+}
+
+struct res_ctx {
+	struct arena *a;
+	Pdctl__ResultList *rl;
+};
+
+static void res_one(const struct svc_db_row *r, void *ud)
+{
+	struct res_ctx *rx = ud;
+	Pdctl__ResultInfo *ri = a_new(rx->a, sizeof(*ri));
+	if (!ri)
+		return;
+	fill_result(rx->a, ri, r);
+	rx->rl->result[rx->rl->n_result++] = ri;
+}
+
+static int do_results(struct ctl_conn *c, struct arena *a, const Pdctl__AppFilter *f)
+{
+	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
+	Pdctl__ResultList rl = PDCTL__RESULT_LIST__INIT;
+	struct res_ctx rx = { .a = a, .rl = &rl };
+
+	if (check_filter(c, f->app) < 0)
+		return 0;
+	rl.result = a_new(a, CTL_MAX_RESULTS * sizeof(*rl.result));
+	if (!rl.result)
+		return send_error(c, PROF_E_UNKNOWN, "out of memory");
+	int total = svc_db_results_list(c->uid == 0, c->uid, f->app, CTL_MAX_RESULTS, res_one, &rx);
+	if (total < 0)
+		return send_error(c, PROF_E_UNKNOWN, "cannot read the result index");
+	if (a->oom)
+		return send_error(c, PROF_E_UNKNOWN, "out of memory");
+	rep.body_case = PDCTL__CTL_REPLY__BODY_RESULTS;
+	rep.results = &rl;
+	rl.has_total = 1;
+	rl.total = (uint32_t)total;
+	rl.truncated = fit(&rep, &rl.n_result) || (size_t)total > rl.n_result;
+	rl.has_truncated = rl.truncated;
+	return ctl_send(c, &rep, -1);
+}
+
+static int do_show(struct ctl_conn *c, struct arena *a, uint64_t id, bool open_it)
+{
+	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
+	Pdctl__ResultInfo ri;
+	struct svc_db_row *r = a_new(a, sizeof(*r));
+	char msg[SVC_PATH_MAX + 128];
+	int fd = -1;
+
+	if (!r)
+		return send_error(c, PROF_E_UNKNOWN, "out of memory");
+	int e = svc_db_result_get(id, r);
+	if (e == -ENOENT || (e == 0 && !sees_uid(c, r->uid))) {
+		/* Another uid's result looks like a missing one: ids are not secrets,
+		 * but its existence is none of this uid's business. */
+		util_fmt(msg, sizeof(msg), "no result %llu%s (see profctl results)",
+			 (unsigned long long)id, c->uid ? " of this uid" : "");
+		return send_error(c, PROF_E_INVALID_REQUEST, msg);
+	}
+	if (e < 0)
+		return send_error(c, PROF_E_UNKNOWN, "cannot read the result index");
+	if (open_it) {
+		/* The app owns its result directory and may have put anything at
+		 * the path: no symlink followed, no FIFO waited on, files only. */
+		struct stat st;
+		fd = open(r->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+		if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+			close(fd);
+			fd = -1;
+			errno = EINVAL;
+		}
+		if (fd < 0) {
+			util_fmt(msg, sizeof(msg), "result %llu: cannot open %s: %s",
+				 (unsigned long long)id, r->path,
+				 errno == EINVAL ? "not a regular file" : strerror(errno));
+			return send_error(c, PROF_E_UNKNOWN, msg);
+		}
+	}
+	fill_result(a, &ri, r);
+	rep.body_case = PDCTL__CTL_REPLY__BODY_RESULT;
+	rep.result = &ri;
+	int rc = a->oom ? send_error(c, PROF_E_UNKNOWN, "out of memory") : ctl_send(c, &rep, fd);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* ------------------------------------------------------------ request */
+
+static void fill_progress(Pdctl__Progress *p, const struct svc_session_info *si)
+{
+	bool final = !strcmp(si->phase, "done") || !strcmp(si->phase, "failed");
+	pdctl__progress__init(p);
+	p->session_id = si->id;
+	p->phase = (char *)si->phase;
+	p->has_elapsed_ms = 1;
+	p->elapsed_ms = si->elapsed_ms;
+	p->has_duration_ms = 1;
+	p->duration_ms = si->duration_ms;
+	p->has_final = 1;
+	p->final = final;
+	p->has_error = si->error != 0;
+	p->error = (uint32_t)si->error;
+	p->message = (char *)si->message;
+	p->has_result_id = si->result_id != 0;
+	p->result_id = si->result_id;
+	p->path = (char *)si->path;
+}
+
+static void observe(const struct svc_session_info *si)
+{
+	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
+	Pdctl__Progress p;
+
+	fill_progress(&p, si);
+	rep.error = p.final ? (uint32_t)si->error : 0;
+	rep.body_case = PDCTL__CTL_REPLY__BODY_PROGRESS;
+	rep.progress = &p;
+	for (struct ctl_conn *c = conns, *next; c; c = next) {
+		next = c->next;
+		if (c->dropping || c->watch != si->id)
+			continue;
+		if (p.final)
+			c->watch = 0;
+		ctl_send(c, &rep, -1);
+	}
+}
+
+static void find_session(const struct svc_session_info *s, void *ud)
+{
+	struct svc_session_info *want = ud;
+	if (s->id == want->id)
+		want->duration_ms = s->duration_ms;
+}
+
+static int do_request(struct ctl_conn *c, const Pdctl__Capture *cp)
+{
+	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
+	Pdctl__Progress p;
+	Pd__Params prm = PD__PARAMS__INIT;
+	char app[RL_APP_MAX], msg[256];
+	unsigned uid, gid;
+	uint64_t id = 0;
+
+	if (c->uid != 0)
+		return send_error(c, PROF_E_PERMISSION,
+				  "request is root-only: run profctl as root (an app asks for "
+				  "captures of itself through libprofiling)");
+	if (c->watch)
+		return send_error(c, PROF_E_INVALID_REQUEST,
+				  "this connection already waits for a capture");
+	if (cp->type < PROF_HEAP_DUMP || cp->type > PROF_SYSTEM_TRACE)
+		return send_error(c, PROF_E_INVALID_REQUEST, "unknown capture type");
+	if (cp->pid == 0 || cp->pid > INT32_MAX || util_proc_ids((int)cp->pid, &uid, &gid) < 0) {
+		util_fmt(msg, sizeof(msg), "no process %u", cp->pid);
+		return send_error(c, PROF_E_INVALID_REQUEST, msg);
+	}
+	prm.has_duration_ms = cp->has_duration_ms;
+	prm.duration_ms = cp->duration_ms;
+	prm.has_frequency_hz = cp->has_frequency_hz;
+	prm.frequency_hz = cp->frequency_hz;
+	svc_app_key(cfg, (pid_t)cp->pid, (uid_t)uid, app, sizeof(app));
+	/* Root asking for another process: a system capture of that process's
+	 * app, as prof_request with target_pid is; the result goes to the app. */
+	int e = svc_session_trigger((pid_t)cp->pid, (uid_t)uid, (gid_t)gid, app, cp->type, &prm,
+				    PROF_TRIGGER_NONE, cp->tag && *cp->tag ? cp->tag : "profctl",
+				    cfg->runtime_wait_ms, &id, msg, sizeof(msg));
+	if (e)
+		return send_error(c, e, msg);
+	LOG_I("profctl (pid %d) asked for session %llu: type %u of pid %u", (int)c->pid,
+	      (unsigned long long)id, cp->type, cp->pid);
+	struct svc_session_info si = { .id = id, .pid = (pid_t)cp->pid, .uid = uid,
+				       .phase = "waiting-for-runtime" };
+	/* The session's own duration, defaults applied. */
+	svc_session_foreach(find_session, &si);
+	fill_progress(&p, &si);
+	p.final = !cp->wait;
+	rep.body_case = PDCTL__CTL_REPLY__BODY_PROGRESS;
+	rep.progress = &p;
+	if (cp->wait)
+		c->watch = id;
+	return ctl_send(c, &rep, -1);
+}
+
+/* ------------------------------------------------------------ dispatch */
+
+static void ctl_dispatch(struct ctl_conn *c, const uint8_t *buf, size_t len)
+{
+	const char *why;
+	char msg[128];
+	struct arena a = { 0 };
+	Pdctl__CtlRequest *m = svc_ctl_decode(buf, len, &why);
+
+	if (!m) {
+		ctl_drop(c, why);
+		return;
+	}
+	if (m->version != CTL_VERSION) {
+		util_fmt(msg, sizeof(msg), "control protocol version %u, this profilingd speaks %u: "
+			 "use the profctl of the same release", m->version, CTL_VERSION);
+		send_error(c, PROF_E_INVALID_REQUEST, msg);
+		pdctl__ctl_request__free_unpacked(m, NULL);
+		return;
+	}
+	switch (m->cmd_case) {
+	case PDCTL__CTL_REQUEST__CMD_STATUS: do_status(c, &a); break;
+	case PDCTL__CTL_REQUEST__CMD_APPS: do_apps(c, &a); break;
+	case PDCTL__CTL_REQUEST__CMD_TRIGGERS: do_triggers(c, &a, m->triggers); break;
+	case PDCTL__CTL_REQUEST__CMD_RATELIMIT: do_ratelimit(c, &a, m->ratelimit); break;
+	case PDCTL__CTL_REQUEST__CMD_RESULTS: do_results(c, &a, m->results); break;
+	case PDCTL__CTL_REQUEST__CMD_SHOW: do_show(c, &a, m->show->id, false); break;
+	case PDCTL__CTL_REQUEST__CMD_OPEN: do_show(c, &a, m->open->id, true); break;
+	case PDCTL__CTL_REQUEST__CMD_REQUEST: do_request(c, m->request); break;
+	default: break;
+	}
+	a_free(&a);
+	pdctl__ctl_request__free_unpacked(m, NULL);
+}
+
+static void ctl_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ctl_conn *c = arg;
+	uint8_t buf[CTL_MAX_REQ];
+
+	for (int i = 0; i < 8 && !c->dropping; i++) {
+		ssize_t n = wire_recv(c->fd, buf, sizeof(buf), NULL);
+		if (n == -EAGAIN)
+			return;
+		if (n == 0) {
+			ctl_drop(c, NULL);
+			return;
+		}
+		if (n < 0) {
+			ctl_drop(c, n == -EMSGSIZE ? "message over the size cap"
+				 : n == -EPROTO ? "unexpected fds or truncated control data"
+				 : strerror((int)-n));
+			return;
+		}
+		ctl_dispatch(c, buf, (size_t)n);
+	}
+}
+
+static void ctl_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ctl_conn *c = arg;
+	int r = ctl_flush(c);
+	if (r < 0)
+		ctl_drop(c, strerror(-r));
+}
+
+static void ctl_accept_cb(evutil_socket_t fd0, short what, void *arg)
+{
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	unsigned per_uid = 0;
+
+	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
+		close(fd);
+		return;
+	}
+	for (struct ctl_conn *c = conns; c; c = c->next)
+		if (c->uid == cred.uid && !c->dropping)
+			per_uid++;
+	if (nconns >= cfg->max_ctl_clients || per_uid >= cfg->max_ctl_per_uid) {
+		LOG_W("refusing control peer pid %d uid %u: %s reached", (int)cred.pid,
+		      (unsigned)cred.uid, nconns >= cfg->max_ctl_clients ? "max_control_clients"
+		      : "max_control_per_uid");
+		close(fd);
+		return;
+	}
+	struct ctl_conn *c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->fd = fd;
+	c->uid = cred.uid;
+	c->pid = cred.pid;
+	for (unsigned i = 0; i < CTL_MAX_QUEUE; i++)
+		c->q[i].fd = -1;
+	c->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, ctl_read_cb, c);
+	c->ev_write = event_new(base, fd, EV_WRITE, ctl_write_cb, c);
+	c->next = conns;
+	conns = c;
+	nconns++;
+	if (!c->ev_read || !c->ev_write) {
+		ctl_free(c);
+		return;
+	}
+	event_add(c->ev_read, NULL);
+	LOG_D("control peer connected: pid %d uid %u", (int)c->pid, (unsigned)c->uid);
+}
+
+int svc_ctl_init(struct event_base *b, const struct svc_config *c)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	const char *path = c->control_socket;
+
+	base = b;
+	cfg = c;
+	start_ms = util_mono_ms();
+	util_strlcpy(lpath, path, sizeof(lpath));
+	util_strlcpy(sa.sun_path, path, sizeof(sa.sun_path));
+	/* Replace a stale socket from a previous run, never another file. */
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			LOG_E("%s exists and is not a socket", path);
+			return -EEXIST;
+		}
+		unlink(path);
+	}
+	lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (lfd < 0)
+		return -errno;
+	if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 16) < 0) {
+		int r = -errno;
+		LOG_E("cannot listen on %s: %s", path, strerror(errno));
+		close(lfd);
+		lfd = -1;
+		return r;
+	}
+	/* Anyone may connect; each request is checked against the peer's uid. */
+	chmod(path, 0666);
+	lev = event_new(base, lfd, EV_READ | EV_PERSIST, ctl_accept_cb, NULL);
+	if (!lev || event_add(lev, NULL) < 0)
+		return -ENOMEM;
+	svc_session_set_observer(observe);
+	LOG_I("listening on %s (profctl)", path);
+	return 0;
+}
+
+void svc_ctl_fini(void)
+{
+	svc_session_set_observer(NULL);
+	if (lev)
+		event_free(lev);
+	lev = NULL;
+	if (lfd >= 0) {
+		close(lfd);
+		unlink(lpath);
+	}
+	lfd = -1;
+	while (conns)
+		ctl_free(conns);
+}
