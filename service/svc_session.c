@@ -605,9 +605,16 @@ static int deliver_to(struct svc_conn *c, uint64_t request_id, uint32_t type, ui
 		      const char *tag, const char *path, uint64_t size, uint64_t result_id,
 		      uint64_t start_ns, const char *note)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* The app owns its result directory: what is at path now may be a FIFO
+	 * (which would block the daemon in open) or anything else it put there. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	struct stat st;
 	if (fd < 0)
 		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
 	int r = send_result_to(c, request_id, type, trigger, tag, PROF_E_NONE, NULL, path, size,
 			       result_id, start_ns, fd, note);
 	close(fd);
