@@ -1,18 +1,17 @@
 #!/usr/bin/env bash
 # bench/jvm_heapdump.sh [BUILD_DIR] [OBJECTS] [ROUNDS]
 # Heap dump of a JVM holding OBJECTS (1M) small objects, three ways, in one
-# run and on the same VM: `jcmd GC.heap_dump` directly (the peer), through
-# profilingd (attach + Thread.print + redaction + delivery), and through
-# profilingd with the JVMTI agent loaded. Prints the end-to-end time, the
-# VM's pause (the longest stall of a 1 ms ticker thread), and the dump's
-# size, median of ROUNDS (3). A benchmark: it prints, never fails a build.
-# The agent takes no heap dumps itself (the VM's own GC.heap_dump is the
-# dump); its row shows what loading it costs the attach path.
+# run: `jcmd GC.heap_dump` directly (the peer), through profilingd's attach
+# path (GC.heap_dump + Thread.print + redaction + delivery), and through
+# the profilingd JVMTI agent ([jvm] heap_dump_via_agent: dumpHeap over JNI,
+# then redaction + delivery). Prints the end-to-end time, the VM's pause
+# (the longest stall of a 1 ms ticker thread), and the dump's size, median
+# of ROUNDS (3). A benchmark: it prints, never fails a build.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "${1:-$ROOT/build}" && pwd)
-N=${2:-1000000}
-ROUNDS=${3:-3}
+if [ -n "${PD_BENCH_QUICK:-}" ]; then N=${2:-300000} ROUNDS=${3:-1}; else N=${2:-1000000} ROUNDS=${3:-3}; fi
+summary() { [ -z "${PD_BENCH_SUMMARY:-}" ] || printf '%s|%s|%s|%s|%s\n' "$@" >> "$PD_BENCH_SUMMARY"; }
 J=${JAVA_HOME:-/usr/lib/jvm/java-17-openjdk-amd64}
 [ -x "$J/bin/java" ] || { echo "no JDK at $J (set JAVA_HOME)"; exit 0; }
 T=$(mktemp -d /tmp/pd-bench-jvm.XXXXXX)
@@ -36,9 +35,15 @@ max_result_bytes = 8589934592
 [ratelimit]
 exempt_app = uid:0
 CONF
-"$BUILD/service/profilingd" -f -c "$T/pd.conf" > "$T/daemon.log" 2>&1 &
-DPID=$!
-for _ in $(seq 100); do [ -S "$T/client.sock" ] && break; sleep 0.05; done
+start_pd() { # extra config lines
+	[ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
+	{ cat "$T/pd.conf"; printf '%s\n' "$@"; } > "$T/pd-run.conf"
+	rm -f "$T/client.sock"
+	"$BUILD/service/profilingd" -f -c "$T/pd-run.conf" >> "$T/daemon.log" 2>&1 &
+	DPID=$!
+	for _ in $(seq 100); do [ -S "$T/client.sock" ] && break; sleep 0.05; done
+}
+start_pd
 
 ms() { date +%s%3N; }
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
@@ -66,9 +71,8 @@ run() {
 		pauses+=("$(maxgap "$lines")")
 		[ -f "$out" ] && size=$(stat -c %s "$out") && rm -f "$out"
 	done
-	printf '%-34s %8s ms %8s ms %10s MB\n' "$name" \
-		"$(printf '%s\n' "${times[@]}" | median)" "$(printf '%s\n' "${pauses[@]}" | median)" \
-		"$((size / 1000000))"
+	TIME=$(printf '%s\n' "${times[@]}" | median) PAUSE=$(printf '%s\n' "${pauses[@]}" | median)
+	printf '%-34s %8s ms %8s ms %10s MB\n' "$name" "$TIME" "$PAUSE" "$((size / 1000000))"
 }
 
 jcmd_dump() {
@@ -81,14 +85,24 @@ echo "JVM heap dump, $N objects, $("$J/bin/java" -version 2>&1 | head -1), media
 echo "$(nproc) cores, $(uname -r)"
 printf '%-34s %11s %11s %13s\n' "" "time" "VM pause" "size"
 start_vm
+TIME=- PAUSE=-
 run "jcmd GC.heap_dump (peer)" jcmd_dump
+JT=$TIME JP_PAUSE=$PAUSE
+TIME=- PAUSE=-
 run "profilingd (attach, redacted)" pd_dump
+summary "JVM heap dump of $N objects via attach, end to end" "$TIME ms" "jcmd $JT ms" "-"
+summary "JVM pause during that dump" "$PAUSE ms" "jcmd $JP_PAUSE ms" "-"
 kill "$JP"; wait "$JP" 2>/dev/null
 AGENT=$BUILD/runtime/jvmti/libprofiling_jvmti.so
 if [ -f "$AGENT" ]; then
+	start_pd "[jvm]" "heap_dump_via_agent = true"
 	start_vm "-agentpath:$AGENT=socket=$T/runtime.sock"
-	run "profilingd, JVMTI agent loaded" pd_dump
+	for _ in $(seq 100); do grep -q "runtime up: pid $JP " "$T/daemon.log" && break; sleep 0.1; done
+	TIME=- PAUSE=-
+	run "profilingd (JVMTI agent, redacted)" pd_dump
+	summary "JVM heap dump of $N objects via the agent, end to end" "$TIME ms" "jcmd $JT ms" "-"
+	summary "JVM pause during the agent's dump" "$PAUSE ms" "jcmd $JP_PAUSE ms" "-"
 else
-	echo "profilingd, JVMTI agent loaded    n/a (no $AGENT)"
+	echo "profilingd (JVMTI agent)           n/a (no $AGENT)"
 fi
 grep -o "dump_ms=[0-9]* print_ms=[0-9]*" "$T/daemon.log" | tail -3 | sed 's/^/helper: /'

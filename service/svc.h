@@ -65,6 +65,7 @@ struct svc_config {
 	/* [jvm] */
 	char jvm_agent[SVC_PATH_MAX];  /* "" = beside the daemon, then the library dir */
 	uint32_t jvm_attach_timeout_ms;
+	bool jvm_dump_via_agent;       /* heap dumps by a connected agent, not by attach */
 	/* [results] */
 	uint32_t retention_days;
 	uint32_t delivery_attempts;

@@ -79,6 +79,7 @@ static const struct key keys[] = {
 	{ "dlp", "builtin", K_BOOL, OFF(dlp_builtin), 0, 0, R_LIVE },
 	{ "jvm", "agent", K_STR_PATH, OFF(jvm_agent), 0, 0, R_RESTART },
 	{ "jvm", "attach_timeout_ms", K_U32, OFF(jvm_attach_timeout_ms), 1000, 3600000, R_LIVE },
+	{ "jvm", "heap_dump_via_agent", K_BOOL, OFF(jvm_dump_via_agent), 0, 0, R_LIVE },
 	{ "results", "retention_days", K_U32, OFF(retention_days), 1, 3650, R_LIVE },
 	{ "results", "delivery_attempts", K_U32, OFF(delivery_attempts), 1, 100, R_LIVE },
 	{ "results", "delivery_max_age_days", K_U32, OFF(delivery_max_age_days), 1, 3650, R_LIVE },

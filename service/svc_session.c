@@ -272,6 +272,13 @@ static void send_cancel(struct session *s)
 
 static void start_capture(struct session *s, struct svc_conn *rt);
 static bool start_agentless(struct session *s);
+
+/* [jvm] heap_dump_via_agent, and pid's agent is connected and offers it. */
+static bool dump_by_agent(const struct session *s)
+{
+	struct svc_conn *rt = cfg->jvm_dump_via_agent ? svc_conn_runtime_for(s->pid) : NULL;
+	return rt && (svc_conn_runtime_caps(rt) & SVC_CAP_HEAP_DUMP);
+}
 static int open_raw(struct session *s);
 static void start_jvm_dump(struct session *s);
 static bool start_agent_load(struct session *s);
@@ -283,8 +290,9 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	char msg[128];
 
 	if (s->state == S_WAIT_RUNTIME) {
-		/* A JVM's heap dump is the VM's own, through the attach protocol. */
-		if (s->jvm && s->type == PROF_HEAP_DUMP) {
+		/* A JVM's heap dump is the VM's own, through the attach protocol
+		 * (or its agent's, when configured and connected). */
+		if (s->jvm && s->type == PROF_HEAP_DUMP && !dump_by_agent(s)) {
 			start_jvm_dump(s);
 			return;
 		}
@@ -1155,7 +1163,7 @@ void svc_session_runtime_up(struct svc_conn *rt)
 	for (struct session *s = sessions, *next; s; s = next) {
 		next = s->next;
 		if (s->state == S_WAIT_RUNTIME && s->pid == pid &&
-		    !(s->jvm && s->type == PROF_HEAP_DUMP)) {
+		    !(s->jvm && s->type == PROF_HEAP_DUMP && !dump_by_agent(s))) {
 			evtimer_del(s->timer);
 			start_capture(s, rt);
 		}

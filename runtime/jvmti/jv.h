@@ -86,4 +86,10 @@ void JNICALL jvg_on_gc_finish(jvmtiEnv *jvmti);
 /* Perfetto TracePackets: the JVM's process track and a "GC" slice per collection. */
 int jvg_write_trace(int fd, uint64_t *bytes, uint64_t *events, uint64_t *dropped);
 
+/* ----------------------------------------------------------- jv_dump.c */
+
+/* HotSpotDiagnosticMXBean.dumpHeap (live objects) copied into fd. 0 or
+ * -errno, with the reason (a Java exception's text) in err. */
+int jvd_heap_dump(JNIEnv *jni, int fd, uint64_t *bytes, char *err, size_t n);
+
 #endif

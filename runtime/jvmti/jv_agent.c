@@ -144,11 +144,12 @@ static int send_hello(int sock)
 {
 	Pd__RuntimeMsg rm = PD__RUNTIME_MSG__INIT;
 	Pd__RuntimeHello h = PD__RUNTIME_HELLO__INIT;
-	char *caps[3], *missing[3];
+	char *caps[4], *missing[3];
 	size_t nc = 0, nm = 0;
 
-	/* stack_sampling needs no optional capability; the others do. */
+	/* stack_sampling and heap_dump (JNI) need no optional capability; the others do. */
 	caps[nc++] = "stack_sampling";
+	caps[nc++] = "heap_dump";
 	if (jv_caps.sampled_alloc)
 		caps[nc++] = "heap_profile";
 	else
@@ -468,9 +469,14 @@ static int capture(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, int fd)
 			return capture_trace(jni, sock, cr, fd, dur);
 		no = "this JVM does not grant can_generate_garbage_collection_events";
 		break;
-	case PROF_HEAP_DUMP:
-		no = "Java heap dumps are taken by the daemon through the attach socket";
-		break;
+	case PROF_HEAP_DUMP: {
+		char err[256] = "";
+		uint64_t bytes = 0;
+		int r = jvd_heap_dump(jni, fd, &bytes, err, sizeof(err));
+		if (r < 0)
+			return send_done(sock, cr->session_id, PROF_E_EXECUTING, err, 0, 0, 0, NULL);
+		return send_done(sock, cr->session_id, PROF_E_NONE, NULL, bytes, 0, 0, "hprof");
+	}
 	default:
 		no = "capture type not supported by this runtime";
 		break;

@@ -80,6 +80,33 @@ for J in "${JDKS[@]}"; do
 	pass "$name: heap dump delivered, $nodes Leak\$Node = histogram, [B $bytes vs $hbytes, values zeroed, stacks attached"
 done
 
+# [jvm] heap_dump_via_agent: the connected agent takes the dump over JNI
+# (HotSpotDiagnosticMXBean) instead of the attach protocol.
+stop_daemon
+start_daemon "[jvm]" "heap_dump_via_agent = true"
+J=${JDKS[0]}
+AGENT=$BUILD/runtime/jvmti/libprofiling_jvmti.so
+if [ -f "$AGENT" ]; then
+	"$J/bin/java" "-agentpath:$AGENT=socket=$RUNTIME_SOCKET" -cp "$T/classes-$(basename "$J")" \
+		Leak $N $M 300 > "$T/leak-agent.out" 2>&1 &
+	JP=$!
+	for _ in $(seq 300); do grep -q ready "$T/leak-agent.out" && break; sleep 0.1; done
+	for _ in $(seq 100); do grep -q "runtime up: pid $JP " "$T/daemon.log" && break; sleep 0.1; done
+	path=$("$BUILD/tests/integration/it_request" --pid $JP --type heapdump) ||
+		fail "agent heap dump request failed"
+	grep -q "start_jvm_dump: session .*pid $JP" "$T/daemon.log" &&
+		fail "heap_dump_via_agent: the daemon used the attach protocol"
+	facts=$("$BUILD/tests/integration/hprof_check" "$path" 'Leak$Node') ||
+		fail "the agent's HPROF does not parse"
+	echo "$facts" | grep -q "^instances Leak\$Node $N$" || fail "agent dump: $facts"
+	[ "$(echo "$facts" | awk '$1 == "nonzero_primitive_arrays" { print $2 }')" = 0 ] ||
+		fail "agent dump: values survived redaction"
+	kill $JP; wait $JP 2>/dev/null || true
+	pass "heap dump by the JVMTI agent (heap_dump_via_agent): $N Leak\$Node, values zeroed"
+else
+	echo "skipped: agent heap dump: $AGENT not built"
+fi
+
 # Not a JVM: a heap dump is refused with a reason, not attempted.
 sleep 30 & NP=$!
 if "$BUILD/tests/integration/it_request" --pid $NP --type heapdump 2> "$T/nonjvm.err"; then
