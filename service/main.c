@@ -10,6 +10,12 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef PROFILINGD_TEST_HOOKS
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#endif
 
 #include "log.h"
 #include "svc.h"
@@ -32,6 +38,8 @@ static void usage(FILE *f)
 		"  -f, --foreground          log readable lines to stderr (the daemon never forks;\n"
 		"                            under systemd it logs with journald priority prefixes)\n"
 		"  -d, --debug               log at debug level\n"
+		"      --seccomp-debug       a forbidden syscall is trapped and named in the log\n"
+		"                            (then the daemon exits 75) instead of killing it\n"
 		"      --reset-ratelimit     repair an unreadable rate-limit store: move\n"
 		"                            <state>/ratelimit.db aside and start an empty one,\n"
 		"                            then exit (the daemon must be stopped)\n"
@@ -61,6 +69,36 @@ static int lock_state(const char *state_dir)
 	return fd;
 }
 
+#ifdef PROFILINGD_TEST_HOOKS
+/*
+ * Test builds only (profilingd-testhooks, never installed): with
+ * PROFILINGD_TEST_FORBIDDEN_SYSCALL set, try a call the sandbox must refuse
+ * right after it is on. Surviving it is a failure (exit 70).
+ */
+static void test_forbidden_syscall(void)
+{
+	const char *what = getenv("PROFILINGD_TEST_FORBIDDEN_SYSCALL");
+	long r;
+	if (!what)
+		return;
+	LOG_N("test hook: trying forbidden %s", what);
+	if (!strcmp(what, "ptrace"))
+		r = syscall(SYS_ptrace, PTRACE_TRACEME, 0, 0, 0);
+	else if (!strcmp(what, "socket-inet")) /* socket() is not listed at all */
+		r = syscall(SYS_socket, AF_INET, SOCK_STREAM, 0);
+	else if (!strcmp(what, "kill-signal")) /* kill is, with signal 0 only */
+		r = syscall(SYS_kill, getpid(), SIGCONT);
+	else if (!strcmp(what, "mmap-exec")) /* mmap is, without PROT_EXEC */
+		r = (long)mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	else if (!strcmp(what, "execve"))
+		r = syscall(SYS_execve, "/bin/true", (char *[]){ "true", NULL }, (char *[]){ NULL });
+	else
+		r = -1;
+	LOG_E("test hook: %s was not refused (%ld)", what, r);
+	exit(70);
+}
+#endif
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	struct event_base *base = arg;
@@ -70,7 +108,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_CLIENT = 256, OPT_RUNTIME, OPT_RESET_RL };
+	enum { OPT_CLIENT = 256, OPT_RUNTIME, OPT_RESET_RL, OPT_SECCOMP_DEBUG };
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "state-dir", required_argument, NULL, 'S' },
@@ -79,12 +117,13 @@ int main(int argc, char **argv)
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "debug", no_argument, NULL, 'd' },
 		{ "reset-ratelimit", no_argument, NULL, OPT_RESET_RL },
+		{ "seccomp-debug", no_argument, NULL, OPT_SECCOMP_DEBUG },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 }
 	};
 	const char *config = NULL, *state = NULL, *csock = NULL, *rsock = NULL;
-	int debug = 0, foreground = 0, reset_rl = 0, c, r, line = 0, rc = 1;
+	int debug = 0, foreground = 0, reset_rl = 0, seccomp_debug = 0, c, r, line = 0, rc = 1;
 	struct svc_config cfg;
 	struct event_base *base = NULL;
 	struct event *ev_term = NULL, *ev_int = NULL;
@@ -99,6 +138,7 @@ int main(int argc, char **argv)
 		case 'f': foreground = 1; break;
 		case 'd': debug = 1; break;
 		case OPT_RESET_RL: reset_rl = 1; break;
+		case OPT_SECCOMP_DEBUG: seccomp_debug = 1; break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("profilingd %s\n", PROFILINGD_VERSION); return 0;
 		default: usage(stderr); return 2;
@@ -181,11 +221,19 @@ int main(int argc, char **argv)
 		LOG_E("cannot install signal handlers");
 		goto out;
 	}
+	/* Last step of init, never skipped on failure (docs/SANDBOX.md). */
+	if (seccomp_debug && cfg.seccomp_mode == SVC_SECCOMP_ENFORCE)
+		cfg.seccomp_mode = SVC_SECCOMP_DEBUG;
+	if (svc_sandbox_apply(cfg.seccomp_mode) < 0)
+		goto out;
+#ifdef PROFILINGD_TEST_HOOKS
+	test_forbidden_syscall();
+#endif
 	LOG_N("profilingd %s ready (state %s)", PROFILINGD_VERSION, cfg.state_dir);
 	if (event_base_dispatch(base) < 0)
 		LOG_E("event loop failed");
 	else
-		rc = 0;
+		rc = svc_spawn_lost() ? 1 : 0;
 out:
 	svc_session_fini();
 	svc_conn_fini();
