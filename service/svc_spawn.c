@@ -424,7 +424,7 @@ int svc_spawn_init(struct event_base *base, const struct svc_spawn_setup *s, svc
 		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 		if (getppid() != parent)
 			_exit(0);
-		prctl(PR_SET_NAME, "profilingd-spawn", 0, 0, 0);
+		prctl(PR_SET_NAME, "pd-spawner", 0, 0, 0); /* comm: 15 chars max */
 		signal(SIGINT, SIG_IGN);
 		signal(SIGTERM, SIG_IGN);
 		svc_spawner_serve(3, 4, s);
