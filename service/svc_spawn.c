@@ -22,6 +22,7 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -202,6 +203,32 @@ static int send_small(int sock, uint32_t type, uint64_t id, int32_t value)
 }
 
 /* ------------------------------------------------------ the spawner side */
+
+/*
+ * What the helpers may get at execve (root's capabilities come from the
+ * bounding set): perf_event_open of other users' processes (perfmon,
+ * sys_admin, sys_ptrace, ipc_lock for its ring buffers), tracefs
+ * (dac_override, sys_admin), the JVM attach helper (setuid, setgid, kill,
+ * sys_ptrace, dac_read_search for /proc/<pid>/root/tmp), the redactor's
+ * user switch (setuid, setgid). Everything else leaves the bounding set.
+ */
+static const int spawner_caps[] = {
+	CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_FSETID, CAP_KILL,
+	CAP_SETGID, CAP_SETUID, CAP_IPC_LOCK, CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_SYS_NICE,
+	CAP_SYS_RESOURCE, CAP_PERFMON,
+};
+
+static void spawner_bound_caps(void)
+{
+	for (int c = 0; c <= 63; c++) {
+		bool keep = c == CAP_SETPCAP; /* dropped last: dropping needs it */
+		for (size_t i = 0; i < sizeof(spawner_caps) / sizeof(spawner_caps[0]); i++)
+			keep = keep || spawner_caps[i] == c;
+		if (!keep && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno == EINVAL)
+			break; /* past the kernel's last capability */
+	}
+	prctl(PR_CAPBSET_DROP, CAP_SETPCAP, 0, 0, 0);
+}
 
 struct child {
 	uint64_t id;
@@ -425,6 +452,7 @@ int svc_spawn_init(struct event_base *base, const struct svc_spawn_setup *s, svc
 		if (getppid() != parent)
 			_exit(0);
 		prctl(PR_SET_NAME, "pd-spawner", 0, 0, 0); /* comm: 15 chars max */
+		spawner_bound_caps(); /* best effort: not root, nothing to drop */
 		signal(SIGINT, SIG_IGN);
 		signal(SIGTERM, SIG_IGN);
 		svc_spawner_serve(3, 4, s);

@@ -17,6 +17,8 @@ status_field() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 cap_bits() { local m=0; for b in "$@"; do m=$((m | (1 << b))); done; echo $m; }
 # chown 0, dac_override 1, fowner 3, kill 5, sys_ptrace 19, sys_resource 24
 DAEMON_CAPS=$(cap_bits 0 1 3 5 19 24)
+# The spawner's bounding set: what helpers may get (svc_spawn.c).
+SPAWNER_CAPS=$(cap_bits 0 1 2 3 4 5 6 7 14 19 21 23 24 38)
 subset() { [ $(( 0x$1 & ~$2 )) -eq 0 ]; }
 
 # 1. The real daemon: filter on, no_new_privs, caps reduced; a capture works.
@@ -42,6 +44,8 @@ spawner=$(sed -n 's/.*spawner started (pid \([0-9]*\)).*/\1/p' "$T/daemon.log" |
 [ "$(status_field "$spawner" PPid)" = "$pid" ] || fail "the spawner is not the daemon's child"
 # The spawner has no filter: the helpers it execs would inherit it.
 [ "$(status_field "$spawner" Seccomp)" = 0 ] || fail "the spawner has a seccomp filter"
+v=$(status_field "$spawner" CapBnd)
+subset "$v" "$SPAWNER_CAPS" || fail "spawner: CapBnd $v holds more than the helpers' set"
 # Helpers start through the spawner under the filter: a whole capture.
 out=$("$DEMO" --duration-ms 500 2>"$T/demo.err") || { cat "$T/demo.err" >&2; fail "a capture failed under the sandbox"; }
 [ -s "$out" ] || fail "the demo's result '$out' is not a file"
