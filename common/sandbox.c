@@ -76,8 +76,9 @@ static int add_rule(scmp_filter_ctx ctx, const struct sbx_rule *r)
 	int nr = seccomp_syscall_resolve_name(r->name);
 	if (nr == __NR_SCMP_ERROR)
 		return -EINVAL;
+	uint32_t act = r->refuse ? SCMP_ACT_ERRNO((uint32_t)r->refuse) : SCMP_ACT_ALLOW;
 	if (r->op == SBX_ANY)
-		return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+		return seccomp_rule_add(ctx, act, nr, 0);
 	if (r->arg < 0 || r->arg > 5)
 		return -EINVAL;
 	static const enum scmp_compare ops[] = {
@@ -92,7 +93,7 @@ static int add_rule(scmp_filter_ctx ctx, const struct sbx_rule *r)
 		.datum_a = r->op == SBX_MASKED_EQ ? r->mask : r->value,
 		.datum_b = r->op == SBX_MASKED_EQ ? r->value : 0,
 	};
-	return seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &cmp);
+	return seccomp_rule_add_array(ctx, act, nr, 1, &cmp);
 }
 
 int sbx_install(const struct sbx_rule *rules, size_t n, bool debug)

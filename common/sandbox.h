@@ -8,6 +8,8 @@
  * A rule allows one syscall, either with any arguments (arg < 0) or when
  * one argument compares to a value. Several rules for one syscall are ORed:
  * "kill arg1 == 0" and "fcntl arg1 == F_SETLK" lines in the policy.
+ * A "refuse" rule makes a call fail with an errno instead of killing: for
+ * library code that copes with the failure (an NSS module's connect()).
  */
 #ifndef PD_SANDBOX_H
 #define PD_SANDBOX_H
@@ -24,6 +26,7 @@ struct sbx_rule {
 	enum sbx_op op;
 	uint64_t value;
 	uint64_t mask;    /* SBX_MASKED_EQ only: (arg & mask) == value */
+	int refuse;       /* 0: allow; else fail the call with this errno */
 };
 
 /* Exit status of a process whose forbidden syscall was trapped in debug

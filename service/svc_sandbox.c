@@ -11,6 +11,8 @@
 #include "svc.h"
 
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <linux/capability.h>
 #include <stdio.h>
 #include <string.h>
@@ -96,10 +98,25 @@ static const char *caps_names(void)
 	return pos ? out : "none";
 }
 
+/*
+ * Load every NSS module of the passwd and group chains now: a lookup that
+ * misses /etc/passwd goes on to the next module (libnss_systemd), and
+ * dlopen()ing it under the filter would map code (PROT_EXEC: killed).
+ * Loaded here, its later lookups only meet the refused connect().
+ */
+static void nss_preload(void)
+{
+	(void)getpwuid((uid_t)0x7ffffffe);
+	(void)getgrgid((gid_t)0x7ffffffe);
+	endpwent();
+	endgrent();
+}
+
 int svc_sandbox_apply(enum svc_seccomp_mode mode)
 {
 	int r;
 
+	nss_preload();
 	if ((r = drop_caps()) < 0) {
 		LOG_E("cannot drop capabilities: %s", strerror(-r));
 		return r;

@@ -91,6 +91,29 @@ for call in ptrace socket-inet kill-signal mmap-exec execve; do
 	echo "ok: $call killed by SIGSYS"
 done
 
+# 2b. Soft refusals: connect() fails with EACCES and the daemon lives on; a
+# user lookup that goes past /etc/passwd to libnss_systemd (loaded before
+# the filter) survives too. Both then serve and stop cleanly.
+for call in connect getpwuid; do
+	log=$T/soft-$call.log
+	rm -rf "$T/softstate"
+	printf '[daemon]\nstate_dir = %s\nclient_socket = %s\nruntime_socket = %s\n' \
+		"$T/softstate" "$T/soft-c.sock" "$T/soft-r.sock" > "$T/soft.conf"
+	PROFILINGD_TEST_FORBIDDEN_SYSCALL=$call "$HOOKS" -f -c "$T/soft.conf" > "$log" 2>&1 &
+	hp=$!
+	for _ in $(seq 200); do grep -q "ready (state" "$log" && break; kill -0 $hp 2>/dev/null || break; sleep 0.05; done
+	kill -0 $hp 2>/dev/null || { wait $hp || true; fail "$call: the daemon died: $(tail -3 "$log")"; }
+	case $call in
+	connect) grep -q "test hook: connect refused with EACCES" "$log" || fail "connect: $(tail -3 "$log")";;
+	getpwuid) grep -q "test hook: getpwuid of an unknown uid survived" "$log" || fail "getpwuid: $(tail -3 "$log")";;
+	esac
+	kill -TERM $hp
+	rc=0
+	wait $hp || rc=$?
+	[ "$rc" -eq 0 ] || fail "$call: exit $rc after SIGTERM: $(tail -3 "$log")"
+	echo "ok: $call refused softly, the daemon lived on"
+done
+
 # 3. Debug mode (--seccomp-debug, or the config key): trapped, named, exit 75.
 run_hook debug ptrace
 [ "$HOOK_RC" -eq 75 ] || fail "debug ptrace: exit status $HOOK_RC, want 75: $(tail -3 "$HOOK_LOG")"
