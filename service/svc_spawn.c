@@ -230,6 +230,8 @@ static void spawner_bound_caps(void)
 	prctl(PR_CAPBSET_DROP, CAP_SETPCAP, 0, 0, 0);
 }
 
+static pid_t serve_pid; /* the spawner itself, parent of every helper */
+
 struct child {
 	uint64_t id;
 	pid_t pid;
@@ -268,6 +270,11 @@ static void exec_helper(const struct svc_spawn_setup *s, const char *path, char 
 		/* The redactor sets no_new_privs too; doing it here covers exec. */
 		prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 	}
+	/* A helper dies with the spawner, which dies with the daemon (even on
+	 * SIGKILL). Set after the uid change, which clears it. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	if (getppid() != serve_pid)
+		_exit(74);
 	execve(path, argv, (char *[]){ NULL });
 	_exit(73);
 }
@@ -318,6 +325,7 @@ int svc_spawner_serve(int req, int evt, const struct svc_spawn_setup *s)
 	static uint8_t buf[SVC_SPAWN_MSG_MAX];
 	unsigned nkids = 0;
 
+	serve_pid = getpid();
 	for (;;) {
 		pfd[0] = (struct pollfd){ .fd = req, .events = POLLIN };
 		for (unsigned i = 0; i < nkids; i++)

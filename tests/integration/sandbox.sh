@@ -11,6 +11,19 @@ HOOKS=$BUILD/service/profilingd-testhooks
 [ -e /proc/self/status ] && grep -q '^Seccomp:' /proc/self/status ||
 	skip "the kernel has no seccomp (no Seccomp: line in /proc/self/status)"
 
+# child_of PID: one child of PID (from /proc; no procps needed), or nothing.
+child_of() {
+	local f k v
+	for f in /proc/[0-9]*/status; do
+		{ while read -r k v; do
+			[ "$k" = PPid: ] || continue
+			[ "$v" = "$1" ] && { f=${f#/proc/}; echo "${f%/status}"; return 0; }
+			break
+		done < "$f"; } 2>/dev/null || true
+	done
+	return 0
+}
+
 status_field() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 
 # Capability masks: a set may only hold the bits of the documented list.
@@ -134,5 +147,32 @@ grep -q "test hook: ptrace was not refused" "$HOOK_LOG" || fail "seccomp = off: 
 # 5. A bad mode is a config error at start.
 run_hook enforce ptrace "[sandbox]" "seccomp = maybe"
 [ "$HOOK_RC" -eq 1 ] || fail "seccomp = maybe: exit status $HOOK_RC, want 1"
+
+# 6. kill -9 of the daemon while a helper runs: the spawner and the helper
+# (profilingd-perf sampling a process without an agent) go with it.
+start_daemon "[capture]" "runtime_wait_ms = 100"
+spawner=$(sed -n 's/.*spawner started (pid \([0-9]*\)).*/\1/p' "$T/daemon.log" | tail -1)
+sleep 60 &
+target=$!
+"$BUILD/tests/integration/it_request" --pid "$target" --type stack --duration-ms 30000 \
+	> /dev/null 2>&1 &
+req=$!
+helper=
+for _ in $(seq 400); do
+	helper=$(child_of "$spawner")
+	[ -n "$helper" ] && break
+	sleep 0.05
+done
+[ -n "$helper" ] || fail "no helper started under the spawner"
+hcomm=$(cat /proc/$helper/comm 2>/dev/null || true)
+kill -9 "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null || true
+DAEMON_PID=
+for _ in $(seq 200); do [ -e /proc/$helper ] || [ -e /proc/$spawner ] || break; sleep 0.05; done
+[ ! -e /proc/$spawner ] || fail "the spawner outlived a SIGKILLed daemon"
+[ ! -e /proc/$helper ] || fail "helper $helper ($(cat /proc/$helper/comm 2>/dev/null)) outlived a SIGKILLed daemon"
+kill "$target" "$req" 2>/dev/null || true
+wait "$req" 2>/dev/null || true
+echo "ok: kill -9 of the daemon ended its spawner and helper $helper ($hcomm)"
 
 pass "sandbox: filter, no_new_privs and caps on the daemon; 5 forbidden calls killed; debug mode names them; off warns"
