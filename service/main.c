@@ -25,18 +25,6 @@
 
 #define DEFAULT_CONFIG "/etc/profilingd/profilingd.conf"
 
-#ifdef PROFILINGD_SANITIZE_BUILD
-/*
- * LeakSanitizer's exit-time scan stops the world with a ptrace-ing thread,
- * which the seccomp filter kills: sanitizer builds of the daemon run
- * without it (docs/SANDBOX.md). Its code is leak-checked in the unit tests.
- */
-const char *__asan_default_options(void);
-const char *__asan_default_options(void)
-{
-	return "detect_leaks=0";
-}
-#endif
 
 static void usage(FILE *f)
 {
