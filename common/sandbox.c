@@ -3,53 +3,127 @@
 #include <errno.h>
 #include <seccomp.h>
 #include <signal.h>
-#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static void on_sigsys(int sig, siginfo_t *si, void *uc)
+/*
+ * Syscall names for the debug trap, resolved before the filter goes on:
+ * libseccomp's resolver allocates, which a signal handler must not do.
+ */
+#define NAMES_MAX 512
+#define NAME_LEN 28
+static char names[NAMES_MAX][NAME_LEN];
+
+static size_t put_str(char *buf, size_t pos, size_t cap, const char *s)
 {
-	char msg[96];
-	int n = snprintf(msg, sizeof(msg), "seccomp: forbidden syscall %d\n", si->si_syscall);
-	if (n > 0) {
-		ssize_t w = write(STDERR_FILENO, msg, (size_t)n);
-		(void)w;
-	}
-	/* Raw exit_group: sanitizer runtimes wrap _exit with calls the filter
-	 * forbids. 75, not 159 (128 + SIGSYS), so a trap is told from a kill. */
-	syscall(SYS_exit_group, 75);
+	while (*s && pos < cap)
+		buf[pos++] = *s++;
+	return pos;
 }
 
-int sbx_install(const char *const *syscalls, size_t n, bool debug)
+static size_t put_num(char *buf, size_t pos, size_t cap, long v)
+{
+	char tmp[24];
+	size_t n = 0;
+	unsigned long u = v < 0 ? 0ul - (unsigned long)v : (unsigned long)v;
+	do {
+		tmp[n++] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u && n < sizeof(tmp));
+	if (v < 0 && pos < cap)
+		buf[pos++] = '-';
+	while (n && pos < cap)
+		buf[pos++] = tmp[--n];
+	return pos;
+}
+
+/* Async-signal-safe: no stdio, no malloc; a raw exit_group because
+ * sanitizer runtimes wrap _exit with calls the filter forbids. */
+static void on_sigsys(int sig, siginfo_t *si, void *uc)
+{
+	char msg[128];
+	size_t n = 0;
+	int nr = si->si_syscall;
+	n = put_str(msg, n, sizeof(msg), "seccomp: forbidden syscall ");
+	n = put_num(msg, n, sizeof(msg), nr);
+	if (nr >= 0 && nr < NAMES_MAX && names[nr][0]) {
+		n = put_str(msg, n, sizeof(msg), " (");
+		n = put_str(msg, n, sizeof(msg), names[nr]);
+		n = put_str(msg, n, sizeof(msg), ")");
+	}
+	n = put_str(msg, n, sizeof(msg) - 1, "\n");
+	ssize_t w = write(STDERR_FILENO, msg, n);
+	(void)w;
+	syscall(SYS_exit_group, SBX_TRAP_EXIT);
+}
+
+static void resolve_names(void)
+{
+	for (int nr = 0; nr < NAMES_MAX; nr++) {
+		char *s = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+		if (s) {
+			strncpy(names[nr], s, NAME_LEN - 1);
+			free(s);
+		}
+	}
+}
+
+static int add_rule(scmp_filter_ctx ctx, const struct sbx_rule *r)
+{
+	int nr = seccomp_syscall_resolve_name(r->name);
+	if (nr == __NR_SCMP_ERROR)
+		return -EINVAL;
+	uint32_t act = r->refuse ? SCMP_ACT_ERRNO((uint32_t)r->refuse) : SCMP_ACT_ALLOW;
+	if (r->op == SBX_ANY)
+		return seccomp_rule_add(ctx, act, nr, 0);
+	if (r->arg < 0 || r->arg > 5)
+		return -EINVAL;
+	static const enum scmp_compare ops[] = {
+		[SBX_EQ] = SCMP_CMP_EQ, [SBX_NE] = SCMP_CMP_NE, [SBX_LT] = SCMP_CMP_LT,
+		[SBX_LE] = SCMP_CMP_LE, [SBX_GT] = SCMP_CMP_GT, [SBX_GE] = SCMP_CMP_GE,
+		[SBX_MASKED_EQ] = SCMP_CMP_MASKED_EQ,
+	};
+	if ((size_t)r->op >= sizeof(ops) / sizeof(ops[0]) || !ops[r->op])
+		return -EINVAL;
+	struct scmp_arg_cmp cmp = {
+		.arg = (unsigned)r->arg, .op = ops[r->op],
+		.datum_a = r->op == SBX_MASKED_EQ ? r->mask : r->value,
+		.datum_b = r->op == SBX_MASKED_EQ ? r->value : 0,
+	};
+	return seccomp_rule_add_array(ctx, act, nr, 1, &cmp);
+}
+
+int sbx_install(const struct sbx_rule *rules, size_t n, bool debug)
 {
 	scmp_filter_ctx ctx;
 	int r;
 
+	/* The policies name x86_64 syscalls; another ABI would need its own. */
+	if (seccomp_arch_native() != SCMP_ARCH_X86_64)
+		return -ENOTSUP;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return -errno;
 	if (debug) {
 		struct sigaction sa;
+		resolve_names();
 		memset(&sa, 0, sizeof(sa));
 		sa.sa_sigaction = on_sigsys;
 		sa.sa_flags = SA_SIGINFO;
 		if (sigaction(SIGSYS, &sa, NULL) < 0)
 			return -errno;
 	}
-	/* Only the native architecture: other ABIs hit the default action. */
 	ctx = seccomp_init(debug ? SCMP_ACT_TRAP : SCMP_ACT_KILL_PROCESS);
 	if (!ctx)
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		int nr = seccomp_syscall_resolve_name(syscalls[i]);
-		if (nr == __NR_SCMP_ERROR) {
-			r = -EINVAL; /* a typo in the policy must not widen it silently */
+	/* Only the native ABI (x32 and i386 calls hit this too). */
+	if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS)) < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		if ((r = add_rule(ctx, &rules[i])) < 0)
 			goto out;
-		}
-		if ((r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0)) < 0)
-			goto out;
-	}
 	r = seccomp_load(ctx);
 out:
 	seccomp_release(ctx);

@@ -1,16 +1,44 @@
 /*
  * Seccomp sandboxes from allow-lists kept as data in policy/seccomp/
- * (compiled in at build time). The filter checks the architecture and
- * kills the process on anything not listed; debug mode traps instead and
- * writes the offending syscall number to stderr before exiting.
+ * (compiled in at build time by pd_seccomp_policy() in CMakeLists.txt).
+ * The filter accepts the native x86_64 ABI only and kills the process on
+ * anything not listed; debug mode traps instead, writes the offending
+ * syscall's number and name to stderr and exits with SBX_TRAP_EXIT.
+ *
+ * A rule allows one syscall, either with any arguments (arg < 0) or when
+ * one argument compares to a value. Several rules for one syscall are ORed:
+ * "kill arg1 == 0" and "fcntl arg1 == F_SETLK" lines in the policy.
+ * A "refuse" rule makes a call fail with an errno instead of killing: for
+ * library code that copes with the failure (an NSS module's connect()).
  */
 #ifndef PD_SANDBOX_H
 #define PD_SANDBOX_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
-/* Install the filter. 0 or -errno; callers treat failure as fatal. */
-int sbx_install(const char *const *syscalls, size_t n, bool debug);
+enum sbx_op { SBX_ANY, SBX_EQ, SBX_NE, SBX_LT, SBX_LE, SBX_GT, SBX_GE, SBX_MASKED_EQ };
+
+struct sbx_rule {
+	const char *name; /* syscall name as libseccomp knows it */
+	int arg;          /* 0..5, or -1 with SBX_ANY */
+	enum sbx_op op;
+	uint64_t value;
+	uint64_t mask;    /* SBX_MASKED_EQ only: (arg & mask) == value */
+	int refuse;       /* 0: allow; else fail the call with this errno */
+};
+
+/* Exit status of a process whose forbidden syscall was trapped in debug
+ * mode; a kill shows as signal 31 (shell status 159) instead. */
+#define SBX_TRAP_EXIT 75
+
+/*
+ * Set no_new_privs and install the filter. 0 or -errno: -ENOTSUP on an
+ * architecture the policies were not written for, -EINVAL on a name
+ * libseccomp does not know (a typo must not widen a policy silently).
+ * Callers treat failure as fatal.
+ */
+int sbx_install(const struct sbx_rule *rules, size_t n, bool debug);
 
 #endif

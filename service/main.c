@@ -11,6 +11,14 @@
 #include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef PROFILINGD_TEST_HOOKS
+#include <pwd.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#endif
 
 #include "log.h"
 #include "svc.h"
@@ -18,6 +26,7 @@
 
 /* /etc/profilingd/profilingd.conf for an install prefix of /usr. */
 #define DEFAULT_CONFIG PROFILINGD_SYSCONFDIR "/profilingd/profilingd.conf"
+
 
 static void usage(FILE *f)
 {
@@ -36,6 +45,8 @@ static void usage(FILE *f)
 		"  -d, --debug               log at debug level\n"
 		"      --check-config FILE   validate FILE, print every effective value as a\n"
 		"                            config file; exit 0, or 1 with FILE:LINE: reason\n"
+		"      --seccomp-debug       a forbidden syscall is trapped and named in the log\n"
+		"                            (then the daemon exits 75) instead of killing it\n"
 		"      --reset-ratelimit     repair an unreadable rate-limit store: move\n"
 		"                            <state>/ratelimit.db aside and start an empty one,\n"
 		"                            then exit (the daemon must be stopped)\n"
@@ -158,6 +169,50 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 	LOG_N("reload done: %d change(s) applied, %u refused (restart needed)", changed, refused);
 	sd_notify(0, "READY=1");
 }
+#ifdef PROFILINGD_TEST_HOOKS
+/*
+ * Test builds only (profilingd-testhooks, never installed): with
+ * PROFILINGD_TEST_FORBIDDEN_SYSCALL set, try a call the sandbox must refuse
+ * right after it is on. Surviving it is a failure (exit 70).
+ */
+static void test_forbidden_syscall(void)
+{
+	const char *what = getenv("PROFILINGD_TEST_FORBIDDEN_SYSCALL");
+	long r;
+	if (!what)
+		return;
+	LOG_N("test hook: trying forbidden %s", what);
+	if (!strcmp(what, "ptrace"))
+		r = syscall(SYS_ptrace, PTRACE_TRACEME, 0, 0, 0);
+	else if (!strcmp(what, "socket-inet")) /* socket() is not listed at all */
+		r = syscall(SYS_socket, AF_INET, SOCK_STREAM, 0);
+	else if (!strcmp(what, "kill-signal")) /* kill is, with signal 0 only */
+		r = syscall(SYS_kill, getpid(), SIGCONT);
+	else if (!strcmp(what, "mmap-exec")) /* mmap is, without PROT_EXEC */
+		r = (long)mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	else if (!strcmp(what, "execve"))
+		r = syscall(SYS_execve, "/bin/true", (char *[]){ "true", NULL }, (char *[]){ NULL });
+	else if (!strcmp(what, "connect")) { /* refused softly: EACCES, the daemon lives */
+		int fd = (int)syscall(SYS_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_un sa = { .sun_family = AF_UNIX, .sun_path = "/run/pd-test-none" };
+		r = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		if (r < 0 && e == EACCES) {
+			LOG_N("test hook: connect refused with EACCES");
+			return;
+		}
+	} else if (!strcmp(what, "getpwuid")) { /* NSS past /etc/passwd under the filter */
+		struct passwd *pw = getpwuid((uid_t)0x7ffffffd);
+		LOG_N("test hook: getpwuid of an unknown uid survived (%s)", pw ? pw->pw_name : "none");
+		return;
+	} else
+		r = -1;
+	LOG_E("test hook: %s was not refused (%ld)", what, r);
+	exit(70);
+}
+#endif
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
@@ -168,7 +223,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_CLIENT = 256, OPT_RUNTIME, OPT_RESET_RL, OPT_CHECK, OPT_RESET_DB };
+	enum { OPT_CLIENT = 256, OPT_RUNTIME, OPT_RESET_RL, OPT_CHECK, OPT_RESET_DB,
+	       OPT_SECCOMP_DEBUG };
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "state-dir", required_argument, NULL, 'S' },
@@ -179,12 +235,13 @@ int main(int argc, char **argv)
 		{ "reset-ratelimit", no_argument, NULL, OPT_RESET_RL },
 		{ "check-config", required_argument, NULL, OPT_CHECK },
 		{ "reset-db", no_argument, NULL, OPT_RESET_DB },
+		{ "seccomp-debug", no_argument, NULL, OPT_SECCOMP_DEBUG },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 }
 	};
 	const char *config = NULL, *state = NULL, *csock = NULL, *rsock = NULL, *check = NULL;
-	int debug = 0, foreground = 0, reset_rl = 0, reset_db = 0, c, r, rc = 1;
+	int debug = 0, foreground = 0, reset_rl = 0, reset_db = 0, seccomp_debug = 0, c, r, rc = 1;
 	struct svc_config cfg;
 	struct event_base *base = NULL;
 	struct event *ev_term = NULL, *ev_int = NULL, *ev_hup = NULL;
@@ -201,6 +258,7 @@ int main(int argc, char **argv)
 		case OPT_RESET_RL: reset_rl = 1; break;
 		case OPT_CHECK: check = optarg; break;
 		case OPT_RESET_DB: reset_db = 1; break;
+		case OPT_SECCOMP_DEBUG: seccomp_debug = 1; break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("profilingd %s\n", PROFILINGD_VERSION); return 0;
 		default: usage(stderr); return 2;
@@ -289,12 +347,20 @@ int main(int argc, char **argv)
 		LOG_E("cannot install signal handlers");
 		goto out;
 	}
+	/* Last step of init, never skipped on failure (docs/SANDBOX.md). */
+	if (seccomp_debug && cfg.seccomp_mode == SVC_SECCOMP_ENFORCE)
+		cfg.seccomp_mode = SVC_SECCOMP_DEBUG;
+	if (svc_sandbox_apply(cfg.seccomp_mode) < 0)
+		goto out;
+#ifdef PROFILINGD_TEST_HOOKS
+	test_forbidden_syscall();
+#endif
 	LOG_N("profilingd %s ready (state %s)", PROFILINGD_VERSION, cfg.state_dir);
 	sd_notify(0, "READY=1"); /* Type=notify under systemd; a no-op otherwise */
 	if (event_base_dispatch(base) < 0)
 		LOG_E("event loop failed");
 	else
-		rc = 0;
+		rc = svc_spawn_lost() ? 1 : 0;
 out:
 	svc_ctl_fini();
 	sd_notify(0, "STOPPING=1");

@@ -91,6 +91,8 @@ struct svc_config {
 	char control_socket[SVC_SUN_MAX];
 	uint32_t max_ctl_clients;      /* control connections, in total and per uid */
 	uint32_t max_ctl_per_uid;
+	/* [sandbox] seccomp = enforce | debug | off (debugging only) */
+	int seccomp_mode;              /* enum svc_seccomp_mode */
 };
 
 #define SVC_MAX_APP_MAP 256
@@ -333,6 +335,77 @@ int svc_jattach_start(pid_t pid, enum svc_jattach_op op, uint32_t timeout_ms, in
 bool svc_jvm_agent_available(void);
 /* Kill a running helper (redactor, ftrace, perf, jattach); its cb does not run. */
 void svc_redact_abort(struct svc_redact *h);
+
+/* ----------------------------------------------------------- svc_spawn.c */
+
+/*
+ * The spawner process (privsep): it starts helpers for the sandboxed
+ * daemon from a fixed table. Caps: SVC_SPAWN_HELPERS_MAX table entries;
+ * requests carry at most SVC_SPAWN_ARGS_MAX arguments of at most
+ * SVC_SPAWN_ARG_LEN_MAX bytes in a packet of at most SVC_SPAWN_MSG_MAX;
+ * at most SVC_SPAWN_CHILDREN_MAX helpers run at once (past it a spawn is
+ * refused with -EAGAIN). docs/SANDBOX.md has the protocol.
+ */
+#define SVC_SPAWN_HELPERS_MAX 8
+#define SVC_SPAWN_ARGS_MAX 128
+#define SVC_SPAWN_ARG_LEN_MAX 16384
+#define SVC_SPAWN_MSG_MAX 65536
+#define SVC_SPAWN_CHILDREN_MAX 256
+#define SVC_SPAWN_F_REDACT 1u /* drop to the redact user, rlimits, no_new_privs */
+#define SVC_SPAWN_F_STDIN  2u /* an input fd comes first (else /dev/null) */
+
+enum svc_spawn_type { SVC_SPAWN_REQ = 1, SVC_SPAWN_KILL, SVC_SPAWN_REPLY, SVC_SPAWN_EXITED };
+
+struct svc_spawn_msg {
+	uint32_t type;
+	uint64_t id;      /* the daemon's handle for the helper */
+	uint32_t helper;  /* REQ: index into the spawner's table */
+	uint32_t flags;   /* REQ: SVC_SPAWN_F_* */
+	int32_t value;    /* REPLY: pid or -errno; EXITED: wait status */
+	uint32_t argc;
+	const char *argv[SVC_SPAWN_ARGS_MAX + 1];
+};
+
+/* What the spawner is forked with; it never takes a path from the daemon. */
+struct svc_spawn_setup {
+	const char *helpers[SVC_SPAWN_HELPERS_MAX]; /* index -> path; NULL or "" = none */
+	unsigned nhelpers;
+	bool drop_privs;        /* F_REDACT helpers run as uid/gid */
+	uid_t uid;
+	gid_t gid;
+	uint64_t redact_as_bytes;
+	uint64_t redact_cpu_s;
+};
+
+/* Wire codec of the spawner's socketpairs. decode: argv point into buf. */
+int svc_spawn_encode(const struct svc_spawn_msg *m, uint8_t *buf, size_t cap, size_t *len);
+int svc_spawn_decode(const uint8_t *buf, size_t len, struct svc_spawn_msg *m);
+/* The spawner's loop on its two sockets; returns at EOF (helpers killed). */
+int svc_spawner_serve(int req_fd, int evt_fd, const struct svc_spawn_setup *s);
+
+typedef void (*svc_spawn_exit_fn)(uint64_t id, int status);
+/* Fork the spawner (before the sandbox). fn gets every helper's exit. */
+int svc_spawn_init(struct event_base *base, const struct svc_spawn_setup *s, svc_spawn_exit_fn fn);
+void svc_spawn_fini(void);
+/* Start helper with argv and fds (in_fd < 0: /dev/null). 0 and *pid, or -errno. */
+int svc_spawn_start(unsigned helper, char *const argv[], int in_fd, int out_fd, int err_fd,
+		    uint32_t flags, uint64_t id, pid_t *pid);
+/* SIGKILL helper id; its exit is reported as usual. */
+int svc_spawn_kill(uint64_t id);
+pid_t svc_spawn_pid(void);
+/* The spawner died or broke its protocol: the daemon stops (non-zero exit). */
+bool svc_spawn_lost(void);
+
+/* --------------------------------------------------------- svc_sandbox.c */
+
+enum svc_seccomp_mode { SVC_SECCOMP_ENFORCE, SVC_SECCOMP_DEBUG, SVC_SECCOMP_OFF };
+
+/*
+ * The daemon's own sandbox, applied last in init: capabilities dropped to
+ * the runtime set (docs/SANDBOX.md), no_new_privs, then the seccomp filter
+ * of policy/seccomp/daemon.policy. 0 or -errno; failure is fatal.
+ */
+int svc_sandbox_apply(enum svc_seccomp_mode mode);
 
 /* --------------------------------------------------------- svc_trigger.c */
 

@@ -308,6 +308,18 @@ static int on_kv(void *user, const char *section, const char *name, const char *
 	}
 	if (strncmp(section, "trigger.", 8) == 0)
 		return systrig_kv(pc, section + 8, name, value);
+	if (strcmp(section, "sandbox") == 0 && strcmp(name, "seccomp") == 0) {
+		static const char *const modes[] = { "enforce", "debug", "off" };
+		for (int m = 0; m < 3; m++) {
+			if (strcmp(value, modes[m]) == 0) {
+				pc->cfg->seccomp_mode = m; /* enum svc_seccomp_mode order */
+				return 1;
+			}
+		}
+		LOG_E("[sandbox] seccomp = %s: want enforce, debug or off", value);
+		pc->err = -EINVAL;
+		return 0;
+	}
 	if (strcmp(section, "dlp") == 0 && strcmp(name, "pattern") == 0) {
 		/* Repeatable: one line per pattern, checked by regcomp at start. */
 		if (pc->cfg->ndlp == SVC_MAX_DLP ||

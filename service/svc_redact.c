@@ -5,8 +5,9 @@
  *   space and CPU time are capped, and it gets the raw artifact on fd 0;
  * - profilingd-ftrace for a system trace: it stays root (tracefs).
  * Each gets its output file on fd 1 and a pipe on fd 2 for its status
- * line, and an empty environment. Exits are watched through a pidfd in the
- * event loop; past its time cap a helper is killed.
+ * line, and an empty environment. The spawner process (svc_spawn.c)
+ * forks and execs them from its fixed table and reports their exits to
+ * the event loop; past its time cap a helper is killed through it.
  */
 #include "svc.h"
 
@@ -32,9 +33,11 @@
 #define MSG_MAX 256
 
 struct svc_redact {
+	struct svc_redact *next;  /* running helpers, found by id on exit */
+	uint64_t id;
 	pid_t pid;
-	int pidfd, errfd;
-	struct event *ev_exit, *ev_timer;
+	int errfd;
+	struct event *ev_timer;
 	svc_redact_cb cb;
 	void *ud;
 	bool timed_out;
@@ -48,6 +51,14 @@ static char jattacher[SVC_PATH_MAX], jvmti_agent[SVC_PATH_MAX];
 static uid_t run_uid;
 static gid_t run_gid;
 static bool drop_privs;
+static struct svc_redact *running;
+static uint64_t next_id = 1;
+
+/* The spawner's fixed table: a helper is named by its index. A new helper
+ * adds its path buffer here (empty = not installed). */
+static const char *const helper_table[] = { redactor, ftracer, perfer, jattacher };
+#define NHELPERS (sizeof(helper_table) / sizeof(helper_table[0]))
+_Static_assert(NHELPERS <= SVC_SPAWN_HELPERS_MAX, "the spawner table is capped");
 
 /* "tid,tid,..." of pid's threads, at most SVC_REDACT_TIDS_MAX of them. */
 static void list_tids(pid_t pid, char *out, size_t n)
@@ -71,6 +82,33 @@ static void list_tids(pid_t pid, char *out, size_t n)
 		count++;
 	}
 	closedir(d);
+}
+
+/* Release a helper's handle (its process is reaped by the spawner). */
+static void handle_free(struct svc_redact *h)
+{
+	if (h->ev_timer)
+		event_free(h->ev_timer);
+	close(h->errfd);
+	free(h);
+}
+
+static void exit_cb(uint64_t id, int status);
+
+/* Fork the spawner with the helper table and the redactor's limits. */
+static int start_spawner(void)
+{
+	struct svc_spawn_setup s = {
+		.nhelpers = NHELPERS, .drop_privs = drop_privs, .uid = run_uid, .gid = run_gid,
+		.redact_as_bytes = cfg->redact_max_memory,
+		.redact_cpu_s = (cfg->redact_timeout_ms + 999) / 1000 + 1,
+	};
+	for (unsigned i = 0; i < NHELPERS; i++)
+		s.helpers[i] = helper_table[i];
+	int r = svc_spawn_init(base, &s, exit_cb);
+	if (r < 0)
+		LOG_E("cannot start the spawner: %s", strerror(-r));
+	return r;
 }
 
 /*
@@ -188,31 +226,30 @@ int svc_redact_init(struct event_base *b, const struct svc_config *c)
 		      (unsigned)geteuid());
 	}
 	LOG_I("redactor %s, as %s", redactor, drop_privs ? cfg->redact_user : "this user");
-	return 0;
+	return start_spawner();
 }
 
 void svc_redact_fini(void)
 {
+	while (running) {
+		struct svc_redact *h = running;
+		running = h->next;
+		handle_free(h);
+	}
+	svc_spawn_fini();
 }
 
-/* Release a helper's handle (its process already reaped). */
-static void handle_free(struct svc_redact *h)
-{
-	if (h->ev_exit)
-		event_free(h->ev_exit);
-	if (h->ev_timer)
-		event_free(h->ev_timer);
-	if (h->pidfd >= 0)
-		close(h->pidfd);
-	close(h->errfd);
-	free(h);
-}
-
-/* Kill, reap and release a helper that must not report. */
+/* Kill (through the spawner, which reaps it) and release a helper that
+ * must not report: its exit is then ignored. */
 static void kill_and_free(struct svc_redact *h)
 {
-	kill(h->pid, SIGKILL);
-	waitpid(h->pid, NULL, 0);
+	for (struct svc_redact **p = &running; *p; p = &(*p)->next) {
+		if (*p == h) {
+			*p = h->next;
+			break;
+		}
+	}
+	svc_spawn_kill(h->id);
 	handle_free(h);
 }
 
@@ -242,62 +279,38 @@ static void finish(struct svc_redact *h, int status)
 	cb(ud, code, msg);
 }
 
-static void exit_cb(evutil_socket_t fd, short what, void *arg)
+/* The spawner reaped helper id (an aborted helper is no longer listed). */
+static void exit_cb(uint64_t id, int status)
 {
-	struct svc_redact *h = arg;
-	int status = 0;
-	if (waitpid(h->pid, &status, WNOHANG) != h->pid)
-		return;
-	finish(h, status);
+	for (struct svc_redact **p = &running; *p; p = &(*p)->next) {
+		struct svc_redact *h = *p;
+		if (h->id == id) {
+			*p = h->next;
+			finish(h, status);
+			return;
+		}
+	}
 }
 
 static void timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct svc_redact *h = arg;
 	h->timed_out = true;
-	kill(h->pid, SIGKILL);
-	/* exit_cb reaps it when the pidfd turns readable. */
-}
-
-/* In the child, before exec: only async-signal-safe calls. */
-static void child(const char *path, int in_fd, int out_fd, int err_w, char **argv, bool redact)
-{
-	struct rlimit as = { cfg->redact_max_memory, cfg->redact_max_memory };
-	rlim_t secs = (cfg->redact_timeout_ms + 999) / 1000 + 1;
-	struct rlimit cpu = { secs, secs + 1 };
-
-	if (in_fd < 0)
-		in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_w, 2) < 0)
-		_exit(71);
-	if (!redact) {
-		execve(path, argv, (char *[]){ NULL });
-		_exit(73);
-	}
-#ifndef PROFILINGD_SANITIZE_BUILD
-	/* Sanitizer runtimes reserve terabytes of shadow: no address-space cap there. */
-	setrlimit(RLIMIT_AS, &as);
-#else
-	(void)as;
-#endif
-	setrlimit(RLIMIT_CPU, &cpu);
-	if (drop_privs) {
-		if (setgroups(0, NULL) < 0 || setresgid(run_gid, run_gid, run_gid) < 0 ||
-		    setresuid(run_uid, run_uid, run_uid) < 0)
-			_exit(72);
-	}
-	/* The redactor sets no_new_privs too; doing it here covers exec. */
-	syscall(SYS_prctl, 38 /* PR_SET_NO_NEW_PRIVS */, 1, 0, 0, 0);
-	char *envp[] = { NULL };
-	execve(path, argv, envp);
-	_exit(73);
+	svc_spawn_kill(h->id);
+	/* exit_cb finishes it when the spawner reports the exit. */
 }
 
 static int spawn(const char *path, char **argv, int in_fd, int out_fd, bool redact,
 		 uint32_t timeout_ms, svc_redact_cb cb, void *ud, struct svc_redact **out)
 {
-	int pipefd[2];
+	int pipefd[2], r;
+	unsigned helper;
 
+	for (helper = 0; helper < NHELPERS; helper++)
+		if (path == helper_table[helper] || !strcmp(path, helper_table[helper]))
+			break;
+	if (helper == NHELPERS || !path[0])
+		return -EPERM; /* not in the spawner's table */
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return -errno;
 	struct svc_redact *h = calloc(1, sizeof(*h));
@@ -308,31 +321,27 @@ static int spawn(const char *path, char **argv, int in_fd, int out_fd, bool reda
 	}
 	h->cb = cb;
 	h->ud = ud;
-	h->pidfd = -1;
+	h->id = next_id++;
 	h->errfd = pipefd[0];
 	h->timeout_ms = timeout_ms;
-	h->pid = fork();
-	if (h->pid < 0) {
-		int e = errno;
-		free(h);
-		close(pipefd[0]);
-		close(pipefd[1]);
-		return -e;
-	}
-	if (h->pid == 0)
-		child(path, in_fd, out_fd, pipefd[1], argv, redact);
-	close(pipefd[1]);
-	fcntl(h->errfd, F_SETFL, O_NONBLOCK);
-	h->pidfd = (int)syscall(SYS_pidfd_open, h->pid, 0);
-	h->ev_exit = h->pidfd >= 0 ? event_new(base, h->pidfd, EV_READ, exit_cb, h) : NULL;
 	h->ev_timer = evtimer_new(base, timeout_cb, h);
-	if (!h->ev_exit || !h->ev_timer) {
-		kill_and_free(h);
+	if (!h->ev_timer) {
+		close(pipefd[1]);
+		handle_free(h);
 		return -ENOMEM;
 	}
+	r = svc_spawn_start(helper, argv, in_fd, out_fd, pipefd[1],
+			    redact ? SVC_SPAWN_F_REDACT : 0, h->id, &h->pid);
+	close(pipefd[1]);
+	if (r < 0) {
+		handle_free(h);
+		return r;
+	}
+	fcntl(h->errfd, F_SETFL, O_NONBLOCK);
 	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
-	event_add(h->ev_exit, NULL);
 	evtimer_add(h->ev_timer, &tv);
+	h->next = running;
+	running = h;
 	if (out)
 		*out = h;
 	return 0;

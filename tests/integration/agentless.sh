@@ -14,7 +14,8 @@ SPIN=$BUILD/tests/integration/spinner
 need_go
 
 SPID= SLEEPER=
-trap '[ -n "$SPID" ] && kill "$SPID" 2>/dev/null; [ -n "$SLEEPER" ] && kill "$SLEEPER" 2>/dev/null; cleanup' EXIT
+# A helper that already exited must not fail the trap (set -e).
+trap '[ -z "$SPID" ] || kill "$SPID" 2>/dev/null || true; [ -z "$SLEEPER" ] || kill "$SLEEPER" 2>/dev/null || true; cleanup' EXIT
 
 "$SPIN" 10 &
 SPID=$!
