@@ -484,6 +484,9 @@ int svc_config_print(const struct svc_config *cfg, FILE *f)
 			for (unsigned i = 0; i < cfg->ndlp; i++)
 				fprintf(f, "pattern = %s\n", cfg->dlp[i]);
 	}
+	static const char *const modes[] = { "enforce", "debug", "off" };
+	if (cfg->seccomp_mode >= 0 && cfg->seccomp_mode < 3)
+		fprintf(f, "\n[sandbox]\nseccomp = %s\n", modes[cfg->seccomp_mode]);
 	if (cfg->napps) {
 		fprintf(f, "\n[apps]\n");
 		for (unsigned i = 0; i < cfg->napps; i++)
@@ -563,6 +566,11 @@ int svc_config_reload(struct svc_config *live, const struct svc_config *next, un
 		live->ndlp = next->ndlp;
 		LOG_N("[dlp] %u pattern(s) now", live->ndlp);
 		changed++;
+	}
+	if (live->seccomp_mode != next->seccomp_mode) {
+		LOG_W("[sandbox] seccomp changed: the filter of a running daemon cannot change; "
+		      "needs a restart");
+		nref++;
 	}
 	if (!apps_equal(live, next)) {
 		LOG_W("[apps] changed: needs a restart; keeping the %u running entries", live->napps);
