@@ -14,7 +14,7 @@ SPIN=$BUILD/tests/integration/spinner
 need_go
 
 SPID= SLEEPER=
-trap '[ -n "$SPID" ] && kill "$SPID" 2>/dev/null; [ -n "$SLEEPER" ] && kill "$SLEEPER" 2>/dev/null; cleanup' EXIT
+trap '[ -n "$SPID" ] && kill "$SPID" 2>/dev/null || true; [ -n "$SLEEPER" ] && kill "$SLEEPER" 2>/dev/null || true; cleanup' EXIT
 
 "$SPIN" 10 &
 SPID=$!
