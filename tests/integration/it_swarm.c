@@ -2,26 +2,27 @@
  * it_swarm: a malicious-client swarm against the real daemon (swarm.sh
  * starts it). As root, with the daemon's pid and sockets:
  *
- *   it_swarm PID CLIENT_SOCK RUNTIME_SOCK
+ *   it_swarm PID CLIENT_SOCK RUNTIME_SOCK [PER_UID_CAP]
+ *   it_swarm exhaust PID CLIENT_SOCK DAEMON_LOG
  *
  * SWARM_UIDS processes, each under a uid of its own (setresuid), open
  * SWARM_PER_UID client connections at once, 1,620 in all: 1,080 valid ones
  * held open together (hello, listener, a heap-profile request that is
- * answered, cancel, ack, signal, remove-trigger; or hello and idle) and
- * 540 malicious ones: oversized packets,
- * truncated packets, random bytes, fd bombs (SCM_MAX_FD = 253 fds in one
- * message, before and after the hello), a request before the hello, and a
- * second hello. Each also runs a connect/disconnect storm and misbehaving
- * runtimes on runtime.sock (hello with the wrong pid, a message before the
- * hello, oversize, an fd bomb). Each checks that every bad connection is
- * closed by the daemon and every valid one is answered and kept.
+ * answered, cancel, ack, signal, remove-trigger; or hello and idle) and 540
+ * malicious ones: oversized packets, truncated packets, random bytes, fd
+ * bombs (SCM_MAX_FD = 253 fds in one message, before and after the hello),
+ * a request before the hello, and a second hello. Each also runs a
+ * connect/disconnect storm and misbehaving runtimes on runtime.sock (hello
+ * with the wrong pid, a message before the hello, oversize, an fd bomb).
+ * Each checks that every bad connection is closed by the daemon and every
+ * valid one is answered and kept.
  *
  * Then: a valid runtime and a second one for the same pid (closed); the
  * per-uid cap (connection max_clients_per_uid + 1 of one uid is closed at
  * once while another uid still connects); the daemon's fds return to
  * their count before the swarm; and its memory stays under the bounds
- * below (docs/ARCHITECTURE.md, "Caps"). swarm.sh then has the daemon
- * deliver a real capture.
+ * below (docs/FUZZING.md). "exhaust" is the out-of-fds phase (see there).
+ * swarm.sh then has the daemon deliver a real capture.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -29,7 +30,6 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
