@@ -357,5 +357,13 @@ int main(int argc, char **argv)
 		}
 		p = b + len;
 	}
+	struct map *maps[] = { &utf8, &classes, &serials, &frames, &wanted, &target, &traces };
+	for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
+		free(maps[i]->k);
+		free(maps[i]->v);
+	}
+	free(counts);
+	munmap((void *)base, (size_t)sb.st_size);
+	close(fd);
 	return 0;
 }

@@ -389,6 +389,7 @@ static void test_recursion_guard(void **state)
 }
 
 static atomic_int stress_stop;
+static atomic_ulong stress_rounds;
 
 static void *stress(void *arg)
 {
@@ -405,6 +406,7 @@ static void *stress(void *arg)
 			keep[k] = (x >> 20) % 4 ? t_malloc(1 + (x >> 32) % 2048)
 						: t_realloc(NULL, 1 + (x >> 40) % 20000);
 		}
+		atomic_fetch_add(&stress_rounds, 1);
 	}
 	for (int k = 0; k < 64; k++)
 		t_free(keep[k]);
@@ -424,7 +426,11 @@ static void test_concurrent_write(void **state)
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, stress, (void *)(uintptr_t)(i + 1)), 0);
 	for (int round = 0; round < 5; round++) {
-		usleep(100000);
+		/* Wait for allocations (not for time: a loaded machine may give the
+		 * threads no CPU for a while), at most 20 s. */
+		unsigned long seen = atomic_load(&stress_rounds);
+		for (int w = 0; w < 200 && atomic_load(&stress_rounds) < seen + 4; w++)
+			usleep(100000);
 		int fd = memfd_create("heap", MFD_CLOEXEC);
 		assert_true(fd >= 0);
 		bytes = 0;
