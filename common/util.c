@@ -138,3 +138,14 @@ int util_proc_ids(int pid, unsigned *uid, unsigned *gid)
 		return -EINVAL;
 	return 0;
 }
+
+int util_fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+	fputs("error: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return code;
+}

@@ -30,4 +30,10 @@ int util_mkdir_p(const char *path, unsigned mode);
  */
 int util_fmt(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/*
+ * Helpers' status line: "error: <message>" on stderr (the daemon reads the
+ * last stderr line of a helper). Returns code, for `return util_fail(...)`.
+ */
+int util_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 #endif

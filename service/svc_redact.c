@@ -111,6 +111,19 @@ static int start_spawner(void)
 	return r;
 }
 
+/* The directory of the daemon's executable into out. false if unknown. */
+static bool self_dir(char *out, size_t n)
+{
+	ssize_t len = readlink("/proc/self/exe", out, n - 1);
+	if (len <= 0)
+		return false;
+	out[len] = '\0';
+	char *slash = strrchr(out, '/');
+	if (slash)
+		*slash = '\0';
+	return true;
+}
+
 /*
  * A helper binary: the configured path, else beside the daemon
  * (installed), the build tree's <subdir>/, then libexec.
@@ -126,12 +139,7 @@ static int find_helper(const char *configured, const char *name, const char *sub
 	if (configured && configured[0]) {
 		cand[n++] = configured;
 	} else {
-		ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-		if (len > 0) {
-			self[len] = '\0';
-			char *slash = strrchr(self, '/');
-			if (slash)
-				*slash = '\0';
+		if (self_dir(self, sizeof(self))) {
 			util_fmt(c0, sizeof(c0), "%s/%s", self, name);
 			util_fmt(c1, sizeof(c1), "%s/../%s/%s", self, subdir, name);
 			/* An installed tree moved or installed with --prefix:
@@ -169,12 +177,7 @@ static void find_agent(void)
 	if (cfg->jvm_agent[0]) {
 		cand[n++] = cfg->jvm_agent;
 	} else {
-		ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-		if (len > 0) {
-			self[len] = '\0';
-			char *slash = strrchr(self, '/');
-			if (slash)
-				*slash = '\0';
+		if (self_dir(self, sizeof(self))) {
 			util_fmt(c0, sizeof(c0), "%s/../runtime/jvmti/%s", self, name);
 			cand[n++] = c0;
 		}

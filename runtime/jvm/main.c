@@ -52,17 +52,7 @@ static void usage(FILE *f)
 		"The last stderr line is the status: \"ok ...\" or \"error: ...\".\n");
 }
 
-static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(int code, const char *fmt, ...)
-{
-	va_list ap;
-	fputs("error: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	return code;
-}
+#define fail util_fail
 
 /* The effective uid and gid of pid (the VM compares the peer's with them). */
 static int proc_euid(pid_t pid, uid_t *uid, gid_t *gid)

@@ -48,17 +48,7 @@ static void usage(FILE *f)
 		PF_MAX_HZ, PF_MAX_DURATION_MS);
 }
 
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...)
-{
-	va_list ap;
-	fputs("error: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	return EXIT_ERROR;
-}
+#define fail(...) util_fail(EXIT_ERROR, __VA_ARGS__)
 
 /* A decimal in 1..max, nothing else. */
 static int parse_num(const char *s, unsigned long max, unsigned long *out)
