@@ -9,6 +9,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#ifdef PROFILINGD_SANITIZE_BUILD
+#include <sanitizer/lsan_interface.h>
+#endif
+
 /*
  * Syscall names for the debug trap, resolved before the filter goes on:
  * libseccomp's resolver allocates, which a signal handler must not do.
@@ -104,6 +108,15 @@ int sbx_install(const struct sbx_rule *rules, size_t n, bool debug)
 	/* The policies name x86_64 syscalls; another ABI would need its own. */
 	if (seccomp_arch_native() != SCMP_ARCH_X86_64)
 		return -ENOTSUP;
+#ifdef PROFILINGD_SANITIZE_BUILD
+	/*
+	 * LeakSanitizer's scan stops the world with a ptrace-ing thread and
+	 * reads /proc, which every filter here kills: run it now, over what ran
+	 * so far, which also turns off the exit-time scan (whatever ASAN_OPTIONS
+	 * says).
+	 */
+	__lsan_do_leak_check();
+#endif
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return -errno;
 	if (debug) {

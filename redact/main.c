@@ -26,25 +26,6 @@
 #include "redactor_policy.h"
 #include "sandbox.h"
 
-/*
- * LeakSanitizer's exit-time scan reads /proc, which the sandbox forbids;
- * sanitizer builds of the redactor skip it (the daemon's own builds keep it).
- */
-#if defined(__SANITIZE_ADDRESS__)
-#define PD_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define PD_ASAN 1
-#endif
-#endif
-#ifdef PD_ASAN
-const char *__asan_default_options(void);
-const char *__asan_default_options(void)
-{
-	return "detect_leaks=0";
-}
-#endif
-
 #define EXIT_BADMSG 65
 #define EXIT_CAP 66
 #define EXIT_OTHER 70

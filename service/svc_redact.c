@@ -333,6 +333,17 @@ static int spawn(const char *path, char **argv, int in_fd, int out_fd, bool reda
 		handle_free(h);
 		return -ENOMEM;
 	}
+	/* Every helper takes --debug-seccomp (after argv[0]: options first). */
+	char *dargv[MAX_ARGS + 2];
+	if (cfg->seccomp_mode == SVC_SECCOMP_DEBUG) {
+		size_t n = 0;
+		dargv[n++] = argv[0];
+		dargv[n++] = "--debug-seccomp";
+		for (size_t i = 1; argv[i] && n < MAX_ARGS + 1; i++)
+			dargv[n++] = argv[i];
+		dargv[n] = NULL;
+		argv = dargv;
+	}
 	r = svc_spawn_start(helper, argv, in_fd, out_fd, pipefd[1],
 			    redact ? SVC_SPAWN_F_REDACT : 0, h->id, &h->pid);
 	close(pipefd[1]);

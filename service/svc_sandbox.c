@@ -20,9 +20,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#ifdef PROFILINGD_SANITIZE_BUILD
-#include <sanitizer/lsan_interface.h>
-#endif
 
 #include "daemon_policy.h"
 #include "log.h"
@@ -121,15 +118,6 @@ int svc_sandbox_apply(enum svc_seccomp_mode mode)
 	int r;
 
 	nss_preload();
-#ifdef PROFILINGD_SANITIZE_BUILD
-	/*
-	 * LeakSanitizer's scan stops the world with a ptrace-ing thread, which
-	 * the filter kills: run it now, over init, which also turns off the
-	 * exit-time scan (whatever ASAN_OPTIONS says).
-	 */
-	if (mode != SVC_SECCOMP_OFF)
-		__lsan_do_leak_check();
-#endif
 	if ((r = drop_caps()) < 0) {
 		LOG_E("cannot drop capabilities: %s", strerror(-r));
 		return r;

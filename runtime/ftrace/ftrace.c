@@ -5,6 +5,7 @@
  * per CPU). Run by the daemon as root; one status line goes to fd 2.
  *
  *   profilingd-ftrace --duration-ms D [--buffer-kb K] [--instance NAME]
+ *                     [--debug-seccomp]
  *
  * Events: sched_switch, sched_waking, sched_process_fork/exec/exit,
  * task_rename, oom mark_victim (where the kernel has them). The instance
@@ -30,7 +31,9 @@
 #include <unistd.h>
 
 #include "ft_parse.h"
+#include "ftrace_policy.h"
 #include "perfetto_trace.pb-c.h"
+#include "sandbox.h"
 #include "util.h"
 
 #define EXIT_NOTRACEFS 69
@@ -189,12 +192,14 @@ int main(int argc, char **argv)
 		{ "duration-ms", required_argument, NULL, 'd' },
 		{ "buffer-kb", required_argument, NULL, 'b' },
 		{ "instance", required_argument, NULL, 'i' },
+		{ "debug-seccomp", no_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	unsigned long dur = 0, kb = 4096;
 	char name[64], tracefs[128], val[32];
 	int c, r;
+	bool debug_seccomp = false;
 
 	snprintf(name, sizeof(name), "profilingd-%d", (int)getpid());
 	while ((c = getopt_long(argc, argv, "d:b:i:h", opts, NULL)) != -1) {
@@ -204,6 +209,9 @@ int main(int argc, char **argv)
 		case 'i':
 			if (strchr(optarg, '/') || util_strlcpy(name, optarg, sizeof(name)) >= sizeof(name))
 				goto usage;
+			break;
+		case 'S':
+			debug_seccomp = true;
 			break;
 		case 'h':
 		default:
@@ -238,6 +246,11 @@ int main(int argc, char **argv)
 		return EXIT_NOTRACEFS;
 	}
 	write_str(inst, "tracing_on", "1");
+	/* Sandbox last: what is left is the wait, reading out and the rmdir. */
+	if ((r = sbx_install(ftrace_policy, ftrace_policy_count, debug_seccomp)) < 0) {
+		dprintf(2, "error: cannot install the seccomp filter: %s\n", strerror(-r));
+		return EXIT_OTHER;
+	}
 	uint64_t until = util_mono_ms() + dur;
 	while (!stop && util_mono_ms() < until)
 		poll(NULL, 0, 20);
@@ -302,7 +315,9 @@ int main(int argc, char **argv)
 	return 0;
 usage:
 	fprintf(stderr, "usage: profilingd-ftrace --duration-ms 1..600000 [--buffer-kb 64..1048576] "
-		"[--instance NAME]\nRecords sched events in a tracefs instance of its own and writes "
-		"them as Perfetto packets on stdout.\n");
+		"[--instance NAME]\n       [--debug-seccomp]\nRecords sched events in a tracefs instance of its own and writes "
+		"them as Perfetto packets on stdout.\nOnce tracing is on it runs under "
+		"policy/seccomp/ftrace.policy; --debug-seccomp traps\na forbidden call and names it "
+		"(exit 75) instead of a kill.\n");
 	return EXIT_OTHER;
 }

@@ -33,6 +33,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "jattach_policy.h"
+#include "sandbox.h"
 #include "util.h"
 
 #define EXIT_UNAVAILABLE 69
@@ -41,7 +43,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: profilingd-jattach --pid P [--timeout-ms T] COMMAND\n"
+		"usage: profilingd-jattach --pid P [--timeout-ms T] [--debug-seccomp] COMMAND\n"
 		"Speaks the HotSpot attach protocol to JVM P as P's user. COMMAND:\n"
 		"  heapdump            GC.heap_dump + Thread.print; the HPROF with the\n"
 		"                      threads' stacks appended goes to stdout\n"
@@ -49,7 +51,10 @@ static void usage(FILE *f)
 		"  jcmd 'CMD ARGS'     run a diagnostic command, its output to stdout\n"
 		"  listen              start the VM's attach listener, send nothing\n"
 		"T: the whole command's time limit in ms (default 120000).\n"
-		"The last stderr line is the status: \"ok ...\" or \"error: ...\".\n");
+		"The last stderr line is the status: \"ok ...\" or \"error: ...\".\n"
+		"Once it runs as P's user it is under policy/seccomp/jattach.policy;\n"
+		"--debug-seccomp traps a forbidden call and names it (exit 75) instead\n"
+		"of a kill.\n");
 }
 
 #define fail util_fail
@@ -240,10 +245,12 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "timeout-ms", required_argument, NULL, 't' },
+		{ "debug-seccomp", no_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	long pid = 0, timeout = 120000;
+	bool debug_seccomp = false;
 	int c;
 	while ((c = getopt_long(argc, argv, "+p:t:h", opts, NULL)) != -1) {
 		char *e;
@@ -257,6 +264,9 @@ int main(int argc, char **argv)
 			timeout = strtol(optarg, &e, 10);
 			if (*e || timeout < 100 || timeout > 3600000)
 				return fail(2, "--timeout-ms must be 100..3600000");
+			break;
+		case 'S':
+			debug_seccomp = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -279,6 +289,9 @@ int main(int argc, char **argv)
 	if ((r = become(uid, gid)) < 0)
 		return fail(EXIT_ERROR, "cannot become uid %u gid %u: %s", (unsigned)uid,
 			    (unsigned)gid, strerror(-r));
+	/* Sandbox last: no uid change, exec or other socket domain from here. */
+	if ((r = sbx_install(jattach_policy, jattach_policy_count, debug_seccomp)) < 0)
+		return fail(EXIT_ERROR, "cannot install the seccomp filter: %s", strerror(-r));
 	uint64_t deadline = util_mono_ms() + (uint64_t)timeout;
 	if (!strcmp(what, "heapdump") && argc - optind == 1)
 		return heapdump((pid_t)pid, deadline);

@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "perf_policy.h"
+#include "sandbox.h"
 #include "util.h"
 
 #define EXIT_ERROR   70 /* EX_SOFTWARE */
@@ -42,9 +44,13 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: profilingd-perf --pid P --hz H --duration-ms D [--verbose]\n"
+		"                       [--debug-seccomp]\n"
 		"Samples the user-mode stacks of every thread of P at H Hz of its CPU time\n"
 		"for D ms and writes gzip'd pprof to stdout; the last stderr line is the status.\n"
-		"  H: 1..%d (and at most perf_event_max_sample_rate), D: 1..%u\n",
+		"  H: 1..%d (and at most perf_event_max_sample_rate), D: 1..%u\n"
+		"Once the events are open it runs under policy/seccomp/perf.policy;\n"
+		"--debug-seccomp traps a forbidden call and names it (exit 75) instead of\n"
+		"a kill.\n",
 		PF_MAX_HZ, PF_MAX_DURATION_MS);
 }
 
@@ -176,6 +182,7 @@ int main(int argc, char **argv)
 		{ "hz", required_argument, NULL, 'f' },
 		{ "duration-ms", required_argument, NULL, 'd' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "debug-seccomp", no_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -183,7 +190,7 @@ int main(int argc, char **argv)
 	struct pf_events *ev = NULL;
 	struct run run = { 0 };
 	char why[512];
-	int c, r, verbose = 0, rc = EXIT_ERROR;
+	int c, r, verbose = 0, debug_seccomp = 0, rc = EXIT_ERROR;
 
 	while ((c = getopt_long(argc, argv, "p:f:d:vh", opts, NULL)) != -1) {
 		switch (c) {
@@ -201,6 +208,7 @@ int main(int argc, char **argv)
 					    PF_MAX_DURATION_MS, optarg);
 			break;
 		case 'v': verbose = 1; break;
+		case 'S': debug_seccomp = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return fail("bad usage");
 		}
@@ -231,6 +239,11 @@ int main(int argc, char **argv)
 	}
 	if ((r = pf_unwind_open((pid_t)pid, &run.u)) < 0) {
 		rc = fail("cannot read the memory map of %lu: %s", pid, strerror(-r));
+		goto out;
+	}
+	/* Sandbox last: what is left is polling, rescans and reading ELF files. */
+	if ((r = sbx_install(perf_policy, perf_policy_count, debug_seccomp)) < 0) {
+		rc = fail("cannot install the seccomp filter: %s", strerror(-r));
 		goto out;
 	}
 

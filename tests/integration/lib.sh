@@ -43,10 +43,15 @@ start_daemon() {
 		fi
 		for l in "$@"; do echo "$l"; done
 	} > "$T/profilingd.conf"
+	# Sockets left by a daemon killed with -9 exist at once: wait for this
+	# one's "ready" line too.
+	local ready
+	ready=$(grep -c ' ready (state ' "$T/daemon.log" 2>/dev/null || true)
 	"$PROFILINGD" -f -d -c "$T/profilingd.conf" >> "$T/daemon.log" 2>&1 &
 	DAEMON_PID=$!
-	for _ in $(seq 100); do
-		[ -S "$PROFILINGD_SOCKET" ] && [ -S "$RUNTIME_SOCKET" ] && return 0
+	for _ in $(seq 200); do
+		[ -S "$PROFILINGD_SOCKET" ] && [ -S "$RUNTIME_SOCKET" ] &&
+			[ "$(grep -c ' ready (state ' "$T/daemon.log" || true)" -gt "${ready:-0}" ] && return 0
 		kill -0 "$DAEMON_PID" 2>/dev/null || fail "daemon exited at start"
 		sleep 0.05
 	done

@@ -153,20 +153,26 @@ run_hook enforce ptrace "[sandbox]" "seccomp = maybe"
 
 # 6. kill -9 of the daemon while a helper runs: the spawner and the helper
 # (profilingd-perf sampling a process without an agent) go with it.
+# helper_capture: a 30 s agentless stack capture of a sleeping process
+# through the running daemon; sets spawner, helper (profilingd-perf under
+# the spawner), target and req.
+helper_capture() {
+	spawner=$(sed -n 's/.*spawner started (pid \([0-9]*\)).*/\1/p' "$T/daemon.log" | tail -1)
+	sleep 60 &
+	target=$!
+	"$BUILD/tests/integration/it_request" --pid "$target" --type stack --duration-ms 30000 \
+		> /dev/null 2>&1 &
+	req=$!
+	helper=
+	for _ in $(seq 400); do
+		helper=$(child_of "$spawner")
+		[ -n "$helper" ] && break
+		sleep 0.05
+	done
+	[ -n "$helper" ] || fail "no helper started under the spawner"
+}
 start_daemon "[capture]" "runtime_wait_ms = 100"
-spawner=$(sed -n 's/.*spawner started (pid \([0-9]*\)).*/\1/p' "$T/daemon.log" | tail -1)
-sleep 60 &
-target=$!
-"$BUILD/tests/integration/it_request" --pid "$target" --type stack --duration-ms 30000 \
-	> /dev/null 2>&1 &
-req=$!
-helper=
-for _ in $(seq 400); do
-	helper=$(child_of "$spawner")
-	[ -n "$helper" ] && break
-	sleep 0.05
-done
-[ -n "$helper" ] || fail "no helper started under the spawner"
+helper_capture
 hcomm=$(cat /proc/$helper/comm 2>/dev/null || true)
 kill -9 "$DAEMON_PID"
 wait "$DAEMON_PID" 2>/dev/null || true
@@ -178,4 +184,98 @@ kill "$target" "$req" 2>/dev/null || true
 wait "$req" 2>/dev/null || true
 echo "ok: kill -9 of the daemon ended its spawner and helper $helper ($hcomm)"
 
-pass "sandbox: filter, no_new_privs and caps on the daemon; 5 forbidden calls killed; debug mode names them; off warns"
+# 7. Each helper installs a filter of its own once its setup is done
+# (policy/seccomp/{perf,ftrace,jattach}.policy). Caught while it works, it
+# shows Seccomp: 2, and a call none of them may make, socket(AF_INET),
+# injected with gdb, kills it with SIGSYS (status 159).
+# helper_sandboxed NAME PID: wait for its filter, inject the call, reap it.
+helper_sandboxed() {
+	local name=$1 hp=$2 rc=0
+	for _ in $(seq 200); do
+		[ "$(status_field "$hp" Seccomp 2>/dev/null)" = 2 ] && break
+		kill -0 "$hp" 2>/dev/null || break
+		sleep 0.05
+	done
+	[ "$(status_field "$hp" Seccomp 2>/dev/null)" = 2 ] || fail "$name: no seccomp filter (Seccomp: $(status_field "$hp" Seccomp 2>/dev/null))"
+	[ "$(status_field "$hp" NoNewPrivs)" = 1 ] || fail "$name: no_new_privs is not set"
+	if [ -z "$GDB" ]; then
+		kill "$hp" 2>/dev/null || true
+		wait "$hp" 2>/dev/null || true
+		echo "ok: $name runs under its filter (skipped the forbidden call: no gdb)"
+		return 0
+	fi
+	timeout 60 "$GDB" -p "$hp" -batch -nx -ex 'call (long)syscall(41, 2, 1, 0)' \
+		> "$T/gdb-$name.out" 2>&1 || true
+	wait "$hp" 2>/dev/null || rc=$?
+	[ "$rc" -eq 159 ] || fail "$name: socket(AF_INET) injected by gdb: exit status $rc, want 159 (SIGSYS); $(tail -3 "$T/gdb-$name.out")"
+	echo "ok: $name runs under its filter; an injected socket(AF_INET) killed it (SIGSYS)"
+}
+GDB=$(command -v gdb || true)
+SPIN=$BUILD/tests/integration/spinner
+[ -x "$SPIN" ] || fail "$SPIN not built"
+"$SPIN" 60 > /dev/null &
+spin=$!
+"$BUILD/runtime/perf/profilingd-perf" --pid "$spin" --hz 99 --duration-ms 30000 > /dev/null 2> "$T/perf.err" &
+helper_sandboxed profilingd-perf $!
+kill "$spin" 2>/dev/null || true
+wait "$spin" 2>/dev/null || true
+
+inst=pd-it-sandbox-$$
+"$BUILD/runtime/ftrace/profilingd-ftrace" --duration-ms 30000 --buffer-kb 64 --instance "$inst" \
+	> /dev/null 2> "$T/ftrace.err" &
+fpid=$!
+sleep 0.2
+frc=
+if ! kill -0 "$fpid" 2>/dev/null; then wait "$fpid" && frc=0 || frc=$?; fi
+if [ "$frc" = 69 ]; then
+	echo "skipped: profilingd-ftrace: $(tail -1 "$T/ftrace.err")"
+elif [ -n "$frc" ]; then
+	fail "profilingd-ftrace exited at once ($frc): $(tail -1 "$T/ftrace.err")"
+else
+	helper_sandboxed profilingd-ftrace "$fpid"
+fi
+# A killed recorder leaves its instance (the daemon names one per session).
+for d in /sys/kernel/tracing /sys/kernel/debug/tracing; do
+	[ -d "$d/instances/$inst" ] && rmdir "$d/instances/$inst" 2>/dev/null || true
+done
+
+if command -v setpriv > /dev/null; then
+	setpriv --reuid=65534 --regid=65534 --clear-groups sleep 60 &
+	notjvm=$!
+	"$BUILD/runtime/jvm/profilingd-jattach" --pid "$notjvm" --timeout-ms 30000 listen \
+		> /dev/null 2> "$T/jattach.err" &
+	helper_sandboxed profilingd-jattach $!
+	kill "$notjvm" 2>/dev/null || true
+	wait "$notjvm" 2>/dev/null || true
+else
+	echo "skipped: profilingd-jattach: setpriv (util-linux) is needed to run a target as nobody"
+fi
+
+# 8. In debug mode the daemon starts its helpers with --debug-seccomp: a
+# forbidden call then traps, is named, and the helper exits 75.
+start_daemon "[capture]" "runtime_wait_ms = 100" "[sandbox]" "seccomp = debug"
+helper_capture
+tr '\0' ' ' < "/proc/$helper/cmdline" | grep -q -- '--debug-seccomp' ||
+	fail "helper $helper started without --debug-seccomp: $(tr '\0' ' ' < "/proc/$helper/cmdline")"
+if [ -n "$GDB" ]; then
+	for _ in $(seq 200); do
+		[ "$(status_field "$helper" Seccomp 2>/dev/null)" = 2 ] && break
+		sleep 0.05
+	done
+	timeout 60 "$GDB" -p "$helper" -batch -nx -ex 'call (long)syscall(41, 2, 1, 0)' \
+		> "$T/gdb-debug.out" 2>&1 || true
+	for _ in $(seq 200); do
+		grep -q "helper exited with status 75\|forbidden syscall 41" "$T/daemon.log" && break
+		sleep 0.05
+	done
+	grep -q "forbidden syscall 41 (socket)" "$T/daemon.log" ||
+		fail "debug mode: the helper's trapped call is not named in the daemon's log"
+	echo "ok: debug mode: the daemon's helper named its forbidden call (socket)"
+else
+	echo "ok: debug mode: helpers get --debug-seccomp (skipped the forbidden call: no gdb)"
+fi
+kill "$target" "$req" 2>/dev/null || true
+wait "$req" 2>/dev/null || true
+stop_daemon
+
+pass "sandbox: filter, no_new_privs and caps on the daemon; 5 forbidden calls killed; debug mode names them; off warns; helpers filtered"
