@@ -37,6 +37,16 @@ grep -q "cannot connect to $T/nope.sock: No such file or directory (is profiling
 	fail "connect error not readable: $(cat "$T/e")"
 [ "$(wc -l < "$T/e")" = 1 ] || fail "connect error is not one line"
 "$PROFCTL" --help | grep -q "flame ID -o" || fail "--help does not list flame"
+# Each command's own help: its usage line and what it does; exit 0.
+for c in status apps triggers ratelimit results show top flame collapsed export request; do
+	"$PROFCTL" "$c" --help > "$T/h" || fail "profctl $c --help: exit $?"
+	head -1 "$T/h" | grep -q "^usage: profctl .* $c" || fail "profctl $c --help: $(head -1 "$T/h")"
+	[ "$(wc -l < "$T/h")" -ge 2 ] || fail "profctl $c --help says nothing about it"
+done
+"$PROFCTL" request --help | grep -q -- "--wait" || fail "request --help does not list --wait"
+rc=0; "$PROFCTL" show 2> "$T/e" || rc=$?
+[ $rc = 2 ] && grep -q "show takes one ID (see profctl show --help)" "$T/e" ||
+	fail "profctl show without an ID: exit $rc, $(cat "$T/e")"
 
 # --- captures: root's demo, uid A's demo, a system trace.
 root_out=$("$DEMO" --threads 2 --duration-ms 2000 --frequency 200 2> "$T/demo.err") ||

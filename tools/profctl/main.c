@@ -64,34 +64,7 @@ static void die(int code, const char *fmt, ...)
 	exit(code);
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: profctl [--socket PATH] [--json] COMMAND [ARGS]\n"
-		"Look at and drive profilingd (see profctl(1)).\n\n"
-		"Commands:\n"
-		"  status                 version, uptime, watchers, runtimes, sessions, budgets\n"
-		"  apps                   apps with clients, triggers or results\n"
-		"  triggers [APP]         registered triggers\n"
-		"  ratelimit [APP]        rate-limit budget used and left per window\n"
-		"  results [APP]          stored results, newest first\n"
-		"  show ID                a result's metadata\n"
-		"  top ID                 pprof-style flat/cum table of a result\n"
-		"  flame ID -o OUT.svg    interactive SVG flame graph of a result\n"
-		"  collapsed ID           collapsed stacks (\"a;b;c N\") of a result\n"
-		"  export ID DEST         copy a result to DEST (a file or a directory)\n"
-		"  request --pid N --type stack|heap-profile|heap-dump|trace [--duration 5s]\n"
-		"          [--hz N] [--tag T] [--wait]   capture a process (root only)\n\n"
-		"Options:\n"
-		"  -s, --socket PATH      control socket (default $PROFCTL_SOCKET, else\n"
-		"                         " DEFAULT_SOCKET ")\n"
-		"  -j, --json             JSON output for scripts\n"
-		"  -o, --output FILE      flame: where to write the SVG\n"
-		"  -h, --help             this text (also: profctl COMMAND --help)\n\n"
-		"APP is an app key (uid:1000, uid:1000/com.example) or a bare uid.\n"
-		"Exit codes: 0 ok, 1 refused or failed in the daemon, 2 usage, 3 cannot\n"
-		"connect, 4 the capture failed (request --wait), 5 local error.\n");
-}
+static void usage(FILE *f);
 
 /* ------------------------------------------------------------ JSON */
 
@@ -1052,6 +1025,117 @@ static uint32_t parse_u32(const char *name, const char *s)
 	return (uint32_t)v;
 }
 
+/* ------------------------------------------------------------ commands */
+
+/* One row per command: its arguments, a line for the list, a paragraph for
+ * "profctl COMMAND --help"; dispatch goes through the same row. */
+struct command {
+	const char *name;
+	int min, max;      /* positional arguments */
+	const char *args;  /* as in the usage line */
+	const char *line;  /* the list in --help */
+	const char *text;  /* profctl COMMAND --help */
+	int (*run)(const char *a1, const char *a2);
+};
+
+static int run_status(const char *a1, const char *a2) { (void)a1, (void)a2; return cmd_status(); }
+static int run_apps(const char *a1, const char *a2) { (void)a1, (void)a2; return cmd_apps(); }
+static int run_triggers(const char *a1, const char *a2) { (void)a2; return cmd_triggers(a1); }
+static int run_ratelimit(const char *a1, const char *a2) { (void)a2; return cmd_ratelimit(a1); }
+static int run_results(const char *a1, const char *a2) { (void)a2; return cmd_results(a1); }
+static int run_show(const char *a1, const char *a2) { (void)a2; return cmd_show(a1); }
+static int run_top(const char *a1, const char *a2) { (void)a2; return cmd_top(a1); }
+static int run_flame(const char *a1, const char *a2) { (void)a2; return cmd_flame(a1); }
+static int run_collapsed(const char *a1, const char *a2) { (void)a2; return cmd_collapsed(a1); }
+static int run_export(const char *a1, const char *a2) { return cmd_export(a1, a2); }
+static int run_request(const char *a1, const char *a2) { (void)a1, (void)a2; return cmd_request(); }
+
+static const struct command commands[] = {
+	{ "status", 0, 0, "", "version, uptime, watchers, runtimes, sessions, budgets",
+	  "The daemon's version, pid and uptime; each watcher and its health (what\n"
+	  "runs, what fell back, what is missing); connected runtimes (pid, uid, kind,\n"
+	  "missing capabilities); running captures with their phase and elapsed time;\n"
+	  "the rate-limit budget used, its cap and what is left per window.\n", run_status },
+	{ "apps", 0, 0, "", "apps with clients, triggers or results",
+	  "Apps known to the daemon: connected, with registered triggers, or with\n"
+	  "stored results; with their counts and result bytes.\n", run_apps },
+	{ "triggers", 0, 1, "[APP]", "registered triggers",
+	  "Registered triggers, of APP or of every app you may see, and the config's\n"
+	  "system triggers (sys:NAME, root only): capture type, cooldown, fire count,\n"
+	  "last fire and thresholds.\n", run_triggers },
+	{ "ratelimit", 0, 1, "[APP]", "rate-limit budget used and left per window",
+	  "Cost units used, the cap and what is left in each window (1 h, 24 h, 7 d by\n"
+	  "default), system-wide and per app.\n", run_ratelimit },
+	{ "results", 0, 1, "[APP]", "stored results, newest first",
+	  "Stored results, newest first (at most 200), with the ID the other commands\n"
+	  "take.\n", run_results },
+	{ "show", 1, 1, "ID", "a result's metadata",
+	  "A result's metadata: request id, app, pid, type, trigger, format, size,\n"
+	  "times, delivery, tag, note and path.\n", run_show },
+	{ "top", 1, 1, "ID", "pprof-style flat/cum table of a result",
+	  "A pprof-style table (flat, flat%, sum%, cum, cum%) by function of a stack\n"
+	  "sample or heap profile result, of its default sample type; for a trace,\n"
+	  "of its slices' self time.\n", run_top },
+	{ "flame", 1, 1, "ID -o OUT.svg", "interactive SVG flame graph of a result",
+	  "A self-contained interactive SVG flame graph (click to zoom, hover for the\n"
+	  "value and share) of a pprof result or of a trace's slices per thread,\n"
+	  "written to OUT.svg (-o - for standard output). Widths are shares of the\n"
+	  "total.\n", run_flame },
+	{ "collapsed", 1, 1, "ID", "collapsed stacks (\"a;b;c N\") of a result",
+	  "Brendan Gregg's collapsed stacks of a result, one line per distinct stack:\n"
+	  "root;...;leaf count (for flamegraph.pl, speedscope and the like).\n", run_collapsed },
+	{ "export", 2, 2, "ID DEST", "copy a result to DEST (a file or a directory)",
+	  "Copy a result to DEST, a file or a directory (the result keeps its name).\n"
+	  "The daemon passes the open file over the socket: root and the owning app's\n"
+	  "user can export without read access to the state directory.\n", run_export },
+	{ "request", 0, 0,
+	  "--pid N --type stack|heap-profile|heap-dump|trace [--duration 5s]\n"
+	  "          [--hz N] [--tag T] [--wait]", "capture a process (root only)",
+	  "Root only. Capture process N; the result belongs to N's app and is\n"
+	  "delivered to it like any system capture (admitted and charged as one).\n"
+	  "  --pid N          the process\n"
+	  "  --type TYPE      stack, heap-profile, heap-dump or trace\n"
+	  "  --duration T     how long: 5s, 500ms, 2m (default: the daemon's)\n"
+	  "  --hz N           stack sampling rate\n"
+	  "  --tag T          a label stored with the result\n"
+	  "  --wait           follow the phases (progress bar on a terminal, one line\n"
+	  "                   per phase otherwise) and print the result's id and path;\n"
+	  "                   exit 4 when the capture fails\n", run_request },
+};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: profctl [--socket PATH] [--json] COMMAND [ARGS]\n"
+		   "Look at and drive profilingd (see profctl(1)).\n\nCommands:\n");
+	for (size_t i = 0; i < NCOMMANDS; i++) {
+		const struct command *c = &commands[i];
+		int w = (int)(strlen(c->name) + 1 + strlen(c->args));
+		if (strchr(c->args, '\n') || w > 22)
+			fprintf(f, "  %s %s   %s\n", c->name, c->args, c->line);
+		else
+			fprintf(f, "  %s %s%*s %s\n", c->name, c->args, 22 - w, "", c->line);
+	}
+	fprintf(f,
+		"\nOptions:\n"
+		"  -s, --socket PATH      control socket (default $PROFCTL_SOCKET, else\n"
+		"                         " DEFAULT_SOCKET ")\n"
+		"  -j, --json             JSON output for scripts\n"
+		"  -o, --output FILE      flame: where to write the SVG\n"
+		"  -h, --help             this text; after a COMMAND, that command's help\n\n"
+		"APP is an app key (uid:1000, uid:1000/com.example) or a bare uid.\n"
+		"Exit codes: 0 ok, 1 refused or failed in the daemon, 2 usage, 3 cannot\n"
+		"connect, 4 the capture failed (request --wait), 5 local error.\n");
+}
+
+static const struct command *find_command(const char *name)
+{
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		if (!strcmp(name, commands[i].name))
+			return &commands[i];
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	enum { O_PID = 256, O_TYPE, O_DURATION, O_HZ, O_WAIT, O_TAG };
@@ -1100,51 +1184,24 @@ int main(int argc, char **argv)
 			return EX_USAGE;
 		}
 	}
+	const struct command *cmd = optind < argc ? find_command(argv[optind]) : NULL;
+	if (help && cmd) {
+		printf("usage: profctl [--socket PATH] [--json] %s%s%s\n%s", cmd->name,
+		       cmd->args[0] ? " " : "", cmd->args, cmd->text);
+		return EX_OK;
+	}
 	if (help || optind >= argc) {
 		usage(help ? stdout : stderr);
 		return help ? EX_OK : EX_USAGE;
 	}
-	const char *cmd = argv[optind];
+	if (!cmd)
+		die(EX_USAGE, "unknown command '%s' (see profctl --help)", argv[optind]);
 	const char *a1 = optind + 1 < argc ? argv[optind + 1] : NULL;
 	const char *a2 = optind + 2 < argc ? argv[optind + 2] : NULL;
 	int nargs = argc - optind - 1;
-	static const struct {
-		const char *name;
-		int min, max;
-	} cmds[] = {
-		{ "status", 0, 0 }, { "apps", 0, 0 }, { "triggers", 0, 1 }, { "ratelimit", 0, 1 },
-		{ "results", 0, 1 }, { "show", 1, 1 }, { "top", 1, 1 }, { "flame", 1, 1 },
-		{ "collapsed", 1, 1 }, { "export", 2, 2 }, { "request", 0, 0 },
-	};
-	size_t i;
-	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		if (!strcmp(cmd, cmds[i].name))
-			break;
-	if (i == sizeof(cmds) / sizeof(cmds[0]))
-		die(EX_USAGE, "unknown command '%s' (see profctl --help)", cmd);
-	if (nargs < cmds[i].min || nargs > cmds[i].max)
-		die(EX_USAGE, "%s takes %s (see profctl --help)", cmd,
-		    cmds[i].max == 0 ? "no arguments" : cmds[i].min == 2 ? "ID DEST"
-		    : cmds[i].min == 1 ? "one ID" : "at most one APP");
-	if (!strcmp(cmd, "status"))
-		return cmd_status();
-	if (!strcmp(cmd, "apps"))
-		return cmd_apps();
-	if (!strcmp(cmd, "triggers"))
-		return cmd_triggers(a1);
-	if (!strcmp(cmd, "ratelimit"))
-		return cmd_ratelimit(a1);
-	if (!strcmp(cmd, "results"))
-		return cmd_results(a1);
-	if (!strcmp(cmd, "show"))
-		return cmd_show(a1);
-	if (!strcmp(cmd, "top"))
-		return cmd_top(a1);
-	if (!strcmp(cmd, "flame"))
-		return cmd_flame(a1);
-	if (!strcmp(cmd, "collapsed"))
-		return cmd_collapsed(a1);
-	if (!strcmp(cmd, "export"))
-		return cmd_export(a1, a2);
-	return cmd_request();
+	if (nargs < cmd->min || nargs > cmd->max)
+		die(EX_USAGE, "%s takes %s (see profctl %s --help)", cmd->name,
+		    cmd->max == 0 ? "no arguments" : cmd->min == 2 ? "ID DEST"
+		    : cmd->min == 1 ? "one ID" : "at most one APP", cmd->name);
+	return cmd->run(a1, a2);
 }
