@@ -231,6 +231,30 @@ int svc_db_apps(void (*fn)(const char *app, uid_t uid, uint32_t n, uint64_t byte
 Pd__ClientMsg *svc_decode_client(const uint8_t *buf, size_t len, const char **why);
 Pd__RuntimeMsg *svc_decode_runtime(const uint8_t *buf, size_t len, const char **why);
 
+/* ------------------------------------------------------------ svc_outq.c */
+
+/*
+ * A peer's bounded outgoing queue (svc_conn.c, svc_ctl.c). Cap and what
+ * happens at it: svc_outq_push() refuses with -ENOBUFS and the caller
+ * closes the peer, which does not read its messages.
+ */
+struct svc_outq_msg;
+struct svc_outq {
+	struct svc_outq_msg *msg;
+	uint32_t cap, head, len;
+};
+
+/* cap messages at most; 0 or -ENOMEM (cap 0 is -ENOMEM too). */
+int svc_outq_init(struct svc_outq *q, uint32_t cap);
+/* Frees what is queued, closing its fds. NULL and a failed init are fine. */
+void svc_outq_fini(struct svc_outq *q);
+/* Pack m and queue it with a duplicate of fd (-1: none); nothing is sent.
+ * -EMSGSIZE over max bytes, -ENOBUFS at the cap, -ENOMEM, -errno of dup. */
+int svc_outq_push(struct svc_outq *q, const ProtobufCMessage *m, size_t max, int fd);
+/* Send in order until the socket would block: 0 all sent, 1 would block
+ * (wait for EV_WRITE), -errno when sending failed (the message is gone). */
+int svc_outq_flush(struct svc_outq *q, int sock);
+
 /* ------------------------------------------------------------ svc_conn.c */
 
 enum svc_role { SVC_ROLE_CLIENT, SVC_ROLE_RUNTIME };

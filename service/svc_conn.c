@@ -38,12 +38,6 @@
 #include "util.h"
 #include "wire.h"
 
-struct out_msg {
-	uint8_t *buf;
-	size_t len;
-	int fd;
-};
-
 struct svc_conn {
 	uint64_t id;
 	enum svc_role role;
@@ -52,8 +46,7 @@ struct svc_conn {
 	gid_t gid;
 	pid_t pid;
 	struct event *ev_read, *ev_write;
-	struct out_msg *q;
-	uint32_t qhead, qlen;
+	struct svc_outq q;
 	bool hello;        /* client: ClientHello seen; runtime: RuntimeHello accepted */
 	bool listener;
 	bool dropping;
@@ -151,53 +144,24 @@ struct svc_conn *svc_conn_runtime_for(pid_t pid)
 
 static int conn_flush(struct svc_conn *c)
 {
-	while (c->qlen) {
-		struct out_msg *m = &c->q[c->qhead];
-		int r = wire_send(c->fd, m->buf, m->len, m->fd);
-		if (r == -EAGAIN) {
-			event_add(c->ev_write, NULL);
-			return 0;
-		}
-		free(m->buf);
-		if (m->fd >= 0)
-			close(m->fd);
-		m->buf = NULL;
-		m->fd = -1;
-		c->qhead = (c->qhead + 1) % cfg->max_queued_msgs;
-		c->qlen--;
-		if (r < 0)
-			return r;
-	}
-	return 0;
+	int r = svc_outq_flush(&c->q, c->fd);
+	if (r == 1)
+		event_add(c->ev_write, NULL);
+	return r < 0 ? r : 0;
 }
 
 int svc_conn_send(struct svc_conn *c, const ProtobufCMessage *m, int fd)
 {
 	size_t cap = c->role == SVC_ROLE_CLIENT ? WIRE_CLIENT_MAX_MSG : WIRE_RUNTIME_MAX_MSG;
-	size_t len = protobuf_c_message_get_packed_size(m);
 
 	if (c->dropping)
 		return -EPIPE;
-	if (len > cap)
-		return -EMSGSIZE;
-	if (c->qlen == cfg->max_queued_msgs) {
+	int r = svc_outq_push(&c->q, m, cap, fd);
+	if (r == -ENOBUFS)
 		svc_conn_drop(c, "peer does not read: outgoing queue full");
-		return -ENOBUFS;
-	}
-	struct out_msg *o = &c->q[(c->qhead + c->qlen) % cfg->max_queued_msgs];
-	o->buf = malloc(len ? len : 1);
-	if (!o->buf)
-		return -ENOMEM;
-	o->len = protobuf_c_message_pack(m, o->buf);
-	o->fd = -1;
-	if (fd >= 0 && (o->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0) {
-		int r = -errno;
-		free(o->buf);
-		o->buf = NULL;
+	if (r < 0)
 		return r;
-	}
-	c->qlen++;
-	int r = conn_flush(c);
+	r = conn_flush(c);
 	if (r < 0)
 		svc_conn_drop(c, strerror(-r));
 	return r;
@@ -232,13 +196,7 @@ static void conn_free(struct svc_conn *c)
 		event_free(c->ev_read);
 	if (c->ev_write)
 		event_free(c->ev_write);
-	for (uint32_t i = 0; i < c->qlen; i++) {
-		struct out_msg *m = &c->q[(c->qhead + i) % cfg->max_queued_msgs];
-		free(m->buf);
-		if (m->fd >= 0)
-			close(m->fd);
-	}
-	free(c->q);
+	svc_outq_fini(&c->q);
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c);
@@ -608,7 +566,7 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 	struct svc_conn *c = calloc(1, sizeof(*c));
 	if (!c)
 		goto fail;
-	c->q = calloc(cfg->max_queued_msgs, sizeof(*c->q));
+	int qr = svc_outq_init(&c->q, cfg->max_queued_msgs);
 	c->fd = fd;
 	c->id = next_conn_id++;
 	c->role = l->role;
@@ -618,7 +576,7 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 	svc_app_key(cfg, c->pid, c->uid, c->app, sizeof(c->app));
 	c->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, conn_read_cb, c);
 	c->ev_write = event_new(base, fd, EV_WRITE, conn_write_cb, c);
-	if (!c->q || !c->ev_read || !c->ev_write)
+	if (qr < 0 || !c->ev_read || !c->ev_write)
 		goto fail_conn;
 	c->next = conns;
 	conns = c;
@@ -635,7 +593,7 @@ fail_conn:
 		event_free(c->ev_read);
 	if (c->ev_write)
 		event_free(c->ev_write);
-	free(c->q);
+	svc_outq_fini(&c->q);
 	free(c);
 fail:
 	LOG_E("out of memory accepting a connection");

@@ -42,19 +42,12 @@
 #define CTL_MAX_RESULTS 200
 #define CTL_MAX_APPS 512
 
-struct ctl_out {
-	uint8_t *buf;
-	size_t len;
-	int fd;
-};
-
 struct ctl_conn {
 	int fd;
 	uid_t uid;
 	pid_t pid;
 	struct event *ev_read, *ev_write;
-	struct ctl_out q[CTL_MAX_QUEUE];
-	unsigned qhead, qlen;
+	struct svc_outq q;
 	uint64_t watch;            /* session whose phases this peer waits for */
 	bool dropping;
 	struct ctl_conn *next;
@@ -194,51 +187,22 @@ static void ctl_drop(struct ctl_conn *c, const char *why);
 
 static int ctl_flush(struct ctl_conn *c)
 {
-	while (c->qlen) {
-		struct ctl_out *o = &c->q[c->qhead];
-		int r = wire_send(c->fd, o->buf, o->len, o->fd);
-		if (r == -EAGAIN) {
-			event_add(c->ev_write, NULL);
-			return 0;
-		}
-		free(o->buf);
-		if (o->fd >= 0)
-			close(o->fd);
-		o->buf = NULL;
-		o->fd = -1;
-		c->qhead = (c->qhead + 1) % CTL_MAX_QUEUE;
-		c->qlen--;
-		if (r < 0)
-			return r;
-	}
-	return 0;
+	int r = svc_outq_flush(&c->q, c->fd);
+	if (r == 1)
+		event_add(c->ev_write, NULL);
+	return r < 0 ? r : 0;
 }
 
 static int ctl_send(struct ctl_conn *c, const Pdctl__CtlReply *m, int fd)
 {
-	size_t len = pdctl__ctl_reply__get_packed_size(m);
 	if (c->dropping)
 		return -EPIPE;
-	if (len > CTL_MAX_REPLY)
-		return -EMSGSIZE;
-	if (c->qlen == CTL_MAX_QUEUE) {
+	int r = svc_outq_push(&c->q, &m->base, CTL_MAX_REPLY, fd);
+	if (r == -ENOBUFS)
 		ctl_drop(c, "peer does not read: outgoing queue full");
-		return -ENOBUFS;
-	}
-	struct ctl_out *o = &c->q[(c->qhead + c->qlen) % CTL_MAX_QUEUE];
-	o->buf = malloc(len ? len : 1);
-	if (!o->buf)
-		return -ENOMEM;
-	o->len = pdctl__ctl_reply__pack(m, o->buf);
-	o->fd = -1;
-	if (fd >= 0 && (o->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0) {
-		int r = -errno;
-		free(o->buf);
-		o->buf = NULL;
+	if (r < 0)
 		return r;
-	}
-	c->qlen++;
-	int r = ctl_flush(c);
+	r = ctl_flush(c);
 	if (r < 0)
 		ctl_drop(c, strerror(-r));
 	return r;
@@ -266,12 +230,7 @@ static void ctl_free(struct ctl_conn *c)
 		event_free(c->ev_read);
 	if (c->ev_write)
 		event_free(c->ev_write);
-	for (unsigned i = 0; i < c->qlen; i++) {
-		struct ctl_out *o = &c->q[(c->qhead + i) % CTL_MAX_QUEUE];
-		free(o->buf);
-		if (o->fd >= 0)
-			close(o->fd);
-	}
+	svc_outq_fini(&c->q);
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c);
@@ -1007,14 +966,13 @@ static void ctl_accept_cb(evutil_socket_t fd0, short what, void *arg)
 	c->fd = fd;
 	c->uid = cred.uid;
 	c->pid = cred.pid;
-	for (unsigned i = 0; i < CTL_MAX_QUEUE; i++)
-		c->q[i].fd = -1;
+	int qr = svc_outq_init(&c->q, CTL_MAX_QUEUE);
 	c->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, ctl_read_cb, c);
 	c->ev_write = event_new(base, fd, EV_WRITE, ctl_write_cb, c);
 	c->next = conns;
 	conns = c;
 	nconns++;
-	if (!c->ev_read || !c->ev_write) {
+	if (qr < 0 || !c->ev_read || !c->ev_write) {
 		ctl_free(c);
 		return;
 	}
