@@ -105,7 +105,9 @@ row() { ROWS+=("$(printf '| %s | %s | %s | %s |' "$1" "$2" "$3" "$4")"); }
 
 # fire_tod LOG TRIGGER: "pid seconds-of-day" for each fire line in LOG
 fire_tod() {
-	awk -v trg="$2" '$0 ~ ("fire: " trg " trigger of .* fired for pid ") {
+	# "<function>: <type> trigger of <app> fired for pid N": any function
+	# name, so a rename in svc_trigger.c does not silently empty the figures
+	awk -v trg="$2" '$0 ~ ("[a-z_]+: " trg " trigger of .* fired for pid ") {
 		split($1, h, ":"); t = h[1] * 3600 + h[2] * 60 + h[3]
 		for (i = 1; i <= NF; i++) if ($i == "pid") { p = $(i + 1); sub(":", "", p) }
 		printf "%s %.3f\n", p, t }' "$1"
