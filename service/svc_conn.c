@@ -12,7 +12,7 @@
  *     CONN_ACCEPT_PAUSE_MS, one log line per pause; connections wait in the
  *     listen backlog (and connect() fails with EAGAIN once it is full).
  *     At start the soft RLIMIT_NOFILE is raised to fit max_clients +
- *     max_runtimes + CONN_FD_RESERVE, so this only happens when the hard
+ *     max_runtimes + TRG_MAX_PIDS + CONN_FD_RESERVE, so this only happens when the hard
  *     limit is lower than that.
  *
  * Listening sockets come from systemd socket activation when it passes them
@@ -35,6 +35,7 @@
 
 #include "log.h"
 #include "profiling/profiling.h"
+#include "trg.h"
 #include "util.h"
 #include "wire.h"
 
@@ -614,7 +615,8 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
 static void fit_fd_limit(void)
 {
 	struct rlimit rl;
-	rlim_t want = (rlim_t)cfg->max_clients + cfg->max_runtimes + CONN_FD_RESERVE;
+	/* Each process the CPU watcher follows holds an fd too (trg_cpu.c). */
+	rlim_t want = (rlim_t)cfg->max_clients + cfg->max_runtimes + TRG_MAX_PIDS + CONN_FD_RESERVE;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
 		return;

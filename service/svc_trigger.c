@@ -69,6 +69,9 @@ struct app_pid {
 
 static const struct svc_config *cfg;
 static struct reg *regs;
+/* Slots are taken lowest first and scans stop here: the table is calloc'd
+ * (about 5 KiB a slot) and a scan of all of it would fault in every page. */
+static size_t regs_hi;
 static struct app_pid *pids;
 static size_t npids;
 
@@ -90,7 +93,7 @@ static const char *const trigger_names[] = {
 
 static struct reg *find_reg(const char *app, uint32_t type)
 {
-	for (size_t i = 0; i < SVC_MAX_TRIGGERS; i++)
+	for (size_t i = 0; i < regs_hi; i++)
 		if (regs[i].used && regs[i].type == type && !strcmp(regs[i].app, app))
 			return &regs[i];
 	return NULL;
@@ -326,7 +329,7 @@ void svc_trigger_session_end(const char *app, uint32_t trigger, uint64_t session
 	if (r && r->active != session_id)
 		r = NULL;
 	/* A system trigger whose process is gone (an OOM'd JVM) is found by its session. */
-	for (size_t i = 0; !r && i < SVC_MAX_TRIGGERS; i++)
+	for (size_t i = 0; !r && i < regs_hi; i++)
 		if (regs[i].used && regs[i].active == session_id)
 			r = &regs[i];
 	if (!r)
@@ -369,7 +372,7 @@ static void on_proc_exec(pid_t pid)
 		return;
 	exe[n] = '\0';
 	/* Any registration of this executable under this uid makes pid the app's. */
-	for (size_t i = 0; i < SVC_MAX_TRIGGERS; i++) {
+	for (size_t i = 0; i < regs_hi; i++) {
 		struct reg *r = &regs[i];
 		if (!r->used || r->uid != uid || strcmp(r->exe, exe))
 			continue;
@@ -385,7 +388,7 @@ static void on_proc_exec(pid_t pid)
 	/* System triggers: any uid, by executable path, cgroup and/or JVM main class. */
 	char cg[2048] = "", jmain[256] = "";
 	int jvm = -1; /* not looked at yet */
-	for (size_t i = 0; i < SVC_MAX_TRIGGERS; i++) {
+	for (size_t i = 0; i < regs_hi; i++) {
 		struct reg *r = &regs[i];
 		if (!r->used || !r->sys || (r->exe[0] && strcmp(r->exe, exe)))
 			continue;
@@ -476,7 +479,7 @@ static void on_hang(pid_t pid)
 /* A stall: a trace of the app, from one of its processes that runs. */
 static void on_psi(int key)
 {
-	if (key < 0 || key >= SVC_MAX_TRIGGERS || !regs[key].used)
+	if (key < 0 || (size_t)key >= regs_hi || !regs[key].used)
 		return;
 	struct reg *r = &regs[key];
 	for (size_t i = 0; i < npids; i++)
@@ -615,8 +618,11 @@ static struct reg *slot_for(const char *app, uint32_t type)
 {
 	struct reg *r = find_reg(app, type);
 	for (size_t i = 0; !r && i < SVC_MAX_TRIGGERS; i++)
-		if (!regs[i].used)
+		if (!regs[i].used) {
 			r = &regs[i];
+			if (i + 1 > regs_hi)
+				regs_hi = i + 1;
+		}
 	return r;
 }
 
@@ -672,7 +678,7 @@ int svc_trigger_add(struct svc_conn *c, const Pd__Trigger *t, char *why, size_t 
 int svc_trigger_remove(struct svc_conn *c, int type)
 {
 	const char *app = svc_conn_app(c);
-	for (size_t i = 0; i < SVC_MAX_TRIGGERS; i++) {
+	for (size_t i = 0; i < regs_hi; i++) {
 		struct reg *r = &regs[i];
 		if (!r->used || strcmp(r->app, app) || (type >= 0 && r->type != (uint32_t)type))
 			continue;
@@ -854,6 +860,7 @@ void svc_trigger_fini(void)
 	trg_mem_fini();
 	trg_psi_fini();
 	free(regs);
+	regs_hi = 0;
 	free(pids);
 	regs = NULL;
 	pids = NULL;
@@ -872,7 +879,7 @@ void svc_trigger_status(void (*fn)(const char *name, const char *status, void *u
 void svc_trigger_foreach(void (*fn)(const struct svc_trigger_info *t, void *ud), void *ud)
 {
 	static const char *const psi_names[] = { "memory", "cpu", "io" };
-	for (size_t i = 0; regs && i < SVC_MAX_TRIGGERS; i++) {
+	for (size_t i = 0; regs && i < regs_hi; i++) {
 		const struct reg *r = &regs[i];
 		struct svc_trigger_info ti = { 0 };
 		if (!r->used)
