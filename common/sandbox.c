@@ -1,6 +1,8 @@
 #include "sandbox.h"
 
 #include <errno.h>
+#include <grp.h>
+#include <linux/capability.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -141,4 +143,59 @@ int sbx_install(const struct sbx_rule *rules, size_t n, bool debug)
 out:
 	seccomp_release(ctx);
 	return r;
+}
+
+static bool kept(const int *keep, size_t n, int cap)
+{
+	for (size_t i = 0; i < n; i++)
+		if (keep[i] == cap)
+			return true;
+	return false;
+}
+
+int sbx_drop(const int *keep, size_t n, uid_t uid, gid_t gid)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct have[2], data[2];
+
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		return -errno;
+	/*
+	 * The bounding set first: dropping from it needs CAP_SETPCAP, which the
+	 * spawner's helpers do not get. Without it the bounding set stays as it
+	 * is: it only matters at execve, which every filter here forbids.
+	 */
+	for (int c = 0; c <= 63; c++) {
+		if (kept(keep, n, c))
+			continue;
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0) {
+			if (errno == EINVAL || errno == EPERM)
+				break; /* past the kernel's last capability, or no CAP_SETPCAP */
+			return -errno;
+		}
+	}
+	if (syscall(SYS_capget, &hdr, have) < 0)
+		return -errno;
+	if (uid != (uid_t)-1) {
+		/* The permitted set survives the switch; effective is refilled below. */
+		if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
+			return -errno;
+		if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
+		    setresuid(uid, uid, uid) < 0)
+			return -errno;
+		if (prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0) < 0)
+			return -errno;
+	}
+	/* Within what this process has (a container's bounding set may lack some). */
+	memset(data, 0, sizeof(data));
+	for (size_t i = 0; i < n; i++) {
+		int c = keep[i];
+		if (c >= 0 && c < 64)
+			data[c / 32].permitted |= (1u << (c % 32)) & have[c / 32].permitted;
+	}
+	for (int i = 0; i < 2; i++)
+		data[i].effective = data[i].permitted;
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		return -errno;
+	return 0;
 }

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 enum sbx_op { SBX_ANY, SBX_EQ, SBX_NE, SBX_LT, SBX_LE, SBX_GT, SBX_GE, SBX_MASKED_EQ };
 
@@ -40,5 +41,14 @@ struct sbx_rule {
  * Callers treat failure as fatal.
  */
 int sbx_install(const struct sbx_rule *rules, size_t n, bool debug);
+
+/*
+ * Keep only the capabilities in keep[] (bounding, permitted and effective
+ * sets, within what the process has; ambient and inheritable cleared).
+ * With uid != (uid_t)-1, first switch to uid/gid (no supplementary groups)
+ * and keep those capabilities across the switch. Run as root, before
+ * sbx_install(). 0 or -errno.
+ */
+int sbx_drop(const int *keep, size_t n, uid_t uid, gid_t gid);
 
 #endif

@@ -126,7 +126,7 @@ int util_fmt(char *out, size_t n, const char *fmt, ...)
 	return (size_t)r >= n ? -ENAMETOOLONG : 0;
 }
 
-int util_proc_ids(int pid, unsigned *uid, unsigned *gid)
+int util_proc_creds(int pid, unsigned uid[4], unsigned gid[4])
 {
 	char path[64], buf[4096];
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
@@ -134,8 +134,20 @@ int util_proc_ids(int pid, unsigned *uid, unsigned *gid)
 	if (n < 0)
 		return (int)n;
 	char *u = strstr(buf, "\nUid:"), *g = strstr(buf, "\nGid:");
-	if (!u || !g || sscanf(u + 5, "%u", uid) != 1 || sscanf(g + 5, "%u", gid) != 1)
+	if (!u || !g || sscanf(u + 5, "%u %u %u %u", &uid[0], &uid[1], &uid[2], &uid[3]) != 4 ||
+	    sscanf(g + 5, "%u %u %u %u", &gid[0], &gid[1], &gid[2], &gid[3]) != 4)
 		return -EINVAL;
+	return 0;
+}
+
+int util_proc_ids(int pid, unsigned *uid, unsigned *gid)
+{
+	unsigned u[4], g[4];
+	int r = util_proc_creds(pid, u, g);
+	if (r < 0)
+		return r;
+	*uid = u[0];
+	*gid = g[0];
 	return 0;
 }
 

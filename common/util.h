@@ -22,6 +22,9 @@ int util_proc_start_time(int pid, uint64_t *start);
 ssize_t util_read_file(const char *path, char *buf, size_t n);
 /* Real uid and gid of a process, from /proc/<pid>/status. 0 or -errno. */
 int util_proc_ids(int pid, unsigned *uid, unsigned *gid);
+/* All four uids and gids of a process (real, effective, saved, fs), from
+ * /proc/<pid>/status. 0 or -errno. */
+int util_proc_creds(int pid, unsigned uid[4], unsigned gid[4]);
 /* mkdir -p with mode for the last component. 0 or -errno. */
 int util_mkdir_p(const char *path, unsigned mode);
 /*

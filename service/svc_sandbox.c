@@ -35,49 +35,6 @@ static const int keep_caps[] = {
 	CAP_SYS_RESOURCE, /* PSI trigger windows that are not multiples of 2 s */
 };
 
-static bool kept(int cap)
-{
-	for (size_t i = 0; i < sizeof(keep_caps) / sizeof(keep_caps[0]); i++)
-		if (keep_caps[i] == cap)
-			return true;
-	return false;
-}
-
-static int drop_caps(void)
-{
-	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct data[2];
-
-	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-		return -errno;
-	/* The bounding set first: dropping from it needs CAP_SETPCAP. */
-	for (int c = 0; c <= 63; c++) {
-		if (kept(c))
-			continue;
-		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0) {
-			if (errno == EINVAL)
-				break; /* past the kernel's last capability */
-			if (errno != EPERM || geteuid() == 0)
-				return -errno;
-		}
-	}
-	/* The runtime set, within what this process has (a container's
-	 * bounding set may lack some). */
-	struct __user_cap_data_struct have[2];
-	if (syscall(SYS_capget, &hdr, have) < 0)
-		return -errno;
-	memset(data, 0, sizeof(data));
-	for (size_t i = 0; i < sizeof(keep_caps) / sizeof(keep_caps[0]); i++) {
-		int c = keep_caps[i];
-		data[c / 32].permitted |= (1u << (c % 32)) & have[c / 32].permitted;
-	}
-	for (int i = 0; i < 2; i++)
-		data[i].effective = data[i].permitted;
-	if (syscall(SYS_capset, &hdr, data) < 0)
-		return -errno;
-	return 0;
-}
-
 /* The kept capabilities this process really has, for the log. */
 static const char *caps_names(void)
 {
@@ -118,7 +75,8 @@ int svc_sandbox_apply(enum svc_seccomp_mode mode)
 	int r;
 
 	nss_preload();
-	if ((r = drop_caps()) < 0) {
+	if ((r = sbx_drop(keep_caps, sizeof(keep_caps) / sizeof(keep_caps[0]), (uid_t)-1,
+			  (gid_t)-1)) < 0) {
 		LOG_E("cannot drop capabilities: %s", strerror(-r));
 		return r;
 	}

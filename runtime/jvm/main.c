@@ -62,17 +62,11 @@ static void usage(FILE *f)
 /* The effective uid and gid of pid (the VM compares the peer's with them). */
 static int proc_euid(pid_t pid, uid_t *uid, gid_t *gid)
 {
-	char path[64], buf[4096];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	if (util_read_file(path, buf, sizeof(buf)) < 0)
+	unsigned u[4], g[4];
+	if (util_proc_creds((int)pid, u, g) < 0)
 		return -ESRCH;
-	const char *u = strstr(buf, "\nUid:"), *g = strstr(buf, "\nGid:");
-	unsigned ru, eu, rg, eg;
-	if (!u || !g || sscanf(u + 5, "%u %u", &ru, &eu) != 2 ||
-	    sscanf(g + 5, "%u %u", &rg, &eg) != 2)
-		return -EBADMSG;
-	*uid = eu;
-	*gid = eg;
+	*uid = u[1];
+	*gid = g[1];
 	return 0;
 }
 

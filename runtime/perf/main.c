@@ -11,6 +11,7 @@
 #include "pf.h"
 
 #include <errno.h>
+#include <linux/capability.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -175,6 +177,34 @@ static long max_sample_rate(void)
 	return v;
 }
 
+/*
+ * Least privilege for the sampling phase, which parses the target's ELF
+ * and DWARF (bytes the target controls): run as the target's user when it
+ * has one uid and one gid, keeping only CAP_PERFMON (events for threads it
+ * starts later; CAP_SYS_ADMIN on kernels before 5.8, which lack PERFMON)
+ * and CAP_IPC_LOCK (their ring buffers past perf_event_mlock_kb). A root
+ * target, or one with mixed ids (a setuid program), is only reachable with
+ * CAP_SYS_PTRACE, so the helper stays root and keeps that too.
+ */
+static int drop_privileges(pid_t pid, char *how, size_t n)
+{
+	int keep[4], nk = 0;
+	unsigned u[4], g[4];
+	int r = util_proc_creds((int)pid, u, g);
+	if (r < 0)
+		return r;
+	keep[nk++] = prctl(PR_CAPBSET_READ, CAP_PERFMON, 0, 0, 0) >= 0 ? CAP_PERFMON : CAP_SYS_ADMIN;
+	keep[nk++] = CAP_IPC_LOCK;
+	bool one = u[0] == u[1] && u[1] == u[2] && g[0] == g[1] && g[1] == g[2];
+	if (!one || u[0] == 0) {
+		keep[nk++] = CAP_SYS_PTRACE;
+		snprintf(how, n, "root, %s", one ? "the target is root" : "the target has mixed ids");
+		return sbx_drop(keep, (size_t)nk, (uid_t)-1, (gid_t)-1);
+	}
+	snprintf(how, n, "uid %u gid %u", u[0], g[0]);
+	return sbx_drop(keep, (size_t)nk, (uid_t)u[0], (gid_t)g[0]);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -241,6 +271,12 @@ int main(int argc, char **argv)
 		rc = fail("cannot read the memory map of %lu: %s", pid, strerror(-r));
 		goto out;
 	}
+	char how[64];
+	if ((r = drop_privileges((pid_t)pid, how, sizeof(how))) < 0) {
+		rc = fail("cannot drop privileges: %s", strerror(-r));
+		goto out;
+	}
+	LOG_D("sampling as %s", how);
 	/* Sandbox last: what is left is polling, rescans and reading ELF files. */
 	if ((r = sbx_install(perf_policy, perf_policy_count, debug_seccomp)) < 0) {
 		rc = fail("cannot install the seccomp filter: %s", strerror(-r));

@@ -213,10 +213,29 @@ helper_sandboxed() {
 GDB=$(command -v gdb || true)
 SPIN=$BUILD/tests/integration/spinner
 [ -x "$SPIN" ] || fail "$SPIN not built"
-"$SPIN" 60 > /dev/null &
+# The perf helper samples as the target's user with CAP_PERFMON and
+# CAP_IPC_LOCK only (or CAP_SYS_ADMIN for PERFMON on kernels before 5.8).
+if command -v setpriv > /dev/null; then
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$SPIN" 60 > /dev/null &
+else
+	"$SPIN" 60 > /dev/null &
+fi
 spin=$!
+# setpriv switches ids, then execs: wait for the spinner itself.
+for _ in $(seq 100); do
+	[ "$(readlink "/proc/$spin/exe" 2>/dev/null)" = "$(readlink -f "$SPIN")" ] && break
+	sleep 0.02
+done
 "$BUILD/runtime/perf/profilingd-perf" --pid "$spin" --hz 99 --duration-ms 30000 > /dev/null 2> "$T/perf.err" &
-helper_sandboxed profilingd-perf $!
+hp=$!
+for _ in $(seq 200); do [ "$(status_field "$hp" Seccomp 2>/dev/null)" = 2 ] && break; sleep 0.05; done
+if command -v setpriv > /dev/null; then
+	[ "$(status_field "$hp" Uid)" = 65534 ] || fail "profilingd-perf samples a uid-65534 target as uid $(status_field "$hp" Uid)"
+	subset "$(status_field "$hp" CapEff)" "$(cap_bits 14 21 38)" ||
+		fail "profilingd-perf keeps capabilities $(status_field "$hp" CapEff) (want ipc_lock, perfmon)"
+	echo "ok: profilingd-perf samples as the target's uid 65534 with CapEff $(status_field "$hp" CapEff)"
+fi
+helper_sandboxed profilingd-perf "$hp"
 kill "$spin" 2>/dev/null || true
 wait "$spin" 2>/dev/null || true
 
