@@ -15,7 +15,16 @@
  * The text of the instance's `trace` file is parsed; fields that follow a
  * task name are found from the right, so a name that looks like a field
  * cannot move a pid.
+ *
+ * The instance is named NAME.PID (NAME from --instance, default
+ * "profilingd"). A recorder killed with SIGKILL (the daemon's time cap, or
+ * the daemon's own death) cannot remove its instance, whose ring buffers
+ * hold kernel memory; so each run first removes the instances named
+ * profilingd*.PID whose PID is no longer a profilingd-ftrace. Other
+ * instances are left alone.
  */
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -89,6 +98,41 @@ static void remove_instance(void)
 		write_str(inst, "tracing_on", "0");
 		rmdir(inst);
 	}
+}
+
+/* Is pid a running profilingd-ftrace (comm is cut to 15 bytes)? */
+static bool recorder_alive(long pid)
+{
+	char path[64], comm[32];
+	snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+	return util_read_file(path, comm, sizeof(comm)) > 0 && !strncmp(comm, "profilingd-ftra", 15);
+}
+
+/* Remove the instances of recorders that died without cleaning up. */
+static unsigned remove_stale(const char *tracefs)
+{
+	char dir[160], path[512];
+	unsigned n = 0;
+	snprintf(dir, sizeof(dir), "%s/instances", tracefs);
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	for (struct dirent *e; (e = readdir(d));) {
+		const char *dot = strrchr(e->d_name, '.');
+		if (strncmp(e->d_name, "profilingd", 10) || !dot || !dot[1])
+			continue;
+		char *end;
+		long pid = strtol(dot + 1, &end, 10);
+		if (*end || pid <= 0 || !isdigit((unsigned char)dot[1]) || recorder_alive(pid))
+			continue;
+		if (util_fmt(path, sizeof(path), "%s/%s", dir, e->d_name) < 0)
+			continue;
+		write_str(path, "tracing_on", "0");
+		if (rmdir(path) == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
 }
 
 /* ---------------------------------------------------------- the output */
@@ -201,13 +245,13 @@ int main(int argc, char **argv)
 	int c, r;
 	bool debug_seccomp = false;
 
-	snprintf(name, sizeof(name), "profilingd-%d", (int)getpid());
+	util_strlcpy(name, "profilingd", sizeof(name));
 	while ((c = getopt_long(argc, argv, "d:b:i:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': dur = strtoul(optarg, NULL, 10); break;
 		case 'b': kb = strtoul(optarg, NULL, 10); break;
 		case 'i':
-			if (strchr(optarg, '/') || util_strlcpy(name, optarg, sizeof(name)) >= sizeof(name))
+			if (strchr(optarg, '/') || util_strlcpy(name, optarg, sizeof(name)) >= 48)
 				goto usage;
 			break;
 		case 'S':
@@ -224,9 +268,9 @@ int main(int argc, char **argv)
 		dprintf(2, "error: tracefs unavailable: %s\n", strerror(-r));
 		return EXIT_NOTRACEFS;
 	}
-	if (util_fmt(inst, sizeof(inst), "%s/instances/%s", tracefs, name) < 0)
+	unsigned stale = remove_stale(tracefs);
+	if (util_fmt(inst, sizeof(inst), "%s/instances/%s.%d", tracefs, name, (int)getpid()) < 0)
 		return EXIT_OTHER;
-	rmdir(inst); /* left by a run that was killed */
 	if (mkdir(inst, 0700) < 0) {
 		dprintf(2, "error: cannot create trace instance %s: %s\n", inst, strerror(errno));
 		inst[0] = '\0';
@@ -305,9 +349,9 @@ int main(int argc, char **argv)
 		dprintf(2, "error: writing the trace: %s\n", strerror(-o->err));
 		return EXIT_OTHER;
 	}
-	dprintf(2, "ok events=%llu unparsed=%llu lost=%llu bytes=%llu enabled=%d\n",
+	dprintf(2, "ok events=%llu unparsed=%llu lost=%llu bytes=%llu enabled=%d stale_removed=%u\n",
 		(unsigned long long)events, (unsigned long long)unparsed, (unsigned long long)lost,
-		(unsigned long long)o->total, nev);
+		(unsigned long long)o->total, nev, stale);
 	for (unsigned cpu = 0; cpu < MAX_CPUS; cpu++)
 		free(bundles[cpu]);
 	free(o);

@@ -239,7 +239,7 @@ helper_sandboxed profilingd-perf "$hp"
 kill "$spin" 2>/dev/null || true
 wait "$spin" 2>/dev/null || true
 
-inst=pd-it-sandbox-$$
+inst=profilingd-it-sandbox-$$
 "$BUILD/runtime/ftrace/profilingd-ftrace" --duration-ms 30000 --buffer-kb 64 --instance "$inst" \
 	> /dev/null 2> "$T/ftrace.err" &
 fpid=$!
@@ -253,10 +253,19 @@ elif [ -n "$frc" ]; then
 else
 	helper_sandboxed profilingd-ftrace "$fpid"
 fi
-# A killed recorder leaves its instance (the daemon names one per session).
-for d in /sys/kernel/tracing /sys/kernel/debug/tracing; do
-	[ -d "$d/instances/$inst" ] && rmdir "$d/instances/$inst" 2>/dev/null || true
-done
+# The killed recorder left its instance NAME.PID; the next run removes it.
+if [ -z "$frc" ]; then
+	tfs=
+	for d in /sys/kernel/tracing /sys/kernel/debug/tracing; do
+		[ -d "$d/instances/$inst.$fpid" ] && tfs=$d
+	done
+	[ -n "$tfs" ] || fail "no instance $inst.$fpid left by the killed profilingd-ftrace"
+	"$BUILD/runtime/ftrace/profilingd-ftrace" --duration-ms 100 --buffer-kb 64 > /dev/null \
+		2> "$T/ftrace2.err" || fail "profilingd-ftrace after a killed one: $(tail -1 "$T/ftrace2.err")"
+	[ ! -d "$tfs/instances/$inst.$fpid" ] || fail "the stale instance $inst.$fpid was not removed"
+	grep -q "stale_removed=[1-9]" "$T/ftrace2.err" || fail "no stale_removed count: $(tail -1 "$T/ftrace2.err")"
+	echo "ok: the next profilingd-ftrace removed the instance the killed one left"
+fi
 
 if command -v setpriv > /dev/null; then
 	setpriv --reuid=65534 --regid=65534 --clear-groups sleep 60 &
