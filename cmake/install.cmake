@@ -72,6 +72,10 @@ else()
   set(PD_CONFFILE ${CMAKE_INSTALL_PREFIX}/${PD_CONF_DEST}/profilingd.conf)
 endif()
 file(WRITE ${CMAKE_BINARY_DIR}/debian/conffiles "${PD_CONFFILE}\n")
-set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${CMAKE_BINARY_DIR}/debian/conffiles)
+# Maintainer scripts: enable and start profilingd.socket (and the service)
+# as dh_installsystemd would; stop on remove (cmake/debian/).
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${CMAKE_BINARY_DIR}/debian/conffiles
+    ${CMAKE_SOURCE_DIR}/cmake/debian/postinst ${CMAKE_SOURCE_DIR}/cmake/debian/prerm
+    ${CMAKE_SOURCE_DIR}/cmake/debian/postrm)
 set(CPACK_GENERATOR DEB)
 include(CPack)

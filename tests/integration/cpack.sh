@@ -23,4 +23,24 @@ for d in libevent libsqlite3 libseccomp libsystemd0 libdw1; do
 done
 dpkg-deb -e "$deb" "$T/ctl"
 grep -q "/etc/profilingd/profilingd.conf$" "$T/ctl/conffiles" || fail "config is not a conffile"
+# Maintainer scripts: executable, valid sh, and postinst enables both
+# units through deb-systemd-helper (a stand-in here that logs its calls).
+for f in postinst prerm postrm; do
+	[ -x "$T/ctl/$f" ] || fail "no executable $f in the package"
+	sh -n "$T/ctl/$f" || fail "$f is not valid sh"
+done
+mkdir -p "$T/fakebin"
+printf '#!/bin/sh\necho "$(basename "$0") $*" >> "%s/helper.log"\n[ "$1" != --quiet ] || exit 0\n' "$T" \
+	> "$T/fakebin/deb-systemd-helper"
+cp "$T/fakebin/deb-systemd-helper" "$T/fakebin/deb-systemd-invoke"
+cp "$T/fakebin/deb-systemd-helper" "$T/fakebin/systemctl"
+chmod +x "$T/fakebin/"*
+PATH="$T/fakebin:$PATH" sh "$T/ctl/postinst" configure || fail "postinst configure failed"
+for u in profilingd.socket profilingd.service; do
+	grep -q "^deb-systemd-helper enable $u$" "$T/helper.log" ||
+		fail "postinst does not enable $u: $(cat "$T/helper.log")"
+done
+PATH="$T/fakebin:$PATH" sh "$T/ctl/postrm" purge || fail "postrm purge failed"
+grep -q "^deb-systemd-helper purge profilingd.socket profilingd.service$" "$T/helper.log" ||
+	fail "postrm purge does not purge the units' state"
 pass "$(basename "$deb"): $(wc -l < "$T/files") entries, depends on $(tr ',' '\n' < "$T/depends" | wc -l) packages"
