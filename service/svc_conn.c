@@ -16,8 +16,8 @@
  *     limit is lower than that.
  *
  * Listening sockets come from systemd socket activation when it passes them
- * (matched by FileDescriptorName= "client"/"runtime", else by path), and are
- * bound here otherwise.
+ * (matched by FileDescriptorName= "client"/"runtime"/"control", else by
+ * path), and are bound here otherwise. control.sock is handed to svc_ctl.
  */
 #include "svc.h"
 
@@ -720,6 +720,32 @@ static int adopt(struct listener *l, int fd, enum svc_role role, const char *nam
 	return 0;
 }
 
+static int control_fd = -1; /* an activated control.sock, until svc_ctl takes it */
+
+int svc_conn_take_control_fd(void)
+{
+	int fd = control_fd;
+	control_fd = -1;
+	return fd;
+}
+
+/* An activated control.sock: checked and kept for svc_ctl. 0 if it is one. */
+static int keep_control(int fd, const char *name)
+{
+	if (strcmp(name, "control") && sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, cfg->control_socket, 0) <= 0)
+		return -ENOENT;
+	int fl = fcntl(fd, F_GETFL);
+	if (control_fd >= 0 || sd_is_socket(fd, AF_UNIX, SOCK_SEQPACKET, 1) <= 0 || fl < 0 ||
+	    fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+		LOG_E("activated socket '%s' (fd %d) is not a usable listening SOCK_SEQPACKET "
+		      "control socket: closed", name, fd);
+		close(fd);
+		return 0;
+	}
+	control_fd = fd;
+	return 0;
+}
+
 /*
  * Take the sockets systemd passed (LISTEN_FDS). A name "client"/"runtime"
  * decides the role; otherwise the bound path must be the configured one.
@@ -738,6 +764,8 @@ static int take_activated(void)
 		int fd = SD_LISTEN_FDS_START + i;
 		const char *name = names && names[i] ? names[i] : "unknown";
 		int role = -1;
+		if (keep_control(fd, name) == 0)
+			continue;
 		if (!strcmp(name, "client"))
 			role = SVC_ROLE_CLIENT;
 		else if (!strcmp(name, "runtime"))
@@ -748,8 +776,9 @@ static int take_activated(void)
 			role = SVC_ROLE_RUNTIME;
 		if (r < 0 || role < 0 || listeners[role].fd >= 0) {
 			if (r == 0)
-				LOG_W("socket activation: fd %d '%s' is neither client.sock nor "
-				      "runtime.sock (by name or configured path): closed", fd, name);
+				LOG_W("socket activation: fd %d '%s' is none of client.sock, "
+				      "runtime.sock, control.sock (by name or configured path): closed",
+				      fd, name);
 			close(fd);
 			continue;
 		}
@@ -784,6 +813,9 @@ int svc_conn_init(struct event_base *b, const struct svc_config *c)
 
 void svc_conn_fini(void)
 {
+	if (control_fd >= 0)
+		close(control_fd);
+	control_fd = -1;
 	for (int i = 0; i < 2; i++) {
 		if (listeners[i].ev)
 			event_free(listeners[i].ev);

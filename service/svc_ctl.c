@@ -58,6 +58,7 @@ static const struct svc_config *cfg;
 static int lfd = -1;
 static struct event *lev;
 static char lpath[SVC_SUN_MAX];
+static bool activated;            /* from systemd: the socket unit owns the path */
 static struct ctl_conn *conns;
 static unsigned nconns;
 static uint64_t start_ms;
@@ -980,18 +981,13 @@ static void ctl_accept_cb(evutil_socket_t fd0, short what, void *arg)
 	LOG_D("control peer connected: pid %d uid %u", (int)c->pid, (unsigned)c->uid);
 }
 
-int svc_ctl_init(struct event_base *b, const struct svc_config *c)
+/* Bind and listen at path (lfd); a stale socket is replaced, never a file. */
+static int bind_control(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct stat st;
-	const char *path = c->control_socket;
 
-	base = b;
-	cfg = c;
-	start_ms = util_mono_ms();
-	util_strlcpy(lpath, path, sizeof(lpath));
 	util_strlcpy(sa.sun_path, path, sizeof(sa.sun_path));
-	/* Replace a stale socket from a previous run, never another file. */
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
 			LOG_E("%s exists and is not a socket", path);
@@ -1011,11 +1007,34 @@ int svc_ctl_init(struct event_base *b, const struct svc_config *c)
 	}
 	/* Anyone may connect; each request is checked against the peer's uid. */
 	chmod(path, 0666);
+	return 0;
+}
+
+int svc_ctl_init(struct event_base *b, const struct svc_config *c)
+{
+	int r;
+
+	base = b;
+	cfg = c;
+	start_ms = util_mono_ms();
+	util_strlcpy(lpath, c->control_socket, sizeof(lpath));
+	activated = false;
+	if ((lfd = svc_conn_take_control_fd()) >= 0) {
+		/* systemd's socket: its path belongs to the socket unit. */
+		struct sockaddr_un sa;
+		socklen_t len = sizeof(sa);
+		memset(&sa, 0, sizeof(sa));
+		if (getsockname(lfd, (struct sockaddr *)&sa, &len) == 0 && sa.sun_path[0])
+			util_strlcpy(lpath, sa.sun_path, sizeof(lpath));
+		activated = true;
+	} else if ((r = bind_control(c->control_socket)) < 0) {
+		return r;
+	}
 	lev = event_new(base, lfd, EV_READ | EV_PERSIST, ctl_accept_cb, NULL);
 	if (!lev || event_add(lev, NULL) < 0)
 		return -ENOMEM;
 	svc_session_set_observer(observe);
-	LOG_I("listening on %s (profctl)", path);
+	LOG_I("listening on %s (profctl%s)", lpath, activated ? ", socket-activated" : "");
 	return 0;
 }
 
@@ -1027,7 +1046,8 @@ void svc_ctl_fini(void)
 	lev = NULL;
 	if (lfd >= 0) {
 		close(lfd);
-		unlink(lpath);
+		if (!activated)
+			unlink(lpath);
 	}
 	lfd = -1;
 	while (conns)
