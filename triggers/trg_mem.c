@@ -139,11 +139,14 @@ static void on_thr(evutil_socket_t fd, short what, void *arg)
 	if (read(fd, &n, sizeof(n)) != sizeof(n) || !x)
 		return;
 	/* The threshold signals crossings both ways: warn going up, once, and
-	 * re-arm only after usage fell well below it. */
+	 * re-arm only after usage fell well below it. The usage read a moment
+	 * after the kernel's signal can already be a page or two under the
+	 * threshold (a page freed, reclaim near the limit: seen as 4 KiB under
+	 * on a loaded machine, and the warning was lost), so 1 % of slack. */
 	snprintf(path, sizeof(path), "%s/memory.usage_in_bytes", x->dir);
 	if (read_u64(path, &usage) < 0)
 		return;
-	if (usage >= x->threshold && !x->warned) {
+	if (usage + x->threshold / 100 >= x->threshold && !x->warned) {
 		x->warned = true;
 		if (ops->mem_warn)
 			ops->mem_warn(pid);
