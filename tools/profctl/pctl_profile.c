@@ -158,9 +158,10 @@ int pctl_top(const struct pctl_profile *p, struct pctl_top_row **rows, size_t *n
 	}
 	for (size_t i = 0; i < p->nstacks; i++) {
 		const struct pctl_stack *s = &p->stacks[i];
-		const uint32_t *f = p->frames + s->off;
+		/* An empty stack may come with no frame array at all (NULL). */
 		if (!s->n)
 			continue;
+		const uint32_t *f = p->frames + s->off;
 		all[f[s->n - 1]].flat += s->value;
 		/* A recursive function counts once per stack in cum. */
 		for (uint32_t j = 0; j < s->n; j++) {
