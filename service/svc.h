@@ -269,9 +269,10 @@ int svc_conn_send(struct svc_conn *c, const ProtobufCMessage *m, int fd);
 void svc_conn_drop(struct svc_conn *c, const char *why);
 uint64_t svc_conn_id(const struct svc_conn *c);
 /* The listening control.sock systemd passed (FileDescriptorName "control",
- * or bound at control_socket), for svc_ctl_init() to adopt; -1 when none
- * was passed. Call after svc_conn_init(); the fd is the caller's then. */
-int svc_conn_take_control_fd(void);
+ * or bound at control_socket), readied (CLOEXEC, O_NONBLOCK), for
+ * svc_ctl_init() to adopt, with its bound path in path; -1 when none was
+ * passed. Call after svc_conn_init(); the fd is the caller's then. */
+int svc_conn_take_control_fd(char *path, size_t n);
 struct svc_conn *svc_conn_by_id(uint64_t id);
 uid_t svc_conn_uid(const struct svc_conn *c);
 gid_t svc_conn_gid(const struct svc_conn *c);

@@ -689,7 +689,12 @@ static int listen_on(struct listener *l, const char *path, enum svc_role role)
 }
 
 /* Watch an inherited listening socket as l. */
-static int adopt(struct listener *l, int fd, enum svc_role role, const char *name)
+/*
+ * Ready an inherited listening socket: it must be AF_UNIX SOCK_SEQPACKET;
+ * it gets CLOEXEC and O_NONBLOCK (inherited without them, and helpers must
+ * not get it); path is its bound path, else name. 0 or -errno.
+ */
+static int inherited(int fd, const char *name, char *path, size_t n)
 {
 	struct sockaddr_un sa;
 	socklen_t len = sizeof(sa);
@@ -699,16 +704,24 @@ static int adopt(struct listener *l, int fd, enum svc_role role, const char *nam
 		      "socket: use ListenSequentialPacket= in the socket unit", name, fd);
 		return -EINVAL;
 	}
-	/* Inherited without CLOEXEC or O_NONBLOCK: helpers must not get it. */
 	int fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
 	    fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
 		return -errno;
 	memset(&sa, 0, sizeof(sa));
 	if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0 && sa.sun_path[0])
-		util_strlcpy(l->path, sa.sun_path, sizeof(l->path));
+		util_strlcpy(path, sa.sun_path, n);
 	else
-		util_strlcpy(l->path, name, sizeof(l->path));
+		util_strlcpy(path, name, n);
+	return 0;
+}
+
+/* Watch an inherited listening socket as l. */
+static int adopt(struct listener *l, int fd, enum svc_role role, const char *name)
+{
+	int r = inherited(fd, name, l->path, sizeof(l->path));
+	if (r < 0)
+		return r;
 	l->fd = fd;
 	l->role = role;
 	l->activated = true;
@@ -720,25 +733,28 @@ static int adopt(struct listener *l, int fd, enum svc_role role, const char *nam
 	return 0;
 }
 
-static int control_fd = -1; /* an activated control.sock, until svc_ctl takes it */
+/* An activated control.sock and its path, until svc_ctl takes them. */
+static int control_fd = -1;
+static char control_path[SVC_SUN_MAX];
 
-int svc_conn_take_control_fd(void)
+int svc_conn_take_control_fd(char *path, size_t n)
 {
 	int fd = control_fd;
 	control_fd = -1;
+	if (fd >= 0)
+		util_strlcpy(path, control_path, n);
 	return fd;
 }
 
-/* An activated control.sock: checked and kept for svc_ctl. 0 if it is one. */
+/* An activated control.sock: readied and kept for svc_ctl, or closed when
+ * unusable or a second one. 0 if it is one, else -ENOENT. */
 static int keep_control(int fd, const char *name)
 {
 	if (strcmp(name, "control") && sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, cfg->control_socket, 0) <= 0)
 		return -ENOENT;
-	int fl = fcntl(fd, F_GETFL);
-	if (control_fd >= 0 || sd_is_socket(fd, AF_UNIX, SOCK_SEQPACKET, 1) <= 0 || fl < 0 ||
-	    fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
-		LOG_E("activated socket '%s' (fd %d) is not a usable listening SOCK_SEQPACKET "
-		      "control socket: closed", name, fd);
+	if (control_fd >= 0 || inherited(fd, name, control_path, sizeof(control_path)) < 0) {
+		LOG_E("activated socket '%s' (fd %d) is not a usable control socket: closed",
+		      name, fd);
 		close(fd);
 		return 0;
 	}

@@ -1019,17 +1019,11 @@ int svc_ctl_init(struct event_base *b, const struct svc_config *c)
 	start_ms = util_mono_ms();
 	util_strlcpy(lpath, c->control_socket, sizeof(lpath));
 	activated = false;
-	if ((lfd = svc_conn_take_control_fd()) >= 0) {
-		/* systemd's socket: its path belongs to the socket unit. */
-		struct sockaddr_un sa;
-		socklen_t len = sizeof(sa);
-		memset(&sa, 0, sizeof(sa));
-		if (getsockname(lfd, (struct sockaddr *)&sa, &len) == 0 && sa.sun_path[0])
-			util_strlcpy(lpath, sa.sun_path, sizeof(lpath));
+	/* systemd's socket: its path belongs to the socket unit. */
+	if ((lfd = svc_conn_take_control_fd(lpath, sizeof(lpath))) >= 0)
 		activated = true;
-	} else if ((r = bind_control(c->control_socket)) < 0) {
+	else if ((r = bind_control(c->control_socket)) < 0)
 		return r;
-	}
 	lev = event_new(base, lfd, EV_READ | EV_PERSIST, ctl_accept_cb, NULL);
 	if (!lev || event_add(lev, NULL) < 0)
 		return -ENOMEM;

@@ -20,7 +20,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-
 #include "daemon_policy.h"
 #include "log.h"
 #include "sandbox.h"

@@ -119,11 +119,11 @@ static unsigned remove_stale(const char *tracefs)
 		return 0;
 	for (struct dirent *e; (e = readdir(d));) {
 		const char *dot = strrchr(e->d_name, '.');
-		if (strncmp(e->d_name, "profilingd", 10) || !dot || !dot[1])
+		if (strncmp(e->d_name, "profilingd", 10) || !dot || !isdigit((unsigned char)dot[1]))
 			continue;
 		char *end;
 		long pid = strtol(dot + 1, &end, 10);
-		if (*end || pid <= 0 || !isdigit((unsigned char)dot[1]) || recorder_alive(pid))
+		if (*end || pid <= 0 || recorder_alive(pid))
 			continue;
 		if (util_fmt(path, sizeof(path), "%s/%s", dir, e->d_name) < 0)
 			continue;
