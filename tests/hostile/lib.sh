@@ -1,0 +1,45 @@
+# Helpers for the hostile suite: each test plays one attack as an
+# unprivileged user it creates, against the real daemon, and fails if the
+# attack works. Built on the integration helpers (private state dir,
+# start_daemon/stop_daemon, fail/skip/pass).
+. "$(dirname "${BASH_SOURCE[0]}")/../integration/lib.sh"
+
+command -v useradd > /dev/null || skip "useradd (passwd) is needed to create the attacker's user"
+command -v setpriv > /dev/null || skip "setpriv (util-linux) is needed to run as the attacker"
+
+HOSTILE_USERS=()
+hostile_cleanup() {
+	local u
+	for u in "${HOSTILE_USERS[@]}"; do
+		pkill -KILL -u "$u" 2>/dev/null || true
+		userdel "$u" 2>/dev/null || true
+	done
+	cleanup
+}
+trap hostile_cleanup EXIT
+
+# make_user TAG: create a fresh system user (no home, no shell) for this
+# test run and print its uid. The name carries the test's pid, so tests
+# that run side by side under ctest -j never share a user.
+make_user() {
+	local name
+	name=$(printf 'pdh%s%d' "${1:0:12}" "$$")
+	name=${name:0:31}
+	useradd --system --no-create-home --shell /usr/sbin/nologin --user-group "$name" \
+		> /dev/null 2>&1 || fail "useradd $name failed"
+	HOSTILE_USERS+=("$name")
+	id -u "$name"
+}
+
+# as_uid UID CMD...: run CMD with real, effective and saved ids UID, the
+# user's own group and no supplementary groups, and the daemon's socket.
+as_uid() {
+	local uid=$1
+	shift
+	setpriv --reuid="$uid" --regid="$(id -g "$uid")" --clear-groups \
+		env PROFILINGD_SOCKET="$PROFILINGD_SOCKET" "$@"
+}
+
+# The attacker must reach the build's binaries.
+chmod o+rx "$BUILD" "$BUILD"/tests "$BUILD"/tests/hostile "$BUILD"/client 2>/dev/null || true
+HOSTILE=$BUILD/tests/hostile
