@@ -25,8 +25,15 @@ make_user() {
 	local name
 	name=$(printf 'pdh%s%d' "${1:0:12}" "$$")
 	name=${name:0:31}
-	useradd --system --no-create-home --shell /usr/sbin/nologin --user-group "$name" \
-		> /dev/null 2>&1 || fail "useradd $name failed"
+	# useradd takes /etc/passwd's lock: tests beside each other may find
+	# it held for a moment, so try again a few times.
+	local i
+	for i in $(seq 50); do
+		useradd --system --no-create-home --shell /usr/sbin/nologin --user-group \
+			"$name" > "$T/useradd.err" 2>&1 && break
+		[ "$i" -lt 50 ] || fail "useradd $name failed: $(cat "$T/useradd.err")"
+		sleep 0.1
+	done
 	HOSTILE_USERS+=("$name")
 	id -u "$name"
 }
