@@ -17,8 +17,8 @@
 
 #include "trace_fmt.h"
 
-#define TRC_RING_EVENTS 4096
-#define TRC_MAX_RINGS 256
+#define TRC_RING_EVENTS TFMT_RING_EVENTS
+#define TRC_MAX_RINGS TFMT_MAX_RINGS
 
 struct trc_stats {
 	uint64_t events, dropped;

@@ -31,6 +31,11 @@ struct trc_ev {
 
 #define TFMT_DUMP_MAGIC "PDRING01"
 
+/* The flight recorder's rings (client/trace.h takes its caps from here):
+ * the daemon sizes the crash memfd to the largest dump they make. */
+#define TFMT_RING_EVENTS 4096
+#define TFMT_MAX_RINGS 256
+
 struct tfmt_dump_hdr {
 	char magic[8];
 	uint32_t version;     /* 1 */
@@ -47,6 +52,12 @@ struct tfmt_dump_ring {
 	uint32_t pad;
 	uint64_t head;
 };
+
+/* The largest ring dump the agent writes: every ring in use. */
+#define TFMT_DUMP_MAX_BYTES                                                              \
+	(sizeof(struct tfmt_dump_hdr) +                                                  \
+	 (size_t)TFMT_MAX_RINGS *                                                        \
+		 (sizeof(struct tfmt_dump_ring) + (size_t)TFMT_RING_EVENTS * sizeof(struct trc_ev)))
 
 /* A buffered TracePacket stream writer. */
 struct tfmt_out {

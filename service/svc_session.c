@@ -6,10 +6,14 @@
  *   CAPTURING --CaptureDone ok--> store --> deliver (Result + fd)
  *   any state --cancel / deadline / runtime gone / error--> failed Result
  *
- * The artifact is written by the runtime into <state>/raw/<id>.raw, a
- * root-owned file the daemon created and passed as an fd. On success it is
- * fsync'd, handed to the app's uid and renamed into <state>/results/<uid>/,
- * so a result file is either absent or complete.
+ * The runtime writes the artifact into the write end of a pipe; the daemon
+ * drains the read end (svc_sink, capped at max_result_bytes) into
+ * <state>/raw/<id>.raw, a root-owned file no app ever holds an fd to, so
+ * no app can read back what the daemon adds or grow the daemon's disk. The
+ * capture is over when CaptureDone has come and the sink has the bytes it
+ * declared. The redactor's output is fsync'd, handed to the app's uid and
+ * renamed into <state>/results/<uid>/, so a result file is either absent
+ * or complete.
  */
 #include "svc.h"
 
@@ -26,6 +30,7 @@
 
 #include "log.h"
 #include "profiling/profiling.h"
+#include "svc_sink.h"
 #include "util.h"
 #include "wire.h"
 
@@ -46,6 +51,9 @@ struct session {
 	enum sess_state state;
 	int raw_fd;
 	char raw_path[SVC_PATH_MAX];
+	struct svc_sink *sink;           /* the runtime's pipe, drained into raw_fd */
+	bool done_msg;                   /* CaptureDone came; waiting for the drain */
+	uint64_t declared;               /* its bytes; UINT64_MAX: not declared */
 	int out_fd;                      /* the redactor's output, in the app's dir */
 	char out_path[SVC_PATH_MAX + 32];
 	struct svc_redact *rd;
@@ -192,8 +200,16 @@ static void release_files(struct session *s)
 	if (s->ft_path[0])
 		unlink(s->ft_path);
 	s->ft_path[0] = '\0';
-	if (s->raw_fd >= 0)
+	svc_sink_free(s->sink);
+	s->sink = NULL;
+	if (s->raw_fd >= 0) {
+		/* Free the blocks even if another fd to the inode survives (a
+		 * helper's, or one an older daemon handed out). */
+		if (s->raw_path[0] && ftruncate(s->raw_fd, 0) < 0)
+			LOG_D("session %llu: ftruncate of the raw file: %s",
+			      (unsigned long long)s->id, strerror(errno));
 		close(s->raw_fd);
+	}
 	s->raw_fd = -1;
 	if (s->raw_path[0])
 		unlink(s->raw_path);
@@ -517,12 +533,82 @@ static int append_ftrace(struct session *s)
 	return 0;
 }
 
+static void capture_drained(struct session *s);
+
+/* The runtime's pipe ended: EOF, its declared bytes, the cap, or an error. */
+static void sink_cb(void *ud, int status)
+{
+	struct session *s = ud;
+	char msg[160];
+
+	if (status == 0) {
+		/* EOF before CaptureDone: the deadline timer still runs. */
+		if (s->done_msg)
+			capture_drained(s);
+		return;
+	}
+	send_cancel(s);
+	if (status == -EFBIG) {
+		util_fmt(msg, sizeof(msg), "artifact exceeds max_result_bytes (%llu)",
+			 (unsigned long long)cfg->max_result_bytes);
+		fail(s, PROF_E_POST_PROCESSING, msg);
+	} else if (status == -EPROTO) {
+		util_fmt(msg, sizeof(msg), "the runtime wrote more than the %llu bytes it declared",
+			 (unsigned long long)s->declared);
+		fail(s, PROF_E_POST_PROCESSING, msg);
+	} else {
+		util_fmt(msg, sizeof(msg), "cannot store the capture: %s", strerror(-status));
+		fail(s, status == -ENOSPC || status == -EDQUOT ? PROF_E_NO_DISK_SPACE
+							     : PROF_E_UNKNOWN, msg);
+	}
+}
+
+/* CaptureDone came and the sink has all of it: check, then redact. */
+static void capture_drained(struct session *s)
+{
+	char msg[160];
+	uint64_t got = svc_sink_bytes(s->sink);
+
+	evtimer_del(s->timer);
+	svc_sink_free(s->sink); /* the read end goes: a late writer gets EPIPE */
+	s->sink = NULL;
+	if (s->declared != UINT64_MAX && got != s->declared) {
+		util_fmt(msg, sizeof(msg), "the runtime declared %llu bytes but wrote %llu",
+			 (unsigned long long)s->declared, (unsigned long long)got);
+		fail(s, PROF_E_POST_PROCESSING, msg);
+		return;
+	}
+	s->capture_done = true;
+	/* A system trace waits for its kernel half, which ends on its own. */
+	if (!s->ft_running)
+		start_redaction(s);
+}
+
+/*
+ * The runtime's end of the capture: the write end of a pipe whose read end
+ * the sink drains into the raw file. Returns the write end, or -errno.
+ */
+static int open_sink(struct session *s)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	int r = svc_sink_start(base, p[0], s->raw_fd, cfg->max_result_bytes, sink_cb, s, &s->sink);
+	if (r < 0) {
+		close(p[0]);
+		close(p[1]);
+		return r;
+	}
+	return p[1];
+}
+
 static void start_capture(struct session *s, struct svc_conn *rt)
 {
 	Pd__DaemonToRuntime out = PD__DAEMON_TO_RUNTIME__INIT;
 	Pd__CaptureRequest cr = PD__CAPTURE_REQUEST__INIT;
 	Pd__Params p = PD__PARAMS__INIT;
 	char msg[128];
+	int wfd = -1;
 
 	if (!(svc_conn_runtime_caps(rt) & type_info[s->type].cap)) {
 		util_fmt(msg, sizeof(msg), "the runtime of pid %d cannot take a %s capture",
@@ -531,6 +617,8 @@ static void start_capture(struct session *s, struct svc_conn *rt)
 		return;
 	}
 	int r = open_raw(s);
+	if (r == 0 && (wfd = open_sink(s)) < 0)
+		r = wfd;
 	if (r < 0) {
 		util_fmt(msg, sizeof(msg), "cannot create the capture file: %s", strerror(-r));
 		fail(s, r == -ENOSPC || r == -EDQUOT ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN, msg);
@@ -555,7 +643,11 @@ static void start_capture(struct session *s, struct svc_conn *rt)
 	s->rt = rt;
 	s->state = S_CAPTURING;
 	s->start_ns = util_now_ns(CLOCK_REALTIME);
-	if (svc_conn_send(rt, &out.base, s->raw_fd) < 0) {
+	r = svc_conn_send(rt, &out.base, wfd);
+	/* Our copy goes now (the queue keeps its own until sent): EOF then
+	 * means the runtime, and whoever it gave the fd to, closed theirs. */
+	close(wfd);
+	if (r < 0) {
 		fail(s, PROF_E_EXECUTING, "cannot reach the runtime");
 		return;
 	}
@@ -799,12 +891,25 @@ int svc_session_capture_done(struct svc_conn *rt, const Pd__CaptureDone *d)
 	}
 	s->samples = d->samples;
 	s->dropped = d->dropped;
-	s->capture_done = true;
 	s->rt = NULL;
-	evtimer_del(s->timer);
-	/* A system trace waits for its kernel half, which ends on its own. */
-	if (!s->ft_running)
-		start_redaction(s);
+	s->done_msg = true;
+	/*
+	 * Done once the sink has what the runtime declared (or EOF when it
+	 * declared nothing); the deadline timer keeps running until then, so
+	 * a runtime that holds its write end open and stops short times out.
+	 */
+	s->declared = d->has_bytes ? d->bytes : UINT64_MAX;
+	int r = s->declared == UINT64_MAX ? (svc_sink_ended(s->sink) ? 1 : 0)
+					  : svc_sink_expect(s->sink, s->declared);
+	if (r == -EPROTO) {
+		char msg[160];
+		util_fmt(msg, sizeof(msg), "the runtime declared %llu bytes but wrote %llu",
+			 (unsigned long long)s->declared,
+			 (unsigned long long)svc_sink_bytes(s->sink));
+		fail(s, PROF_E_POST_PROCESSING, msg);
+	} else if (r == 1) {
+		capture_drained(s);
+	}
 	return 0;
 }
 
@@ -941,6 +1046,7 @@ static int create_session(const struct target *t, const Pd__Request *rq, uint32_
 	s->raw_fd = -1;
 	s->out_fd = -1;
 	s->ft_fd = -1;
+	s->declared = UINT64_MAX;
 	s->uid = t->uid;
 	s->gid = t->gid;
 	s->pid = t->pid;

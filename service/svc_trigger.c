@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <event2/event.h>
 #include <signal.h>
@@ -29,6 +30,7 @@
 
 #include "log.h"
 #include "profiling/profiling.h"
+#include "trace_fmt.h"
 #include "trg.h"
 #include "util.h"
 
@@ -64,7 +66,7 @@ struct app_pid {
 	gid_t gid;
 	int clients;                  /* connected clients of this pid */
 	int sys_reg;                  /* the system trigger that claimed it, or -1 */
-	char crash[SVC_PATH_MAX + 32]; /* its crash dump file, while it has one */
+	int crash_fd;                 /* its crash ring memfd (give_crash_fd), or -1 */
 };
 
 static const struct svc_config *cfg;
@@ -74,6 +76,7 @@ static struct reg *regs;
 static size_t regs_hi;
 static struct app_pid *pids;
 static size_t npids;
+static unsigned ncrash;            /* crash memfds held; at most max_runtimes */
 
 static const uint32_t default_capture[] = {
 	[PROF_TRIGGER_COLD_START] = PROF_STACK_SAMPLING,
@@ -126,6 +129,7 @@ static struct app_pid *add_pid(pid_t pid, const char *app, uid_t uid, gid_t gid)
 	p = &pids[npids++];
 	memset(p, 0, sizeof(*p));
 	p->sys_reg = -1;
+	p->crash_fd = -1;
 	p->pid = pid;
 	p->uid = uid;
 	p->gid = gid;
@@ -133,11 +137,18 @@ static struct app_pid *add_pid(pid_t pid, const char *app, uid_t uid, gid_t gid)
 	return p;
 }
 
+static void drop_crash(struct app_pid *p)
+{
+	if (!p || p->crash_fd < 0)
+		return;
+	close(p->crash_fd);
+	p->crash_fd = -1;
+	ncrash--;
+}
+
 static void drop_pid(pid_t pid)
 {
-	struct app_pid *p = find_pid(pid);
-	if (p && p->crash[0])
-		unlink(p->crash);
+	drop_crash(find_pid(pid));
 	trg_cpu_unwatch(pid);
 	trg_mem_unwatch(pid);
 	trg_hang_forget(pid);
@@ -176,7 +187,14 @@ static void arm_heap(struct svc_conn *rt, const struct reg *r)
 	svc_conn_send(rt, &out.base, -1);
 }
 
-/* A CRASH trigger: the agent gets a file its fatal-signal handler fills. */
+/*
+ * A CRASH trigger: the agent gets a memfd its fatal-signal handler fills.
+ * Not a file of ours: sized to the largest ring dump and sealed, so the
+ * app cannot grow it, and its pages are charged to the app (its memory
+ * cgroup) as it writes them. The daemon keeps its own fd to the same open
+ * file until the process exits; the shared file offset is then how far
+ * the handler wrote.
+ */
 static void give_crash_fd(struct svc_conn *rt, struct app_pid *p)
 {
 	Pd__DaemonToRuntime out = PD__DAEMON_TO_RUNTIME__INIT;
@@ -184,19 +202,68 @@ static void give_crash_fd(struct svc_conn *rt, struct app_pid *p)
 	if (!rt || !p || !find_reg(p->app, PROF_TRIGGER_CRASH) ||
 	    !(svc_conn_runtime_caps(rt) & SVC_CAP_TRACE_RING))
 		return;
-	if (!p->crash[0] && util_fmt(p->crash, sizeof(p->crash), "%s/crash-%d.ring",
-				     svc_session_raw_dir(), (int)p->pid) < 0)
+	/* A fresh one each time: the agent replaces its fd with the newest. */
+	drop_crash(p);
+	if (ncrash >= cfg->max_runtimes) {
+		LOG_W("pid %d of %s gets no crash ring: %u held (max_runtimes)", (int)p->pid, p->app,
+		      ncrash);
 		return;
-	int fd = open(p->crash, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0) {
-		p->crash[0] = '\0';
+	}
+	int fd = memfd_create("profilingd-crash", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0 || ftruncate(fd, (off_t)TFMT_DUMP_MAX_BYTES) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0) {
+		LOG_W("pid %d of %s gets no crash ring: %s", (int)p->pid, p->app, strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return;
 	}
 	cf.version = 1;
 	out.msg_case = PD__DAEMON_TO_RUNTIME__MSG_CRASH_FD;
 	out.crash_fd = &cf;
-	svc_conn_send(rt, &out.base, fd);
-	close(fd);
+	if (svc_conn_send(rt, &out.base, fd) < 0) {
+		close(fd);
+		return;
+	}
+	p->crash_fd = fd;
+	ncrash++;
+}
+
+/*
+ * Copy what the dying agent wrote into its crash memfd to a root-only file
+ * in raw/, for svc_session_adopt. Returns the bytes copied (0: it wrote
+ * nothing) or -errno; path gets the file's name.
+ */
+static ssize_t save_crash(const struct app_pid *p, char *path, size_t n)
+{
+	static char buf[1 << 16];
+	off_t len = lseek(p->crash_fd, 0, SEEK_CUR);
+	off_t off = 0;
+	int r = 0;
+
+	if (len <= 0)
+		return len < 0 ? -errno : 0;
+	if ((uint64_t)len > TFMT_DUMP_MAX_BYTES)
+		len = (off_t)TFMT_DUMP_MAX_BYTES;
+	if (util_fmt(path, n, "%s/crash-%d.ring", svc_session_raw_dir(), (int)p->pid) < 0)
+		return -ENAMETOOLONG;
+	unlink(path); /* one left by an earlier process with this pid */
+	int out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (out < 0)
+		return -errno;
+	while (off < len && r == 0) {
+		size_t want = (size_t)(len - off) < sizeof(buf) ? (size_t)(len - off) : sizeof(buf);
+		ssize_t k = pread(p->crash_fd, buf, want, off);
+		if (k <= 0)
+			r = k < 0 ? -errno : -EIO;
+		else if ((r = util_write_all(out, buf, (size_t)k)) == 0)
+			off += k;
+	}
+	close(out);
+	if (r < 0) {
+		unlink(path);
+		return r;
+	}
+	return (ssize_t)off;
 }
 
 static void listener_done(void *ud, int code, const char *msg);
@@ -431,17 +498,23 @@ static void on_proc_exit(pid_t pid, int wstatus)
 		    !strstr(trg_mem_status(), "v1 memory thresholds and oom_control: yes"))
 			link_kill(oom, pid, "killed by SIGKILL (likely the OOM killer)");
 		struct reg *cr = find_reg(p->app, PROF_TRIGGER_CRASH);
-		struct stat st;
+		char path[SVC_PATH_MAX + 32];
+		ssize_t saved = 0;
 		if ((sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE ||
 		     sig == SIGABRT) && cr) {
 			char tag[32], msg[256];
 			snprintf(tag, sizeof(tag), "signal-%d", sig);
 			LOG_N("pid %d of %s died of signal %d", (int)pid, p->app, sig);
-			if (p->crash[0] && stat(p->crash, &st) == 0 && st.st_size > 0) {
+			if (p->crash_fd >= 0 && (saved = save_crash(p, path, sizeof(path))) < 0)
+				LOG_W("pid %d: cannot keep its flight-recorder dump: %s", (int)pid,
+				      strerror((int)-saved));
+			if (saved > 0) {
 				int e = svc_admit_cooldown_check(p->app, PROF_TRIGGER_CRASH, cr->period_s,
 								 msg, sizeof(msg));
-				if (!e)
-					e = svc_session_adopt(pid, p->uid, p->gid, p->app, p->crash,
+				if (e)
+					unlink(path);
+				else
+					e = svc_session_adopt(pid, p->uid, p->gid, p->app, path,
 							      "ringdump", PROF_TRIGGER_CRASH, tag, msg,
 							      sizeof(msg));
 				if (e) {
@@ -451,7 +524,6 @@ static void on_proc_exit(pid_t pid, int wstatus)
 					svc_admit_cooldown_record(p->app, PROF_TRIGGER_CRASH);
 					cr->fired++;
 				}
-				p->crash[0] = '\0'; /* taken over (or removed) */
 			} else {
 				LOG_N("pid %d left no flight-recorder dump", (int)pid);
 			}
@@ -737,7 +809,7 @@ void svc_trigger_client_down(struct svc_conn *c)
 		/* Still the app's if it runs (an exec'd process stays watched); one
 		 * with a crash dump waits for its exit event, which may come later. */
 		trg_hang_forget(p->pid);
-		if (!p->crash[0] && kill(p->pid, 0) < 0)
+		if (p->crash_fd < 0 && kill(p->pid, 0) < 0)
 			drop_pid(p->pid);
 	}
 }
@@ -859,6 +931,8 @@ void svc_trigger_fini(void)
 	trg_hang_fini();
 	trg_mem_fini();
 	trg_psi_fini();
+	for (size_t i = 0; i < npids; i++)
+		drop_crash(&pids[i]);
 	free(regs);
 	regs_hi = 0;
 	free(pids);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -290,14 +291,37 @@ static int t_runtime_killed(void)
 	return 0;
 }
 
+/*
+ * Write what fill() makes into the capture fd, a pipe: fill a memfd first
+ * (the fills write blindly), then copy it over. Returns the bytes written,
+ * what CaptureDone declares.
+ */
+static uint64_t fill_counted(int fd, void (*fill)(int fd))
+{
+	static char buf[1 << 16];
+	int m = memfd_create("it_faults", MFD_CLOEXEC);
+	uint64_t total = 0;
+	ssize_t n;
+	CHECK(m >= 0, "memfd_create: %s", strerror(errno));
+	fill(m);
+	CHECK(lseek(m, 0, SEEK_SET) == 0, "lseek");
+	while ((n = read(m, buf, sizeof(buf))) > 0) {
+		CHECK(util_write_all(fd, buf, (size_t)n) == 0, "write to the capture fd: %s",
+		      strerror(errno));
+		total += (uint64_t)n;
+	}
+	CHECK(n == 0, "read memfd");
+	close(m);
+	return total;
+}
+
 /* Runtime side of a capture: wait for the request, write what fill() makes. */
 static void serve_capture(int rt, uint64_t *sid_out, void (*fill)(int fd))
 {
 	int fd = -1;
 	uint64_t sid;
 	CHECK(runtime_read(rt, &fd, &sid, 2000) == PD__DAEMON_TO_RUNTIME__MSG_CAPTURE, "no CaptureRequest");
-	fill(fd);
-	off_t size = lseek(fd, 0, SEEK_END);
+	uint64_t size = fill_counted(fd, fill);
 	close(fd);
 	Pd__RuntimeMsg m = PD__RUNTIME_MSG__INIT;
 	Pd__CaptureDone d = PD__CAPTURE_DONE__INIT;
@@ -717,8 +741,7 @@ static int t_diskfull_redact(void)
 	int fd = -1;
 	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "full", on_result, &o, &id) == 0, "refused");
 	CHECK(runtime_read(rt, &fd, &sid, 5000) == PD__DAEMON_TO_RUNTIME__MSG_CAPTURE, "no capture");
-	fill_pprof(fd);
-	off_t size = lseek(fd, 0, SEEK_END);
+	uint64_t size = fill_counted(fd, fill_pprof);
 	close(fd);
 	fill_disk();
 	Pd__RuntimeMsg m = PD__RUNTIME_MSG__INIT;
