@@ -112,7 +112,9 @@ static int t_capture(uint64_t cap)
 	memset(&o, 0, sizeof(o));
 	r = prof_request(c, PROF_STACK_SAMPLING, &p, "honest", hrt_on_result, &o, NULL);
 	HCHECK(r == 0, "honest capture refused: %s", prof_strerror(-r));
-	HCHECK(hrt_read(rt, &fd, &sid, 20000) == PD__DAEMON_TO_RUNTIME__MSG_CAPTURE, "no capture");
+	/* The daemon may have cancelled the oversize capture: skip that. */
+	while (hrt_read(rt, &fd, &sid, 20000) != PD__DAEMON_TO_RUNTIME__MSG_CAPTURE)
+		HCHECK(fd < 0, "an fd with a message that is not a capture");
 	uint64_t n = hrt_write_pprof(fd);
 	close(fd);
 	hrt_done(rt, sid, n);
