@@ -437,6 +437,10 @@ static void *agent_main(void *arg)
 						   PROF_E_INVALID_REQUEST, "no output fd", 0, NULL);
 			else
 				r = agent_capture(sock, m->capture, fd);
+			/* The fd is a pipe the daemon closes at its cap or on a
+			 * cancel: this thread blocks every signal (agent_start),
+			 * so the write got EPIPE and the SIGPIPE waits here. */
+			util_sigpipe_drain();
 			break;
 		default:
 			break; /* a cancel for a capture that already ended */

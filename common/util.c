@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,6 +48,28 @@ int util_write_all(int fd, const void *buf, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+int util_sigpipe_block(void)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGPIPE);
+	return -pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+void util_sigpipe_drain(void)
+{
+	sigset_t set, pending;
+	const struct timespec now = { 0, 0 };
+	/* Only when it is pending: sigtimedwait would also take a process-wide
+	 * SIGPIPE meant for the app's own threads' handlers. */
+	if (sigpending(&pending) < 0 || !sigismember(&pending, SIGPIPE))
+		return;
+	sigemptyset(&set);
+	sigaddset(&set, SIGPIPE);
+	while (sigtimedwait(&set, NULL, &now) < 0 && errno == EINTR)
+		;
 }
 
 ssize_t util_read_file(const char *path, char *buf, size_t n)

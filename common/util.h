@@ -13,6 +13,15 @@ uint64_t util_mono_ms(void);
 size_t util_strlcpy(char *dst, const char *src, size_t size);
 /* write() all of buf, retrying on EINTR. 0 or -errno. */
 int util_write_all(int fd, const void *buf, size_t len);
+/*
+ * A runtime's capture fd is a pipe the daemon may close early (the cap, a
+ * cancel): a write then raises SIGPIPE, directed at the writing thread,
+ * which must not kill the app. util_sigpipe_block blocks it in the calling
+ * thread (it then stays pending there, write fails with EPIPE);
+ * util_sigpipe_drain discards one pending on this thread. 0 or -errno.
+ */
+int util_sigpipe_block(void);
+void util_sigpipe_drain(void);
 /* Read /proc/<pid>/stat field 22 (start time in clock ticks). 0 or -errno. */
 int util_proc_start_time(int pid, uint64_t *start);
 /*

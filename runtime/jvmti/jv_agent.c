@@ -523,6 +523,7 @@ static int serve(JNIEnv *jni, int sock)
 					      "no output fd", 0, 0, 0, NULL);
 			else
 				r = capture(jni, sock, m->capture, fd);
+			util_sigpipe_drain();
 			break;
 		default:
 			side_msg(m);
@@ -540,6 +541,12 @@ static void JNICALL agent_main(jvmtiEnv *j, JNIEnv *jni, void *arg)
 {
 	uint32_t backoff = 500;
 	agent_tid = pthread_self();
+	/* The capture fd is a pipe the daemon may close early (its cap, a
+	 * cancel). HotSpot ignores SIGPIPE in its own handler, but a VM with
+	 * a different one (or libjsig chaining) must not die of our write:
+	 * block it in this thread, so the write just fails with EPIPE. */
+	if (util_sigpipe_block() < 0)
+		LOG_W("cannot block SIGPIPE in the agent thread");
 	while (!atomic_load(&dying)) {
 		int sock = connect_daemon();
 		if (sock >= 0) {

@@ -25,4 +25,16 @@ daemon_alive || fail "daemon died"
 # Nothing of the attacker's is left in raw/.
 left=$(du -sk "$T/state/raw" | cut -f1)
 [ "$left" -lt 1024 ] || fail "raw/ holds $left KiB after the attacks"
+stop_daemon
+
+# The real agent past the cap: the daemon closes the pipe while the agent
+# still writes its trace (a few hundred KiB against a 4 KiB cap and a
+# 64 KiB pipe); the write fails with EPIPE and the app lives on to get the
+# failure result (trace_app exits 1), never killed by SIGPIPE (141).
+start_daemon "[limits]" "max_result_bytes = 4096"
+"$BUILD/tests/integration/trace_app" > "$T/app.out" 2> "$T/app.err" && rc=0 || rc=$?
+cat "$T/app.err"
+[ "$rc" -eq 1 ] || fail "trace_app over the cap ended with $rc, want 1 (a failure result)"
+grep -q "exceeds max_result_bytes" "$T/app.err" || fail "trace_app did not get the cap's failure"
+daemon_alive || fail "daemon died"
 pass "disk fill: the capture and crash fds cannot grow the daemon's disk; the cap holds"
