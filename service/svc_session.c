@@ -1298,10 +1298,27 @@ int svc_session_cancel(struct svc_conn *client, uint64_t id)
 }
 
 /*
- * Remove the entries of directory dfd whose names start with prefix
- * (NULL: every entry but the hidden ones). Closes dfd. Returns how many.
+ * Empty a regular file before it is unlinked: a daemon before this one
+ * handed apps O_RDWR fds to files in raw/, and an app that still holds
+ * one would otherwise keep the blocks after the unlink.
  */
-static int unlink_entries(int dfd, const char *prefix)
+static void truncate_entry(int dfd, const char *name)
+{
+	int fd = openat(dfd, name, O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ftruncate(fd, 0) < 0)
+		LOG_D("ftruncate %s: %s", name, strerror(errno));
+	close(fd);
+}
+
+/*
+ * Remove the entries of directory dfd whose names start with prefix
+ * (NULL: every entry but the hidden ones), emptied first when truncate is
+ * set. Closes dfd. Returns how many.
+ */
+static int unlink_entries(int dfd, const char *prefix, bool truncate)
 {
 	DIR *d = fdopendir(dfd);
 	struct dirent *e;
@@ -1313,6 +1330,8 @@ static int unlink_entries(int dfd, const char *prefix)
 	while ((e = readdir(d))) {
 		if (prefix ? strncmp(e->d_name, prefix, strlen(prefix)) != 0 : e->d_name[0] == '.')
 			continue;
+		if (truncate)
+			truncate_entry(dirfd(d), e->d_name);
 		if (unlinkat(dirfd(d), e->d_name, 0) == 0)
 			n++;
 	}
@@ -1333,7 +1352,7 @@ static void clean_tmp_results(void)
 			continue;
 		int afd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 		if (afd >= 0)
-			n += unlink_entries(afd, ".tmp-");
+			n += unlink_entries(afd, ".tmp-", false);
 	}
 	closedir(d);
 	if (n)
@@ -1343,7 +1362,7 @@ static void clean_tmp_results(void)
 static void clean_raw(void)
 {
 	int dfd = open(raw_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int n = dfd >= 0 ? unlink_entries(dfd, NULL) : 0;
+	int n = dfd >= 0 ? unlink_entries(dfd, NULL, true) : 0;
 	if (n)
 		LOG_N("removed %d partial capture file(s) left by a previous run", n);
 }
