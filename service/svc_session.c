@@ -303,7 +303,7 @@ static void arm(struct session *s, uint32_t ms);
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct session *s = arg;
-	char msg[128];
+	char msg[192];
 
 	if (s->state == S_WAIT_RUNTIME) {
 		/* A JVM's heap dump is the VM's own, through the attach protocol
@@ -330,8 +330,14 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 		fail(s, PROF_E_RUNTIME_UNAVAILABLE, msg);
 		return;
 	}
-	util_fmt(msg, sizeof(msg), "runtime missed its deadline of %u ms",
-		 s->duration_ms + cfg->deadline_grace_ms);
+	if (s->done_msg)
+		util_fmt(msg, sizeof(msg), "the runtime declared %llu bytes but wrote %llu by its "
+			 "deadline of %u ms", (unsigned long long)s->declared,
+			 (unsigned long long)svc_sink_bytes(s->sink),
+			 s->duration_ms + cfg->deadline_grace_ms);
+	else
+		util_fmt(msg, sizeof(msg), "runtime missed its deadline of %u ms",
+			 s->duration_ms + cfg->deadline_grace_ms);
 	send_cancel(s);
 	fail(s, PROF_E_TIMEOUT, msg);
 }

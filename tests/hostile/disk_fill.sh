@@ -8,7 +8,7 @@
 . "$(dirname "$0")/lib.sh"
 attacker=$(make_user fill)
 cap=1048576
-start_daemon "[limits]" "max_result_bytes = $cap" "[capture]" "deadline_grace_ms = 60000"
+start_daemon "[limits]" "max_result_bytes = $cap" "[capture]" "deadline_grace_ms = 5000"
 env_rt=(PROFILING_NO_AGENT=1 PROFILINGD_RUNTIME_SOCKET="$RUNTIME_SOCKET")
 
 for t in capture crash; do

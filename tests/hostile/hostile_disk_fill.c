@@ -121,6 +121,22 @@ static int t_capture(uint64_t cap)
 	hrt_wait(c, &o, 120000);
 	printf("honest result: %d (%s) %s\n", o.error, prof_strerror(o.error), o.msg);
 	HCHECK(o.error == 0, "the honest capture failed");
+
+	/* A runtime that declares more than it writes and keeps its end
+	 * open: the deadline ends the session, its slot comes back. */
+	memset(&o, 0, sizeof(o));
+	r = prof_request(c, PROF_STACK_SAMPLING, &p, "short", hrt_on_result, &o, NULL);
+	HCHECK(r == 0, "short capture refused: %s", prof_strerror(-r));
+	HCHECK(hrt_read(rt, &fd, &sid, 20000) == PD__DAEMON_TO_RUNTIME__MSG_CAPTURE, "no capture");
+	HCHECK(write(fd, "\x1f\x8b", 2) == 2, "write");
+	hrt_done(rt, sid, 1000);
+	hrt_wait(c, &o, 120000);
+	printf("short result: %d (%s) %s\n", o.error, prof_strerror(o.error), o.msg);
+	if (o.error != PROF_E_TIMEOUT) {
+		printf("ATTACK WORKED: a runtime short of its declared bytes kept the session\n");
+		worked = 1;
+	}
+	close(fd);
 	close(rt);
 	prof_close(c);
 	return 0;
