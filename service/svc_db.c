@@ -216,6 +216,18 @@ static int db_quick_check(const char *path)
 int svc_db_init(const char *path)
 {
 	int r;
+	/*
+	 * Create it ourselves, 0600: SQLite would make it 0644, and gives the
+	 * -wal and -shm it creates the main file's mode. The rows name every
+	 * app's results, tags, pids and trigger executables.
+	 */
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		r = -errno;
+		LOG_E("cannot open %s: %s", path, strerror(-r));
+		return r;
+	}
+	close(fd);
 	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 			    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
 		LOG_E("cannot open %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
