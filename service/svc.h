@@ -33,6 +33,14 @@ struct event_base;
 
 /* ---------------------------------------------------------- svc_config.c */
 
+/*
+ * The redactor's own system user: a uid no other program runs as, so none
+ * can ptrace or signal a redactor holding another app's data. Created by
+ * the .deb's postinst and by quickstart.sh; the daemon refuses to start
+ * without it ([redact] user names another).
+ */
+#define SVC_REDACT_USER "profilingd-redact"
+
 struct svc_config {
 	char state_dir[SVC_PATH_MAX];
 	char client_socket[SVC_SUN_MAX];
@@ -54,7 +62,7 @@ struct svc_config {
 	struct rl_config rl;           /* [ratelimit] */
 	/* [redact] */
 	char redactor[SVC_PATH_MAX];   /* "" = beside the daemon, then libexec */
-	char redact_user[64];
+	char redact_user[64];          /* default SVC_REDACT_USER */
 	uint32_t redact_timeout_ms;
 	uint64_t redact_max_memory;
 	bool keep_failed_raw;          /* debug: keep artifacts that failed to redact */

@@ -289,8 +289,8 @@ int main(int argc, char **argv)
 	 * user must not ptrace it or read its /proc/<pid>/mem and fds (the
 	 * uid switch clears the flag too, but only from then on).
 	 */
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-		return fail("PR_SET_DUMPABLE: %s", strerror(errno));
+	if ((r = sbx_no_dump()) < 0)
+		return fail("PR_SET_DUMPABLE: %s", strerror(-r));
 	if ((pid_t)pid == getpid())
 		return fail("cannot sample profilingd-perf itself");
 	long maxrate = max_sample_rate();

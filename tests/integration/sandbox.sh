@@ -280,7 +280,13 @@ if command -v setpriv > /dev/null; then
 	notjvm=$!
 	"$BUILD/runtime/jvm/profilingd-jattach" --pid "$notjvm" --timeout-ms 30000 listen \
 		> /dev/null 2> "$T/jattach.err" &
-	helper_sandboxed profilingd-jattach $!
+	hj=$!
+	for _ in $(seq 200); do [ "$(status_field "$hj" Seccomp 2>/dev/null)" = 2 ] && break; sleep 0.05; done
+	# As the target's user it is not dumpable: its /proc files stay root's.
+	[ "$(status_field "$hj" Uid)" = 65534 ] && [ "$(stat -c %u "/proc/$hj/mem")" = 0 ] ||
+		fail "profilingd-jattach: uid $(status_field "$hj" Uid), /proc/$hj/mem of uid $(stat -c %u "/proc/$hj/mem"): dumpable"
+	echo "ok: profilingd-jattach runs as uid 65534, not dumpable"
+	helper_sandboxed profilingd-jattach "$hj"
 	kill "$notjvm" 2>/dev/null || true
 	wait "$notjvm" 2>/dev/null || true
 else
