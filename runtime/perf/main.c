@@ -286,8 +286,8 @@ int main(int argc, char **argv)
 	log_init(LOG_SINK_STDERR, verbose ? LOG_DEBUG : LOG_WARNING, "profilingd-perf");
 	/*
 	 * Not dumpable from the start: once it runs as the target's user, that
-	 * user must not ptrace it or read its /proc/<pid>/mem and fds (the
-	 * uid switch clears the flag too, but only from then on).
+	 * user must not ptrace it or read its /proc/<pid>/mem and fds (sbx_drop
+	 * clears the flag again after the switch, which resets it).
 	 */
 	if ((r = sbx_no_dump()) < 0)
 		return fail("PR_SET_DUMPABLE: %s", strerror(-r));
