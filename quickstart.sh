@@ -30,6 +30,18 @@ install_missing() {
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
+# The redactor's own system user ([redact] user): the daemon refuses to
+# start without it. The .deb's postinst makes it the same way.
+REDACT_USER=profilingd-redact
+redact_user() {
+	getent passwd "$REDACT_USER" > /dev/null && return 0
+	say "creating the redactor's system user $REDACT_USER"
+	local sudo=
+	[ "$(id -u)" -eq 0 ] || sudo=sudo
+	$sudo useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+		--user-group "$REDACT_USER"
+}
+
 build() { # build DIR [cmake args...]
 	local dir=$1
 	shift
@@ -48,6 +60,7 @@ stop_daemon() {
 
 demo() {
 	install_missing $PKGS_BUILD
+	redact_user
 	build "$ROOT/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	local state=$ROOT/build/demo-state
 	# A fresh state each run: the demo's app budget (one app capture per
@@ -74,6 +87,7 @@ demo() {
 
 test_all() {
 	install_missing $PKGS_BUILD $PKGS_TEST
+	redact_user
 	build "$ROOT/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	build "$ROOT/build-asan" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang \
 		-DPROFILINGD_SANITIZE=ON -DPROFILINGD_FUZZ=ON

@@ -26,6 +26,7 @@ day_system_cap = 4000000000
 week_app_cap = 4000000000
 week_system_cap = 4000000000
 CONF
+getent passwd profilingd-redact > /dev/null || { echo "the redactor's user profilingd-redact does not exist: run ./quickstart.sh" >&2; exit 1; }
 "$BUILD/service/profilingd" -f -c "$T/bench.conf" -S "$T/state" --client-socket "$T/c.sock" \
 	--runtime-socket "$T/r.sock" > "$T/daemon.log" 2>&1 &
 DPID=$!

@@ -39,6 +39,7 @@ start_pd() { # extra config lines
 	[ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
 	{ cat "$T/pd.conf"; printf '%s\n' "$@"; } > "$T/pd-run.conf"
 	rm -f "$T/client.sock"
+	getent passwd profilingd-redact > /dev/null || { echo "the redactor's user profilingd-redact does not exist: run ./quickstart.sh" >&2; exit 1; }
 	"$BUILD/service/profilingd" -f -c "$T/pd-run.conf" >> "$T/daemon.log" 2>&1 &
 	DPID=$!
 	for _ in $(seq 100); do [ -S "$T/client.sock" ] && break; sleep 0.05; done

@@ -16,6 +16,7 @@ CLASSES=$BUILD/tests/java
 	{ echo "jvm_stack_overhead: needs $AGENT, $CLASSES/JvmBench.class and $JDK"; exit 0; }
 T=$(mktemp -d /tmp/pd-bench.XXXXXX)
 printf '[ratelimit]\nhour_app_cap = 100000\nhour_system_cap = 100000\nday_app_cap = 100000\nday_system_cap = 100000\nweek_app_cap = 100000\nweek_system_cap = 100000\n' > "$T/bench.conf"
+getent passwd profilingd-redact > /dev/null || { echo "the redactor's user profilingd-redact does not exist: run ./quickstart.sh" >&2; exit 1; }
 "$BUILD/service/profilingd" -f -d -c "$T/bench.conf" -S "$T/state" --client-socket "$T/c.sock" \
 	--runtime-socket "$T/r.sock" > "$T/daemon.log" 2>&1 &
 DPID=$!

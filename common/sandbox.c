@@ -153,6 +153,11 @@ static bool kept(const int *keep, size_t n, int cap)
 	return false;
 }
 
+int sbx_no_dump(void)
+{
+	return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ? -errno : 0;
+}
+
 int sbx_drop(const int *keep, size_t n, uid_t uid, gid_t gid)
 {
 	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
@@ -185,6 +190,10 @@ int sbx_drop(const int *keep, size_t n, uid_t uid, gid_t gid)
 			return -errno;
 		if (prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0) < 0)
 			return -errno;
+		/* The switch set the flag to fs.suid_dumpable, which may be 1. */
+		int r = sbx_no_dump();
+		if (r < 0)
+			return r;
 	}
 	/* Within what this process has (a container's bounding set may lack some). */
 	memset(data, 0, sizeof(data));

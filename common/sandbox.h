@@ -43,11 +43,21 @@ struct sbx_rule {
 int sbx_install(const struct sbx_rule *rules, size_t n, bool debug);
 
 /*
+ * Make this process non-dumpable (PR_SET_DUMPABLE 0): a process of the
+ * same uid can then neither ptrace it nor open its /proc/<pid>/mem, fds or
+ * environ, and it leaves no core file. Every helper calls it first thing,
+ * since the helpers run as, or hold data of, a uid an app may share; a
+ * uid switch resets the flag to fs.suid_dumpable, so sbx_drop() calls it
+ * again after one. 0 or -errno.
+ */
+int sbx_no_dump(void);
+
+/*
  * Keep only the capabilities in keep[] (bounding, permitted and effective
  * sets, within what the process has; ambient and inheritable cleared).
  * With uid != (uid_t)-1, first switch to uid/gid (no supplementary groups)
- * and keep those capabilities across the switch. Run as root, before
- * sbx_install(). 0 or -errno.
+ * and keep those capabilities across the switch; the process is left
+ * non-dumpable. Run as root, before sbx_install(). 0 or -errno.
  */
 int sbx_drop(const int *keep, size_t n, uid_t uid, gid_t gid);
 

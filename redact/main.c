@@ -99,6 +99,12 @@ int main(int argc, char **argv)
 	bool debug = false, forbidden = false, allow_root = false;
 	int c, r;
 
+	/* Before a byte of any app's data: redactors share one uid (sandbox.h). */
+	if ((r = sbx_no_dump()) < 0) {
+		fprintf(stderr, "error: PR_SET_DUMPABLE: %s\n", strerror(-r));
+		return EXIT_OTHER;
+	}
+
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case O_FORMAT: format = optarg; break;

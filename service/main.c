@@ -1,7 +1,9 @@
 /* profilingd: the on-device profiling trigger service. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <event2/event.h>
 #include <getopt.h>
 #include <signal.h>
@@ -78,6 +80,53 @@ static int lock_state(const char *state_dir)
 		return r;
 	}
 	return fd;
+}
+
+/*
+ * What the daemon keeps at the top of its state dir (the databases and
+ * their -wal/-shm, the lock, files --reset-* moved aside) names every app's
+ * result paths, tags, pids and trigger executables, which control.sock
+ * shows only to their owners: it is root's alone. Files are created 0600;
+ * this fixes what an older run left with a looser mode, before anything is
+ * opened. results/ belongs to the apps and keeps its modes; raw/ is root's.
+ * Each entry is opened without following links and changed through its fd,
+ * so a name swapped meanwhile is never chmod'ed. Returns the number fixed.
+ */
+static int secure_state_dir(const char *state_dir)
+{
+	int fixed = 0;
+	DIR *d = opendir(state_dir);
+	if (!d) {
+		LOG_W("cannot list %s to check its modes: %s", state_dir, strerror(errno));
+		return 0;
+	}
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		const char *n = e->d_name;
+		if (n[0] == '.' && (!n[1] || (n[1] == '.' && !n[2])))
+			continue;
+		bool raw = !strcmp(n, "raw");
+		if (e->d_type != DT_REG && e->d_type != DT_UNKNOWN && !(raw && e->d_type == DT_DIR))
+			continue;
+		int fd = openat(dirfd(d), n, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+		if (fd < 0)
+			continue;
+		struct stat st;
+		mode_t want = raw ? 0700 : 0600;
+		if (fstat(fd, &st) == 0 && (S_ISREG(st.st_mode) || (raw && S_ISDIR(st.st_mode))) &&
+		    (st.st_mode & 07777 & ~want)) {
+			if (fchmod(fd, want) == 0) {
+				LOG_N("%s/%s was mode %04o, now %04o: state files are root's alone",
+				      state_dir, n, (unsigned)(st.st_mode & 07777), (unsigned)want);
+				fixed++;
+			} else
+				LOG_W("cannot chmod %s/%s (mode %04o): %s", state_dir, n,
+				      (unsigned)(st.st_mode & 07777), strerror(errno));
+		}
+		close(fd);
+	}
+	closedir(d);
+	return fixed;
 }
 
 /*
@@ -294,6 +343,7 @@ int main(int argc, char **argv)
 		svc_config_free(&cfg);
 		return 1;
 	}
+	secure_state_dir(cfg.state_dir);
 	if (reset_rl) {
 		char rlpath[SVC_PATH_MAX + 32];
 		snprintf(rlpath, sizeof(rlpath), "%s/ratelimit.db", cfg.state_dir);

@@ -33,6 +33,14 @@ struct event_base;
 
 /* ---------------------------------------------------------- svc_config.c */
 
+/*
+ * The redactor's own system user: a uid no other program runs as, so none
+ * can ptrace or signal a redactor holding another app's data. Created by
+ * the .deb's postinst and by quickstart.sh; the daemon refuses to start
+ * without it ([redact] user names another).
+ */
+#define SVC_REDACT_USER "profilingd-redact"
+
 struct svc_config {
 	char state_dir[SVC_PATH_MAX];
 	char client_socket[SVC_SUN_MAX];
@@ -54,7 +62,7 @@ struct svc_config {
 	struct rl_config rl;           /* [ratelimit] */
 	/* [redact] */
 	char redactor[SVC_PATH_MAX];   /* "" = beside the daemon, then libexec */
-	char redact_user[64];
+	char redact_user[64];          /* default SVC_REDACT_USER */
 	uint32_t redact_timeout_ms;
 	uint64_t redact_max_memory;
 	bool keep_failed_raw;          /* debug: keep artifacts that failed to redact */
@@ -178,6 +186,7 @@ struct svc_db_result {
 	char note[160];
 	int error;          /* a failure result (path ""): PROF_E_* and message */
 	char message[256];
+	uid_t uid;          /* the app's uid, owner of the file (svc_db_pending only) */
 };
 typedef void (*svc_db_result_fn)(const struct svc_db_result *r, void *ud);
 /* Undelivered results of app (attempts < max, ended >= min_end_ns), oldest
@@ -522,6 +531,18 @@ void svc_session_ack(struct svc_conn *client, uint64_t result_id);
 /* Retention: delete expired results and the oldest over a quota. now_ns is
  * injectable for tests. Returns how many were removed. */
 int svc_store_prune(const struct svc_config *cfg, uint64_t now_ns);
+/*
+ * Open a stored result for delivery to uid (to the app, or to profctl).
+ * The file sits in the app's own directory, where the app may have put
+ * anything by now, and the daemon opens it with CAP_DAC_OVERRIDE: so no
+ * link is followed and no FIFO waited on (O_NOFOLLOW|O_NONBLOCK), and the
+ * file must be a regular file owned by uid with exactly one link (not a
+ * hard link to a file of someone else's). Returns the fd or -errno:
+ * -ENOENT gone, -ELOOP a symlink, -EINVAL not a regular file, -EPERM
+ * another owner, -EMLINK more than one link. what (may be NULL) gets a
+ * reason for the log.
+ */
+int svc_store_open(const char *path, uid_t uid, char *what, size_t n);
 /* A runtime said hello: start what waits for it. */
 void svc_session_runtime_up(struct svc_conn *rt);
 /* A runtime connection is closing: fail what it was capturing. */

@@ -109,7 +109,7 @@ void svc_config_defaults(struct svc_config *c)
 	c->max_total_result_bytes = 2048ull << 20;
 	c->min_free_bytes = 64ull << 20;
 	rl_config_defaults(&c->rl);
-	util_strlcpy(c->redact_user, "nobody", sizeof(c->redact_user));
+	util_strlcpy(c->redact_user, SVC_REDACT_USER, sizeof(c->redact_user));
 	c->redact_timeout_ms = 60000;
 	c->jvm_attach_timeout_ms = 120000;
 	c->redact_max_memory = 1024ull << 20;

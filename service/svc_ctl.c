@@ -749,18 +749,12 @@ static int do_show(struct ctl_conn *c, struct arena *a, uint64_t id, bool open_i
 		return send_error(c, PROF_E_UNKNOWN, "cannot read the result index");
 	if (open_it) {
 		/* The app owns its result directory and may have put anything at
-		 * the path: no symlink followed, no FIFO waited on, files only. */
-		struct stat st;
-		fd = open(r->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-		if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
-			close(fd);
-			fd = -1;
-			errno = EINVAL;
-		}
+		 * the path: the same checks as a delivery to the app. */
+		char what[96];
+		fd = svc_store_open(r->path, (uid_t)r->uid, what, sizeof(what));
 		if (fd < 0) {
 			util_fmt(msg, sizeof(msg), "result %llu: cannot open %s: %s",
-				 (unsigned long long)id, r->path,
-				 errno == EINVAL ? "not a regular file" : strerror(errno));
+				 (unsigned long long)id, r->path, what);
 			return send_error(c, PROF_E_UNKNOWN, msg);
 		}
 	}

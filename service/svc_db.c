@@ -216,6 +216,18 @@ static int db_quick_check(const char *path)
 int svc_db_init(const char *path)
 {
 	int r;
+	/*
+	 * Create it ourselves, 0600: SQLite would make it 0644, and gives the
+	 * -wal and -shm it creates the main file's mode. The rows name every
+	 * app's results, tags, pids and trigger executables.
+	 */
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		r = -errno;
+		LOG_E("cannot open %s: %s", path, strerror(-r));
+		return r;
+	}
+	close(fd);
 	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 			    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
 		LOG_E("cannot open %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
@@ -614,7 +626,7 @@ int svc_db_pending(const char *app, uint32_t max_attempts, uint64_t min_end_ns, 
 		   svc_db_result_fn fn, void *ud)
 {
 	sqlite3_stmt *st = stmt(ST_PENDING, "SELECT r.id, r.session_id, r.type, r.path, r.size,"
-				" r.start_ns, COALESCE(s.tag, ''), r.trigger, r.note, r.error, r.message"
+				" r.start_ns, COALESCE(s.tag, ''), r.trigger, r.note, r.error, r.message, r.uid"
 				" FROM results r"
 				" LEFT JOIN sessions s ON s.id = r.session_id"
 				" WHERE r.app=? AND r.delivered=0 AND r.attempts<? AND r.end_ns>=?"
@@ -641,6 +653,7 @@ int svc_db_pending(const char *app, uint32_t max_attempts, uint64_t min_end_ns, 
 		util_strlcpy(r->note, (const char *)sqlite3_column_text(st, 8), sizeof(r->note));
 		r->error = sqlite3_column_int(st, 9);
 		util_strlcpy(r->message, (const char *)sqlite3_column_text(st, 10), sizeof(r->message));
+		r->uid = (uid_t)sqlite3_column_int64(st, 11);
 		n++;
 	}
 	sqlite3_reset(st);

@@ -214,13 +214,23 @@ int svc_redact_init(struct event_base *b, const struct svc_config *c)
 	if (geteuid() == 0) {
 		struct passwd *pw = getpwnam(cfg->redact_user);
 		if (!pw) {
-			LOG_E("redact user '%s' does not exist", cfg->redact_user);
+			LOG_E("redact user '%s' does not exist: the redactor needs a system user of "
+			      "its own. Create it with 'useradd --system --no-create-home --shell "
+			      "/usr/sbin/nologin %s' (the .deb and quickstart.sh do), or set [redact] "
+			      "user to another unprivileged user that nothing else runs as",
+			      cfg->redact_user, cfg->redact_user);
 			return -ENOENT;
 		}
 		if (pw->pw_uid == 0) {
 			LOG_E("redact user '%s' is root; pick an unprivileged one", cfg->redact_user);
 			return -EINVAL;
 		}
+		/* A uid shared with other programs could ptrace or signal the
+		 * redactor while it holds another app's data. */
+		if (!strcmp(pw->pw_name, "nobody") || pw->pw_uid == 65534)
+			LOG_W("redact user '%s' is shared with other programs; a user of its own "
+			      "(default %s) keeps them away from the redactor", cfg->redact_user,
+			      SVC_REDACT_USER);
 		run_uid = pw->pw_uid;
 		run_gid = pw->pw_gid;
 		drop_privs = true;

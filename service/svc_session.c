@@ -706,20 +706,24 @@ static void fsync_dir(const char *dir)
 	}
 }
 
-/* Open result r (fd and metadata) to the app's connection c; counts an attempt. */
+/*
+ * Send result r (fd and metadata) to the app's connection c; counts an
+ * attempt. The file is opened as svc_store_open checks it: uid's own
+ * regular file with one link, whatever the app has put at path since. A
+ * file that fails the check is not delivered and is logged; -ENOENT, or
+ * -ELOOP/-EINVAL/-EPERM/-EMLINK for one that is not the result any more.
+ */
 static int deliver_to(struct svc_conn *c, uint64_t request_id, uint32_t type, uint32_t trigger,
-		      const char *tag, const char *path, uint64_t size, uint64_t result_id,
-		      uint64_t start_ns, const char *note)
+		      const char *tag, const char *path, uid_t uid, uint64_t size,
+		      uint64_t result_id, uint64_t start_ns, const char *note)
 {
-	/* The app owns its result directory: what is at path now may be a FIFO
-	 * (which would block the daemon in open) or anything else it put there. */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	struct stat st;
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return -EINVAL;
+	char what[96];
+	int fd = svc_store_open(path, uid, what, sizeof(what));
+	if (fd < 0) {
+		if (fd != -ENOENT)
+			LOG_W("result %llu: %s is %s: not delivered", (unsigned long long)result_id,
+			      path, what);
+		return fd;
 	}
 	int r = send_result_to(c, request_id, type, trigger, tag, PROF_E_NONE, NULL, path, size,
 			       result_id, start_ns, fd, note);
@@ -811,8 +815,8 @@ static void redact_done(void *ud, int code, const char *rmsg)
 
 	notify(s, "delivering", 0, NULL, 0, NULL);
 	struct svc_conn *c = result_peer(s);
-	r = c ? deliver_to(c, s->id, s->type, s->trigger, s->tag, path, (uint64_t)st.st_size,
-			   result_id, s->start_ns, NULL) : -ENOTCONN;
+	r = c ? deliver_to(c, s->id, s->type, s->trigger, s->tag, path, s->uid,
+			   (uint64_t)st.st_size, result_id, s->start_ns, NULL) : -ENOTCONN;
 	LOG_I("session %llu: %llu samples (%llu dropped by the runtime); redacted (%s) "
 	      "-> %s, %lld bytes%s", (unsigned long long)s->id, (unsigned long long)s->samples,
 	      (unsigned long long)s->dropped, rmsg, path, (long long)st.st_size,
@@ -1234,10 +1238,14 @@ static void redeliver_one(const struct svc_db_result *r, void *ud)
 		}
 		return;
 	}
-	int e = deliver_to(rc->c, r->session_id, r->type, r->trigger, r->tag, r->path, r->size,
-			   r->id, r->start_ns, r->note);
-	if (e == -ENOENT) {
-		/* The file is gone (removed by hand): nothing left to deliver. */
+	int e = deliver_to(rc->c, r->session_id, r->type, r->trigger, r->tag, r->path, r->uid,
+			   r->size, r->id, r->start_ns, r->note);
+	if (e == -ENOENT || e == -ELOOP || e == -EINVAL || e == -EPERM || e == -EMLINK) {
+		/*
+		 * The file is gone (removed by hand), or what is at its path is
+		 * not the result any more (a link, another user's file): nothing
+		 * left to deliver. The row goes; the name is the app's to remove.
+		 */
 		svc_db_result_delete(r->id);
 		return;
 	}

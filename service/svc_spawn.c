@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "sandbox.h"
 
 #define SPAWN_MAGIC 0x50445350u /* "PDSP" */
 #define REPLY_WAIT_MS 10000
@@ -460,6 +461,10 @@ int svc_spawn_init(struct event_base *base, const struct svc_spawn_setup *s, svc
 		if (getppid() != parent)
 			_exit(0);
 		prctl(PR_SET_NAME, "pd-spawner", 0, 0, 0); /* comm: 15 chars max */
+		/* It holds the helpers' fds and their privileges: no ptrace by a
+		 * same-uid process, no core file (common/sandbox.h). */
+		if (sbx_no_dump() < 0)
+			_exit(70);
 		spawner_bound_caps(); /* best effort: not root, nothing to drop */
 		signal(SIGINT, SIG_IGN);
 		signal(SIGTERM, SIG_IGN);

@@ -1,12 +1,16 @@
 /*
- * Retention of delivered and undelivered results: files older than
- * retention_days go, then, per app, the oldest ones past
- * max_app_result_bytes. The index row goes with the file.
+ * The stored result files: retention of delivered and undelivered results
+ * (files older than retention_days go, then, per app, the oldest ones past
+ * max_app_result_bytes; the index row goes with the file), and the checked
+ * open of a result for delivery.
  */
 #include "svc.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -43,4 +47,43 @@ int svc_store_prune(const struct svc_config *cfg, uint64_t now_ns)
 		svc_admit_recount();
 	}
 	return pc.removed;
+}
+
+int svc_store_open(const char *path, uid_t uid, char *what, size_t n)
+{
+	struct stat st;
+	char dummy[1];
+	int r;
+
+	if (!what || !n) {
+		what = dummy;
+		n = sizeof(dummy);
+	}
+	what[0] = '\0';
+	if (!path || !*path)
+		return -ENOENT;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0) {
+		r = -errno;
+		snprintf(what, n, "%s", r == -ELOOP ? "a symbolic link" : strerror(-r));
+		return r;
+	}
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		snprintf(what, n, "%s", strerror(-r));
+	} else if (!S_ISREG(st.st_mode)) {
+		r = -EINVAL;
+		snprintf(what, n, "not a regular file");
+	} else if (st.st_uid != uid && !(st.st_uid == geteuid() && geteuid() != 0)) {
+		/* (A daemon run without root cannot chown: its own files are the app's.) */
+		r = -EPERM;
+		snprintf(what, n, "owned by uid %u, not the app's uid %u", (unsigned)st.st_uid,
+			 (unsigned)uid);
+	} else if (st.st_nlink != 1) {
+		r = -EMLINK;
+		snprintf(what, n, "%lu links, not 1", (unsigned long)st.st_nlink);
+	} else
+		return fd;
+	close(fd);
+	return r;
 }

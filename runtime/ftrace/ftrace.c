@@ -245,6 +245,9 @@ int main(int argc, char **argv)
 	int c, r;
 	bool debug_seccomp = false;
 
+	/* It holds the whole machine's sched data (sandbox.h). */
+	if ((r = sbx_no_dump()) < 0)
+		return util_fail(EXIT_OTHER, "PR_SET_DUMPABLE: %s", strerror(-r));
 	util_strlcpy(name, "profilingd", sizeof(name));
 	while ((c = getopt_long(argc, argv, "d:b:i:h", opts, NULL)) != -1) {
 		switch (c) {

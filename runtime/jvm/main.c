@@ -76,7 +76,8 @@ static int become(uid_t uid, gid_t gid)
 		return 0;
 	if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
 		return -errno;
-	return 0;
+	/* The switch set the flag to fs.suid_dumpable, which may be 1. */
+	return sbx_no_dump();
 }
 
 /* One command on a fresh connection; the reply's status and text. */
@@ -246,6 +247,10 @@ int main(int argc, char **argv)
 	long pid = 0, timeout = 120000;
 	bool debug_seccomp = false;
 	int c;
+
+	/* It becomes the JVM's user: that user must not ptrace it (sandbox.h). */
+	if (sbx_no_dump() < 0)
+		return fail(EXIT_ERROR, "PR_SET_DUMPABLE: %s", strerror(errno));
 	while ((c = getopt_long(argc, argv, "+p:t:h", opts, NULL)) != -1) {
 		char *e;
 		switch (c) {

@@ -178,31 +178,67 @@ static long max_sample_rate(void)
 }
 
 /*
- * Least privilege for the sampling phase, which parses the target's ELF
- * and DWARF (bytes the target controls): run as the target's user when it
- * has one uid and one gid, keeping only CAP_PERFMON (events for threads it
- * starts later; CAP_SYS_ADMIN on kernels before 5.8, which lack PERFMON)
- * and CAP_IPC_LOCK (their ring buffers past perf_event_mlock_kb). A root
- * target, or one with mixed ids (a setuid program), is only reachable with
- * CAP_SYS_PTRACE, so the helper stays root and keeps that too.
+ * Least privilege before anything the target names is opened or parsed:
+ * its maps name its modules, and their ELF, DWARF and debuglink bytes are
+ * the target's too. With one uid and one gid in the target
+ * (/proc/<pid>/status, written by the kernel) the helper becomes that user
+ * first, keeping CAP_PERFMON (perf_event_open past perf_event_paranoid;
+ * CAP_SYS_ADMIN on kernels before 5.8, which lack PERFMON) and
+ * CAP_IPC_LOCK (ring buffers past perf_event_mlock_kb). A root target, or
+ * one with mixed ids (a setuid program), is only reachable with
+ * CAP_SYS_PTRACE, so there the helper stays root and keeps that too.
+ * *as_target tells which.
  */
-static int drop_privileges(pid_t pid, char *how, size_t n)
+static int perfmon_cap(void)
+{
+	return prctl(PR_CAPBSET_READ, CAP_PERFMON, 0, 0, 0) >= 0 ? CAP_PERFMON : CAP_SYS_ADMIN;
+}
+
+static int drop_privileges(pid_t pid, bool *as_target, char *how, size_t n)
 {
 	int keep[4], nk = 0;
 	unsigned u[4], g[4];
 	int r = util_proc_creds((int)pid, u, g);
 	if (r < 0)
 		return r;
-	keep[nk++] = prctl(PR_CAPBSET_READ, CAP_PERFMON, 0, 0, 0) >= 0 ? CAP_PERFMON : CAP_SYS_ADMIN;
+	keep[nk++] = perfmon_cap();
 	keep[nk++] = CAP_IPC_LOCK;
 	bool one = u[0] == u[1] && u[1] == u[2] && g[0] == g[1] && g[1] == g[2];
-	if (!one || u[0] == 0) {
+	*as_target = one && u[0] != 0;
+	if (!*as_target) {
 		keep[nk++] = CAP_SYS_PTRACE;
 		snprintf(how, n, "root, %s", one ? "the target is root" : "the target has mixed ids");
 		return sbx_drop(keep, (size_t)nk, (uid_t)-1, (gid_t)-1);
 	}
 	snprintf(how, n, "uid %u gid %u", u[0], g[0]);
 	return sbx_drop(keep, (size_t)nk, (uid_t)u[0], (gid_t)g[0]);
+}
+
+/*
+ * Once the first events are open, what sampling still needs: events and
+ * rings for threads the target starts later (rescans). As the target's own
+ * user, the kernel opens user-only events of its threads without
+ * CAP_PERFMON when perf_event_paranoid <= 2, so it goes; their rings may
+ * still pass perf_event_mlock_kb, so CAP_IPC_LOCK stays. As root (a root or
+ * setuid target) nothing changes: events and /proc/<pid>/maps of such a
+ * process need CAP_SYS_PTRACE and CAP_PERFMON all along.
+ */
+static int drop_setup_caps(bool as_target, char *how, size_t n)
+{
+	long paranoid = 3;
+	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "re");
+	if (f) {
+		if (fscanf(f, "%ld", &paranoid) != 1)
+			paranoid = 3;
+		fclose(f);
+	}
+	if (!as_target || paranoid > 2)
+		return 0;
+	int keep[] = { CAP_IPC_LOCK };
+	size_t l = strlen(how);
+	if (l < n)
+		snprintf(how + l, n - l, ", CAP_PERFMON dropped");
+	return sbx_drop(keep, 1, (uid_t)-1, (gid_t)-1);
 }
 
 int main(int argc, char **argv)
@@ -248,6 +284,13 @@ int main(int argc, char **argv)
 		return fail("--pid, --hz and --duration-ms are required");
 	}
 	log_init(LOG_SINK_STDERR, verbose ? LOG_DEBUG : LOG_WARNING, "profilingd-perf");
+	/*
+	 * Not dumpable from the start: once it runs as the target's user, that
+	 * user must not ptrace it or read its /proc/<pid>/mem and fds (sbx_drop
+	 * clears the flag again after the switch, which resets it).
+	 */
+	if ((r = sbx_no_dump()) < 0)
+		return fail("PR_SET_DUMPABLE: %s", strerror(-r));
 	if ((pid_t)pid == getpid())
 		return fail("cannot sample profilingd-perf itself");
 	long maxrate = max_sample_rate();
@@ -261,6 +304,13 @@ int main(int argc, char **argv)
 	if (pf_agg_new(&run.agg) < 0)
 		return fail("out of memory");
 	run.period_ns = 1000000000ull / hz;
+	/* The target's user first: nothing of the target is opened as root. */
+	char how[96];
+	bool as_target;
+	if ((r = drop_privileges((pid_t)pid, &as_target, how, sizeof(how))) < 0) {
+		rc = fail("cannot drop privileges: %s", strerror(-r));
+		goto out;
+	}
 	uint64_t t0 = util_mono_ms();
 	int64_t start_real = (int64_t)util_now_ns(CLOCK_REALTIME);
 	if ((r = pf_events_open((pid_t)pid, (unsigned)hz, &ev, why, sizeof(why))) < 0) {
@@ -271,9 +321,8 @@ int main(int argc, char **argv)
 		rc = fail("cannot read the memory map of %lu: %s", pid, strerror(-r));
 		goto out;
 	}
-	char how[64];
-	if ((r = drop_privileges((pid_t)pid, how, sizeof(how))) < 0) {
-		rc = fail("cannot drop privileges: %s", strerror(-r));
+	if ((r = drop_setup_caps(as_target, how, sizeof(how))) < 0) {
+		rc = fail("cannot drop capabilities: %s", strerror(-r));
 		goto out;
 	}
 	LOG_D("sampling as %s", how);

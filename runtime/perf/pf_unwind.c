@@ -9,10 +9,12 @@
 
 #include <elfutils/libdwfl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -39,8 +41,49 @@ struct pf_unwind {
 	char exe[4096];              /* /proc/<pid>/exe at the start */
 };
 
+/*
+ * Dwfl_Callbacks.find_elf. A module's path comes from the target's maps,
+ * which the target shapes (a path seen through its own mount namespace, a
+ * file it renames and replaces): open it without following a link in the
+ * last component, insist on a regular file (a FIFO or a device could block
+ * or feed endless bytes), and refuse a path that resolves elsewhere than it
+ * reads, which a link in an earlier component would do. The helper already
+ * runs as the target's user here (main.c), so what is left is read with
+ * that user's rights only. Names that are no path (the vDSO) go to libdw's
+ * own callback, which reads them from the process's memory.
+ */
+static int cb_find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base,
+		       char **file_name, Elf **elfp)
+{
+	char self[64], real[4096];
+	struct stat st;
+
+	if (name[0] != '/')
+		return dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
+	int fd = open(name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		LOG_D("module %s not opened: %s", name, strerror(errno));
+		return -1;
+	}
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(self, real, sizeof(real) - 1);
+	real[n > 0 ? n : 0] = '\0';
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || strcmp(real, name) != 0) {
+		LOG_D("module %s not opened: %s", name,
+		      strcmp(real, name) ? "a link in its path" : "not a regular file");
+		close(fd);
+		return -1;
+	}
+	*file_name = strdup(name);
+	if (!*file_name) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 static const Dwfl_Callbacks pf_dwfl_callbacks = {
-	.find_elf = dwfl_linux_proc_find_elf,
+	.find_elf = cb_find_elf,
 	.find_debuginfo = dwfl_standard_find_debuginfo,
 };
 

@@ -107,6 +107,7 @@ hour_app_cap = $1
 CONF
 }
 write_conf 10 info "$PROFILINGD_SOCKET"
+need_redact_user # the daemon is started here without start_daemon
 "$PROFILINGD" -f -c "$T/hup.conf" >> "$T/daemon.log" 2>&1 &
 DAEMON_PID=$!
 for _ in $(seq 200); do [ -S "$PROFILINGD_SOCKET" ] && [ -S "$RUNTIME_SOCKET" ] && break; sleep 0.05; done

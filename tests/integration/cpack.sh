@@ -35,11 +35,22 @@ printf '#!/bin/sh\necho "$(basename "$0") $*" >> "%s/helper.log"\n[ "$1" != --qu
 cp "$T/fakebin/deb-systemd-helper" "$T/fakebin/deb-systemd-invoke"
 cp "$T/fakebin/deb-systemd-helper" "$T/fakebin/systemctl"
 chmod +x "$T/fakebin/"*
+# getent and useradd stand-ins: the redactor's user is missing at first.
+printf '#!/bin/sh\necho "getent $*" >> "%s/helper.log"\ngrep -q "^useradd .* profilingd-redact$" "%s/helper.log"\n' \
+	"$T" "$T" > "$T/fakebin/getent"
+printf '#!/bin/sh\necho "useradd $*" >> "%s/helper.log"\n' "$T" > "$T/fakebin/useradd"
+chmod +x "$T/fakebin/"*
 PATH="$T/fakebin:$PATH" sh "$T/ctl/postinst" configure || fail "postinst configure failed"
 for u in profilingd.socket profilingd.service; do
 	grep -q "^deb-systemd-helper enable $u$" "$T/helper.log" ||
 		fail "postinst does not enable $u: $(cat "$T/helper.log")"
 done
+grep -q "^useradd --system .*--shell /usr/sbin/nologin .*profilingd-redact$" "$T/helper.log" ||
+	fail "postinst does not create the redactor's user: $(cat "$T/helper.log")"
+# Configured again (an upgrade): the user exists, no second useradd.
+PATH="$T/fakebin:$PATH" sh "$T/ctl/postinst" configure 1.0 || fail "postinst configure (upgrade) failed"
+[ "$(grep -c "^useradd " "$T/helper.log")" -eq 1 ] ||
+	fail "postinst runs useradd although the user exists: $(cat "$T/helper.log")"
 PATH="$T/fakebin:$PATH" sh "$T/ctl/postrm" purge || fail "postrm purge failed"
 grep -q "^deb-systemd-helper purge profilingd.socket profilingd.service$" "$T/helper.log" ||
 	fail "postrm purge does not purge the units' state"

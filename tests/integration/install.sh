@@ -14,7 +14,7 @@ SANFLAGS=
 
 cmake --install "$BUILD" --prefix "$P" > "$T/install.log" 2>&1 ||
 	{ cat "$T/install.log"; fail "cmake --install failed"; }
-# The redactor runs as nobody: it must reach its binary.
+# The redactor runs as its own user: it must reach its binary.
 chmod -R go+rX "$P"
 
 for f in sbin/profilingd libexec/profilingd/profilingd-redact libexec/profilingd/profilingd-ftrace \

@@ -25,8 +25,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The redactor's own user ([redact] user, service/svc.h SVC_REDACT_USER):
+# quickstart.sh creates it; without it the daemon refuses to start, so a
+# test that starts it says so and skips.
+REDACT_USER=profilingd-redact
+need_redact_user() {
+	getent passwd "$REDACT_USER" > /dev/null ||
+		skip "the redactor's user $REDACT_USER does not exist: run ./quickstart.sh, or useradd --system --no-create-home --shell /usr/sbin/nologin $REDACT_USER"
+}
+
 # start_daemon [extra config lines...]: config goes to $T/profilingd.conf
 start_daemon() {
+	need_redact_user
 	{
 		echo "[daemon]"
 		echo "state_dir = $T/state"

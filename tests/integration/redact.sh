@@ -28,6 +28,18 @@ if command -v setpriv > /dev/null; then
 		--test-forbidden < /dev/null > /dev/null 2>&1 || rc=$?
 	[ "$rc" -eq 159 ] || fail "as nobody: exit $rc, want 159"
 	echo "ok: same as nobody"
+	# Redactors share one uid: none may ptrace another or read its memory.
+	mkfifo "$T/in"
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$R" --format pprof --pids 1 \
+		< "$T/in" > /dev/null 2>&1 &
+	rp=$!
+	exec 7> "$T/in" # the redactor now waits for its input
+	for _ in $(seq 100); do [ "$(awk '$1 == "Seccomp:" { print $2 }' "/proc/$rp/status")" = 2 ] && break; sleep 0.05; done
+	owner=$(stat -c %u "/proc/$rp/mem")
+	exec 7>&-
+	wait "$rp" || true
+	[ "$owner" = 0 ] || fail "the redactor is dumpable: /proc/$rp/mem belongs to uid $owner"
+	echo "ok: the redactor is not dumpable"
 else
 	echo "skipped: setpriv (util-linux) not installed: no run as nobody"
 fi

@@ -213,8 +213,10 @@ helper_sandboxed() {
 GDB=$(command -v gdb || true)
 SPIN=$BUILD/tests/integration/spinner
 [ -x "$SPIN" ] || fail "$SPIN not built"
-# The perf helper samples as the target's user with CAP_PERFMON and
-# CAP_IPC_LOCK only (or CAP_SYS_ADMIN for PERFMON on kernels before 5.8).
+# The perf helper samples as the target's user with CAP_IPC_LOCK only, plus
+# CAP_PERFMON (CAP_SYS_ADMIN on kernels before 5.8) where
+# perf_event_paranoid > 2 keeps the user from opening its own events; it is
+# not dumpable, so its /proc files stay root's.
 if command -v setpriv > /dev/null; then
 	setpriv --reuid=65534 --regid=65534 --clear-groups "$SPIN" 60 > /dev/null &
 else
@@ -231,8 +233,14 @@ hp=$!
 for _ in $(seq 200); do [ "$(status_field "$hp" Seccomp 2>/dev/null)" = 2 ] && break; sleep 0.05; done
 if command -v setpriv > /dev/null; then
 	[ "$(status_field "$hp" Uid)" = 65534 ] || fail "profilingd-perf samples a uid-65534 target as uid $(status_field "$hp" Uid)"
-	subset "$(status_field "$hp" CapEff)" "$(cap_bits 14 21 38)" ||
-		fail "profilingd-perf keeps capabilities $(status_field "$hp" CapEff) (want ipc_lock, perfmon)"
+	if [ "$(cat /proc/sys/kernel/perf_event_paranoid)" -le 2 ]; then
+		subset "$(status_field "$hp" CapEff)" "$(cap_bits 14)" ||
+			fail "profilingd-perf keeps capabilities $(status_field "$hp" CapEff) (want ipc_lock only)"
+	else
+		subset "$(status_field "$hp" CapEff)" "$(cap_bits 14 21 38)" ||
+			fail "profilingd-perf keeps capabilities $(status_field "$hp" CapEff) (want ipc_lock, perfmon)"
+	fi
+	[ "$(stat -c %u "/proc/$hp/mem")" = 0 ] || fail "profilingd-perf is dumpable: /proc/$hp/mem is uid $(stat -c %u "/proc/$hp/mem")"
 	echo "ok: profilingd-perf samples as the target's uid 65534 with CapEff $(status_field "$hp" CapEff)"
 fi
 helper_sandboxed profilingd-perf "$hp"
@@ -272,7 +280,13 @@ if command -v setpriv > /dev/null; then
 	notjvm=$!
 	"$BUILD/runtime/jvm/profilingd-jattach" --pid "$notjvm" --timeout-ms 30000 listen \
 		> /dev/null 2> "$T/jattach.err" &
-	helper_sandboxed profilingd-jattach $!
+	hj=$!
+	for _ in $(seq 200); do [ "$(status_field "$hj" Seccomp 2>/dev/null)" = 2 ] && break; sleep 0.05; done
+	# As the target's user it is not dumpable: its /proc files stay root's.
+	[ "$(status_field "$hj" Uid)" = 65534 ] && [ "$(stat -c %u "/proc/$hj/mem")" = 0 ] ||
+		fail "profilingd-jattach: uid $(status_field "$hj" Uid), /proc/$hj/mem of uid $(stat -c %u "/proc/$hj/mem"): dumpable"
+	echo "ok: profilingd-jattach runs as uid 65534, not dumpable"
+	helper_sandboxed profilingd-jattach "$hj"
 	kill "$notjvm" 2>/dev/null || true
 	wait "$notjvm" 2>/dev/null || true
 else

@@ -12,6 +12,7 @@
 . "$(dirname "$0")/lib.sh"
 command -v systemd-socket-activate > /dev/null ||
 	skip "systemd-socket-activate (package systemd) is not installed"
+need_redact_user # the daemon is started here without start_daemon
 
 # activate NAMES CONF_CLIENT CONF_RUNTIME CONF_CONTROL: start the launcher;
 # NAMES "" = no --fdname.
