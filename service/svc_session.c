@@ -777,6 +777,17 @@ static void start_redaction(struct session *s)
 	notify(s, "redacting", 0, NULL, 0, NULL);
 	const char *format = s->redact_format ? s->redact_format : type_info[s->type].format;
 	int kfd = kernel_stream(s, format);
+	struct stat kst;
+	/* The cap is on what the redactor reads: both halves, as when they
+	 * were one file. */
+	if (kfd >= 0 && fstat(kfd, &kst) == 0 &&
+	    (uint64_t)st.st_size + (uint64_t)kst.st_size > cfg->max_result_bytes) {
+		close(kfd);
+		util_fmt(msg, sizeof(msg), "trace of %lld bytes with its kernel half exceeds "
+			 "max_result_bytes", (long long)(st.st_size + kst.st_size));
+		fail(s, PROF_E_POST_PROCESSING, msg);
+		return;
+	}
 	r = svc_redact_start(s->raw_fd, kfd, s->out_fd, format, s->pid, redact_done, s, &s->rd);
 	if (kfd >= 0)
 		close(kfd); /* the redactor has its own copy */
