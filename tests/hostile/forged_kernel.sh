@@ -73,5 +73,15 @@ if [ "$nsched" -eq 0 ]; then
 	fail "no sched events of the attacker's own pid $APID from the kernel"
 fi
 echo "attacker's own: $nslices slices, $nsched sched_switch sides"
+
+# The project's own trace reader sees the attacker's slices, nothing else.
+RID=${out##*_}
+RID=${RID%%.*}
+PROFCTL_SOCKET=$T/state/control.sock "$BUILD/tools/profctl/profctl" collapsed "$RID" \
+	> "$T/collapsed.txt" 2> "$T/profctl.err" || {
+	cat "$T/profctl.err"; fail "profctl cannot read result $RID"; }
+grep -q 'own-slice-' "$T/collapsed.txt" || fail "profctl collapsed $RID lacks the attacker's slices"
+grep -aq "$VNAME" "$T/collapsed.txt" && fail "profctl collapsed $RID names the victim"
+echo "profctl collapsed $RID: $(wc -l < "$T/collapsed.txt") stacks, none of the victim's"
 stop_daemon
 pass "forged kernel packets from the runtime are ignored; the app's own data stays"
