@@ -659,6 +659,14 @@ static void redact_done(void *ud, int code, const char *rmsg)
 				LOG_N("session %llu: raw artifact kept as %s (keep_failed_raw)",
 				      (unsigned long long)s->id, keep);
 			}
+			/* A trace's kernel half is the other input the redactor read. */
+			if (s->ft_path[0] &&
+			    util_fmt(keep, sizeof(keep), "%s/failed-%llu.ftrace", raw_dir,
+				     (unsigned long long)s->id) == 0 && rename(s->ft_path, keep) == 0) {
+				s->ft_path[0] = '\0';
+				LOG_N("session %llu: kernel trace kept as %s (keep_failed_raw)",
+				      (unsigned long long)s->id, keep);
+			}
 		}
 		if (code == SVC_REDACT_NOSPACE) {
 			util_fmt(msg, sizeof(msg), "no space left for the result: %s",
