@@ -9,13 +9,15 @@
  *	redactor drops half. Every sample has a thread_id label; about a
  *	third start with one to four kernel frames (>= 0xffff800000000000).
  *
- *   redact_gen perfetto SIZE_MB PID > f.pftrace
- *	A Perfetto trace: the app's process and thread track descriptors
- *	(threads PID..PID+7, so redact with --tids PID+1,..,PID+7) and
- *	another process's (PID+1000), TrackEvent slices on both, and
+ *   redact_gen perfetto SIZE_MB PID > f.pftrace 3> f.pftrace.kernel
+ *	A Perfetto trace in its two streams, as the redactor gets them:
+ *	on stdout the runtime's, the app's process and thread track
+ *	descriptors (threads PID..PID+7, so redact with --tids
+ *	PID+1,..,PID+7) and another process's (PID+1000), TrackEvent
+ *	slices on both; on fd 3 the kernel's (for --kernel-fd 3),
  *	FtraceEventBundle packets of 400 sched_switch events each over
- *	8 cpus, switching between the app's threads and foreign tasks,
- *	until SIZE_MB (10^6 bytes).
+ *	8 cpus, switching between the app's threads and foreign tasks.
+ *	Until SIZE_MB (10^6 bytes) in both together.
  *
  *   redact_gen hprof SIZE_MB > f.hprof
  *	A HotSpot-style HPROF 1.0.2 heap dump with 8-byte ids: UTF8 names
@@ -26,6 +28,7 @@
  *	SIZE_MB (10^6 bytes).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -64,6 +67,7 @@ static void die(const char *what, int err)
 /* ---- buffered stdout */
 
 struct out {
+	int fd;
 	uint8_t *buf;
 	size_t len, cap;
 	uint64_t total;
@@ -73,7 +77,7 @@ static void out_flush(struct out *o)
 {
 	size_t off = 0;
 	while (off < o->len) {
-		ssize_t n = write(1, o->buf + off, o->len - off);
+		ssize_t n = write(o->fd, o->buf + off, o->len - off);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -90,7 +94,7 @@ static void out_put(struct out *o, const void *p, size_t n)
 		out_flush(o);
 	if (n > o->cap) {
 		/* Bigger than the buffer: straight through. */
-		struct out tmp = { .buf = (uint8_t *)p, .len = n, .cap = n };
+		struct out tmp = { .fd = o->fd, .buf = (uint8_t *)p, .len = n, .cap = n };
 		out_flush(&tmp);
 		o->total += n;
 		return;
@@ -104,6 +108,7 @@ static void out_init(struct out *o, size_t cap)
 	o->buf = malloc(cap);
 	if (!o->buf)
 		die("malloc", ENOMEM);
+	o->fd = 1;
 	o->cap = cap;
 	o->len = 0;
 	o->total = 0;
@@ -281,6 +286,10 @@ static int gen_perfetto(uint64_t size_mb, int32_t pid)
 	if (!t)
 		die("malloc", ENOMEM);
 	out_init(&o, 1u << 20);
+	/* The kernel's stream has a file of its own (rdc_perfetto's two inputs). */
+	o.fd = 3;
+	if (fcntl(3, F_GETFD) < 0)
+		die("fd 3 (the kernel stream's file) is not open", errno);
 	tfmt_init(t, 1);
 	tfmt_process(t, pid, "com.example.app", "com.example.app");
 	for (int i = 0; i < PF_APP_THREADS; i++) {
@@ -321,7 +330,6 @@ static int gen_perfetto(uint64_t size_mb, int32_t pid)
 	uint64_t bundles = 0;
 	while (o.total + o.len + tfmt_bytes < target) {
 		/* A round of app slices (and another app's, to be dropped)... */
-		out_flush(&o); /* the two writers share fd 1: keep bytes in order */
 		tfmt_init(t, 1);
 		for (int i = 0; i < 48; i++) {
 			pid_t tid = pid + (pid_t)rnd_below(PF_APP_THREADS);
@@ -650,7 +658,7 @@ static int gen_hprof(uint64_t size_mb)
 static void usage(void)
 {
 	fprintf(stderr, "usage: redact_gen pprof N_SAMPLES PID\n"
-			"       redact_gen perfetto SIZE_MB PID\n"
+			"       redact_gen perfetto SIZE_MB PID 3> KERNEL_FILE\n"
 			"       redact_gen hprof SIZE_MB\n");
 	exit(2);
 }

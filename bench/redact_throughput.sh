@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/redact_throughput: profilingd-redact throughput and peak RSS on
 # synthetic captures from redact_gen: a gzip'd pprof, a Perfetto trace
-# (sched_switch bundles and track events) and a HotSpot-style HPROF. Each
+# (track events on fd 0, the kernel's sched_switch bundles on fd 3, as the
+# daemon hands them over) and a HotSpot-style HPROF. Each
 # input is redacted to /dev/null and to a file; wall time is the best of
 # ROUNDS runs, peak RSS the largest "Maximum resident set size" that
 # /usr/bin/time -v saw. The trace and the HPROF also run at a quarter of
@@ -40,8 +41,10 @@ small() { local s=$(($1 / 4)); [ "$s" -ge 1 ] && echo "$s" || echo 1; }
 echo "generating inputs in $T ..."
 "$GEN" pprof "$(small "$PPROF_N")" "$PID" > "$T/small.pb.gz" 2> "$T/gen.log"
 "$GEN" pprof "$PPROF_N" "$PID" > "$T/large.pb.gz" 2>> "$T/gen.log"
-"$GEN" perfetto "$(small "$TRACE_MB")" "$PID" > "$T/small.pftrace" 2>> "$T/gen.log"
-"$GEN" perfetto "$TRACE_MB" "$PID" > "$T/large.pftrace" 2>> "$T/gen.log"
+"$GEN" perfetto "$(small "$TRACE_MB")" "$PID" > "$T/small.pftrace" 3> "$T/small.pftrace.kernel" \
+	2>> "$T/gen.log"
+"$GEN" perfetto "$TRACE_MB" "$PID" > "$T/large.pftrace" 3> "$T/large.pftrace.kernel" \
+	2>> "$T/gen.log"
 "$GEN" hprof "$(small "$HPROF_MB")" > "$T/small.hprof" 2>> "$T/gen.log"
 "$GEN" hprof "$HPROF_MB" > "$T/large.hprof" 2>> "$T/gen.log"
 sed 's/^/  /' "$T/gen.log"
@@ -54,14 +57,16 @@ PPROF_RAW=$(gzip -dc "$T/large.pb.gz" | wc -c)
 # of ROUNDS runs into $T/res; a failed run is reported, not fatal.
 one() {
 	local fmt=$1 in=$2 sink=$3 best="" rss=0 st="" rc=0
-	local out=/dev/null
+	local out=/dev/null kin=/dev/null kopt=()
+	# A trace's kernel half comes on fd 3, as from the daemon.
+	[ "$fmt" = perfetto ] && kin=$in.kernel && kopt=(--kernel-fd 3)
 	[ "$sink" = file ] && out=$T/out
 	for _ in $(seq "$ROUNDS"); do
 		local t0 t1
 		t0=$(date +%s%N)
 		rc=0
 		/usr/bin/time -v -o "$T/tv" "$REDACT" --format "$fmt" --pids "$PID" --tids "$TIDS" \
-			--allow-root < "$in" > "$out" 2> "$T/st" || rc=$?
+			"${kopt[@]}" --allow-root < "$in" 3< "$kin" > "$out" 2> "$T/st" || rc=$?
 		t1=$(date +%s%N)
 		st=$(grep -v '^Command exited with non-zero status' "$T/st" | tail -n 1)
 		local r
@@ -86,6 +91,7 @@ for fmt in pprof perfetto hprof; do
 	for size in small large; do
 		in=$T/$size.$ext
 		bytes=$(stat -c %s "$in")
+		[ "$fmt" = perfetto ] && bytes=$((bytes + $(stat -c %s "$in.kernel")))
 		for sink in null file; do
 			one "$fmt" "$in" "$sink"
 			read -r ns rss rc st < "$T/res"

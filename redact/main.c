@@ -2,7 +2,9 @@
  * profilingd-redact: the redactor child. The daemon forks, drops the child
  * to an unprivileged user (no capabilities, no_new_privs), sets memory and
  * CPU limits and execs this program with the raw artifact on fd 0 and the
- * result file on fd 1. It compiles its DLP rules, installs the seccomp
+ * result file on fd 1; for a system trace, the kernel's stream
+ * (profilingd-ftrace's packets) comes on its own fd, named by --kernel-fd
+ * (the daemon uses 3). It compiles its DLP rules, installs the seccomp
  * allow-list of policy/seccomp/redactor.policy (failure is fatal), then
  * parses and rewrites the artifact. One status line goes to fd 2.
  *
@@ -12,6 +14,7 @@
  * sandbox, I/O).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <getopt.h>
 #include <stdbool.h>
@@ -71,6 +74,7 @@ static void usage(FILE *f)
 		"Reads a raw capture on stdin, writes the app's redacted copy on stdout.\n"
 		"Run by profilingd; see docs/ARCHITECTURE.md.\n\n"
 		"  --tids T[,T..]        the app's threads (for traces)\n"
+		"  --kernel-fd N         perfetto: the kernel's stream is on fd N (3 or more)\n"
 		"  --dlp REGEX           scrub matches from trace names (repeatable)\n"
 		"  --dlp-builtin         also scrub e-mail addresses, IPv4 and long hex tokens\n"
 		"  --debug-seccomp       trap forbidden syscalls and name them, instead of kill\n"
@@ -80,11 +84,13 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	enum { O_FORMAT = 256, O_PIDS, O_TIDS, O_DLP, O_DLP_BUILTIN, O_DEBUG, O_FORBIDDEN, O_ROOT };
+	enum { O_FORMAT = 256, O_PIDS, O_TIDS, O_KFD, O_DLP, O_DLP_BUILTIN, O_DEBUG, O_FORBIDDEN,
+	       O_ROOT };
 	static const struct option opts[] = {
 		{ "format", required_argument, NULL, O_FORMAT },
 		{ "pids", required_argument, NULL, O_PIDS },
 		{ "tids", required_argument, NULL, O_TIDS },
+		{ "kernel-fd", required_argument, NULL, O_KFD },
 		{ "dlp", required_argument, NULL, O_DLP },
 		{ "dlp-builtin", no_argument, NULL, O_DLP_BUILTIN },
 		{ "debug-seccomp", no_argument, NULL, O_DEBUG },
@@ -97,7 +103,8 @@ int main(int argc, char **argv)
 	const char *format = NULL, *dlp[RDC_DLP_MAX];
 	size_t npids = 0, ntids = 0, ndlp = 0;
 	bool debug = false, forbidden = false, allow_root = false;
-	int c, r;
+	int c, r, kfd = -1;
+	char *end;
 
 	/* Before a byte of any app's data: redactors share one uid (sandbox.h). */
 	if ((r = sbx_no_dump()) < 0) {
@@ -116,6 +123,14 @@ int main(int argc, char **argv)
 			if (parse_ids(optarg, tids, &ntids) < 0)
 				goto bad;
 			break;
+		case O_KFD: {
+			long v = strtol(optarg, &end, 10);
+			/* 0-2 are the artifact, the result and the status line. */
+			if (end == optarg || *end || v < 3 || v > 1023)
+				goto bad;
+			kfd = (int)v;
+			break;
+		}
 		case O_DLP:
 			if (ndlp == RDC_DLP_MAX)
 				goto bad;
@@ -133,15 +148,17 @@ int main(int argc, char **argv)
 		}
 	}
 	int (*fn)(int, int, const struct rdc_policy *, struct rdc_stats *) = NULL;
+	bool perfetto = format && !strcmp(format, "perfetto");
 	if (format && !strcmp(format, "pprof"))
 		fn = rdc_pprof;
-	else if (format && !strcmp(format, "perfetto"))
-		fn = rdc_perfetto;
+	else if (perfetto)
+		fn = NULL; /* two inputs: called below */
 	else if (format && !strcmp(format, "hprof"))
 		fn = rdc_hprof;
 	else if (format && !strcmp(format, "ringdump"))
 		fn = rdc_ringdump;
-	if (!fn || npids == 0 || optind != argc)
+	/* Only a trace has kernel data; elsewhere an extra input is a mistake. */
+	if ((!fn && !perfetto) || (kfd >= 0 && !perfetto) || npids == 0 || optind != argc)
 		goto bad;
 	if ((getuid() == 0 || geteuid() == 0) && !allow_root) {
 		status("error: refusing to redact as root; the daemon drops privileges first\n");
@@ -153,8 +170,15 @@ int main(int argc, char **argv)
 		status("error: bad --dlp pattern\n");
 		return EXIT_OTHER;
 	}
-	/* Nothing but fds 0-2 may stay open into the sandbox. */
-	syscall(SYS_close_range, 3, ~0u, 0);
+	/* Nothing but fds 0-2 and the kernel's stream may stay open into the
+	 * sandbox. */
+	if (kfd > 3)
+		syscall(SYS_close_range, 3, (unsigned)kfd - 1, 0);
+	syscall(SYS_close_range, kfd >= 3 ? (unsigned)kfd + 1 : 3, ~0u, 0);
+	if (kfd >= 0 && fcntl(kfd, F_GETFD) < 0) {
+		status("error: --kernel-fd %d is not open\n", kfd);
+		return EXIT_OTHER;
+	}
 	if ((r = sbx_install(redactor_policy, redactor_policy_count, debug)) < 0) {
 		status("error: cannot install the seccomp filter: %s\n", strerror(-r));
 		return EXIT_OTHER;
@@ -170,7 +194,7 @@ int main(int argc, char **argv)
 				  .dlp = d };
 	struct rdc_stats st;
 	memset(&st, 0, sizeof(st));
-	r = fn(0, 1, &pol, &st);
+	r = perfetto ? rdc_perfetto(0, kfd, 1, &pol, &st) : fn(0, 1, &pol, &st);
 	if (r < 0) {
 		status("error: %s: %s\n", format,
 			r == -EBADMSG ? "malformed artifact"

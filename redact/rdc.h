@@ -37,7 +37,15 @@ struct rdc_stats {
 };
 
 int rdc_pprof(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stats *st);
-int rdc_perfetto(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stats *st);
+/*
+ * in_fd: the runtime's trace, the app's word only: kernel-origin packets
+ * (ftrace_events, process_tree) in it are dropped, whatever their sequence.
+ * kernel_fd: the kernel's stream from the daemon's own helper
+ * (profilingd-ftrace), or -1; the only source of sched data and of the
+ * forks that widen the app to its children. Read first, then in_fd.
+ */
+int rdc_perfetto(int in_fd, int kernel_fd, int out_fd, const struct rdc_policy *p,
+		 struct rdc_stats *st);
 /* in_fd must be seekable (two passes: class layouts, then the rewrite). */
 int rdc_hprof(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stats *st);
 

@@ -7,6 +7,12 @@
  * write it back with the same framing through a buffered writer. Memory is
  * bounded by the packet cap and the arena budget, not by the trace size.
  *
+ * Two inputs, one output: the kernel's stream (profilingd-ftrace's
+ * bundles) is read first, then the runtime's. Only the kernel's stream may
+ * speak for the kernel: what the app writes never changes who the app is
+ * (DESIGN.md §2 and §6), so kernel-origin packets in the runtime's stream
+ * are dropped, and forks are learned from the kernel's stream alone.
+ *
  * Only read/write on the given fds and memory allocation happen here, so
  * this runs under the redact child's seccomp filter.
  */
@@ -461,6 +467,8 @@ struct pf {
 	struct arena ar;
 	ProtobufCAllocator pa;
 	uint64_t app_records, packets;
+	uint64_t in_total;         /* bytes of the streams already read */
+	bool kernel;               /* reading the kernel's stream */
 	uint8_t *pkt, *out;
 	size_t pktcap, outcap;
 	struct dlp_ent *cache;
@@ -1063,6 +1071,42 @@ static int write_packet(struct pf *c, const Packet *pkt)
 	return r ? r : wb_put(&c->wb, c->out, sz);
 }
 
+/* A packet of the kernel's stream: scheduling data and the process list,
+ * which are the only source of forks, exits and renames; clock snapshots.
+ * Nothing else is expected from profilingd-ftrace, so nothing else passes,
+ * and no per-sequence state (interning, defaults) travels with it. */
+static int kernel_packet(struct pf *c, Packet *pkt)
+{
+	int r;
+	switch (pkt->data_case) {
+	case PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS:
+		/* kept/dropped are counted per ftrace record */
+		if ((r = ftrace_bundle(c, pkt->ftrace_events)) <= 0)
+			return r;
+		break;
+	case PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE:
+		if ((r = process_tree(c, pkt->process_tree)) < 0)
+			return r;
+		c->st->kept += r > 0;
+		c->st->dropped += r == 0;
+		if (!r)
+			return 0;
+		break;
+	case PERFETTO__PROTOS__TRACE_PACKET__DATA_CLOCK_SNAPSHOT:
+		c->st->kept++;
+		break;
+	default:
+		c->st->dropped++;
+		return 0;
+	}
+	pkt->interned_data = NULL;
+	pkt->trace_packet_defaults = NULL;
+	pkt->has_sequence_flags = 0;
+	pkt->has_incremental_state_cleared = 0;
+	pkt->has_trusted_pid = 0;
+	return write_packet(c, pkt);
+}
+
 static int packet(struct pf *c, const uint8_t *buf, size_t len)
 {
 	ar_reset(&c->ar);
@@ -1074,21 +1118,21 @@ static int packet(struct pf *c, const uint8_t *buf, size_t len)
 		return c->ar.nomem ? -ENOMEM : c->ar.over ? -E2BIG : -EBADMSG;
 	strip_unknown(&pkt->base);
 
+	if (c->kernel)
+		return kernel_packet(c, pkt);
+
 	uint32_t seq = pkt->has_trusted_packet_sequence_id ? pkt->trusted_packet_sequence_id : 0;
 	if (seq && pkt->has_trusted_pid && (r = seq_trust(c, seq, pkt->trusted_pid)))
 		return r;
 
-	/* Kernel data on the app's own sequence is the app speaking for the
-	 * kernel: a forged fork could claim someone else's task for it. */
-	bool kernel_ok = seq_state(c, seq) != SEQ_APP;
-	bool records = false; /* kept/dropped counted per ftrace record */
 	switch (pkt->data_case) {
 	case PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS:
-		records = kernel_ok;
-		r = kernel_ok ? ftrace_bundle(c, pkt->ftrace_events) : 0;
-		break;
 	case PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE:
-		r = kernel_ok ? process_tree(c, pkt->process_tree) : 0;
+		/* The runtime speaking for the kernel, whatever its sequence:
+		 * a forged fork would claim someone else's task for the app,
+		 * a forged process list would name it. Only the kernel's
+		 * stream carries these. */
+		r = 0;
 		break;
 	case PERFETTO__PROTOS__TRACE_PACKET__DATA_CLOCK_SNAPSHOT:
 		r = 1; /* clocks only: needed to place everything else in time */
@@ -1126,12 +1170,10 @@ static int packet(struct pf *c, const uint8_t *buf, size_t len)
 		pkt->has_sequence_flags = 0;
 		pkt->has_incremental_state_cleared = 0;
 	}
-	if (!records) {
-		if (keep)
-			c->st->kept++;
-		else
-			c->st->dropped++;
-	}
+	if (keep)
+		c->st->kept++;
+	else
+		c->st->dropped++;
 	if (!keep)
 		return 0;
 	pkt->has_trusted_pid = 0;
@@ -1153,11 +1195,15 @@ static int policy_ids(struct pf *c)
 	return 0;
 }
 
-static int run(struct pf *c)
+/* One input stream, to its end, through the shared read buffer. */
+static int stream(struct pf *c, int fd, bool kernel)
 {
-	int r = policy_ids(c);
-	if (r)
-		return r;
+	int r;
+	c->in_total += c->rb.total;
+	c->rb.fd = fd;
+	c->rb.pos = c->rb.len = 0;
+	c->rb.total = 0;
+	c->kernel = kernel;
 	for (;;) {
 		uint64_t tag, len;
 		bool eof;
@@ -1209,6 +1255,20 @@ static int run(struct pf *c)
 		if ((r = packet(c, c->pkt, (size_t)len)))
 			return r;
 	}
+	return 0;
+}
+
+static int run(struct pf *c, int in_fd, int kernel_fd)
+{
+	int r = policy_ids(c);
+	if (r)
+		return r;
+	/* The kernel's stream first: the forks it holds decide which pids
+	 * are the app's before the runtime's descriptors are judged. */
+	if (kernel_fd >= 0 && (r = stream(c, kernel_fd, true)))
+		return r;
+	if ((r = stream(c, in_fd, false)))
+		return r;
 	if ((r = wb_flush(&c->wb)))
 		return r;
 	/* Nothing parsed, or nothing of the app's left: never an empty result. */
@@ -1217,13 +1277,15 @@ static int run(struct pf *c)
 	return 0;
 }
 
-int rdc_perfetto(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stats *st)
+int rdc_perfetto(int in_fd, int kernel_fd, int out_fd, const struct rdc_policy *p,
+		 struct rdc_stats *st)
 {
 	struct rdc_stats scratch;
 	if (!st)
 		st = &scratch;
 	memset(st, 0, sizeof(*st));
-	if (in_fd < 0 || out_fd < 0 || !p || (p->npids && !p->pids) || (p->ntids && !p->tids))
+	if (in_fd < 0 || out_fd < 0 || kernel_fd < -1 || !p || (p->npids && !p->pids) ||
+	    (p->ntids && !p->tids))
 		return -EINVAL;
 
 	struct pf *c = calloc(1, sizeof(*c));
@@ -1231,7 +1293,6 @@ int rdc_perfetto(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_s
 		return -ENOMEM;
 	c->p = p;
 	c->st = st;
-	c->rb.fd = in_fd;
 	c->wb.fd = out_fd;
 	c->ids.max = p->npids + p->ntids;
 	c->learned.max = PF_MAX_LEARNED;
@@ -1245,9 +1306,9 @@ int rdc_perfetto(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_s
 	if (p->dlp && !(c->cache = calloc(DLP_CACHE_N, sizeof(*c->cache))))
 		r = -ENOMEM;
 	if (!r)
-		r = run(c);
+		r = run(c, in_fd, kernel_fd);
 
-	st->in_bytes = c->rb.total;
+	st->in_bytes = c->in_total + c->rb.total;
 	st->out_bytes = c->wb.total;
 	ar_fini(&c->ar);
 	map_fini(&c->ids);

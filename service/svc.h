@@ -344,8 +344,13 @@ typedef void (*svc_redact_cb)(void *ud, int code, const char *message);
 
 int svc_redact_init(struct event_base *base, const struct svc_config *cfg);
 void svc_redact_fini(void);
-/* Start redacting in_fd (rewound) into out_fd for app_pid. cb runs once. */
-int svc_redact_start(int in_fd, int out_fd, const char *format, pid_t app_pid,
+/*
+ * Start redacting in_fd (rewound) into out_fd for app_pid. cb runs once.
+ * kernel_fd: a trace's kernel stream (profilingd-ftrace's file, read from
+ * its start), which the redactor gets on fd 3 as the only source of
+ * kernel data; -1 for none.
+ */
+int svc_redact_start(int in_fd, int kernel_fd, int out_fd, const char *format, pid_t app_pid,
 		     svc_redact_cb cb, void *ud, struct svc_redact **h);
 /*
  * Record kernel sched data for a system trace with profilingd-ftrace into
@@ -391,6 +396,7 @@ void svc_redact_abort(struct svc_redact *h);
 #define SVC_SPAWN_CHILDREN_MAX 256
 #define SVC_SPAWN_F_REDACT 1u /* drop to the redact user, rlimits, no_new_privs */
 #define SVC_SPAWN_F_STDIN  2u /* an input fd comes first (else /dev/null) */
+#define SVC_SPAWN_F_FD3    4u /* one more fd comes last: the helper's fd 3 */
 
 enum svc_spawn_type { SVC_SPAWN_REQ = 1, SVC_SPAWN_KILL, SVC_SPAWN_REPLY, SVC_SPAWN_EXITED };
 
@@ -425,9 +431,12 @@ typedef void (*svc_spawn_exit_fn)(uint64_t id, int status);
 /* Fork the spawner (before the sandbox). fn gets every helper's exit. */
 int svc_spawn_init(struct event_base *base, const struct svc_spawn_setup *s, svc_spawn_exit_fn fn);
 void svc_spawn_fini(void);
-/* Start helper with argv and fds (in_fd < 0: /dev/null). 0 and *pid, or -errno. */
+/*
+ * Start helper with argv and fds (in_fd < 0: /dev/null; fd3 < 0: none, else
+ * the helper's fd 3, e.g. the redactor's kernel stream). 0 and *pid, or -errno.
+ */
 int svc_spawn_start(unsigned helper, char *const argv[], int in_fd, int out_fd, int err_fd,
-		    uint32_t flags, uint64_t id, pid_t *pid);
+		    int fd3, uint32_t flags, uint64_t id, pid_t *pid);
 /* SIGKILL helper id; its exit is reported as usual. */
 int svc_spawn_kill(uint64_t id);
 pid_t svc_spawn_pid(void);

@@ -2,7 +2,8 @@
  * The daemon's helper processes, one module for both kinds:
  * - profilingd-redact for a finished capture: the child is dropped to the
  *   redact user (no groups, no capabilities, no_new_privs), its address
- *   space and CPU time are capped, and it gets the raw artifact on fd 0;
+ *   space and CPU time are capped, and it gets the raw artifact on fd 0
+ *   and, for a system trace, profilingd-ftrace's kernel stream on fd 3;
  * - profilingd-ftrace for a system trace: it stays root (tracefs).
  * Each gets its output file on fd 1 and a pipe on fd 2 for its status
  * line, and an empty environment. The spawner process (svc_spawn.c)
@@ -313,7 +314,7 @@ static void timeout_cb(evutil_socket_t fd, short what, void *arg)
 	/* exit_cb finishes it when the spawner reports the exit. */
 }
 
-static int spawn(const char *path, char **argv, int in_fd, int out_fd, bool redact,
+static int spawn(const char *path, char **argv, int in_fd, int out_fd, int fd3, bool redact,
 		 uint32_t timeout_ms, svc_redact_cb cb, void *ud, struct svc_redact **out)
 {
 	int pipefd[2], r;
@@ -354,7 +355,7 @@ static int spawn(const char *path, char **argv, int in_fd, int out_fd, bool reda
 		dargv[n] = NULL;
 		argv = dargv;
 	}
-	r = svc_spawn_start(helper, argv, in_fd, out_fd, pipefd[1],
+	r = svc_spawn_start(helper, argv, in_fd, out_fd, pipefd[1], fd3,
 			    redact ? SVC_SPAWN_F_REDACT : 0, h->id, &h->pid);
 	close(pipefd[1]);
 	if (r < 0) {
@@ -371,7 +372,7 @@ static int spawn(const char *path, char **argv, int in_fd, int out_fd, bool reda
 	return 0;
 }
 
-int svc_redact_start(int in_fd, int out_fd, const char *format, pid_t app_pid,
+int svc_redact_start(int in_fd, int kernel_fd, int out_fd, const char *format, pid_t app_pid,
 		     svc_redact_cb cb, void *ud, struct svc_redact **out)
 {
 	char pids[16], tids[SVC_REDACT_TIDS_MAX * 12];
@@ -391,6 +392,11 @@ int svc_redact_start(int in_fd, int out_fd, const char *format, pid_t app_pid,
 		argv[n++] = "--tids";
 		argv[n++] = tids;
 	}
+	/* The spawner puts it at fd 3 (SVC_SPAWN_F_FD3). */
+	if (kernel_fd >= 0) {
+		argv[n++] = "--kernel-fd";
+		argv[n++] = "3";
+	}
 	if (!drop_privs)
 		argv[n++] = "--allow-root";
 	if (cfg->dlp_builtin)
@@ -400,9 +406,10 @@ int svc_redact_start(int in_fd, int out_fd, const char *format, pid_t app_pid,
 		argv[n++] = (char *)cfg->dlp[i];
 	}
 	argv[n] = NULL;
-	if (lseek(in_fd, 0, SEEK_SET) < 0)
+	if (lseek(in_fd, 0, SEEK_SET) < 0 || (kernel_fd >= 0 && lseek(kernel_fd, 0, SEEK_SET) < 0))
 		return -errno;
-	return spawn(redactor, argv, in_fd, out_fd, true, cfg->redact_timeout_ms, cb, ud, out);
+	return spawn(redactor, argv, in_fd, out_fd, kernel_fd, true, cfg->redact_timeout_ms, cb,
+		     ud, out);
 }
 
 int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_kb, int out_fd,
@@ -417,7 +424,7 @@ int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_
 	char *argv[] = { "profilingd-ftrace", "--duration-ms", dur, "--buffer-kb", kb,
 			 "--instance", inst, NULL };
 	/* It stops on its own after the duration; the cap covers reading out. */
-	return spawn(ftracer, argv, -1, out_fd, false, duration_ms + 30000, cb, ud, out);
+	return spawn(ftracer, argv, -1, out_fd, -1, false, duration_ms + 30000, cb, ud, out);
 }
 
 int svc_perf_start(pid_t pid, uint32_t hz, uint32_t duration_ms, int out_fd, svc_redact_cb cb,
@@ -430,7 +437,8 @@ int svc_perf_start(pid_t pid, uint32_t hz, uint32_t duration_ms, int out_fd, svc
 	snprintf(f, sizeof(f), "%u", hz);
 	snprintf(d, sizeof(d), "%u", duration_ms);
 	char *argv[] = { "profilingd-perf", "--pid", p, "--hz", f, "--duration-ms", d, NULL };
-	return spawn(perfer, argv, -1, out_fd, false, duration_ms + cfg->deadline_grace_ms, cb, ud, out);
+	return spawn(perfer, argv, -1, out_fd, -1, false, duration_ms + cfg->deadline_grace_ms, cb,
+		     ud, out);
 }
 
 int svc_jattach_start(pid_t pid, enum svc_jattach_op op, uint32_t timeout_ms, int out_fd,
@@ -454,7 +462,7 @@ int svc_jattach_start(pid_t pid, enum svc_jattach_op op, uint32_t timeout_ms, in
 	/* The helper enforces the limit itself; this cap covers a stuck VM. */
 	return spawn(jattacher, op == SVC_JATTACH_LOAD ? load : op == SVC_JATTACH_LISTEN ? listen
 										: dump,
-		     -1, out_fd, false, timeout_ms + 5000, cb, ud, out);
+		     -1, out_fd, -1, false, timeout_ms + 5000, cb, ud, out);
 }
 
 bool svc_jvm_agent_available(void)

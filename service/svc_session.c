@@ -522,21 +522,30 @@ static bool start_agent_load(struct session *s)
 	return true;
 }
 
-/* Append the kernel half to the runtime's trace: both are TracePacket streams. */
-static int append_ftrace(struct session *s)
+/*
+ * The kernel half of a system trace, for the redactor's own fd: the file
+ * profilingd-ftrace wrote (root-only, in raw/, never the runtime's), opened
+ * again read-only. It is never merged into the runtime's file: the
+ * redactor takes kernel data from this fd alone, and drops kernel-looking
+ * packets from the runtime's stream. -1 when there is none (no helper, it
+ * failed, or it recorded nothing): the trace then has the app's own events.
+ */
+static int kernel_stream(struct session *s, const char *format)
 {
-	struct stat st;
-	if (s->ft_fd < 0 || fstat(s->ft_fd, &st) < 0 || st.st_size == 0)
-		return 0;
-	off_t in = 0, out = lseek(s->raw_fd, 0, SEEK_END);
-	if (out < 0)
-		return -errno;
-	while (in < st.st_size) {
-		ssize_t n = copy_file_range(s->ft_fd, &in, s->raw_fd, &out, (size_t)(st.st_size - in), 0);
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
+	struct stat st, st2;
+	if (strcmp(format, "perfetto") || s->ft_fd < 0 || !s->ft_path[0] ||
+	    fstat(s->ft_fd, &st) < 0 || st.st_size == 0)
+		return -1;
+	int fd = open(s->ft_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0 && (fstat(fd, &st2) < 0 || st2.st_ino != st.st_ino || st2.st_dev != st.st_dev)) {
+		close(fd);
+		fd = -1;
+		errno = ESTALE;
 	}
-	return 0;
+	if (fd < 0)
+		LOG_W("session %llu: kernel sched data left out: %s", (unsigned long long)s->id,
+		      strerror(errno));
+	return fd;
 }
 
 static void capture_drained(struct session *s);
@@ -752,6 +761,14 @@ static void redact_done(void *ud, int code, const char *rmsg)
 				LOG_N("session %llu: raw artifact kept as %s (keep_failed_raw)",
 				      (unsigned long long)s->id, keep);
 			}
+			/* A trace's kernel half is the other input the redactor read. */
+			if (s->ft_path[0] &&
+			    util_fmt(keep, sizeof(keep), "%s/failed-%llu.ftrace", raw_dir,
+				     (unsigned long long)s->id) == 0 && rename(s->ft_path, keep) == 0) {
+				s->ft_path[0] = '\0';
+				LOG_N("session %llu: kernel trace kept as %s (keep_failed_raw)",
+				      (unsigned long long)s->id, keep);
+			}
 		}
 		if (code == SVC_REDACT_NOSPACE) {
 			util_fmt(msg, sizeof(msg), "no space left for the result: %s",
@@ -833,14 +850,6 @@ static void start_redaction(struct session *s)
 	struct stat st;
 	int r;
 
-	if (s->type == PROF_SYSTEM_TRACE && (r = append_ftrace(s)) < 0) {
-		if (r == -ENOSPC || r == -EDQUOT) {
-			fail(s, PROF_E_NO_DISK_SPACE, "no space left to merge the kernel trace");
-			return;
-		}
-		LOG_W("session %llu: kernel sched data not merged: %s", (unsigned long long)s->id,
-		      strerror(-r));
-	}
 	if (fstat(s->raw_fd, &st) < 0 || st.st_size <= 0) {
 		fail(s, PROF_E_POST_PROCESSING, "the runtime wrote no data");
 		return;
@@ -876,9 +885,22 @@ static void start_redaction(struct session *s)
 	}
 	s->state = S_REDACTING;
 	notify(s, "redacting", 0, NULL, 0, NULL);
-	r = svc_redact_start(s->raw_fd, s->out_fd,
-			     s->redact_format ? s->redact_format : type_info[s->type].format, s->pid,
-			     redact_done, s, &s->rd);
+	const char *format = s->redact_format ? s->redact_format : type_info[s->type].format;
+	int kfd = kernel_stream(s, format);
+	struct stat kst;
+	/* The cap is on what the redactor reads: both halves, as when they
+	 * were one file. */
+	if (kfd >= 0 && fstat(kfd, &kst) == 0 &&
+	    (uint64_t)st.st_size + (uint64_t)kst.st_size > cfg->max_result_bytes) {
+		close(kfd);
+		util_fmt(msg, sizeof(msg), "trace of %lld bytes with its kernel half exceeds "
+			 "max_result_bytes", (long long)(st.st_size + kst.st_size));
+		fail(s, PROF_E_POST_PROCESSING, msg);
+		return;
+	}
+	r = svc_redact_start(s->raw_fd, kfd, s->out_fd, format, s->pid, redact_done, s, &s->rd);
+	if (kfd >= 0)
+		close(kfd); /* the redactor has its own copy */
 	if (r < 0) {
 		util_fmt(msg, sizeof(msg), "cannot start the redactor: %s", strerror(-r));
 		fail(s, PROF_E_POST_PROCESSING, msg);

@@ -92,7 +92,8 @@ int svc_spawn_decode(const uint8_t *buf, size_t len, struct svc_spawn_msg *m)
 	switch (h.type) {
 	case SVC_SPAWN_REQ:
 		if (h.argc < 1 || h.argc > SVC_SPAWN_ARGS_MAX ||
-		    (h.flags & ~(SVC_SPAWN_F_REDACT | SVC_SPAWN_F_STDIN)) || h.value)
+		    (h.flags & ~(SVC_SPAWN_F_REDACT | SVC_SPAWN_F_STDIN | SVC_SPAWN_F_FD3)) ||
+		    h.value)
 			return -EBADMSG;
 		break;
 	case SVC_SPAWN_KILL:
@@ -243,9 +244,9 @@ struct child {
 static void exec_helper(const struct svc_spawn_setup *s, const char *path, char *const argv[],
 			const int *fds, uint32_t flags)
 {
-	int in = (flags & SVC_SPAWN_F_STDIN) ? fds[0] : open("/dev/null", O_RDONLY | O_CLOEXEC);
-	int out = fds[(flags & SVC_SPAWN_F_STDIN) ? 1 : 0];
-	int err = fds[(flags & SVC_SPAWN_F_STDIN) ? 2 : 1];
+	int k = (flags & SVC_SPAWN_F_STDIN) ? 1 : 0;
+	int in = k ? fds[0] : open("/dev/null", O_RDONLY | O_CLOEXEC);
+	int out = fds[k], err = fds[k + 1];
 	sigset_t none;
 
 	/* The spawner ignores SIGINT/SIGTERM (the daemon's exit ends it). */
@@ -254,6 +255,10 @@ static void exec_helper(const struct svc_spawn_setup *s, const char *path, char 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	if (in < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+		_exit(71);
+	/* Over the request socket's copy (close-on-exec: gone at exec when
+	 * no fd 3 is given). Received fds are above 4, so nothing is lost. */
+	if ((flags & SVC_SPAWN_F_FD3) && dup2(fds[k + 2], 3) < 0)
 		_exit(71);
 	if (flags & SVC_SPAWN_F_REDACT) {
 		struct rlimit cpu = { s->redact_cpu_s, s->redact_cpu_s + 1 };
@@ -283,7 +288,7 @@ static void exec_helper(const struct svc_spawn_setup *s, const char *path, char 
 static int32_t do_spawn(const struct svc_spawn_setup *s, const struct svc_spawn_msg *m,
 			const int *fds, int nfds, struct child *kids, unsigned *nkids)
 {
-	int want = (m->flags & SVC_SPAWN_F_STDIN) ? 3 : 2;
+	int want = 2 + !!(m->flags & SVC_SPAWN_F_STDIN) + !!(m->flags & SVC_SPAWN_F_FD3);
 	if (nfds != want)
 		return -EBADF;
 	if (m->helper >= s->nhelpers || !s->helpers[m->helper] || !s->helpers[m->helper][0])
@@ -512,11 +517,11 @@ bool svc_spawn_lost(void)
 }
 
 int svc_spawn_start(unsigned helper, char *const argv[], int in_fd, int out_fd, int err_fd,
-		    uint32_t flags, uint64_t id, pid_t *pid)
+		    int fd3, uint32_t flags, uint64_t id, pid_t *pid)
 {
 	static uint8_t buf[SVC_SPAWN_MSG_MAX];
 	struct svc_spawn_msg m = { .type = SVC_SPAWN_REQ, .id = id, .helper = helper };
-	int fds[3], nfds = 0, r;
+	int fds[4], nfds = 0, r;
 	size_t len;
 
 	if (lost || req_fd < 0)
@@ -533,6 +538,10 @@ int svc_spawn_start(unsigned helper, char *const argv[], int in_fd, int out_fd, 
 	}
 	fds[nfds++] = out_fd;
 	fds[nfds++] = err_fd;
+	if (fd3 >= 0) {
+		flags |= SVC_SPAWN_F_FD3;
+		fds[nfds++] = fd3;
+	}
 	m.flags = flags;
 	if ((r = svc_spawn_encode(&m, buf, sizeof(buf), &len)) < 0)
 		return r;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The redactor's sandbox, checked on the real binary: a forbidden syscall
 # after the filter is on kills it (or, in debug mode, is named); it refuses
-# to run as root; a good pprof passes and a bad one is refused.
+# to run as root; a good pprof passes and a bad one is refused; a trace's
+# kernel data is taken from --kernel-fd only.
 . "$(dirname "$0")/lib.sh"
 R=$BUILD/redact/profilingd-redact
 [ -x "$R" ] || fail "no $R"
@@ -54,6 +55,28 @@ rc=0
 "$R" --format pprof --pids 1 < /dev/null > /dev/null 2> "$T/err" || rc=$?
 [ "$rc" -eq 70 ] && grep -q "refusing to redact as root" "$T/err" || fail "runs as root without --allow-root"
 echo "ok: refuses to run as root"
+
+# A trace's kernel half comes on its own fd (--kernel-fd): read under the
+# filter (in debug mode too), while the same bytes on fd 0, the runtime's
+# stream, lose their sched data (the app cannot speak for the kernel).
+SEED=$(cd "$(dirname "$0")/../fuzz/corpus/perfetto" && pwd)/sched_tracks
+for mode in "" --debug-seccomp; do
+	rc=0
+	"$R" --format perfetto --pids 100 --tids 100,101 --allow-root $mode --kernel-fd 3 \
+		< /dev/null 3< "$SEED" > /dev/null 2> "$T/err" || rc=$?
+	[ "$rc" -eq 0 ] || { cat "$T/err"; fail "kernel fd ${mode:-}: exit $rc"; }
+	grep -Eq "^ok .* anonymised=[1-9]" "$T/err" || fail "kernel fd: no sched data redacted: $(cat "$T/err")"
+done
+"$R" --format perfetto --pids 100 --tids 100,101 --allow-root < "$SEED" > /dev/null 2> "$T/err" ||
+	fail "runtime stream: $(cat "$T/err")"
+grep -q "anonymised=0 " "$T/err" || fail "sched data from the runtime's stream was used: $(cat "$T/err")"
+rc=0
+"$R" --format perfetto --pids 100 --allow-root --kernel-fd 3 < "$SEED" > /dev/null 2> "$T/err" 3<&- || rc=$?
+[ "$rc" -eq 70 ] && grep -q "kernel-fd 3 is not open" "$T/err" || fail "closed kernel fd: exit $rc"
+rc=0
+"$R" --format pprof --pids 100 --allow-root --kernel-fd 3 < /dev/null 3< "$SEED" > /dev/null 2>&1 || rc=$?
+[ "$rc" -eq 70 ] || fail "--kernel-fd with pprof: exit $rc, want 70 (usage)"
+echo "ok: kernel data only from --kernel-fd, under the filter"
 
 # A real capture through the daemon, then redacted again by hand: stable.
 start_daemon

@@ -391,12 +391,15 @@ static void out_free(struct out *o)
 	memset(o, 0, sizeof(*o));
 }
 
-static struct out redact_fd(int in, const struct rdc_policy *p)
+/* in: the runtime's stream; kin: the kernel's, or -1. */
+static struct out redact_fds(int in, int kin, const struct rdc_policy *p)
 {
 	struct out o = { 0 };
 	int outfd = memfd();
 	assert_int_equal(lseek(in, 0, SEEK_SET), 0);
-	o.rc = rdc_perfetto(in, outfd, p, &o.st);
+	if (kin >= 0)
+		assert_int_equal(lseek(kin, 0, SEEK_SET), 0);
+	o.rc = rdc_perfetto(in, kin, outfd, p, &o.st);
 	off_t end = lseek(outfd, 0, SEEK_END);
 	assert_true(end >= 0);
 	o.len = (size_t)end;
@@ -410,6 +413,20 @@ static struct out redact_fd(int in, const struct rdc_policy *p)
 		assert_non_null(o.t);
 		assert_int_equal((uint64_t)o.len, o.st.out_bytes);
 	}
+	return o;
+}
+
+static struct out redact_fd(int in, const struct rdc_policy *p)
+{
+	return redact_fds(in, -1, p);
+}
+
+/* The kernel's stream alone, with an empty runtime stream. */
+static struct out redact_kernel(int kin, const struct rdc_policy *p)
+{
+	int in = memfd();
+	struct out o = redact_fds(in, kin, p);
+	close(in);
 	return o;
 }
 
@@ -517,7 +534,8 @@ static size_t out_track_events(const struct out *o, TEvent **ev, size_t max)
 
 /* ---- a system trace: the app and secretproc sharing cpus */
 
-static int app_trace(void)
+/* The kernel's half, as profilingd-ftrace writes it. */
+static int app_kernel(void)
 {
 	int fd = memfd();
 	FEvent *cpu2[] = {
@@ -542,7 +560,13 @@ static int app_trace(void)
 		fe_switch(4400, "app-main", 102, "swapper/2", 0),
 	};
 	put_packet(fd, pk_bundle(2, cpu2, sizeof(cpu2) / sizeof(cpu2[0])));
+	return fd;
+}
 
+/* The runtime's half: track events of the app and of secretproc. */
+static int app_trace(void)
+{
+	int fd = memfd();
 	/* The app's sequence 7: its process and thread tracks, nested slices. */
 	put_packet(fd, pk_process(7, 10, APP, "com.example.app"));
 	put_packet(fd, pk_thread(7, 11, 10, APP, APP, "app-main"));
@@ -562,12 +586,13 @@ static int app_trace(void)
 
 static void test_sched(void **state)
 {
-	int in = app_trace();
-	off_t inlen = lseek(in, 0, SEEK_END);
-	assert_true(fd_has(in, SECRET));
+	int in = app_trace(), kin = app_kernel();
+	off_t inlen = lseek(in, 0, SEEK_END) + lseek(kin, 0, SEEK_END);
+	assert_true(fd_has(kin, SECRET));
 	struct rdc_policy p = policy(NULL);
-	struct out o = redact_fd(in, &p);
+	struct out o = redact_fds(in, kin, &p);
 	close(in);
+	close(kin);
 	assert_int_equal(o.rc, 0);
 	assert_int_equal(o.st.in_bytes, (uint64_t)inlen);
 	assert_false(has_bytes(&o, SECRET));
@@ -639,10 +664,11 @@ static void test_sched(void **state)
 
 static void test_tracks(void **state)
 {
-	int in = app_trace();
+	int in = app_trace(), kin = app_kernel();
 	struct rdc_policy p = policy(NULL);
-	struct out o = redact_fd(in, &p);
+	struct out o = redact_fds(in, kin, &p);
 	close(in);
+	close(kin);
 	assert_int_equal(o.rc, 0);
 
 	/* Only the app's descriptors. */
@@ -788,34 +814,183 @@ static void test_trusted_pid(void **state)
 	out_free(&o);
 }
 
-/* The app cannot speak for the kernel: ftrace data on its own sequence is
- * dropped, so a forged fork cannot claim secretproc's thread. */
-static void test_forged_kernel_data(void **state)
+static Packet *pk_tree(uint32_t seq, int32_t pid, int32_t ppid, const char *cmd)
+{
+	Packet *pkt = pk(seq);
+	Perfetto__Protos__ProcessTree *t = NEW(Perfetto__Protos__ProcessTree, PERFETTO__PROTOS__PROCESS_TREE__INIT);
+	Perfetto__Protos__ProcessTree__Process *pr = NEW(Perfetto__Protos__ProcessTree__Process,
+							  PERFETTO__PROTOS__PROCESS_TREE__PROCESS__INIT);
+	pr->has_pid = pr->has_ppid = 1;
+	pr->pid = pid;
+	pr->ppid = ppid;
+	pr->n_cmdline = 1;
+	pr->cmdline = ARR(char *, 1);
+	pr->cmdline[0] = tstr(cmd);
+	t->n_processes = 1;
+	t->processes = ARR(Perfetto__Protos__ProcessTree__Process *, 1);
+	t->processes[0] = pr;
+	pkt->data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE;
+	pkt->process_tree = t;
+	return pkt;
+}
+
+static size_t count_case(const struct out *o, Perfetto__Protos__TracePacket__DataCase c)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < o->t->n_packet; i++)
+		n += o->t->packet[i]->data_case == c;
+	return n;
+}
+
+/* Sequences a runtime can put kernel-looking packets on: none, one that no
+ * packet declares, and the app's own (7, declared by its descriptor). */
+static const uint32_t forged_seqs[] = { 0, 4242, 7 };
+
+/* The app cannot speak for the kernel (issue 14): a fork by the app of
+ * secretproc's tasks, in the runtime's stream, is ignored on any sequence,
+ * so the kernel's own switches of secretproc stay anonymous. */
+static void test_forged_fork_ignored(void **state)
+{
+	int in = memfd(), kin = memfd();
+	put_packet(in, pk_process(7, 10, APP, "com.example.app"));
+	put_packet(in, pk_slice(7, 5, 10, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "mine"));
+	for (size_t i = 0; i < 3; i++) {
+		FEvent *forged[] = { fe_fork(10, "app-main", APP, SECRET, FOE),
+				     fe_fork(11, "app-main", APP, SECRET, FOE_T) };
+		Packet *f = pk_bundle(0, forged, 2);
+		f->has_trusted_packet_sequence_id = forged_seqs[i] != 0;
+		f->trusted_packet_sequence_id = forged_seqs[i];
+		f->has_trusted_pid = 1;
+		f->trusted_pid = APP;
+		put_packet(in, f);
+	}
+	/* The real kernel data: secretproc's threads run beside the app. */
+	FEvent *real[] = { fe_switch(20, "app-main", APP, SECRET, FOE_T),
+			   fe_switch(21, SECRET, FOE_T, SECRET, FOE),
+			   fe_waking(22, FOE, SECRET, FOE_T) };
+	put_packet(kin, pk_bundle(0, real, 3));
+
+	struct rdc_policy p = policy(NULL);
+	struct out o = redact_fds(in, kin, &p);
+	close(in);
+	close(kin);
+	assert_int_equal(o.rc, 0);
+	assert_false(has_bytes(&o, SECRET));
+	assert_no_foe_ids(&o.t->base);
+	FEvent *ev[8];
+	uint32_t cpu[8];
+	/* The two switches, anonymised; the waking of a foreign task goes. */
+	assert_int_equal(out_events(&o, ev, cpu, 8), 2);
+	assert_int_equal(ev[0]->sched_switch->next_pid, SYNTH(0));
+	assert_int_equal(ev[1]->sched_switch->prev_pid, SYNTH(0));
+	assert_int_equal(ev[1]->sched_switch->next_pid, SYNTH(0));
+	assert_true(has_bytes(&o, "mine"));
+	out_free(&o);
+}
+
+/* Forks from the kernel's stream do widen the app: the child and its
+ * descriptor (from the runtime's stream, read after) are the app's, until a
+ * fork by someone else hands the id out again. */
+static void test_kernel_fork_honoured(void **state)
+{
+	int in = memfd(), kin = memfd();
+	FEvent *k[] = {
+		fe_fork(10, "app-main", APP, "app-child", 102),
+		fe_switch(11, "app-main", APP, "app-child", 102),
+		fe_rename(12, 102, "app-child", "app-renamed"),
+		fe_exit(13, "app-renamed", 102, 102),
+		/* 102 again, forked by secretproc: not the app's any more */
+		fe_fork(14, SECRET, FOE, SECRET, 102),
+		fe_switch(15, "app-main", APP, SECRET, 102),
+	};
+	put_packet(kin, pk_bundle(1, k, 6));
+	put_packet(in, pk_process(8, 12, 102, "app-child-proc"));
+
+	struct rdc_policy p = policy(NULL);
+	struct out o = redact_fds(in, kin, &p);
+	close(in);
+	close(kin);
+	assert_int_equal(o.rc, 0);
+	assert_false(has_bytes(&o, SECRET));
+	FEvent *ev[8];
+	uint32_t cpu[8];
+	assert_int_equal(out_events(&o, ev, cpu, 8), 5);
+	assert_int_equal(ev[0]->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_PROCESS_FORK);
+	assert_int_equal(ev[0]->sched_process_fork->child_pid, 102);
+	assert_int_equal(ev[1]->sched_switch->next_pid, 102);
+	assert_string_equal(ev[1]->sched_switch->next_comm, "app-child");
+	assert_string_equal(ev[2]->task_rename->newcomm, "app-renamed");
+	assert_int_equal(ev[3]->sched_process_exit->pid, 102);
+	assert_int_equal(ev[4]->sched_switch->next_pid, SYNTH(1));
+	assert_string_equal(ev[4]->sched_switch->next_comm, "");
+	out_free(&o);
+
+	/* The child's descriptor is judged after the kernel's stream: the
+	 * fork made 102 the app's. Without the pid reuse it stays. */
+	in = memfd();
+	kin = memfd();
+	put_packet(kin, pk_bundle(1, k, 2));
+	put_packet(in, pk_process(8, 12, 102, "app-child-proc"));
+	o = redact_fds(in, kin, &p);
+	close(in);
+	close(kin);
+	assert_int_equal(o.rc, 0);
+	assert_true(has_bytes(&o, "app-child-proc"));
+	out_free(&o);
+}
+
+/* Kernel-origin packets in the runtime's stream go, whatever their
+ * sequence and even when all they say is about the app. */
+static void test_runtime_kernel_packets_dropped(void **state)
 {
 	int in = memfd();
-	FEvent *forged[] = { fe_fork(10, "app-main", APP, SECRET, FOE_T) };
-	Packet *f = pk_bundle(0, forged, 1);
-	f->trusted_packet_sequence_id = 6;
-	f->has_trusted_pid = 1;
-	f->trusted_pid = APP;
-	put_packet(in, f);
-	/* The real kernel data, from traced_probes' sequence. */
-	FEvent *real[] = { fe_switch(20, "app-main", APP, SECRET, FOE_T) };
-	Packet *k = pk_bundle(0, real, 1);
-	k->has_trusted_pid = 1;
-	k->trusted_pid = 999;
-	put_packet(in, k);
+	put_packet(in, pk_process(7, 10, APP, "com.example.app"));
+	for (size_t i = 0; i < 3; i++) {
+		FEvent *mine[] = { fe_switch(10, "app-main", APP, "app-worker", APP_T),
+				   fe_rename(11, APP_T, "app-worker", "app-fake") };
+		Packet *b = pk_bundle(0, mine, 2);
+		b->has_trusted_packet_sequence_id = forged_seqs[i] != 0;
+		b->trusted_packet_sequence_id = forged_seqs[i];
+		put_packet(in, b);
+		put_packet(in, pk_tree(forged_seqs[i], APP, FOE, "tree-" SECRET));
+		put_packet(in, pk_tree(forged_seqs[i], FOE, APP, SECRET));
+	}
+	put_packet(in, pk_slice(7, 5, 10, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "mine"));
 
 	struct rdc_policy p = policy(NULL);
 	struct out o = redact_fd(in, &p);
 	close(in);
 	assert_int_equal(o.rc, 0);
 	assert_false(has_bytes(&o, SECRET));
-	assert_no_foe_ids(&o.t->base);
-	FEvent *ev[4];
-	uint32_t cpu[4];
-	assert_int_equal(out_events(&o, ev, cpu, 4), 1);
-	assert_int_equal(ev[0]->sched_switch->next_pid, SYNTH(0));
+	assert_false(has_bytes(&o, "app-fake"));
+	assert_int_equal(count_case(&o, PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS), 0);
+	assert_int_equal(count_case(&o, PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE), 0);
+	assert_int_equal(o.t->n_packet, 2);
+	assert_int_equal(o.st.dropped, 9);
+	out_free(&o);
+
+	/* With nothing else of the app's, such a stream is no result. */
+	in = memfd();
+	FEvent *only[] = { fe_switch(10, "app-main", APP, "app-worker", APP_T) };
+	put_packet(in, pk_bundle(0, only, 1));
+	put_packet(in, pk_tree(0, APP, 1, "com.example.app"));
+	o = redact_fd(in, &p);
+	close(in);
+	assert_int_equal(o.rc, -EBADMSG);
+	out_free(&o);
+
+	/* The kernel's stream in turn carries nothing but kernel data. */
+	int kin = memfd();
+	FEvent *k[] = { fe_switch(10, "app-main", APP, "app-worker", APP_T) };
+	put_packet(kin, pk_bundle(0, k, 1));
+	put_packet(kin, pk_thread(1000, 30, 0, APP, APP, "kernel-track"));
+	put_packet(kin, pk_slice(1000, 5, 30, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "kernel-slice"));
+	o = redact_kernel(kin, &p);
+	close(kin);
+	assert_int_equal(o.rc, 0);
+	assert_false(has_bytes(&o, "kernel-track"));
+	assert_false(has_bytes(&o, "kernel-slice"));
+	assert_int_equal(o.t->n_packet, 1);
 	out_free(&o);
 }
 
@@ -936,7 +1111,7 @@ static void test_compact_sched(void **state)
 	put_packet(in, pkt);
 
 	struct rdc_policy p = policy(NULL);
-	struct out o = redact_fd(in, &p);
+	struct out o = redact_kernel(in, &p);
 	close(in);
 	assert_int_equal(o.rc, 0);
 	assert_false(has_bytes(&o, SECRET));
@@ -975,7 +1150,7 @@ static void test_compact_sched(void **state)
 	cs->n_switch_next_prio = 3;
 	put_packet(in, pkt);
 	put_packet(in, pk_slice(6, 20, 0, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "mine"));
-	o = redact_fd(in, &p);
+	o = redact_kernel(in, &p);
 	close(in);
 	assert_int_equal(o.rc, -EBADMSG);
 	out_free(&o);
@@ -984,7 +1159,7 @@ static void test_compact_sched(void **state)
 	cs->n_switch_next_prio = 4;
 	scomm[2] = 7;
 	put_packet(in, pkt);
-	o = redact_fd(in, &p);
+	o = redact_kernel(in, &p);
 	close(in);
 	assert_int_equal(o.rc, -EBADMSG);
 	out_free(&o);
@@ -1039,7 +1214,7 @@ static void test_process_tree(void **state)
 	put_packet(in, pkt);
 
 	struct rdc_policy p = policy(NULL);
-	struct out o = redact_fd(in, &p);
+	struct out o = redact_kernel(in, &p);
 	close(in);
 	assert_int_equal(o.rc, 0);
 	assert_false(has_bytes(&o, SECRET));
@@ -1063,24 +1238,26 @@ static void test_nothing_left(void **state)
 	assert_int_equal(o.rc, -EBADMSG);
 	out_free(&o);
 
-	int in = memfd();
+	int in = memfd(), kin = memfd();
 	FEvent *ev[] = { fe_switch(1, SECRET, FOE, SECRET, FOE_T), fe_waking(2, FOE, SECRET, FOE_T) };
-	put_packet(in, pk_bundle(0, ev, 2));
+	put_packet(kin, pk_bundle(0, ev, 2));
 	put_packet(in, pk_process(9, 20, FOE, SECRET));
 	put_packet(in, pk_slice(9, 3, 20, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "x"));
-	o = redact_fd(in, &p);
+	o = redact_fds(in, kin, &p);
 	close(in);
+	close(kin);
 	assert_int_equal(o.rc, -EBADMSG);
 	out_free(&o);
 
-	assert_int_equal(rdc_perfetto(0, 1, NULL, NULL), -EINVAL);
+	assert_int_equal(rdc_perfetto(0, -1, 1, NULL, NULL), -EINVAL);
+	assert_int_equal(rdc_perfetto(0, -2, 1, &p, NULL), -EINVAL);
 }
 
-/* Every truncation of a valid trace is refused, except at a packet
- * boundary, where what is left is itself a trace. */
-static void test_truncated(void **state)
+/* Every truncation of a valid stream, the runtime's or the kernel's, is
+ * refused, except at a packet boundary, where what is left is itself a
+ * trace. */
+static void truncations(int full, bool kernel)
 {
-	int full = app_trace();
 	off_t len = lseek(full, 0, SEEK_END);
 	uint8_t *b = malloc((size_t)len);
 	assert_non_null(b);
@@ -1104,8 +1281,12 @@ static void test_truncated(void **state)
 
 	struct rdc_policy p = policy(NULL);
 	size_t ok = 0;
-	for (off_t cut = 0; cut < len; cut++) {
-		struct out o = redact_bytes(b, (size_t)cut, &p);
+	for (off_t cut = 0; cut <= len; cut++) {
+		int part = memfd();
+		if (cut)
+			put(part, b, (size_t)cut);
+		struct out o = kernel ? redact_kernel(part, &p) : redact_fd(part, &p);
+		close(part);
 		if (boundary[cut] && cut > 0)
 			assert_true(o.rc == 0 || o.rc == -EBADMSG);
 		else
@@ -1119,6 +1300,12 @@ static void test_truncated(void **state)
 	assert_true(ok > 0);
 	free(boundary);
 	free(b);
+}
+
+static void test_truncated(void **state)
+{
+	truncations(app_trace(), false);
+	truncations(app_kernel(), true);
 }
 
 static void test_caps_and_garbage(void **state)
@@ -1232,7 +1419,9 @@ int main(void)
 		cmocka_unit_test_teardown(test_tracks, pool_free),
 		cmocka_unit_test_teardown(test_dlp, pool_free),
 		cmocka_unit_test_teardown(test_trusted_pid, pool_free),
-		cmocka_unit_test_teardown(test_forged_kernel_data, pool_free),
+		cmocka_unit_test_teardown(test_forged_fork_ignored, pool_free),
+		cmocka_unit_test_teardown(test_kernel_fork_honoured, pool_free),
+		cmocka_unit_test_teardown(test_runtime_kernel_packets_dropped, pool_free),
 		cmocka_unit_test_teardown(test_sequence_state, pool_free),
 		cmocka_unit_test_teardown(test_compact_sched, pool_free),
 		cmocka_unit_test_teardown(test_process_tree, pool_free),

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -242,6 +243,35 @@ static void test_spawner_runs_helpers(void **state)
 	assert_true(WIFSIGNALED(m.value));
 	assert_int_equal(WTERMSIG(m.value), SIGKILL);
 	assert_int_equal(kill(sleeper, 0), -1);
+
+	/* F_FD3: one more fd, last, which the helper gets as its fd 3 (the
+	 * redactor's kernel stream). Promised but missing: refused. */
+	send_req(&r, 20, 1, (const char *[]){ "sleep", "60", NULL }, two, 2, SVC_SPAWN_F_FD3);
+	recv_msg(r.req, SVC_SPAWN_REPLY, &m);
+	assert_int_equal(m.value, -EBADF);
+	int kfd = memfd_create("kernel-stream", MFD_CLOEXEC);
+	assert_true(kfd >= 0);
+	int three[3] = { null_fd, null_fd, kfd };
+	send_req(&r, 21, 1, (const char *[]){ "sleep", "60", NULL }, three, 3, SVC_SPAWN_F_FD3);
+	recv_msg(r.req, SVC_SPAWN_REPLY, &m);
+	assert_true(m.value > 0);
+	sleeper = m.value;
+	close(kfd);
+	char link[64], target[128] = "";
+	snprintf(link, sizeof(link), "/proc/%d/fd/3", (int)sleeper);
+	/* The exec may not have happened yet: fd 3 is set before it. */
+	for (int i = 0; i < 30000 && !strstr(target, "memfd:kernel-stream"); i++) {
+		ssize_t tl = readlink(link, target, sizeof(target) - 1);
+		target[tl > 0 ? tl : 0] = '\0';
+		if (!strstr(target, "memfd:kernel-stream"))
+			usleep(1000);
+	}
+	assert_non_null(strstr(target, "memfd:kernel-stream"));
+	k.id = 21;
+	assert_int_equal(svc_spawn_encode(&k, kb, sizeof(kb), &klen), 0);
+	send_raw(r.req, kb, klen, NULL, 0);
+	recv_msg(r.evt, SVC_SPAWN_EXITED, &m);
+	assert_int_equal(m.id, 21);
 
 	/* EOF from the daemon: the spawner kills what runs and exits. */
 	send_req(&r, 13, 1, (const char *[]){ "sleep", "60", NULL }, two, 2, 0);
