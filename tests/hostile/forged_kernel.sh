@@ -14,9 +14,6 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 
 ATT=$(make_user fkatt)
 VIC=$(make_user fkvic)
-# make_user runs in a command substitution, a subshell: its record of the
-# users for the exit cleanup is lost there, so keep it here.
-HOSTILE_USERS+=("$(id -nu "$ATT")" "$(id -nu "$VIC")")
 
 # The victim: a shell under a distinctive name that runs and sleeps in
 # turn, so the kernel records its switches during the capture.

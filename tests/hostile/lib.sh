@@ -7,13 +7,16 @@
 command -v useradd > /dev/null || skip "useradd (passwd) is needed to create the attacker's user"
 command -v setpriv > /dev/null || skip "setpriv (util-linux) is needed to run as the attacker"
 
-HOSTILE_USERS=()
+# make_user runs in a command substitution (a subshell), so the users it
+# made are listed in a file, not a variable.
+HOSTILE_USERS_FILE=$T/hostile-users
 hostile_cleanup() {
 	local u
-	for u in "${HOSTILE_USERS[@]}"; do
+	[ -f "$HOSTILE_USERS_FILE" ] && while read -r u; do
 		pkill -KILL -u "$u" 2>/dev/null || true
 		userdel "$u" 2>/dev/null || true
-	done
+		groupdel "$u" 2>/dev/null || true
+	done < "$HOSTILE_USERS_FILE"
 	cleanup
 }
 trap hostile_cleanup EXIT
@@ -34,7 +37,7 @@ make_user() {
 		[ "$i" -lt 50 ] || fail "useradd $name failed: $(cat "$T/useradd.err")"
 		sleep 0.1
 	done
-	HOSTILE_USERS+=("$name")
+	echo "$name" >> "$HOSTILE_USERS_FILE"
 	id -u "$name"
 }
 
