@@ -410,35 +410,44 @@ int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_
 	return spawn(ftracer, argv, -1, out_fd, false, duration_ms + 30000, cb, ud, out);
 }
 
-int svc_perf_start(pid_t pid, uint32_t hz, uint32_t duration_ms, int out_fd, svc_redact_cb cb,
-		   void *ud, struct svc_redact **out)
+int svc_perf_start(pid_t pid, uint64_t start, uint32_t hz, uint32_t duration_ms, int out_fd,
+		   svc_redact_cb cb, void *ud, struct svc_redact **out)
 {
-	char p[16], f[16], d[16];
+	char p[16], st[24], f[16], d[16];
 	if (!perfer[0])
 		return -ENOENT;
+	if (!start)
+		return -EINVAL; /* the helper must know which process pid is */
 	snprintf(p, sizeof(p), "%d", (int)pid);
+	snprintf(st, sizeof(st), "%llu", (unsigned long long)start);
 	snprintf(f, sizeof(f), "%u", hz);
 	snprintf(d, sizeof(d), "%u", duration_ms);
-	char *argv[] = { "profilingd-perf", "--pid", p, "--hz", f, "--duration-ms", d, NULL };
+	char *argv[] = { "profilingd-perf", "--pid", p, "--start-time", st, "--hz", f,
+			 "--duration-ms", d, NULL };
 	return spawn(perfer, argv, -1, out_fd, false, duration_ms + cfg->deadline_grace_ms, cb, ud, out);
 }
 
-int svc_jattach_start(pid_t pid, enum svc_jattach_op op, uint32_t timeout_ms, int out_fd,
-		      svc_redact_cb cb, void *ud, struct svc_redact **out)
+int svc_jattach_start(pid_t pid, uint64_t start, enum svc_jattach_op op, uint32_t timeout_ms,
+		      int out_fd, svc_redact_cb cb, void *ud, struct svc_redact **out)
 {
-	char p[16], t[16], opts[SVC_SUN_MAX + 16];
+	char p[16], st[24], t[16], opts[SVC_SUN_MAX + 16];
 	if (!jattacher[0] || (op == SVC_JATTACH_LOAD && !jvmti_agent[0]))
 		return -ENOENT;
 	if (op != SVC_JATTACH_HEAPDUMP && op != SVC_JATTACH_LOAD && op != SVC_JATTACH_LISTEN)
 		return -ENOENT;
+	if (!start)
+		return -EINVAL; /* the helper must know which process pid is */
 	snprintf(p, sizeof(p), "%d", (int)pid);
+	snprintf(st, sizeof(st), "%llu", (unsigned long long)start);
 	snprintf(t, sizeof(t), "%u", timeout_ms);
 	/* The agent finds the daemon through its options, not the JVM's environment. */
 	util_fmt(opts, sizeof(opts), "socket=%s", cfg->runtime_socket);
-	char *dump[] = { "profilingd-jattach", "--pid", p, "--timeout-ms", t, "heapdump", NULL };
-	char *load[] = { "profilingd-jattach", "--pid", p, "--timeout-ms", t, "load", jvmti_agent,
-			 opts, NULL };
-	char *listen[] = { "profilingd-jattach", "--pid", p, "--timeout-ms", t, "listen", NULL };
+	char *dump[] = { "profilingd-jattach", "--pid", p, "--start-time", st, "--timeout-ms", t,
+			 "heapdump", NULL };
+	char *load[] = { "profilingd-jattach", "--pid", p, "--start-time", st, "--timeout-ms", t,
+			 "load", jvmti_agent, opts, NULL };
+	char *listen[] = { "profilingd-jattach", "--pid", p, "--start-time", st, "--timeout-ms", t,
+			   "listen", NULL };
 	if (out_fd < 0)
 		out_fd = STDERR_FILENO; /* load and listen write nothing to fd 1 */
 	/* The helper enforces the limit itself; this cap covers a stuck VM. */
