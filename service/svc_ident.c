@@ -174,11 +174,21 @@ int svc_ident_bind(struct svc_ident *id, int sock)
 		return -ESRCH;
 	len = sizeof(pidfd);
 	if (getsockopt(sock, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0) {
-		/* Before Linux 6.5 (ENOPROTOOPT): the pid and its start time. Any
-		 * other error means the peer is no longer there to bind. */
+		/* Any error but "not on this kernel" means the peer is no longer
+		 * there to bind. */
 		if (errno != ENOPROTOOPT && errno != ENOSYS && errno != EOPNOTSUPP)
 			return errno == EINVAL || errno == ESRCH ? -ESRCH : -errno;
-		pidfd = -1;
+		/*
+		 * Before Linux 6.5 (ENOPROTOOPT): a pidfd of whatever has the pid
+		 * now (Linux >= 5.3), else the pid and its start time. Either is
+		 * checked against SO_PEERCRED below, so a process of another user
+		 * that took the pid before this accept is refused; one of the
+		 * same user would be bound in the connector's place (it could
+		 * have been handed the socket anyway).
+		 */
+		pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
+		if (pidfd < 0 && errno != ENOSYS)
+			return errno == EINVAL || errno == ESRCH ? -ESRCH : -errno;
 	}
 	id->pid = cred.pid;
 	id->pidfd = pidfd;
