@@ -494,6 +494,9 @@ static int runtime_done(struct svc_conn *c, const Pd__RuntimeMsg *m)
 
 static int runtime_event(struct svc_conn *c, const Pd__RuntimeMsg *m)
 {
+	/* It may fire a trigger: only for the process that connected. */
+	if (svc_conn_check(c) < 0)
+		return 0;
 	svc_trigger_runtime_event(c, m->event);
 	return 0;
 }

@@ -215,7 +215,9 @@ static void listener_done(void *ud, int code, const char *msg);
 void svc_trigger_runtime_up(struct svc_conn *rt)
 {
 	struct app_pid *p = find_pid(svc_conn_pid(rt));
-	if (!p)
+	/* Only the runtime of the tracked process itself, not of a later
+	 * owner of its pid, gets its heap arming or crash file. */
+	if (!p || p->start != svc_conn_ident(rt)->start)
 		return;
 	struct reg *oom = find_reg(p->app, PROF_TRIGGER_OOM);
 	if (!oom && p->sys_reg >= 0 && regs[p->sys_reg].used &&
