@@ -591,6 +591,8 @@ static uint32_t count_uid(uid_t uid)
 static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 {
 	struct listener *l = arg;
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
 	struct svc_ident ident;
 	const char *refuse = NULL;
 
@@ -613,28 +615,32 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 		}
 		return;
 	}
-	/* Bound to the process, not its pid: one already gone or with other
-	 * ids than at connect has nobody to speak for. */
-	int ir = svc_ident_bind(&ident, fd);
-	if (ir < 0) {
-		LOG_D("refusing a peer on %s: %s", l->path, ir == -EPERM || ir == -ESRCH
-		      ? ident_why(ir) : strerror(-ir));
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
+		LOG_W("SO_PEERCRED: %s", strerror(errno));
 		close(fd);
 		return;
 	}
-	uid_t uid = ident.uid[1]; /* SO_PEERCRED's: the effective uid at connect */
 	if (l->role == SVC_ROLE_CLIENT) {
 		if (nclients >= cfg->max_clients)
 			refuse = "max_clients reached";
-		else if (count_uid(uid) >= cfg->max_clients_per_uid)
+		else if (count_uid(cred.uid) >= cfg->max_clients_per_uid)
 			refuse = "max_clients_per_uid reached";
 	} else if (nruntimes >= cfg->max_runtimes) {
 		refuse = "max_runtimes reached";
 	}
 	if (refuse) {
-		LOG_W("refusing pid %d uid %u on %s: %s", (int)ident.pid, (unsigned)uid,
+		LOG_W("refusing pid %d uid %u on %s: %s", (int)cred.pid, (unsigned)cred.uid,
 		      l->path, refuse);
-		svc_ident_fini(&ident);
+		close(fd);
+		return;
+	}
+	/* Bound to the process, not its pid (after the caps: a refused flood
+	 * costs no /proc reads). One already gone, or with other ids than
+	 * SO_PEERCRED's, has nobody to speak for. */
+	int ir = svc_ident_bind(&ident, fd);
+	if (ir < 0) {
+		LOG_D("refusing pid %d uid %u on %s: %s", (int)cred.pid, (unsigned)cred.uid, l->path,
+		      ir == -EPERM || ir == -ESRCH ? ident_why(ir) : strerror(-ir));
 		close(fd);
 		return;
 	}
@@ -645,9 +651,9 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 	c->fd = fd;
 	c->id = next_conn_id++;
 	c->role = l->role;
-	c->uid = uid;
-	c->gid = ident.gid[1];
-	c->pid = ident.pid;
+	c->uid = cred.uid;
+	c->gid = cred.gid;
+	c->pid = cred.pid;
 	c->ident = ident; /* c owns its pidfd now */
 	ident.pidfd = -1;
 	svc_app_key(cfg, c->pid, c->uid, c->app, sizeof(c->app));

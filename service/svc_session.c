@@ -312,7 +312,7 @@ static int recheck(struct session *s)
 	struct svc_conn *c = svc_conn_by_id(client_id);
 	if (c)
 		svc_conn_check(c);
-	return r < 0 ? r : -EPERM;
+	return r;
 }
 
 /* [jvm] heap_dump_via_agent, and pid's agent is connected and offers it. */
