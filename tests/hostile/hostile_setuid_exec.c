@@ -70,13 +70,14 @@ static int connect_hello(void)
 	return s;
 }
 
-static void send_request(int s)
+/* A stack capture of the calling process for ms. */
+static void send_request(int s, uint32_t ms)
 {
 	Pd__ClientMsg m = PD__CLIENT_MSG__INIT;
 	Pd__Request rq = PD__REQUEST__INIT;
 	Pd__Params p = PD__PARAMS__INIT;
 	p.has_duration_ms = 1;
-	p.duration_ms = 500;
+	p.duration_ms = ms;
 	rq.token = 7;
 	rq.type = PROF_STACK_SAMPLING;
 	rq.params = &p;
@@ -156,7 +157,7 @@ static int as_setuid(const char *mode, const char *fdarg)
 		    (unsigned)getuid());
 	int got;
 	if (!strcmp(mode, "request")) {
-		send_request(s);
+		send_request(s, 500);
 		got = spin_and_read(s, 0, "setuid");
 	} else {
 		got = spin_and_read(s, 0, "setuid");
@@ -178,7 +179,7 @@ int main(int argc, char **argv)
 	}
 	if (argc == 3 && !strcmp(argv[1], "request-then-exec")) {
 		int s = connect_hello();
-		send_request(s);
+		send_request(s, 500);
 		/* The reply: admitted, since the process is still the caller's. */
 		if (spin_and_read(s, 1, "before exec") != 0)
 			return 1;
@@ -186,7 +187,8 @@ int main(int argc, char **argv)
 	}
 	if (argc == 2 && !strcmp(argv[1], "friendly")) {
 		int s = connect_hello();
-		send_request(s);
+		/* Long enough for a few samples on a loaded machine. */
+		send_request(s, 2000);
 		int got = spin_and_read(s, 0, "friendly");
 		printf("friendly capture %s\n", got ? "delivered" : "NOT delivered");
 		return got ? 0 : 2;
