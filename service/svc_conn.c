@@ -19,9 +19,11 @@
  *   out of fds (EMFILE/ENFILE on accept): the listener pauses for
  *     CONN_ACCEPT_PAUSE_MS, one log line per pause; connections wait in the
  *     listen backlog (and connect() fails with EAGAIN once it is full).
- *     At start the soft RLIMIT_NOFILE is raised to fit max_clients +
- *     max_runtimes + TRG_MAX_PIDS + CONN_FD_RESERVE, so this only happens when the hard
- *     limit is lower than that.
+ *     At start the soft RLIMIT_NOFILE is raised to fit 2 x (max_clients +
+ *     max_runtimes) (a socket and a pidfd each) + TRG_MAX_PIDS +
+ *     CONN_FD_RESERVE, so this only happens when the hard limit is lower
+ *     than that. A peer accepted when no fd is left for its pidfd is
+ *     closed and the listener pauses the same way.
  *
  * Listening sockets come from systemd socket activation when it passes them
  * (matched by FileDescriptorName= "client"/"runtime"/"control", else by
@@ -639,9 +641,19 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 	 * SO_PEERCRED's, has nobody to speak for. */
 	int ir = svc_ident_bind(&ident, fd);
 	if (ir < 0) {
+		close(fd);
+		if ((ir == -EMFILE || ir == -ENFILE || ir == -ENOMEM) && l->ev_resume) {
+			/* No fd for its pidfd: out of fds as if accept had failed, so
+			 * pause the same way rather than close every new peer. */
+			struct timeval tv = { 0, CONN_ACCEPT_PAUSE_MS * 1000 };
+			LOG_W("binding a peer on %s: %s; pausing it for %d ms", l->path,
+			      strerror(-ir), CONN_ACCEPT_PAUSE_MS);
+			event_del(l->ev);
+			evtimer_add(l->ev_resume, &tv);
+			return;
+		}
 		LOG_D("refusing pid %d uid %u on %s: %s", (int)cred.pid, (unsigned)cred.uid, l->path,
 		      ir == -EPERM || ir == -ESRCH ? ident_why(ir) : strerror(-ir));
-		close(fd);
 		return;
 	}
 	struct svc_conn *c = calloc(1, sizeof(*c));
@@ -699,8 +711,10 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
 static void fit_fd_limit(void)
 {
 	struct rlimit rl;
-	/* Each process the CPU watcher follows holds an fd too (trg_cpu.c). */
-	rlim_t want = (rlim_t)cfg->max_clients + cfg->max_runtimes + TRG_MAX_PIDS + CONN_FD_RESERVE;
+	/* Each peer holds two: its socket and its process's pidfd (svc_ident).
+	 * Each process the CPU watcher follows holds one too (trg_cpu.c). */
+	rlim_t want = 2 * ((rlim_t)cfg->max_clients + cfg->max_runtimes) + TRG_MAX_PIDS +
+		      CONN_FD_RESERVE;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
 		return;
@@ -715,11 +729,11 @@ static void fit_fd_limit(void)
 		rl = up;
 	}
 	if (rl.rlim_cur < want)
-		LOG_W("fd limit %llu is below max_clients + max_runtimes + %d = %llu: connections "
-		      "past it wait until fds are free", (unsigned long long)rl.rlim_cur,
-		      CONN_FD_RESERVE, (unsigned long long)want);
+		LOG_W("fd limit %llu is below 2 x (max_clients + max_runtimes) + %d = %llu: "
+		      "connections past it wait until fds are free", (unsigned long long)rl.rlim_cur,
+		      TRG_MAX_PIDS + CONN_FD_RESERVE, (unsigned long long)want);
 	else
-		LOG_I("fd limit raised from %llu to %llu for max_clients + max_runtimes",
+		LOG_I("fd limit raised from %llu to %llu for 2 x (max_clients + max_runtimes)",
 		      (unsigned long long)old, (unsigned long long)rl.rlim_cur);
 }
 
