@@ -343,9 +343,14 @@ typedef void (*svc_redact_cb)(void *ud, int code, const char *message);
 
 int svc_redact_init(struct event_base *base, const struct svc_config *cfg);
 void svc_redact_fini(void);
-/* Start redacting in_fd (rewound) into out_fd for app_pid. cb runs once. */
+/*
+ * Start redacting in_fd (rewound) into out_fd for app_pid. cb runs once.
+ * app_start: the app process's start time (svc_ident); its threads are
+ * named to the redactor only while app_pid is still that process (0: it is
+ * gone, no threads).
+ */
 int svc_redact_start(int in_fd, int out_fd, const char *format, pid_t app_pid,
-		     svc_redact_cb cb, void *ud, struct svc_redact **h);
+		     uint64_t app_start, svc_redact_cb cb, void *ud, struct svc_redact **h);
 /*
  * Record kernel sched data for a system trace with profilingd-ftrace into
  * out_fd. -ENOENT when the helper is not installed. cb runs once.

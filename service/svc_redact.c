@@ -60,16 +60,23 @@ static const char *const helper_table[] = { redactor, ftracer, perfer, jattacher
 #define NHELPERS (sizeof(helper_table) / sizeof(helper_table[0]))
 _Static_assert(NHELPERS <= SVC_SPAWN_HELPERS_MAX, "the spawner table is capped");
 
-/* "tid,tid,..." of pid's threads, at most SVC_REDACT_TIDS_MAX of them. */
-static void list_tids(pid_t pid, char *out, size_t n)
+/*
+ * "tid,tid,..." of pid's threads, at most SVC_REDACT_TIDS_MAX of them, when
+ * pid is still the process that started at start (before and after the
+ * listing): the threads of a later owner of the pid are not the app's.
+ */
+static void list_tids(pid_t pid, uint64_t start, char *out, size_t n)
 {
 	char dir[64];
 	size_t pos = 0;
 	int count = 0;
+	uint64_t now = 0;
+	out[0] = '\0';
+	if (!start || util_proc_start_time((int)pid, &now) < 0 || now != start)
+		return;
 	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
 	DIR *d = opendir(dir);
 	struct dirent *de;
-	out[0] = '\0';
 	if (!d)
 		return;
 	while ((de = readdir(d)) && count < SVC_REDACT_TIDS_MAX) {
@@ -82,6 +89,8 @@ static void list_tids(pid_t pid, char *out, size_t n)
 		count++;
 	}
 	closedir(d);
+	if (util_proc_start_time((int)pid, &now) < 0 || now != start)
+		out[0] = '\0';
 }
 
 /* Release a helper's handle (its process is reaped by the spawner). */
@@ -362,7 +371,7 @@ static int spawn(const char *path, char **argv, int in_fd, int out_fd, bool reda
 }
 
 int svc_redact_start(int in_fd, int out_fd, const char *format, pid_t app_pid,
-		     svc_redact_cb cb, void *ud, struct svc_redact **out)
+		     uint64_t app_start, svc_redact_cb cb, void *ud, struct svc_redact **out)
 {
 	char pids[16], tids[SVC_REDACT_TIDS_MAX * 12];
 	char *argv[MAX_ARGS];
@@ -371,7 +380,7 @@ int svc_redact_start(int in_fd, int out_fd, const char *format, pid_t app_pid,
 	/* The app's threads now; a trace names them by tid. */
 	snprintf(pids, sizeof(pids), "%d", (int)app_pid);
 	tids[0] = '\0';
-	list_tids(app_pid, tids, sizeof(tids));
+	list_tids(app_pid, app_start, tids, sizeof(tids));
 	argv[n++] = "profilingd-redact";
 	argv[n++] = "--format";
 	argv[n++] = (char *)format;

@@ -836,7 +836,7 @@ static void start_redaction(struct session *s)
 	notify(s, "redacting", 0, NULL, 0, NULL);
 	r = svc_redact_start(s->raw_fd, s->out_fd,
 			     s->redact_format ? s->redact_format : type_info[s->type].format, s->pid,
-			     redact_done, s, &s->rd);
+			     s->ident.start, redact_done, s, &s->rd);
 	if (r < 0) {
 		util_fmt(msg, sizeof(msg), "cannot start the redactor: %s", strerror(-r));
 		fail(s, PROF_E_POST_PROCESSING, msg);
