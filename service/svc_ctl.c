@@ -962,27 +962,31 @@ static void ctl_write_cb(evutil_socket_t fd, short what, void *arg)
 
 static void ctl_accept_cb(evutil_socket_t fd0, short what, void *arg)
 {
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
 	struct svc_ident ident;
 	unsigned per_uid = 0;
 
 	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
-	/* Bound to the peer's process (svc_ident.h); one gone or with other
-	 * ids than at connect is not served. */
-	if (svc_ident_bind(&ident, fd) < 0) {
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
 		close(fd);
 		return;
 	}
-	uid_t peer_uid = ident.uid[1]; /* SO_PEERCRED's: the effective uid */
 	for (struct ctl_conn *c = conns; c; c = c->next)
-		if (c->uid == peer_uid && !c->dropping)
+		if (c->uid == cred.uid && !c->dropping)
 			per_uid++;
 	if (nconns >= cfg->max_ctl_clients || per_uid >= cfg->max_ctl_per_uid) {
-		LOG_W("refusing control peer pid %d uid %u: %s reached", (int)ident.pid,
-		      (unsigned)peer_uid, nconns >= cfg->max_ctl_clients ? "max_control_clients"
+		LOG_W("refusing control peer pid %d uid %u: %s reached", (int)cred.pid,
+		      (unsigned)cred.uid, nconns >= cfg->max_ctl_clients ? "max_control_clients"
 		      : "max_control_per_uid");
-		svc_ident_fini(&ident);
+		close(fd);
+		return;
+	}
+	/* Bound to the peer's process (svc_ident.h), after the caps: one gone,
+	 * or with other ids than SO_PEERCRED's, is not served. */
+	if (svc_ident_bind(&ident, fd) < 0) {
 		close(fd);
 		return;
 	}
@@ -993,8 +997,8 @@ static void ctl_accept_cb(evutil_socket_t fd0, short what, void *arg)
 		return;
 	}
 	c->fd = fd;
-	c->uid = peer_uid;
-	c->pid = ident.pid;
+	c->uid = cred.uid;
+	c->pid = cred.pid;
 	c->ident = ident; /* c owns the pidfd now */
 	int qr = svc_outq_init(&c->q, CTL_MAX_QUEUE);
 	c->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, ctl_read_cb, c);
