@@ -85,7 +85,11 @@ echo "victim spinner (uid $B) has the attacker's old pid $P"
 touch "$T/att/go1"
 wait_line "$T/a1.out" "attacker-done" 60
 check_attack "$T/a1.out" "A captured B's agentless process through a reused pid" &&
-pass "reused pid, agentless victim: nothing of B delivered"
+	! grep -q "no agent in pid $P:" "$T/daemon.log" &&
+	pass "reused pid, agentless victim: nothing of B delivered, profilingd-perf never ran"
+grep -q "no agent in pid $P:" "$T/daemon.log" &&
+	echo "ATTACK SUCCEEDED: profilingd-perf was started on B's pid $P for A" >&2 &&
+	BROKEN=$((BROKEN + 1))
 kill -KILL "$V1" 2>/dev/null || true
 wait "$V1" 2>/dev/null || true
 
@@ -101,7 +105,11 @@ echo "victim with an agent (uid $B) has the attacker's old pid $P"
 touch "$T/att/go2"
 wait_line "$T/a2.out" "attacker-done" 60
 check_attack "$T/a2.out" "A captured B's agent through a reused pid" &&
-pass "reused pid, victim with an agent: nothing of B delivered"
+	! grep -q "capture of pid $P for" "$T/daemon.log" &&
+	pass "reused pid, victim with an agent: nothing of B delivered, B's agent never asked"
+grep -q "capture of pid $P for" "$T/daemon.log" &&
+	echo "ATTACK SUCCEEDED: B's agent (pid $P) was asked for a capture for A" >&2 &&
+	BROKEN=$((BROKEN + 1))
 kill -KILL "$V2" 2>/dev/null || true
 wait "$V2" 2>/dev/null || true
 
