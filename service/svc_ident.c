@@ -115,7 +115,9 @@ static int read_start(pid_t pid, uint64_t *start)
 /* The pidfd's process has not been reaped yet (its pid is still its own). */
 static int pidfd_alive(int pidfd)
 {
-	if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0)
+	/* EPERM (a daemon without CAP_KILL, another user's process) still
+	 * means there is a process to refuse the signal. */
+	if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0 || errno == EPERM)
 		return 0;
 	return errno == ESRCH ? -ESRCH : -errno;
 }
