@@ -11,6 +11,8 @@
  *                            waits for the result while the daemon waits
  *                            for a runtime that never comes
  *   friendly                 connect and request a capture of itself, no exec
+ *   spin SECONDS             (run as the setuid copy) spin, for root's capture
+ *                            of a setuid process by pid
  *
  * The copy runs "request FD" or "wait FD". Every mode spins in
  * setuid_secret_work() so that there is something to sample. Output:
@@ -173,6 +175,15 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 3 && (!strcmp(argv[1], "request") || !strcmp(argv[1], "wait")))
 		return as_setuid(argv[1], argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "spin")) {
+		if (geteuid() != 0 || getuid() == 0)
+			DIE("not running setuid root (euid %u uid %u): nosuid mount?",
+			    (unsigned)geteuid(), (unsigned)getuid());
+		uint64_t end = util_mono_ms() + (uint64_t)atoi(argv[2]) * 1000;
+		while (util_mono_ms() < end)
+			sink = setuid_secret_work(sink);
+		return 0;
+	}
 	if (argc == 3 && !strcmp(argv[1], "exec-then-request")) {
 		int s = connect_hello();
 		exec_copy(argv[2], s, "request");

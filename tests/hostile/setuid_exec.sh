@@ -5,7 +5,8 @@
 # PERMISSION (104), and profilingd-perf never samples it for A. Both orders:
 # exec then request (refused at once), and request then exec while the
 # daemon waits for a runtime (refused when the capture would start). Then
-# A's own capture of itself still works.
+# A's own capture of itself still works, and root's capture of the setuid
+# process by pid is delivered to root, never to A.
 . "$(dirname "$0")/lib.sh"
 
 PROG=$HOSTILE/hostile_setuid_exec
@@ -49,6 +50,32 @@ check "$T/s2.out" "a request, then exec while the daemon waits" \
 if grep -q "sampling it with perf_event_open" "$T/daemon.log"; then
 	fail "profilingd-perf sampled the setuid process: $(grep 'sampling it with' "$T/daemon.log")"
 fi
+
+# Root may capture a setuid process (by pid), and the result is root's:
+# never filed under, nor delivered to, the real uid that started it.
+# setpriv itself, not as_uid (a function: $! would be its subshell).
+setpriv --reuid="$A" --regid="$(id -g "$A")" --clear-groups "$D/copy" spin 30 \
+	> "$T/spin.out" 2>&1 &
+SPID=$!
+# Running as the setuid copy: real uid A, effective 0.
+for _ in $(seq 100); do
+	[ "$(awk '/^Uid:/ { print $2 " " $3 }' "/proc/$SPID/status" 2>/dev/null)" = "$A 0" ] && break
+	sleep 0.05
+done
+[ "$(awk '/^Uid:/ { print $2 " " $3 }' "/proc/$SPID/status" 2>/dev/null)" = "$A 0" ] ||
+	fail "the setuid copy did not start: $(cat "$T/spin.out")"
+res=$("$BUILD/tests/integration/it_request" --pid "$SPID" --type stack --duration-ms 1000) ||
+	fail "root's capture of the setuid process failed"
+kill "$SPID" 2>/dev/null || true
+wait "$SPID" 2>/dev/null || true
+case $res in
+"$T/state/results/0/"*) ;;
+*) fail "root's capture of a setuid process was filed as $res, not under results/0/" ;;
+esac
+[ "$(stat -c %u "$res")" = 0 ] || fail "root's capture of a setuid process is owned by uid $(stat -c %u "$res")"
+[ -z "$(ls -A "$T/state/results/$A" 2>/dev/null)" ] ||
+	fail "a result reached the setuid process's real uid $A: $(ls "$T/state/results/$A")"
+pass "root's capture of the setuid process: delivered to root ($res)"
 
 # The friendly path: A's own agentless capture of itself.
 as_uid "$A" "$PROG" friendly > "$T/f.out" 2>&1 || true
