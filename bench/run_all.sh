@@ -21,7 +21,7 @@
 # measurement; it runs for 10 minutes per target) is run, in name order, so
 # bench/jvm_*.sh and later ones join by following the convention. A script
 # that writes no summary line is listed with the last lines of its output.
-# Compiled benchmarks without a script (trace_cost) are run here.
+# Compiled benchmarks without a script (trace_cost, ident_check) are run here.
 # The peers (ProcDump, perf, heaptrack) are installed with apt when missing.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -89,6 +89,12 @@ if [ -x "$BUILD/bench/trace_cost" ]; then
 	run trace_cost bash -c '"$1" | tee /dev/stderr | sed -n "s/^  1 thread *\([0-9.]*\) ns\/pair.*/'\
 'trace events: prof_trace_begin+end, 1 thread, no capture|\1 ns|-|-|-/p" >> "$PD_BENCH_SUMMARY"' \
 		_ "$BUILD/bench/trace_cost"
+fi
+# ident_check too: the identity re-check per capture, against its 5 us limit.
+if [ -x "$BUILD/bench/ident_check" ]; then
+	run ident_check bash -c '"$1" | tee /dev/stderr | sed -n "s/^  \([a-zA-Z+_ -]*[a-zA-Z]\) *\([0-9.]*\) us\/check.*limit.*/'\
+'identity re-check per capture (\1)|\2 us|-|-|< 5 us/p" >> "$PD_BENCH_SUMMARY"' \
+		_ "$BUILD/bench/ident_check"
 fi
 total=$(($(date +%s) - t0))
 

@@ -286,6 +286,12 @@ struct svc_conn *svc_conn_by_id(uint64_t id);
 uid_t svc_conn_uid(const struct svc_conn *c);
 gid_t svc_conn_gid(const struct svc_conn *c);
 pid_t svc_conn_pid(const struct svc_conn *c);
+/* The process the peer connected from, bound at accept (svc_ident.h). */
+struct svc_ident;
+const struct svc_ident *svc_conn_ident(const struct svc_conn *c);
+/* svc_ident_check() of the peer's process; on -ESRCH (gone, replaced) or
+ * -EPERM (ids changed) the connection is closed. 0 or that error. */
+int svc_conn_check(struct svc_conn *c);
 /* The app key: "uid:<uid>" or "uid:<uid>/<id>" when [apps] maps the exe. */
 const char *svc_conn_app(const struct svc_conn *c);
 void svc_app_key(const struct svc_config *cfg, pid_t pid, uid_t uid, char *out, size_t n);
@@ -293,7 +299,9 @@ void svc_conn_set_listener(struct svc_conn *c, bool on);
 bool svc_conn_is_listener(const struct svc_conn *c);
 /* A connected client of uid with a result listener, or NULL. */
 struct svc_conn *svc_conn_listener_for(uid_t uid);
-/* Runtime bookkeeping: the hello'd runtime of pid, or NULL. */
+/* Runtime bookkeeping: the hello'd runtime of the process that has pid now,
+ * or NULL; a runtime whose own process is gone or changed is closed, never
+ * returned. A session also compares the start time (svc_conn_ident). */
 struct svc_conn *svc_conn_runtime_for(pid_t pid);
 void svc_conn_set_runtime(struct svc_conn *c, uint32_t caps);
 uint32_t svc_conn_runtime_caps(const struct svc_conn *c);
@@ -349,9 +357,12 @@ void svc_redact_fini(void);
  * kernel_fd: a trace's kernel stream (profilingd-ftrace's file, read from
  * its start), which the redactor gets on fd 3 as the only source of
  * kernel data; -1 for none.
+ * app_start: the app process's start time (svc_ident); its threads are
+ * named to the redactor only while app_pid is still that process (0: it is
+ * gone, no threads).
  */
 int svc_redact_start(int in_fd, int kernel_fd, int out_fd, const char *format, pid_t app_pid,
-		     svc_redact_cb cb, void *ud, struct svc_redact **h);
+		     uint64_t app_start, svc_redact_cb cb, void *ud, struct svc_redact **h);
 /*
  * Record kernel sched data for a system trace with profilingd-ftrace into
  * out_fd. -ENOENT when the helper is not installed. cb runs once.
@@ -360,10 +371,13 @@ int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_
 		     svc_redact_cb cb, void *ud, struct svc_redact **h);
 /*
  * Sample a process that has no runtime agent with profilingd-perf
- * (perf_event_open, DWARF unwinding) into out_fd. -ENOENT when missing.
+ * (perf_event_open, DWARF unwinding) into out_fd. start: the process's
+ * start time (svc_ident), which the helper re-checks once its events are
+ * open (a replaced process fails it). -ENOENT when missing, -EINVAL
+ * without a start time.
  */
-int svc_perf_start(pid_t pid, uint32_t hz, uint32_t duration_ms, int out_fd, svc_redact_cb cb,
-		   void *ud, struct svc_redact **h);
+int svc_perf_start(pid_t pid, uint64_t start, uint32_t hz, uint32_t duration_ms, int out_fd,
+		   svc_redact_cb cb, void *ud, struct svc_redact **h);
 /*
  * Speak the HotSpot attach protocol to JVM pid with profilingd-jattach
  * (as the JVM's user): a heap dump with its threads' stacks into out_fd,
@@ -373,8 +387,9 @@ int svc_perf_start(pid_t pid, uint32_t hz, uint32_t duration_ms, int out_fd, svc
  * listener answered.
  */
 enum svc_jattach_op { SVC_JATTACH_HEAPDUMP, SVC_JATTACH_LOAD, SVC_JATTACH_LISTEN };
-int svc_jattach_start(pid_t pid, enum svc_jattach_op op, uint32_t timeout_ms, int out_fd,
-		      svc_redact_cb cb, void *ud, struct svc_redact **h);
+/* start: as for svc_perf_start; the helper re-checks it once attached. */
+int svc_jattach_start(pid_t pid, uint64_t start, enum svc_jattach_op op, uint32_t timeout_ms,
+		      int out_fd, svc_redact_cb cb, void *ud, struct svc_redact **h);
 bool svc_jvm_agent_available(void);
 /* Kill a running helper (redactor, ftrace, perf, jattach); its cb does not run. */
 void svc_redact_abort(struct svc_redact *h);
@@ -517,10 +532,13 @@ int svc_session_cancel(struct svc_conn *client, uint64_t id);
 /*
  * A trigger's capture of pid for app (a system capture), results to the
  * app's listener. wait_ms: how long to wait for its runtime's hello.
- * 0 or a positive PROF_E_* with msg.
+ * start: the start time the process had when the trigger saw it (0: the
+ * process that has pid now); a process that is gone or replaced, or that
+ * uid may not capture (svc_ident_capturable), is refused with
+ * PROF_E_PERMISSION. 0 or a positive PROF_E_* with msg.
  */
-int svc_session_trigger(pid_t pid, uid_t uid, gid_t gid, const char *app, uint32_t type,
-			const Pd__Params *params, uint32_t trigger, const char *tag,
+int svc_session_trigger(pid_t pid, uint64_t start, uid_t uid, gid_t gid, const char *app,
+			uint32_t type, const Pd__Params *params, uint32_t trigger, const char *tag,
 			uint32_t wait_ms, uint64_t *id, char *msg, size_t n);
 /*
  * Make a result of an artifact a dead process left at path (a crash ring

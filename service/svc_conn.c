@@ -1,7 +1,15 @@
 /*
- * Peers on client.sock and runtime.sock: accept with caps, identity from
- * SO_PEERCRED, one packet = one message, a table-driven dispatcher per role,
- * and a bounded outgoing queue per peer.
+ * Peers on client.sock and runtime.sock: accept with caps, identity bound
+ * to the peer's process at accept (svc_ident: pidfd or pid + start time,
+ * every uid and gid), one packet = one message, a table-driven dispatcher
+ * per role, and a bounded outgoing queue per peer.
+ *
+ * Identity: a client's request, trigger registration and app signal, and a
+ * runtime's hello and every match of a runtime to a capture, first check
+ * that the peer's process is still the one that connected, with the same
+ * ids (svc_ident_check). One that is gone (its socket passed on, its pid
+ * reused) or changed (a setuid exec) is refused with PROF_E_PERMISSION and
+ * its connection closed.
  *
  * Caps and what happens at them:
  *   max_clients / max_clients_per_uid / max_runtimes: the new connection is
@@ -11,9 +19,11 @@
  *   out of fds (EMFILE/ENFILE on accept): the listener pauses for
  *     CONN_ACCEPT_PAUSE_MS, one log line per pause; connections wait in the
  *     listen backlog (and connect() fails with EAGAIN once it is full).
- *     At start the soft RLIMIT_NOFILE is raised to fit max_clients +
- *     max_runtimes + TRG_MAX_PIDS + CONN_FD_RESERVE, so this only happens when the hard
- *     limit is lower than that.
+ *     At start the soft RLIMIT_NOFILE is raised to fit 2 x (max_clients +
+ *     max_runtimes) (a socket and a pidfd each) + TRG_MAX_PIDS +
+ *     CONN_FD_RESERVE, so this only happens when the hard limit is lower
+ *     than that. A peer accepted when no fd is left for its pidfd is
+ *     closed and the listener pauses the same way.
  *
  * Listening sockets come from systemd socket activation when it passes them
  * (matched by FileDescriptorName= "client"/"runtime"/"control", else by
@@ -35,6 +45,7 @@
 
 #include "log.h"
 #include "profiling/profiling.h"
+#include "svc_ident.h"
 #include "trg.h"
 #include "util.h"
 #include "wire.h"
@@ -46,6 +57,7 @@ struct svc_conn {
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
+	struct svc_ident ident;  /* the process that connected (svc_ident.h) */
 	struct event *ev_read, *ev_write;
 	struct svc_outq q;
 	bool hello;        /* client: ClientHello seen; runtime: RuntimeHello accepted */
@@ -85,6 +97,25 @@ uint64_t svc_conn_id(const struct svc_conn *c) { return c->id; }
 uid_t svc_conn_uid(const struct svc_conn *c) { return c->uid; }
 gid_t svc_conn_gid(const struct svc_conn *c) { return c->gid; }
 pid_t svc_conn_pid(const struct svc_conn *c) { return c->pid; }
+const struct svc_ident *svc_conn_ident(const struct svc_conn *c) { return &c->ident; }
+
+/* Why svc_ident_check() refused, for the peer and the log. */
+static const char *ident_why(int r)
+{
+	return r == -EPERM ? "the connecting process changed its ids (a setuid exec?)"
+	       : r == -ESRCH ? "the connecting process is gone (its pid may be another's now)"
+	       : "the connecting process cannot be checked";
+}
+
+int svc_conn_check(struct svc_conn *c)
+{
+	if (c->dropping)
+		return -ESRCH;
+	int r = svc_ident_check(&c->ident);
+	if (r < 0)
+		svc_conn_drop(c, ident_why(r));
+	return r;
+}
 const char *svc_conn_app(const struct svc_conn *c) { return c->app; }
 
 /* The app key of a process: its uid, plus the [apps] id of its executable. */
@@ -133,10 +164,16 @@ struct svc_conn *svc_conn_listener_for(uid_t uid)
 	return NULL;
 }
 
+/*
+ * A runtime is matched to the process that has pid now: one whose own
+ * process is gone (kept past its pid's reuse) or changed is closed here,
+ * never handed out.
+ */
 struct svc_conn *svc_conn_runtime_for(pid_t pid)
 {
 	for (struct svc_conn *c = conns; c; c = c->next)
-		if (c->role == SVC_ROLE_RUNTIME && c->hello && c->pid == pid && !c->dropping)
+		if (c->role == SVC_ROLE_RUNTIME && c->hello && c->pid == pid && !c->dropping &&
+		    svc_conn_check(c) == 0)
 			return c;
 	return NULL;
 }
@@ -198,6 +235,7 @@ static void conn_free(struct svc_conn *c)
 	if (c->ev_write)
 		event_free(c->ev_write);
 	svc_outq_fini(&c->q);
+	svc_ident_fini(&c->ident);
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c);
@@ -225,6 +263,24 @@ void svc_conn_drop(struct svc_conn *c, const char *why)
 /* --------------------------------------------------- client dispatcher */
 
 typedef int (*client_fn)(struct svc_conn *c, const Pd__ClientMsg *m);
+static int reply(struct svc_conn *c, uint64_t token, int error, const char *why);
+
+/*
+ * Before a message that acts for the peer's process: is it still the one
+ * that connected? If not, the refusal (token != 0) and the connection
+ * closed. 0 or a negative errno (then the handler stops, and returns 0:
+ * the drop is already under way).
+ */
+static int client_recheck(struct svc_conn *c, uint64_t token, bool answer)
+{
+	int r = svc_ident_check(&c->ident);
+	if (r == 0)
+		return 0;
+	if (answer)
+		reply(c, token, PROF_E_PERMISSION, ident_why(r));
+	svc_conn_drop(c, ident_why(r));
+	return r;
+}
 
 static int client_hello(struct svc_conn *c, const Pd__ClientMsg *m)
 {
@@ -252,6 +308,8 @@ static int client_request(struct svc_conn *c, const Pd__ClientMsg *m)
 	const char *why = NULL;
 	uint64_t id = 0;
 
+	if (client_recheck(c, m->request->token, true) < 0)
+		return 0;
 	int e = svc_session_request(c, m->request, &id, &why);
 	rep.token = m->request->token;
 	rep.request_id = id;
@@ -297,6 +355,8 @@ static int reply(struct svc_conn *c, uint64_t token, int error, const char *why)
 static int client_add_trigger(struct svc_conn *c, const Pd__ClientMsg *m)
 {
 	char why[160] = "";
+	if (client_recheck(c, m->add_trigger->token, true) < 0)
+		return 0;
 	int e = svc_trigger_add(c, m->add_trigger->trigger, why, sizeof(why));
 	return reply(c, m->add_trigger->token, e, e ? why : NULL);
 }
@@ -310,6 +370,8 @@ static int client_remove_trigger(struct svc_conn *c, const Pd__ClientMsg *m)
 
 static int client_signal(struct svc_conn *c, const Pd__ClientMsg *m)
 {
+	if (client_recheck(c, 0, false) < 0)
+		return 0;
 	svc_trigger_signal(c, m->signal);
 	return 0;
 }
@@ -389,6 +451,12 @@ static int runtime_hello(struct svc_conn *c, const Pd__RuntimeMsg *m)
 
 	if (c->hello)
 		return -EPROTO;
+	/* The process that connected, still there with its ids. */
+	int ir = svc_ident_check(&c->ident);
+	if (ir < 0) {
+		LOG_W("runtime hello of pid %d refused: %s", (int)c->pid, ident_why(ir));
+		return ir;
+	}
 	/* The pid is the kernel's word, never the message's. */
 	if ((pid_t)m->hello->pid != c->pid) {
 		LOG_W("runtime hello claims pid %u but the peer is pid %d",
@@ -428,6 +496,9 @@ static int runtime_done(struct svc_conn *c, const Pd__RuntimeMsg *m)
 
 static int runtime_event(struct svc_conn *c, const Pd__RuntimeMsg *m)
 {
+	/* It may fire a trigger: only for the process that connected. */
+	if (svc_conn_check(c) < 0)
+		return 0;
 	svc_trigger_runtime_event(c, m->event);
 	return 0;
 }
@@ -524,6 +595,7 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 	struct listener *l = arg;
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
+	struct svc_ident ident;
 	const char *refuse = NULL;
 
 	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -564,6 +636,26 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 		close(fd);
 		return;
 	}
+	/* Bound to the process, not its pid (after the caps: a refused flood
+	 * costs no /proc reads). One already gone, or with other ids than
+	 * SO_PEERCRED's, has nobody to speak for. */
+	int ir = svc_ident_bind(&ident, fd);
+	if (ir < 0) {
+		close(fd);
+		if ((ir == -EMFILE || ir == -ENFILE || ir == -ENOMEM) && l->ev_resume) {
+			/* No fd for its pidfd: out of fds as if accept had failed, so
+			 * pause the same way rather than close every new peer. */
+			struct timeval tv = { 0, CONN_ACCEPT_PAUSE_MS * 1000 };
+			LOG_W("binding a peer on %s: %s; pausing it for %d ms", l->path,
+			      strerror(-ir), CONN_ACCEPT_PAUSE_MS);
+			event_del(l->ev);
+			evtimer_add(l->ev_resume, &tv);
+			return;
+		}
+		LOG_D("refusing pid %d uid %u on %s: %s", (int)cred.pid, (unsigned)cred.uid, l->path,
+		      ir == -EPERM || ir == -ESRCH ? ident_why(ir) : strerror(-ir));
+		return;
+	}
 	struct svc_conn *c = calloc(1, sizeof(*c));
 	if (!c)
 		goto fail;
@@ -574,6 +666,8 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 	c->uid = cred.uid;
 	c->gid = cred.gid;
 	c->pid = cred.pid;
+	c->ident = ident; /* c owns its pidfd now */
+	ident.pidfd = -1;
 	svc_app_key(cfg, c->pid, c->uid, c->app, sizeof(c->app));
 	c->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, conn_read_cb, c);
 	c->ev_write = event_new(base, fd, EV_WRITE, conn_write_cb, c);
@@ -595,9 +689,11 @@ fail_conn:
 	if (c->ev_write)
 		event_free(c->ev_write);
 	svc_outq_fini(&c->q);
+	svc_ident_fini(&c->ident);
 	free(c);
 fail:
 	LOG_E("out of memory accepting a connection");
+	svc_ident_fini(&ident);
 	close(fd);
 }
 
@@ -615,8 +711,10 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
 static void fit_fd_limit(void)
 {
 	struct rlimit rl;
-	/* Each process the CPU watcher follows holds an fd too (trg_cpu.c). */
-	rlim_t want = (rlim_t)cfg->max_clients + cfg->max_runtimes + TRG_MAX_PIDS + CONN_FD_RESERVE;
+	/* Each peer holds two: its socket and its process's pidfd (svc_ident).
+	 * Each process the CPU watcher follows holds one too (trg_cpu.c). */
+	rlim_t want = 2 * ((rlim_t)cfg->max_clients + cfg->max_runtimes) + TRG_MAX_PIDS +
+		      CONN_FD_RESERVE;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
 		return;
@@ -631,11 +729,11 @@ static void fit_fd_limit(void)
 		rl = up;
 	}
 	if (rl.rlim_cur < want)
-		LOG_W("fd limit %llu is below max_clients + max_runtimes + %d = %llu: connections "
-		      "past it wait until fds are free", (unsigned long long)rl.rlim_cur,
-		      CONN_FD_RESERVE, (unsigned long long)want);
+		LOG_W("fd limit %llu is below 2 x (max_clients + max_runtimes) + %d = %llu: "
+		      "connections past it wait until fds are free", (unsigned long long)rl.rlim_cur,
+		      TRG_MAX_PIDS + CONN_FD_RESERVE, (unsigned long long)want);
 	else
-		LOG_I("fd limit raised from %llu to %llu for max_clients + max_runtimes",
+		LOG_I("fd limit raised from %llu to %llu for 2 x (max_clients + max_runtimes)",
 		      (unsigned long long)old, (unsigned long long)rl.rlim_cur);
 }
 

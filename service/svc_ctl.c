@@ -2,7 +2,9 @@
  * control.sock: profctl's view of the daemon (proto/control.proto).
  *
  * The socket is mode 0666, like client.sock, and every request is
- * authorised by the peer's SO_PEERCRED uid taken at accept: root sees and
+ * authorised by the peer's SO_PEERCRED uid taken at accept, bound to the
+ * peer's process (svc_ident) and re-checked before each request: a peer
+ * whose process is gone or changed its ids is closed. Root sees and
  * does everything; any other uid sees only what belongs to it (its apps'
  * results, triggers, budgets, runtimes and sessions) and may not `request`
  * captures. This lets an app's developer run `profctl results` without sudo
@@ -35,6 +37,7 @@
 #include "control.pb-c.h"
 #include "log.h"
 #include "profiling/profiling.h"
+#include "svc_ident.h"
 #include "util.h"
 #include "wire.h"
 
@@ -46,6 +49,7 @@ struct ctl_conn {
 	int fd;
 	uid_t uid;
 	pid_t pid;
+	struct svc_ident ident;    /* the process that connected */
 	struct event *ev_read, *ev_write;
 	struct svc_outq q;
 	uint64_t watch;            /* session whose phases this peer waits for */
@@ -232,6 +236,7 @@ static void ctl_free(struct ctl_conn *c)
 	if (c->ev_write)
 		event_free(c->ev_write);
 	svc_outq_fini(&c->q);
+	svc_ident_fini(&c->ident);
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c);
@@ -821,7 +826,9 @@ static int do_request(struct ctl_conn *c, const Pdctl__Capture *cp)
 	Pdctl__Progress p;
 	Pd__Params prm = PD__PARAMS__INIT;
 	char app[RL_APP_MAX], msg[256];
-	unsigned uid, gid;
+	struct svc_ident target;
+	uid_t uid;
+	gid_t gid;
 	uint64_t id = 0;
 
 	if (c->uid != 0)
@@ -833,10 +840,17 @@ static int do_request(struct ctl_conn *c, const Pdctl__Capture *cp)
 				  "this connection already waits for a capture");
 	if (cp->type < PROF_HEAP_DUMP || cp->type > PROF_SYSTEM_TRACE)
 		return send_error(c, PROF_E_INVALID_REQUEST, "unknown capture type");
-	if (cp->pid == 0 || cp->pid > INT32_MAX || util_proc_ids((int)cp->pid, &uid, &gid) < 0) {
+	if (cp->pid == 0 || cp->pid > INT32_MAX ||
+	    svc_ident_of_pid(&target, (pid_t)cp->pid, 0) < 0) {
 		util_fmt(msg, sizeof(msg), "no process %u", cp->pid);
 		return send_error(c, PROF_E_INVALID_REQUEST, msg);
 	}
+	/* A setuid process (mixed ids) is root's to capture, and its result
+	 * root's: never delivered to the real uid that started it. */
+	uid = svc_ident_mixed(&target) ? 0 : target.uid[0];
+	gid = svc_ident_mixed(&target) ? 0 : target.gid[0];
+	uint64_t start = target.start;
+	svc_ident_fini(&target);
 	prm.has_duration_ms = cp->has_duration_ms;
 	prm.duration_ms = cp->duration_ms;
 	prm.has_frequency_hz = cp->has_frequency_hz;
@@ -844,7 +858,7 @@ static int do_request(struct ctl_conn *c, const Pdctl__Capture *cp)
 	svc_app_key(cfg, (pid_t)cp->pid, (uid_t)uid, app, sizeof(app));
 	/* Root asking for another process: a system capture of that process's
 	 * app, as prof_request with target_pid is; the result goes to the app. */
-	int e = svc_session_trigger((pid_t)cp->pid, (uid_t)uid, (gid_t)gid, app, cp->type, &prm,
+	int e = svc_session_trigger((pid_t)cp->pid, start, uid, gid, app, cp->type, &prm,
 				    PROF_TRIGGER_NONE, cp->tag && *cp->tag ? cp->tag : "profctl",
 				    cfg->runtime_wait_ms, &id, msg, sizeof(msg));
 	if (e)
@@ -875,6 +889,16 @@ static void ctl_dispatch(struct ctl_conn *c, const uint8_t *buf, size_t len)
 
 	if (!m) {
 		ctl_drop(c, why);
+		return;
+	}
+	/* Authorised by the uid of the process that connected, while it is that
+	 * process with those ids (not one it passed its socket to, nor a setuid
+	 * exec of it, nor a root process that has dropped its privileges). */
+	int ir = svc_ident_check(&c->ident);
+	if (ir < 0) {
+		pdctl__ctl_request__free_unpacked(m, NULL);
+		ctl_drop(c, ir == -EPERM ? "the connecting process changed its ids"
+			 : "the connecting process is gone");
 		return;
 	}
 	if (m->version != CTL_VERSION) {
@@ -934,6 +958,7 @@ static void ctl_accept_cb(evutil_socket_t fd0, short what, void *arg)
 {
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
+	struct svc_ident ident;
 	unsigned per_uid = 0;
 
 	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -953,14 +978,22 @@ static void ctl_accept_cb(evutil_socket_t fd0, short what, void *arg)
 		close(fd);
 		return;
 	}
+	/* Bound to the peer's process (svc_ident.h), after the caps: one gone,
+	 * or with other ids than SO_PEERCRED's, is not served. */
+	if (svc_ident_bind(&ident, fd) < 0) {
+		close(fd);
+		return;
+	}
 	struct ctl_conn *c = calloc(1, sizeof(*c));
 	if (!c) {
+		svc_ident_fini(&ident);
 		close(fd);
 		return;
 	}
 	c->fd = fd;
 	c->uid = cred.uid;
 	c->pid = cred.pid;
+	c->ident = ident; /* c owns the pidfd now */
 	int qr = svc_outq_init(&c->q, CTL_MAX_QUEUE);
 	c->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, ctl_read_cb, c);
 	c->ev_write = event_new(base, fd, EV_WRITE, ctl_write_cb, c);

@@ -61,16 +61,23 @@ static const char *const helper_table[] = { redactor, ftracer, perfer, jattacher
 #define NHELPERS (sizeof(helper_table) / sizeof(helper_table[0]))
 _Static_assert(NHELPERS <= SVC_SPAWN_HELPERS_MAX, "the spawner table is capped");
 
-/* "tid,tid,..." of pid's threads, at most SVC_REDACT_TIDS_MAX of them. */
-static void list_tids(pid_t pid, char *out, size_t n)
+/*
+ * "tid,tid,..." of pid's threads, at most SVC_REDACT_TIDS_MAX of them, when
+ * pid is still the process that started at start (before and after the
+ * listing): the threads of a later owner of the pid are not the app's.
+ */
+static void list_tids(pid_t pid, uint64_t start, char *out, size_t n)
 {
 	char dir[64];
 	size_t pos = 0;
 	int count = 0;
+	uint64_t now = 0;
+	out[0] = '\0';
+	if (!start || util_proc_start_time((int)pid, &now) < 0 || now != start)
+		return;
 	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
 	DIR *d = opendir(dir);
 	struct dirent *de;
-	out[0] = '\0';
 	if (!d)
 		return;
 	while ((de = readdir(d)) && count < SVC_REDACT_TIDS_MAX) {
@@ -83,6 +90,8 @@ static void list_tids(pid_t pid, char *out, size_t n)
 		count++;
 	}
 	closedir(d);
+	if (util_proc_start_time((int)pid, &now) < 0 || now != start)
+		out[0] = '\0';
 }
 
 /* Release a helper's handle (its process is reaped by the spawner). */
@@ -373,7 +382,7 @@ static int spawn(const char *path, char **argv, int in_fd, int out_fd, int fd3, 
 }
 
 int svc_redact_start(int in_fd, int kernel_fd, int out_fd, const char *format, pid_t app_pid,
-		     svc_redact_cb cb, void *ud, struct svc_redact **out)
+		     uint64_t app_start, svc_redact_cb cb, void *ud, struct svc_redact **out)
 {
 	char pids[16], tids[SVC_REDACT_TIDS_MAX * 12];
 	char *argv[MAX_ARGS];
@@ -382,7 +391,7 @@ int svc_redact_start(int in_fd, int kernel_fd, int out_fd, const char *format, p
 	/* The app's threads now; a trace names them by tid. */
 	snprintf(pids, sizeof(pids), "%d", (int)app_pid);
 	tids[0] = '\0';
-	list_tids(app_pid, tids, sizeof(tids));
+	list_tids(app_pid, app_start, tids, sizeof(tids));
 	argv[n++] = "profilingd-redact";
 	argv[n++] = "--format";
 	argv[n++] = (char *)format;
@@ -427,36 +436,45 @@ int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_
 	return spawn(ftracer, argv, -1, out_fd, -1, false, duration_ms + 30000, cb, ud, out);
 }
 
-int svc_perf_start(pid_t pid, uint32_t hz, uint32_t duration_ms, int out_fd, svc_redact_cb cb,
-		   void *ud, struct svc_redact **out)
+int svc_perf_start(pid_t pid, uint64_t start, uint32_t hz, uint32_t duration_ms, int out_fd,
+		   svc_redact_cb cb, void *ud, struct svc_redact **out)
 {
-	char p[16], f[16], d[16];
+	char p[16], st[24], f[16], d[16];
 	if (!perfer[0])
 		return -ENOENT;
+	if (!start)
+		return -EINVAL; /* the helper must know which process pid is */
 	snprintf(p, sizeof(p), "%d", (int)pid);
+	snprintf(st, sizeof(st), "%llu", (unsigned long long)start);
 	snprintf(f, sizeof(f), "%u", hz);
 	snprintf(d, sizeof(d), "%u", duration_ms);
-	char *argv[] = { "profilingd-perf", "--pid", p, "--hz", f, "--duration-ms", d, NULL };
+	char *argv[] = { "profilingd-perf", "--pid", p, "--start-time", st, "--hz", f,
+			 "--duration-ms", d, NULL };
 	return spawn(perfer, argv, -1, out_fd, -1, false, duration_ms + cfg->deadline_grace_ms, cb,
 		     ud, out);
 }
 
-int svc_jattach_start(pid_t pid, enum svc_jattach_op op, uint32_t timeout_ms, int out_fd,
-		      svc_redact_cb cb, void *ud, struct svc_redact **out)
+int svc_jattach_start(pid_t pid, uint64_t start, enum svc_jattach_op op, uint32_t timeout_ms,
+		      int out_fd, svc_redact_cb cb, void *ud, struct svc_redact **out)
 {
-	char p[16], t[16], opts[SVC_SUN_MAX + 16];
+	char p[16], st[24], t[16], opts[SVC_SUN_MAX + 16];
 	if (!jattacher[0] || (op == SVC_JATTACH_LOAD && !jvmti_agent[0]))
 		return -ENOENT;
 	if (op != SVC_JATTACH_HEAPDUMP && op != SVC_JATTACH_LOAD && op != SVC_JATTACH_LISTEN)
 		return -ENOENT;
+	if (!start)
+		return -EINVAL; /* the helper must know which process pid is */
 	snprintf(p, sizeof(p), "%d", (int)pid);
+	snprintf(st, sizeof(st), "%llu", (unsigned long long)start);
 	snprintf(t, sizeof(t), "%u", timeout_ms);
 	/* The agent finds the daemon through its options, not the JVM's environment. */
 	util_fmt(opts, sizeof(opts), "socket=%s", cfg->runtime_socket);
-	char *dump[] = { "profilingd-jattach", "--pid", p, "--timeout-ms", t, "heapdump", NULL };
-	char *load[] = { "profilingd-jattach", "--pid", p, "--timeout-ms", t, "load", jvmti_agent,
-			 opts, NULL };
-	char *listen[] = { "profilingd-jattach", "--pid", p, "--timeout-ms", t, "listen", NULL };
+	char *dump[] = { "profilingd-jattach", "--pid", p, "--start-time", st, "--timeout-ms", t,
+			 "heapdump", NULL };
+	char *load[] = { "profilingd-jattach", "--pid", p, "--start-time", st, "--timeout-ms", t,
+			 "load", jvmti_agent, opts, NULL };
+	char *listen[] = { "profilingd-jattach", "--pid", p, "--start-time", st, "--timeout-ms", t,
+			   "listen", NULL };
 	if (out_fd < 0)
 		out_fd = STDERR_FILENO; /* load and listen write nothing to fd 1 */
 	/* The helper enforces the limit itself; this cap covers a stuck VM. */

@@ -14,6 +14,14 @@
  * declared. The redactor's output is fsync'd, handed to the app's uid and
  * renamed into <state>/results/<uid>/, so a result file is either absent
  * or complete.
+ *
+ * A session is bound to its target process (svc_ident: pidfd or pid and
+ * start time, its ids), not to a pid. Before the capture starts (runtime
+ * or helper), and when profilingd-perf is done, the process is checked
+ * again: one that is gone, was replaced or changed its ids (a setuid exec)
+ * fails the session with PROF_E_PERMISSION. A runtime is matched only when
+ * its own process is the session's (same pid and start time), and helpers
+ * get the start time to re-check on their side.
  */
 #include "svc.h"
 
@@ -31,6 +39,7 @@
 #include "log.h"
 #include "profiling/profiling.h"
 #include "svc_sink.h"
+#include "svc_ident.h"
 #include "util.h"
 #include "wire.h"
 
@@ -41,6 +50,7 @@ struct session {
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
+	struct svc_ident ident;          /* the target process (pid 0: none, a dead one's dump) */
 	uint32_t type;
 	uint32_t duration_ms, hz, clock;
 	uint32_t trigger;                /* PROF_TRIGGER_*, 0 for a direct request */
@@ -254,6 +264,7 @@ static void session_free(struct session *s)
 		svc_trigger_session_end(s->app, s->trigger, s->id, s->pid, s->type);
 	unlink_session(s);
 	release_files(s);
+	svc_ident_fini(&s->ident);
 	if (s->timer)
 		event_free(s->timer);
 	free(s);
@@ -289,10 +300,41 @@ static void send_cancel(struct session *s)
 static void start_capture(struct session *s, struct svc_conn *rt);
 static bool start_agentless(struct session *s);
 
+/* The runtime of the session's own process: same pid and start time. */
+static struct svc_conn *runtime_of(const struct session *s)
+{
+	struct svc_conn *rt = svc_conn_runtime_for(s->pid);
+	return rt && svc_conn_ident(rt)->start == s->ident.start ? rt : NULL;
+}
+
+/*
+ * Is the target still the process admitted, with the same ids? If not the
+ * session fails (PROF_E_PERMISSION), the requester's connection is closed
+ * when it was that process's, and -ESRCH or -EPERM comes back.
+ */
+static int recheck(struct session *s)
+{
+	char msg[160];
+	if (s->ident.pid <= 0)
+		return 0;
+	int r = svc_ident_check(&s->ident);
+	if (r == 0)
+		return 0;
+	util_fmt(msg, sizeof(msg), r == -EPERM
+		 ? "pid %d changed its ids since the request (a setuid exec?): not capturable"
+		 : "pid %d is gone or is another process now", (int)s->pid);
+	uint64_t client_id = s->client_id;
+	fail(s, PROF_E_PERMISSION, msg);
+	struct svc_conn *c = svc_conn_by_id(client_id);
+	if (c)
+		svc_conn_check(c);
+	return r;
+}
+
 /* [jvm] heap_dump_via_agent, and pid's agent is connected and offers it. */
 static bool dump_by_agent(const struct session *s)
 {
-	struct svc_conn *rt = cfg->jvm_dump_via_agent ? svc_conn_runtime_for(s->pid) : NULL;
+	struct svc_conn *rt = cfg->jvm_dump_via_agent ? runtime_of(s) : NULL;
 	return rt && (svc_conn_runtime_caps(rt) & SVC_CAP_HEAP_DUMP);
 }
 static int open_raw(struct session *s);
@@ -312,7 +354,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 			start_jvm_dump(s);
 			return;
 		}
-		struct svc_conn *rt = svc_conn_runtime_for(s->pid);
+		struct svc_conn *rt = runtime_of(s);
 		if (rt) {
 			start_capture(s, rt);
 			return;
@@ -409,6 +451,10 @@ static void perf_done(void *ud, int code, const char *msg)
 	struct session *s = ud;
 	char m[300];
 	s->perf = NULL;
+	/* A process that changed its ids while it was sampled (a setuid exec)
+	 * was not the requester's to sample all along: nothing is kept. */
+	if (recheck(s) < 0)
+		return;
 	if (code != 0) {
 		util_fmt(m, sizeof(m), "agentless sampling failed: %s", msg && *msg ? msg : "?");
 		fail(s, code == SVC_REDACT_NOSPACE ? PROF_E_NO_DISK_SPACE : PROF_E_EXECUTING, m);
@@ -423,9 +469,12 @@ static void perf_done(void *ud, int code, const char *msg)
 /* Sample pid with profilingd-perf. false when that cannot start. */
 static bool start_agentless(struct session *s)
 {
+	if (recheck(s) < 0)
+		return true; /* the session has failed: nothing else to try */
 	int r = open_raw(s);
 	if (r == 0)
-		r = svc_perf_start(s->pid, s->hz, s->duration_ms, s->raw_fd, perf_done, s, &s->perf);
+		r = svc_perf_start(s->pid, s->ident.start, s->hz, s->duration_ms, s->raw_fd,
+				   perf_done, s, &s->perf);
 	if (r < 0) {
 		LOG_I("session %llu: pid %d has no agent and cannot be sampled without one: %s",
 		      (unsigned long long)s->id, (int)s->pid,
@@ -467,10 +516,12 @@ static void jvm_dump_done(void *ud, int code, const char *msg)
 static void start_jvm_dump(struct session *s)
 {
 	char msg[160];
+	if (recheck(s) < 0)
+		return;
 	int r = open_raw(s);
 	if (r == 0)
-		r = svc_jattach_start(s->pid, SVC_JATTACH_HEAPDUMP, cfg->jvm_attach_timeout_ms,
-				      s->raw_fd, jvm_dump_done, s, &s->ja);
+		r = svc_jattach_start(s->pid, s->ident.start, SVC_JATTACH_HEAPDUMP,
+				      cfg->jvm_attach_timeout_ms, s->raw_fd, jvm_dump_done, s, &s->ja);
 	if (r < 0) {
 		util_fmt(msg, sizeof(msg), "cannot take a JVM heap dump: %s",
 			 r == -ENOENT ? "profilingd-jattach is not installed" : strerror(-r));
@@ -512,8 +563,10 @@ static bool start_agent_load(struct session *s)
 	s->agent_tried = true;
 	if (!svc_jvm_agent_available())
 		return false;
-	int r = svc_jattach_start(s->pid, SVC_JATTACH_LOAD, cfg->jvm_attach_timeout_ms, -1,
-				  agent_load_done, s, &s->ja);
+	if (recheck(s) < 0)
+		return true; /* the session has failed */
+	int r = svc_jattach_start(s->pid, s->ident.start, SVC_JATTACH_LOAD,
+				  cfg->jvm_attach_timeout_ms, -1, agent_load_done, s, &s->ja);
 	if (r < 0) {
 		LOG_I("session %llu: cannot load the JVMTI agent: %s", (unsigned long long)s->id,
 		      strerror(-r));
@@ -625,6 +678,13 @@ static void start_capture(struct session *s, struct svc_conn *rt)
 	char msg[128];
 	int wfd = -1;
 
+	/* The target, and the runtime's own process, still what they were. */
+	if (recheck(s) < 0)
+		return;
+	if (svc_conn_ident(rt)->start != s->ident.start) {
+		fail(s, PROF_E_PERMISSION, "the runtime is not the target process's");
+		return;
+	}
 	if (!(svc_conn_runtime_caps(rt) & type_info[s->type].cap)) {
 		util_fmt(msg, sizeof(msg), "the runtime of pid %d cannot take a %s capture",
 			 (int)s->pid, type_info[s->type].name);
@@ -898,7 +958,8 @@ static void start_redaction(struct session *s)
 		fail(s, PROF_E_POST_PROCESSING, msg);
 		return;
 	}
-	r = svc_redact_start(s->raw_fd, kfd, s->out_fd, format, s->pid, redact_done, s, &s->rd);
+	r = svc_redact_start(s->raw_fd, kfd, s->out_fd, format, s->pid, s->ident.start,
+			     redact_done, s, &s->rd);
 	if (kfd >= 0)
 		close(kfd); /* the redactor has its own copy */
 	if (r < 0) {
@@ -970,8 +1031,20 @@ struct target {
 	gid_t gid;
 	bool system;   /* asked by root for another process: a system capture */
 	char app[RL_APP_MAX];
+	struct svc_ident ident; /* the process; create_session takes it over */
 };
 
+/* t's process may be captured for t->uid (svc_ident_capturable). */
+static int target_capturable(const struct target *t, char *msg, size_t n)
+{
+	if (svc_ident_capturable(&t->ident, t->uid))
+		return 0;
+	util_fmt(msg, n, "pid %d runs with ids other than uid %u's alone (a setuid or setgid "
+		 "program): only root may capture it", (int)t->pid, (unsigned)t->uid);
+	return PROF_E_PERMISSION;
+}
+
+/* Fills t (its ident too, which the caller finishes). */
 static int resolve_target(struct svc_conn *client, const Pd__Request *rq, struct target *t,
 			  char *msg, size_t n)
 {
@@ -980,22 +1053,35 @@ static int resolve_target(struct svc_conn *client, const Pd__Request *rq, struct
 	t->gid = svc_conn_gid(client);
 	t->system = false;
 	util_strlcpy(t->app, svc_conn_app(client), sizeof(t->app));
-	if (!rq->has_target_pid || rq->target_pid == 0 || (pid_t)rq->target_pid == t->pid)
-		return 0;
+	if (!rq->has_target_pid || rq->target_pid == 0 || (pid_t)rq->target_pid == t->pid) {
+		/* The caller itself: the process its connection is bound to. */
+		if (svc_ident_dup(&t->ident, svc_conn_ident(client)) < 0) {
+			util_fmt(msg, n, "out of file descriptors");
+			return PROF_E_UNKNOWN;
+		}
+		return target_capturable(t, msg, n);
+	}
 	if (t->uid != 0) {
 		util_fmt(msg, n, "only root may capture another process");
 		return PROF_E_PERMISSION;
 	}
-	unsigned uid, gid;
-	if (rq->target_pid > INT32_MAX || util_proc_ids((int)rq->target_pid, &uid, &gid) < 0) {
+	if (rq->target_pid > INT32_MAX ||
+	    svc_ident_of_pid(&t->ident, (pid_t)rq->target_pid, 0) < 0) {
 		util_fmt(msg, n, "no process %u", rq->target_pid);
 		return PROF_E_INVALID_REQUEST;
 	}
 	t->pid = (pid_t)rq->target_pid;
-	t->uid = uid;
-	t->gid = gid;
 	t->system = true;
-	svc_app_key(cfg, t->pid, t->uid, t->app, sizeof(t->app));
+	/*
+	 * The result belongs to the target's app, unless the target runs with
+	 * mixed ids (setuid): then it stays with root, who asked, and never
+	 * goes to the real uid that started the setuid program.
+	 */
+	if (!svc_ident_mixed(&t->ident)) {
+		t->uid = t->ident.uid[0];
+		t->gid = t->ident.gid[0];
+		svc_app_key(cfg, t->pid, t->uid, t->app, sizeof(t->app));
+	}
 	return 0;
 }
 
@@ -1064,7 +1150,7 @@ static int admit(const struct target *t, const Pd__Request *rq, uint32_t *dur, u
 }
 
 /* Create and arm an admitted session. 0 or a positive PROF_E_* with *why. */
-static int create_session(const struct target *t, const Pd__Request *rq, uint32_t dur, uint32_t hz,
+static int create_session(struct target *t, const Pd__Request *rq, uint32_t dur, uint32_t hz,
 			  uint64_t client_id, uint32_t trigger, uint32_t wait_ms, uint64_t *id,
 			  const char **why)
 {
@@ -1079,6 +1165,7 @@ static int create_session(const struct target *t, const Pd__Request *rq, uint32_
 	s->out_fd = -1;
 	s->ft_fd = -1;
 	s->declared = UINT64_MAX;
+	svc_ident_init(&s->ident);
 	s->uid = t->uid;
 	s->gid = t->gid;
 	s->pid = t->pid;
@@ -1107,6 +1194,9 @@ static int create_session(const struct target *t, const Pd__Request *rq, uint32_
 		return r == -ENOSPC ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN;
 	}
 	s->wait_ms = wait_ms;
+	/* The session owns the target's ident (and its pidfd) from here. */
+	s->ident = t->ident;
+	svc_ident_init(&t->ident);
 	s->jvm = svc_jvm_detect(s->pid);
 	s->next = sessions;
 	sessions = s;
@@ -1117,7 +1207,7 @@ static int create_session(const struct target *t, const Pd__Request *rq, uint32_
 	 * Start from the event loop, after the synchronous reply is queued:
 	 * at once when the runtime is here, else when it says hello.
 	 */
-	arm(s, svc_conn_runtime_for(s->pid) || s->jvm ? 0 : wait_ms);
+	arm(s, runtime_of(s) || s->jvm ? 0 : wait_ms);
 	return 0;
 }
 
@@ -1130,22 +1220,26 @@ int svc_session_request(struct svc_conn *client, const Pd__Request *rq, uint64_t
 
 	*why = NULL;
 	*id = 0;
+	svc_ident_init(&t.ident);
 	int e = resolve_target(client, rq, &t, msg, sizeof(msg));
 	if (!e)
 		e = admit(&t, rq, &dur, &hz, msg, sizeof(msg));
 	if (e) {
+		svc_ident_fini(&t.ident);
 		*why = msg;
 		/* Refusals get an id too, so the listener's copy can be matched. */
 		if (svc_db_alloc_id(id) < 0)
 			*id = 0;
 		return e;
 	}
-	return create_session(&t, rq, dur, hz, svc_conn_id(client), PROF_TRIGGER_NONE,
-			      cfg->runtime_wait_ms, id, why);
+	e = create_session(&t, rq, dur, hz, svc_conn_id(client), PROF_TRIGGER_NONE,
+			   cfg->runtime_wait_ms, id, why);
+	svc_ident_fini(&t.ident);
+	return e;
 }
 
-int svc_session_trigger(pid_t pid, uid_t uid, gid_t gid, const char *app, uint32_t type,
-			const Pd__Params *params, uint32_t trigger, const char *tag,
+int svc_session_trigger(pid_t pid, uint64_t start, uid_t uid, gid_t gid, const char *app,
+			uint32_t type, const Pd__Params *params, uint32_t trigger, const char *tag,
 			uint32_t wait_ms, uint64_t *id, char *msg, size_t n)
 {
 	struct target t = { .pid = pid, .uid = uid, .gid = gid, .system = true };
@@ -1157,12 +1251,20 @@ int svc_session_trigger(pid_t pid, uid_t uid, gid_t gid, const char *app, uint32
 	rq.type = type;
 	rq.params = (Pd__Params *)params;
 	rq.tag = (char *)tag;
-	int e = admit(&t, &rq, &dur, &hz, msg, n);
-	if (e)
-		return e;
-	e = create_session(&t, &rq, dur, hz, 0, trigger, wait_ms, id, &why);
-	if (e)
-		util_fmt(msg, n, "%s", why);
+	/* The process the trigger saw, still there, and the app's to capture. */
+	if (svc_ident_of_pid(&t.ident, pid, start) < 0) {
+		util_fmt(msg, n, "pid %d is gone or is another process now", (int)pid);
+		return PROF_E_PERMISSION;
+	}
+	int e = target_capturable(&t, msg, n);
+	if (!e)
+		e = admit(&t, &rq, &dur, &hz, msg, n);
+	if (!e) {
+		e = create_session(&t, &rq, dur, hz, 0, trigger, wait_ms, id, &why);
+		if (e)
+			util_fmt(msg, n, "%s", why);
+	}
+	svc_ident_fini(&t.ident);
 	return e;
 }
 
@@ -1174,6 +1276,8 @@ int svc_session_adopt(pid_t pid, uid_t uid, gid_t gid, const char *app, const ch
 	Pd__Params prm = PD__PARAMS__INIT;
 	const char *why = NULL;
 	uint64_t id;
+
+	svc_ident_init(&t.ident); /* the process is gone: its dump only */
 
 	util_strlcpy(t.app, app, sizeof(t.app));
 	rq.type = PROF_SYSTEM_TRACE;
@@ -1302,9 +1406,11 @@ void svc_session_ack(struct svc_conn *client, uint64_t result_id)
 void svc_session_runtime_up(struct svc_conn *rt)
 {
 	pid_t pid = svc_conn_pid(rt);
+	uint64_t start = svc_conn_ident(rt)->start;
 	for (struct session *s = sessions, *next; s; s = next) {
 		next = s->next;
-		if (s->state == S_WAIT_RUNTIME && s->pid == pid &&
+		/* The session's own process, not another that has its pid now. */
+		if (s->state == S_WAIT_RUNTIME && s->pid == pid && s->ident.start == start &&
 		    !(s->jvm && s->type == PROF_HEAP_DUMP && !dump_by_agent(s))) {
 			evtimer_del(s->timer);
 			start_capture(s, rt);

@@ -31,6 +31,7 @@
 #include "log.h"
 #include "profiling/profiling.h"
 #include "trace_fmt.h"
+#include "svc_ident.h"
 #include "trg.h"
 #include "util.h"
 
@@ -61,6 +62,7 @@ struct reg {
 /* A process known to belong to an app. */
 struct app_pid {
 	pid_t pid;
+	uint64_t start;               /* its start time: captures are of this process only */
 	char app[RL_APP_MAX];
 	uid_t uid;
 	gid_t gid;
@@ -119,11 +121,19 @@ static struct reg *reg_for(const struct app_pid *p, uint32_t type)
 	return r;
 }
 
-static struct app_pid *add_pid(pid_t pid, const char *app, uid_t uid, gid_t gid)
+static void drop_pid(pid_t pid);
+
+/* start 0: read it now. An entry left by an earlier process with this pid
+ * (a missed exit) is replaced. */
+static struct app_pid *add_pid(pid_t pid, uint64_t start, const char *app, uid_t uid, gid_t gid)
 {
+	if (!start && util_proc_start_time((int)pid, &start) < 0)
+		return NULL;
 	struct app_pid *p = find_pid(pid);
-	if (p)
+	if (p && p->start == start)
 		return p;
+	if (p)
+		drop_pid(pid);
 	if (npids == SVC_MAX_APP_PIDS)
 		return NULL;
 	p = &pids[npids++];
@@ -131,6 +141,7 @@ static struct app_pid *add_pid(pid_t pid, const char *app, uid_t uid, gid_t gid)
 	p->sys_reg = -1;
 	p->crash_fd = -1;
 	p->pid = pid;
+	p->start = start;
 	p->uid = uid;
 	p->gid = gid;
 	util_strlcpy(p->app, app, sizeof(p->app));
@@ -271,7 +282,9 @@ static void listener_done(void *ud, int code, const char *msg);
 void svc_trigger_runtime_up(struct svc_conn *rt)
 {
 	struct app_pid *p = find_pid(svc_conn_pid(rt));
-	if (!p)
+	/* Only the runtime of the tracked process itself, not of a later
+	 * owner of its pid, gets its heap arming or crash file. */
+	if (!p || p->start != svc_conn_ident(rt)->start)
 		return;
 	struct reg *oom = find_reg(p->app, PROF_TRIGGER_OOM);
 	if (!oom && p->sys_reg >= 0 && regs[p->sys_reg].used &&
@@ -280,7 +293,8 @@ void svc_trigger_runtime_up(struct svc_conn *rt)
 	if (oom && svc_jvm_detect(p->pid)) {
 		/* A VM out of heap cannot start its attach listener (a Java
 		 * thread): start it now, for the heap dump an OOM will want. */
-		int r = svc_jattach_start(p->pid, SVC_JATTACH_LISTEN, 15000, -1, listener_done,
+		int r = svc_jattach_start(p->pid, p->start, SVC_JATTACH_LISTEN, 15000, -1,
+					  listener_done,
 					  (void *)(intptr_t)p->pid, NULL);
 		if (r < 0)
 			LOG_W("JVM pid %d: cannot prepare its attach listener: %s", (int)p->pid,
@@ -313,6 +327,7 @@ static int fire_as(struct reg *r, pid_t pid, const char *tag, uint32_t capture)
 	uid_t uid = r->uid;
 	gid_t gid = r->gid;
 	struct app_pid *p = find_pid(pid);
+	uint64_t start = p ? p->start : 0;
 	if (r->sys && p) {
 		app = p->app;
 		uid = p->uid;
@@ -323,8 +338,8 @@ static int fire_as(struct reg *r, pid_t pid, const char *tag, uint32_t capture)
 		/* An unmodified program has no agent to wait for: sample it at once. */
 		uint32_t wait = r->sys ? 0 : r->type == PROF_TRIGGER_COLD_START ? r->timeout_ms
 									  : cfg->runtime_wait_ms;
-		e = svc_session_trigger(pid, uid, gid, app, capture ? capture : r->capture, &r->params,
-					r->type, tag, wait, &id, msg, sizeof(msg));
+		e = svc_session_trigger(pid, start, uid, gid, app, capture ? capture : r->capture,
+					&r->params, r->type, tag, wait, &id, msg, sizeof(msg));
 	}
 	if (e) {
 		r->refused++;
@@ -375,7 +390,8 @@ static void hang_trace(evutil_socket_t fd, short what, void *arg)
 	if (r && kill(f->pid, 0) == 0) {
 		prm.has_duration_ms = 1;
 		prm.duration_ms = SVC_DURATION_MIN_MS;
-		int e = svc_session_trigger(f->pid, p->uid, p->gid, p->app, PROF_SYSTEM_TRACE, &prm,
+		int e = svc_session_trigger(f->pid, p->start, p->uid, p->gid, p->app,
+					    PROF_SYSTEM_TRACE, &prm,
 					    PROF_TRIGGER_HANG, "hang-trace", cfg->runtime_wait_ms, &id,
 					    msg, sizeof(msg));
 		if (e)
@@ -446,7 +462,7 @@ static void on_proc_exec(pid_t pid)
 		svc_app_key(cfg, pid, uid, app, sizeof(app));
 		if (strcmp(app, r->app))
 			continue;
-		struct app_pid *p = add_pid(pid, r->app, r->uid, r->gid);
+		struct app_pid *p = add_pid(pid, 0, r->app, r->uid, r->gid);
 		if (p)
 			watch_pid(p);
 		if (r->type == PROF_TRIGGER_COLD_START)
@@ -472,7 +488,7 @@ static void on_proc_exec(pid_t pid)
 				continue;
 		}
 		svc_app_key(cfg, pid, uid, app, sizeof(app));
-		struct app_pid *p = add_pid(pid, app, uid, gid);
+		struct app_pid *p = add_pid(pid, 0, app, uid, gid);
 		if (!p)
 			break;
 		p->sys_reg = (int)i;
@@ -733,7 +749,8 @@ int svc_trigger_add(struct svc_conn *c, const Pd__Trigger *t, char *why, size_t 
 	*r = tmp;
 	r->used = true;
 	r->active = active;
-	struct app_pid *p = add_pid(svc_conn_pid(c), r->app, r->uid, r->gid);
+	struct app_pid *p = add_pid(svc_conn_pid(c), svc_conn_ident(c)->start, r->app, r->uid,
+				    r->gid);
 	if (p)
 		watch_pid(p);
 	if (r->type == PROF_TRIGGER_OOM)
@@ -794,8 +811,8 @@ void svc_trigger_signal(struct svc_conn *c, const Pd__AppSignal *sg)
 
 void svc_trigger_client_up(struct svc_conn *c)
 {
-	struct app_pid *p = add_pid(svc_conn_pid(c), svc_conn_app(c), svc_conn_uid(c),
-				    svc_conn_gid(c));
+	struct app_pid *p = add_pid(svc_conn_pid(c), svc_conn_ident(c)->start, svc_conn_app(c),
+				    svc_conn_uid(c), svc_conn_gid(c));
 	if (!p)
 		return;
 	p->clients++;

@@ -17,6 +17,12 @@
  *       later runs out of heap could not start it then (the listener's
  *       Thread object is a Java allocation).
  *
+ * --start-time S (the daemon always passes it): P's start time when the
+ * daemon bound the capture to P (/proc/P/stat field 22). Once connected to
+ * the VM's attach socket the helper reads it again; a P that is another
+ * process by then fails with "error: target replaced: ..." (exit 70),
+ * before any command is sent.
+ *
  * The last line on fd 2 is the status: "ok ..." or "error: ...".
  * Exit 0; 69 when no attach listener answers; 70 on other errors.
  */
@@ -43,7 +49,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: profilingd-jattach --pid P [--timeout-ms T] [--debug-seccomp] COMMAND\n"
+		"usage: profilingd-jattach --pid P [--start-time S] [--timeout-ms T]\n"
+		"                          [--debug-seccomp] COMMAND\n"
 		"Speaks the HotSpot attach protocol to JVM P as P's user. COMMAND:\n"
 		"  heapdump            GC.heap_dump + Thread.print; the HPROF with the\n"
 		"                      threads' stacks appended goes to stdout\n"
@@ -51,6 +58,7 @@ static void usage(FILE *f)
 		"  jcmd 'CMD ARGS'     run a diagnostic command, its output to stdout\n"
 		"  listen              start the VM's attach listener, send nothing\n"
 		"T: the whole command's time limit in ms (default 120000).\n"
+		"S: P's start time (/proc/P/stat field 22): checked again once attached.\n"
 		"The last stderr line is the status: \"ok ...\" or \"error: ...\".\n"
 		"Once it runs as P's user it is under policy/seccomp/jattach.policy;\n"
 		"--debug-seccomp traps a forbidden call and names it (exit 75) instead\n"
@@ -58,6 +66,27 @@ static void usage(FILE *f)
 }
 
 #define fail util_fail
+
+/* --start-time: the process the daemon bound the capture to (0: not given). */
+static unsigned long long expect_start;
+
+/*
+ * Once attached: pid must still be the process the daemon admitted. The
+ * attach socket is found by pid, so a VM that took a reused pid would
+ * answer; a mismatch ends the helper here, before any command.
+ */
+static void check_target(pid_t pid)
+{
+	uint64_t now_start = 0;
+	if (!expect_start)
+		return;
+	int r = util_proc_start_time((int)pid, &now_start);
+	if (r == 0 && now_start == expect_start)
+		return;
+	exit(fail(EXIT_ERROR, "target replaced: pid %d %s (start time %llu, expected %llu)",
+		  (int)pid, r < 0 ? "is gone" : "is another process now",
+		  (unsigned long long)now_start, expect_start));
+}
 
 /* The effective uid and gid of pid (the VM compares the peer's with them). */
 static int proc_euid(pid_t pid, uid_t *uid, gid_t *gid)
@@ -89,6 +118,7 @@ static int run(pid_t pid, uint64_t deadline, const char *cmd, const char *a0, co
 	int fd = ja_connect(pid, left < 10000 ? left : 10000);
 	if (fd < 0)
 		return fd;
+	check_target(pid);
 	int r = ja_send(fd, cmd, a0, a1, a2);
 	size_t len = 0;
 	bool cut = false;
@@ -239,6 +269,7 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "pid", required_argument, NULL, 'p' },
+		{ "start-time", required_argument, NULL, 's' },
 		{ "timeout-ms", required_argument, NULL, 't' },
 		{ "debug-seccomp", no_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
@@ -251,13 +282,19 @@ int main(int argc, char **argv)
 	/* It becomes the JVM's user: that user must not ptrace it (sandbox.h). */
 	if (sbx_no_dump() < 0)
 		return fail(EXIT_ERROR, "PR_SET_DUMPABLE: %s", strerror(errno));
-	while ((c = getopt_long(argc, argv, "+p:t:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:s:t:h", opts, NULL)) != -1) {
 		char *e;
 		switch (c) {
 		case 'p':
 			pid = strtol(optarg, &e, 10);
 			if (*e || pid <= 0 || pid > 0x3fffffff)
 				return fail(2, "bad --pid %s", optarg);
+			break;
+		case 's':
+			errno = 0;
+			expect_start = strtoull(optarg, &e, 10);
+			if (errno || *e || optarg[0] < '0' || optarg[0] > '9' || !expect_start)
+				return fail(2, "bad --start-time %s", optarg);
 			break;
 		case 't':
 			timeout = strtol(optarg, &e, 10);
@@ -302,6 +339,7 @@ int main(int argc, char **argv)
 		if (fd < 0)
 			return fail(EXIT_UNAVAILABLE, "listen: %s", fd == -ETIMEDOUT
 				    ? "no attach listener answered in time" : strerror(-fd));
+		check_target((pid_t)pid);
 		close(fd);
 		fprintf(stderr, "ok listening\n");
 		return 0;

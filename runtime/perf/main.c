@@ -2,7 +2,12 @@
  * profilingd-perf: CPU stack samples of a process with no runtime agent.
  * The daemon runs it as root:
  *
- *   profilingd-perf --pid P --hz H --duration-ms D > profile.pb.gz
+ *   profilingd-perf --pid P [--start-time S] --hz H --duration-ms D > profile.pb.gz
+ *
+ * S is P's start time (/proc/P/stat field 22) when the daemon bound the
+ * capture to P: once the events are open it is read again, and a P that
+ * is another process by then (its pid reused) fails the run, with
+ * "error: target replaced: ..." and exit 70, before a sample is taken.
  *
  * fd 1 gets gzip'd pprof; the last line on fd 2 is the status,
  * "ok samples=N short=M unwinder=dwarf|fp threads=T" or "error: ...".
@@ -45,8 +50,10 @@ struct run {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: profilingd-perf --pid P --hz H --duration-ms D [--verbose]\n"
-		"                       [--debug-seccomp]\n"
+		"usage: profilingd-perf --pid P [--start-time S] --hz H --duration-ms D\n"
+		"                       [--verbose] [--debug-seccomp]\n"
+		"S: P's start time (/proc/P/stat field 22); P must still have it once its\n"
+		"events are open, else nothing is sampled (exit 70).\n"
 		"Samples the user-mode stacks of every thread of P at H Hz of its CPU time\n"
 		"for D ms and writes gzip'd pprof to stdout; the last stderr line is the status.\n"
 		"  H: 1..%d (and at most perf_event_max_sample_rate), D: 1..%u\n"
@@ -245,6 +252,7 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "pid", required_argument, NULL, 'p' },
+		{ "start-time", required_argument, NULL, 's' },
 		{ "hz", required_argument, NULL, 'f' },
 		{ "duration-ms", required_argument, NULL, 'd' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -253,17 +261,26 @@ int main(int argc, char **argv)
 		{ 0 }
 	};
 	unsigned long pid = 0, hz = 0, dur = 0;
+	unsigned long long start_time = 0;
 	struct pf_events *ev = NULL;
 	struct run run = { 0 };
 	char why[512];
 	int c, r, verbose = 0, debug_seccomp = 0, rc = EXIT_ERROR;
 
-	while ((c = getopt_long(argc, argv, "p:f:d:vh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:s:f:d:vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			if (parse_num(optarg, INT32_MAX, &pid) < 0)
 				return fail("--pid: expected a process id, got '%s'", optarg);
 			break;
+		case 's': {
+			char *end;
+			errno = 0;
+			start_time = strtoull(optarg, &end, 10);
+			if (errno || *end || optarg[0] < '0' || optarg[0] > '9' || !start_time)
+				return fail("--start-time: expected clock ticks, got '%s'", optarg);
+			break;
+		}
 		case 'f':
 			if (parse_num(optarg, PF_MAX_HZ, &hz) < 0)
 				return fail("--hz: expected 1..%d, got '%s'", PF_MAX_HZ, optarg);
@@ -316,6 +333,17 @@ int main(int argc, char **argv)
 	if ((r = pf_events_open((pid_t)pid, (unsigned)hz, &ev, why, sizeof(why))) < 0) {
 		rc = fail("%s", why);
 		goto out;
+	}
+	/* The events are bound to whatever had the pid at perf_event_open: it
+	 * must be the process the daemon admitted, not its pid's next owner. */
+	if (start_time) {
+		uint64_t now_start = 0;
+		if ((r = util_proc_start_time((int)pid, &now_start)) < 0 || now_start != start_time) {
+			rc = fail("target replaced: pid %lu %s (start time %llu, expected %llu)", pid,
+				  r < 0 ? "is gone" : "is another process now",
+				  (unsigned long long)now_start, start_time);
+			goto out;
+		}
 	}
 	if ((r = pf_unwind_open((pid_t)pid, &run.u)) < 0) {
 		rc = fail("cannot read the memory map of %lu: %s", pid, strerror(-r));

@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -499,12 +500,80 @@ static bool welcomed_within(int s, int ms)
 	return p.welcomed && !p.closed;
 }
 
+/*
+ * Connections "as" another uid. The daemon binds a connection to its
+ * process and that process's ids, and refuses one whose process no longer
+ * has the ids it connected with: a root process that connects under
+ * seteuid() and switches back is such a process. So each uid gets a helper
+ * child that is that uid (all of its ids), connects on request and passes
+ * the socket back; it lives until this program ends.
+ */
+struct uid_helper {
+	uid_t uid;
+	int ctl;
+};
+static struct uid_helper helpers[16];
+static int nhelpers;
+
+static void helper_serve(int ctl)
+{
+	int32_t wait_ms;
+	while (read(ctl, &wait_ms, sizeof(wait_ms)) == sizeof(wait_ms)) {
+		int s = sock_connect_wait(client_path, wait_ms);
+		int32_t r = s < 0 ? s : 0;
+		if (wire_send(ctl, &r, sizeof(r), s) < 0)
+			_exit(1);
+		if (s >= 0)
+			close(s);
+	}
+	_exit(0);
+}
+
+static struct uid_helper *helper_for(uid_t uid)
+{
+	int sp[2];
+	for (int i = 0; i < nhelpers; i++)
+		if (helpers[i].uid == uid)
+			return &helpers[i];
+	CHECK(nhelpers < (int)(sizeof(helpers) / sizeof(helpers[0])), "too many helper uids");
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) == 0, "socketpair");
+	pid_t pid = fork();
+	CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		/* None of the parent's connections may stay open in here. */
+		if (dup2(sp[1], 3) < 0 || close_range(4, ~0u, 0) < 0)
+			_exit(1);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 ||
+		    setresuid(uid, uid, uid) < 0)
+			_exit(1);
+		helper_serve(3);
+	}
+	close(sp[1]);
+	helpers[nhelpers] = (struct uid_helper){ uid, sp[0] };
+	return &helpers[nhelpers++];
+}
+
+/* A connection to client.sock made by a process of uid (its every id): the
+ * socket, or -errno of connect (-EAGAIN: the backlog stayed full for wait_ms). */
+static int connect_via(uid_t uid, int wait_ms)
+{
+	struct uid_helper *h = helper_for(uid);
+	int32_t w = wait_ms, r = -EIO;
+	int fd = -1;
+	struct pollfd pf = { .fd = h->ctl, .events = POLLIN };
+	CHECK(write(h->ctl, &w, sizeof(w)) == sizeof(w), "helper of uid %u", (unsigned)uid);
+	CHECK(poll(&pf, 1, wait_ms + WAIT_MS) == 1 && wire_recv(h->ctl, &r, sizeof(r), &fd) ==
+	      (ssize_t)sizeof(r), "no answer from the helper of uid %u", (unsigned)uid);
+	if (r < 0 && fd >= 0)
+		close(fd);
+	return r < 0 ? r : fd;
+}
+
 /* Connect with euid as the peer's identity (SO_PEERCRED takes the euid). */
 static int connect_as(uid_t euid)
 {
-	CHECK(seteuid(euid) == 0, "seteuid %u", (unsigned)euid);
-	int s = sock_connect(client_path);
-	CHECK(seteuid(0) == 0, "seteuid 0");
+	int s = connect_via(euid, WAIT_MS);
 	CHECK(s >= 0, "connect as %u: %s", (unsigned)euid, strerror(-s));
 	return s;
 }
@@ -588,17 +657,18 @@ static int exhaust(const char *log)
 	static struct peer p[EXHAUST_CONNS];
 	int opened = 0, refused = 0, welcomed = 0;
 	int pauses_before = count_lines(log, "pausing it for");
+	/* Pauses are counted from here: the connects (each made by a helper of
+	 * its uid, a round trip on a loaded machine) take time too. */
+	uint64_t t_begin = util_mono_ms();
 
 	bool full = false;
 	for (int i = 0; i < EXHAUST_CONNS; i++) {
-		CHECK(seteuid(CAP_UID_B + 1 + (uid_t)(i % EXHAUST_UIDS)) == 0, "seteuid");
 		/*
 		 * A full backlog: give a slow daemon a second to catch up; once it
 		 * stays full (the daemon is out of fds), do not wait any more.
 		 */
-		p[i].s = sock_connect_wait(client_path, full ? 0 : 1000);
+		p[i].s = connect_via(CAP_UID_B + 1 + (uid_t)(i % EXHAUST_UIDS), full ? 0 : 1000);
 		full = full || p[i].s == -EAGAIN;
-		CHECK(seteuid(0) == 0, "seteuid 0");
 		if (p[i].s < 0) {
 			CHECK(p[i].s == -EAGAIN, "connect: %s", strerror(-p[i].s));
 			refused++;
@@ -626,8 +696,9 @@ static int exhaust(const char *log)
 	      "of %d clients (served %d)", opened, welcomed);
 	CHECK(pauses >= 1, "the daemon never paused accept");
 	/* One pause per 100 ms; a spinning accept loop would log thousands a second. */
-	CHECK(pauses <= (int)(held_ms / 50) + 100, "%d accept pauses in %llu ms: spinning", pauses,
-	      (unsigned long long)held_ms);
+	uint64_t run_ms = util_mono_ms() - t_begin;
+	CHECK(pauses <= (int)(run_ms / 50) + 100, "%d accept pauses in %llu ms: spinning", pauses,
+	      (unsigned long long)run_ms);
 	for (int i = 0; i < EXHAUST_CONNS; i++)
 		if (p[i].s >= 0)
 			close(p[i].s);

@@ -78,8 +78,12 @@ struct prof_params {
 	/*
 	 * 0: the calling process. Another pid: root only (else
 	 * PROF_E_PERMISSION); the result belongs to the target's app and is
-	 * delivered to the caller. A target without a runtime agent is
-	 * sampled by the daemon itself (PROF_STACK_SAMPLING).
+	 * delivered to the caller (a setuid target's stays root's). A target
+	 * without a runtime agent is sampled by the daemon itself
+	 * (PROF_STACK_SAMPLING). The calling process is the one that
+	 * connected: once it has exited (a child kept the connection) or run
+	 * a setuid program, requests get PROF_E_PERMISSION and the
+	 * connection is closed.
 	 */
 	uint32_t target_pid;
 	/* PROF_STACK_SAMPLING clock: 0 CPU time (default), 1 wall clock (also
