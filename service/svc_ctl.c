@@ -56,7 +56,7 @@ struct ctl_conn {
 static struct event_base *base;
 static const struct svc_config *cfg;
 static int lfd = -1;
-static struct event *lev;
+static struct svc_acceptor acc; /* accept, paused when out of fds (svc_listen.c) */
 static char lpath[SVC_SUN_MAX];
 static bool activated;            /* from systemd: the socket unit owns the path */
 static struct ctl_conn *conns;
@@ -249,7 +249,8 @@ static void ctl_drop(struct ctl_conn *c, const char *why)
 	c->dropping = true;
 	c->watch = 0;
 	if (why)
-		LOG_N("closing control peer pid %d uid %u: %s", (int)c->pid, (unsigned)c->uid, why);
+		LOG_PEER(c->uid, LOG_NOTICE, "closing control peer pid %d uid %u: %s", (int)c->pid,
+			 (unsigned)c->uid, why);
 	event_base_once(base, -1, EV_TIMEOUT, ctl_reap_cb, c, NULL);
 }
 
@@ -942,7 +943,7 @@ static void ctl_accept_cb(evutil_socket_t fd0, short what, void *arg)
 	socklen_t cl = sizeof(cred);
 	unsigned per_uid = 0;
 
-	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	int fd = svc_acceptor_accept(&acc);
 	if (fd < 0)
 		return;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
@@ -953,8 +954,8 @@ static void ctl_accept_cb(evutil_socket_t fd0, short what, void *arg)
 		if (c->uid == cred.uid && !c->dropping)
 			per_uid++;
 	if (nconns >= cfg->max_ctl_clients || per_uid >= cfg->max_ctl_per_uid) {
-		LOG_W("refusing control peer pid %d uid %u: %s reached", (int)cred.pid,
-		      (unsigned)cred.uid, nconns >= cfg->max_ctl_clients ? "max_control_clients"
+		LOG_PEER(cred.uid, LOG_WARNING, "refusing control peer pid %d uid %u: %s reached",
+			 (int)cred.pid, (unsigned)cred.uid, nconns >= cfg->max_ctl_clients ? "max_control_clients"
 		      : "max_control_per_uid");
 		close(fd);
 		return;
@@ -978,7 +979,8 @@ static void ctl_accept_cb(evutil_socket_t fd0, short what, void *arg)
 		return;
 	}
 	event_add(c->ev_read, NULL);
-	LOG_D("control peer connected: pid %d uid %u", (int)c->pid, (unsigned)c->uid);
+	LOG_PEER(c->uid, LOG_DEBUG, "control peer connected: pid %d uid %u", (int)c->pid,
+		 (unsigned)c->uid);
 }
 
 /* Bind and listen at path (lfd); a stale socket is replaced, never a file. */
@@ -1024,9 +1026,8 @@ int svc_ctl_init(struct event_base *b, const struct svc_config *c)
 		activated = true;
 	else if ((r = bind_control(c->control_socket)) < 0)
 		return r;
-	lev = event_new(base, lfd, EV_READ | EV_PERSIST, ctl_accept_cb, NULL);
-	if (!lev || event_add(lev, NULL) < 0)
-		return -ENOMEM;
+	if ((r = svc_acceptor_start(&acc, base, lfd, lpath, ctl_accept_cb, NULL)) < 0)
+		return r;
 	svc_session_set_observer(observe);
 	LOG_I("listening on %s (profctl%s)", lpath, activated ? ", socket-activated" : "");
 	return 0;
@@ -1035,9 +1036,7 @@ int svc_ctl_init(struct event_base *b, const struct svc_config *c)
 void svc_ctl_fini(void)
 {
 	svc_session_set_observer(NULL);
-	if (lev)
-		event_free(lev);
-	lev = NULL;
+	svc_acceptor_stop(&acc);
 	if (lfd >= 0) {
 		close(lfd);
 		if (!activated)

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Pid-table fill: uid A registers an EXCESSIVE_CPU trigger for its
+# executable and execs 4,400 sleeping copies of it (more than the shared
+# table of 4,096 tracked processes). uid B's app then registers its own
+# EXCESSIVE_CPU trigger and spins: the trigger must still fire. A gets no
+# more than max_pids_per_uid (256 by default) tracked processes. The
+# daemon's CPU is measured (printed, not asserted: the machine is shared)
+# while A's copies sit, and while A execs short-lived copies in a loop.
+. "$(dirname "$0")/lib.sh"
+start_daemon
+A=$(make_user pidfill)
+B=$(make_user pidfriend)
+chmod o+rx "$BUILD/tests/integration"
+HZ=$(getconf CLK_TCK)
+
+# daemon_cpu SECONDS: the daemon's CPU use over SECONDS, in % of one core.
+daemon_cpu() {
+	local t0 t1 w0 w1
+	t0=$(awk '{print $14 + $15}' "/proc/$DAEMON_PID/stat")
+	w0=$(date +%s%N)
+	sleep "$1"
+	t1=$(awk '{print $14 + $15}' "/proc/$DAEMON_PID/stat")
+	w1=$(date +%s%N)
+	awk -v d=$((t1 - t0)) -v hz="$HZ" -v ns=$((w1 - w0)) 'BEGIN { printf "%.1f", d / hz / (ns / 1e9) * 100 }'
+}
+
+as_uid "$A" "$HOSTILE/hostile_pidtable" register > /dev/null || fail "uid $A cannot register its trigger"
+as_uid "$A" "$HOSTILE/hostile_pidtable" spawn 4400 > "$T/spawn.out" 2>&1 &
+SPAWN=$!
+for _ in $(seq 1200); do
+	grep -q '^spawned ' "$T/spawn.out" && break
+	kill -0 "$SPAWN" 2>/dev/null || break
+	sleep 0.1
+done
+grep -q '^spawned ' "$T/spawn.out" || { cat "$T/spawn.out"; fail "uid $A could not start its copies"; }
+echo "uid $A: $(cat "$T/spawn.out") sleeping copies"
+sleep 1
+idle=$(daemon_cpu 4)
+echo "daemon CPU while uid $A's copies sleep: $idle % of a core"
+
+out=$(as_uid "$B" "$BUILD/tests/integration/trigger_app" cpu 2> "$T/victim.err") ||
+	{ tail -5 "$T/victim.err"; fail "uid $B's EXCESSIVE_CPU trigger did not fire while uid $A fills the pid table"; }
+echo "ok: uid $B's EXCESSIVE_CPU trigger fired: $out"
+
+as_uid "$A" "$HOSTILE/hostile_pidtable" churn 4 > "$T/churn.out" 2>&1 &
+CHURN=$!
+churn=$(daemon_cpu 4)
+wait "$CHURN" || true
+echo "daemon CPU while uid $A execs short-lived copies ($(cat "$T/churn.out") in 4 s): $churn % of a core"
+
+grep -aq "uid $A: .*processes of this uid tracked already" "$T/daemon.log" ||
+	fail "no line saying uid $A reached its cap of tracked processes"
+daemon_alive || fail "daemon died"
+kill "$SPAWN" 2>/dev/null || true
+pkill -KILL -u "$A" 2>/dev/null || true
+stop_daemon
+pass "pid table"
