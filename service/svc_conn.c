@@ -9,6 +9,11 @@
  *     uid's log budget, LOG_PEER).
  *   hello_timeout_ms: a client or runtime that has not said hello by then
  *     is closed, so idle connections cannot hold a uid's share for long.
+ *   messages per event-loop round: CONN_UID_ROUND_MSGS per uid, shared by
+ *     all its connections; the rest wait in their sockets for the next
+ *     round. One uid's many connections cannot make a round long for the
+ *     others (a request from another uid waits one round, not 64 x 16
+ *     messages). See struct uid_share.
  *   max_queued_msgs: a peer that does not read its messages is closed.
  *   packet size (wire.h): the peer is closed, with one log line.
  *   out of fds (EMFILE/ENFILE on accept): the listener pauses for
@@ -58,8 +63,32 @@ struct svc_conn {
 	uint32_t caps;     /* runtime capabilities */
 	char app[RL_APP_MAX];
 	char kind[16];     /* runtime kind from its hello ("native", "jvm"), for status */
+	struct uid_share *share;  /* its uid's budget per loop round */
 	struct svc_conn *next;
 };
+
+/*
+ * The messages one uid's connections may handle in one round of the
+ * event loop, shared by all of them. A connection whose uid has spent its
+ * budget leaves its messages in the socket: the event is level-triggered,
+ * so a later round comes back to them. Budgets are renewed by a zero
+ * timeout armed when one runs out: libevent runs timers after the I/O
+ * callbacks of the next round, so a spent uid waits at most one round
+ * while every other peer is served. (libevent's cached time cannot tell
+ * rounds apart: it is CLOCK_MONOTONIC_COARSE, a few ms a tick.) Root is
+ * trusted (DESIGN 8a) and not counted.
+ */
+#define CONN_UID_ROUND_MSGS 32
+struct uid_share {
+	uid_t uid;
+	unsigned refs;            /* connections of this uid */
+	uint64_t round;           /* the budget period its count is of */
+	unsigned used;
+	struct uid_share *next;
+};
+static struct uid_share *shares;
+static uint64_t round_no;
+static struct event *ev_round; /* renews the budgets */
 
 struct listener {
 	int fd;
@@ -80,6 +109,60 @@ static uint64_t next_conn_id = 1;
 static uint32_t nclients, nruntimes;
 
 static void conn_free(struct svc_conn *c);
+
+/* The share of uid, made for its first connection. NULL: out of memory. */
+static struct uid_share *share_get(uid_t uid)
+{
+	struct uid_share *sh;
+	for (sh = shares; sh; sh = sh->next)
+		if (sh->uid == uid)
+			break;
+	if (!sh) {
+		if (!(sh = calloc(1, sizeof(*sh))))
+			return NULL;
+		sh->uid = uid;
+		sh->next = shares;
+		shares = sh;
+	}
+	sh->refs++;
+	return sh;
+}
+
+static void share_put(struct uid_share *sh)
+{
+	if (!sh || --sh->refs)
+		return;
+	for (struct uid_share **pp = &shares; *pp; pp = &(*pp)->next)
+		if (*pp == sh) {
+			*pp = sh->next;
+			break;
+		}
+	free(sh);
+}
+
+static void round_cb(evutil_socket_t fd, short what, void *arg)
+{
+	round_no++;
+}
+
+/* Take one message from c's uid's budget for this round: false if spent. */
+static bool share_take(struct uid_share *sh)
+{
+	static const struct timeval now = { 0, 0 };
+	if (sh->uid == 0)
+		return true;
+	if (sh->round != round_no) {
+		sh->round = round_no;
+		sh->used = 0;
+	}
+	if (sh->used < CONN_UID_ROUND_MSGS) {
+		sh->used++;
+		return true;
+	}
+	if (ev_round && !evtimer_pending(ev_round, NULL))
+		evtimer_add(ev_round, &now);
+	return false;
+}
 
 /* ------------------------------------------------------------ lookups */
 
@@ -199,6 +282,7 @@ static void conn_free(struct svc_conn *c)
 	if (c->role == SVC_ROLE_CLIENT && c->hello)
 		svc_trigger_client_down(c);
 	conn_unlink(c);
+	share_put(c->share);
 	if (c->role == SVC_ROLE_CLIENT)
 		nclients--;
 	else
@@ -491,7 +575,7 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
 	size_t cap = c->role == SVC_ROLE_CLIENT ? WIRE_CLIENT_MAX_MSG : WIRE_RUNTIME_MAX_MSG;
 
 	/* A bounded batch per wakeup keeps one chatty peer from starving others. */
-	for (int i = 0; i < 16 && !c->dropping; i++) {
+	for (int i = 0; i < 16 && !c->dropping && share_take(c->share); i++) {
 		ssize_t n = wire_recv(c->fd, buf, cap, NULL);
 		if (n == -EAGAIN)
 			return;
@@ -584,7 +668,8 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 	c->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, conn_read_cb, c);
 	c->ev_write = event_new(base, fd, EV_WRITE, conn_write_cb, c);
 	c->ev_hello = evtimer_new(base, hello_timeout_cb, c);
-	if (qr < 0 || !c->ev_read || !c->ev_write || !c->ev_hello)
+	c->share = share_get(c->uid);
+	if (qr < 0 || !c->ev_read || !c->ev_write || !c->ev_hello || !c->share)
 		goto fail_conn;
 	c->next = conns;
 	conns = c;
@@ -605,6 +690,7 @@ fail_conn:
 		event_free(c->ev_write);
 	if (c->ev_hello)
 		event_free(c->ev_hello);
+	share_put(c->share);
 	svc_outq_fini(&c->q);
 	free(c);
 fail:
@@ -814,6 +900,8 @@ int svc_conn_init(struct event_base *b, const struct svc_config *c)
 	int r;
 	base = b;
 	cfg = c;
+	if (!(ev_round = evtimer_new(base, round_cb, NULL)))
+		return -ENOMEM;
 	listeners[0].fd = listeners[1].fd = -1;
 	listeners[0].activated = listeners[1].activated = false;
 	fit_fd_limit();
@@ -844,6 +932,9 @@ void svc_conn_fini(void)
 	}
 	while (conns)
 		conn_free(conns);
+	if (ev_round)
+		event_free(ev_round);
+	ev_round = NULL;
 }
 
 /* ------------------------------------------------- read-only queries */
