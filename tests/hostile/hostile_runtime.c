@@ -2,15 +2,17 @@
  * hostile_runtime: the runtime.sock flood (docs/SECURITY.md, "no monopoly").
  *
  *   hostile_runtime flood RUNTIME_SOCK N HOLD_MS
- *     Opens up to N connections to runtime.sock and never says hello.
- *     Prints "held H of N" (connections still open 500 ms after the last
- *     connect), then, HOLD_MS later, "open_after K" (still open then).
+ *     Opens up to N connections to runtime.sock and never says hello;
+ *     prints "connected C pid P". On SIGUSR1 (sent once the daemon has surely
+ *     accepted them all) prints "held H of N", the connections still open,
+ *     then, HOLD_MS later, "open_after K", those open then.
  *   hostile_runtime self
  *     A friendly app: libprofiling with its agent asks for stack samples of
  *     itself and prints "pid P error E"; exit 0 only when E is 0.
  */
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,8 +63,17 @@ static int count_open(const int *s, int n)
 	return k;
 }
 
+static void on_usr1(int sig)
+{
+}
+
 static int flood(const char *path, int n, int hold_ms)
 {
+	sigset_t usr1, old;
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &usr1, &old);
+	signal(SIGUSR1, on_usr1);
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
 		rl.rlim_cur = rl.rlim_max;
@@ -77,8 +88,10 @@ static int flood(const char *path, int n, int hold_ms)
 		if (s[i] >= 0)
 			made++;
 	}
-	usleep(500000);
-	printf("held %d of %d (connected %d)\n", count_open(s, n), n, made);
+	printf("connected %d pid %d\n", made, (int)getpid());
+	fflush(stdout);
+	sigsuspend(&old);
+	printf("held %d of %d\n", count_open(s, n), n);
 	fflush(stdout);
 	usleep((useconds_t)hold_ms * 1000);
 	printf("open_after %d\n", count_open(s, n));
@@ -105,7 +118,9 @@ static int self(void)
 		printf("pid %d error connect %d\n", (int)getpid(), err);
 		return 1;
 	}
-	struct prof_params p = { .duration_ms = 500, .frequency_hz = 100 };
+	/* Wall clock: a loaded machine may give a spinning thread too little
+	 * CPU time for a sample; blocked threads are sampled too. */
+	struct prof_params p = { .duration_ms = 500, .frequency_hz = 100, .clock = 1 };
 	uint64_t id;
 	int r = prof_request(c, PROF_STACK_SAMPLING, &p, "self", on_result, NULL, &id);
 	if (r < 0) {
