@@ -203,6 +203,7 @@ struct bucket {
 	uid_t uid;
 	uint32_t tokens_ms;    /* tokens, in LOG_PEER_REFILL_MS units of one line */
 	uint64_t last_ms;      /* when tokens_ms was last brought up to date */
+	uint64_t seen_ms;      /* the uid's last line: the least recent is reused */
 	uint64_t suppressed;   /* lines dropped since the last summary */
 };
 
@@ -236,7 +237,7 @@ static void summary(struct bucket *b)
 	nsuppressing--;
 }
 
-/* uid's bucket; at the cap the least recently refilled one is reused. */
+/* uid's bucket; at the cap the one whose uid logged least recently is reused. */
 static struct bucket *bucket_for(uid_t uid, uint64_t now)
 {
 	struct bucket *lru = NULL;
@@ -247,7 +248,7 @@ static struct bucket *bucket_for(uid_t uid, uint64_t now)
 		if (!b->used) {
 			if (!lru || lru->used)
 				lru = b;
-		} else if (!lru || (lru->used && b->last_ms < lru->last_ms)) {
+		} else if (!lru || (lru->used && b->seen_ms < lru->seen_ms)) {
 			lru = b;
 		}
 	}
@@ -290,6 +291,7 @@ void log_peer_msg(uid_t uid, int level, const char *func, const char *fmt, ...)
 	if (uid != 0) {
 		uint64_t now = mono_ms();
 		struct bucket *b = bucket_for(uid, now);
+		b->seen_ms = now;
 		refill(b, now);
 		if (b->tokens_ms < LOG_PEER_REFILL_MS) {
 			if (!b->suppressed++)
