@@ -148,7 +148,8 @@ static void probe(const char *phase, int seconds, int out)
 		usleep(5000);
 	}
 	qsort(lat, n, sizeof(lat[0]), cmp_u64);
-	uint64_t p50 = n ? lat[n / 2] : 0, p99 = n ? lat[n * 99 / 100] : 0, max = n ? lat[n - 1] : 0;
+	uint64_t p50 = n ? lat[n / 2] : 0, p99 = n ? lat[n * 99 / 100] : 0;
+	uint64_t max = n ? lat[n - 1] : 0;
 	printf("  %-9s connect+hello+refused request: %zu round trips, %u failed; "
 	       "p50 %.2f ms  p99 %.2f ms  max %.2f ms  (goal: p99 < 5 ms)\n", phase, n, failed,
 	       p50 / 1000.0, p99 / 1000.0, max / 1000.0);

@@ -312,8 +312,8 @@ void svc_conn_drop(struct svc_conn *c, const char *why)
 	c->dropping = true;
 	if (why)
 		LOG_PEER(c->uid, LOG_NOTICE, "closing %s peer pid %d uid %u: %s",
-		      c->role == SVC_ROLE_CLIENT ? "client" : "runtime", (int)c->pid,
-		      (unsigned)c->uid, why);
+			 c->role == SVC_ROLE_CLIENT ? "client" : "runtime", (int)c->pid,
+			 (unsigned)c->uid, why);
 	/* Free outside the current handler: callers may still hold c. */
 	event_base_once(base, -1, EV_TIMEOUT, conn_reap_cb, c, NULL);
 }
@@ -356,8 +356,8 @@ static int client_request(struct svc_conn *c, const Pd__ClientMsg *m)
 	out.msg_case = PD__DAEMON_MSG__MSG_REPLY;
 	out.reply = &rep;
 	if (e)
-		LOG_PEER(c->uid, LOG_INFO, "refused request from pid %d (%s): %s: %s", (int)c->pid, c->app,
-		      prof_strerror(e), why ? why : "");
+		LOG_PEER(c->uid, LOG_INFO, "refused request from pid %d (%s): %s: %s", (int)c->pid,
+			 c->app, prof_strerror(e), why ? why : "");
 	int r = svc_conn_send(c, &out.base, -1);
 	if (r == 0 && e)
 		svc_session_refused(c, id, m->request, e, why);
@@ -488,11 +488,12 @@ static int runtime_hello(struct svc_conn *c, const Pd__RuntimeMsg *m)
 	/* The pid is the kernel's word, never the message's. */
 	if ((pid_t)m->hello->pid != c->pid) {
 		LOG_PEER(c->uid, LOG_WARNING, "runtime hello claims pid %u but the peer is pid %d",
-		      m->hello->pid, (int)c->pid);
+			 m->hello->pid, (int)c->pid);
 		return -EPERM;
 	}
 	if (svc_conn_runtime_for(c->pid)) {
-		LOG_PEER(c->uid, LOG_WARNING, "pid %d already has a runtime connection", (int)c->pid);
+		LOG_PEER(c->uid, LOG_WARNING, "pid %d already has a runtime connection",
+			 (int)c->pid);
 		return -EEXIST;
 	}
 	svc_conn_set_runtime(c, parse_caps(m->hello));
@@ -504,8 +505,9 @@ static int runtime_hello(struct svc_conn *c, const Pd__RuntimeMsg *m)
 		util_fmt(missing + len, sizeof(missing) - len, "%s%s", i ? "," : "",
 			 m->hello->missing[i]);
 	}
-	LOG_PEER(c->uid, LOG_INFO, "runtime up: pid %d uid %u kind %s caps 0x%x missing %s", (int)c->pid,
-	      (unsigned)c->uid, m->hello->runtime, c->caps, missing[0] ? missing : "-");
+	LOG_PEER(c->uid, LOG_INFO, "runtime up: pid %d uid %u kind %s caps 0x%x missing %s",
+		 (int)c->pid, (unsigned)c->uid, m->hello->runtime, c->caps,
+		 missing[0] ? missing : "-");
 	ack.version = PROF_API_VERSION;
 	out.msg_case = PD__DAEMON_TO_RUNTIME__MSG_HELLO_ACK;
 	out.hello_ack = &ack;
@@ -581,7 +583,7 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
 			return;
 		if (n == 0) {
 			LOG_PEER(c->uid, LOG_DEBUG, "%s pid %d disconnected",
-			      c->role == SVC_ROLE_CLIENT ? "client" : "runtime", (int)c->pid);
+				 c->role == SVC_ROLE_CLIENT ? "client" : "runtime", (int)c->pid);
 			svc_conn_drop(c, NULL);
 			return;
 		}
@@ -678,7 +680,8 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 	else
 		nruntimes++;
 	event_add(c->ev_read, NULL);
-	struct timeval hto = { cfg->hello_timeout_ms / 1000, (cfg->hello_timeout_ms % 1000) * 1000 };
+	struct timeval hto = { cfg->hello_timeout_ms / 1000,
+			       (cfg->hello_timeout_ms % 1000) * 1000 };
 	evtimer_add(c->ev_hello, &hto);
 	LOG_PEER(c->uid, LOG_DEBUG, "%s connected: pid %d uid %u",
 		 l->role == SVC_ROLE_CLIENT ? "client" : "runtime", (int)c->pid, (unsigned)c->uid);

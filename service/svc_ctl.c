@@ -955,8 +955,9 @@ static void ctl_accept_cb(evutil_socket_t fd0, short what, void *arg)
 			per_uid++;
 	if (nconns >= cfg->max_ctl_clients || per_uid >= cfg->max_ctl_per_uid) {
 		LOG_PEER(cred.uid, LOG_WARNING, "refusing control peer pid %d uid %u: %s reached",
-			 (int)cred.pid, (unsigned)cred.uid, nconns >= cfg->max_ctl_clients ? "max_control_clients"
-		      : "max_control_per_uid");
+			 (int)cred.pid, (unsigned)cred.uid,
+			 nconns >= cfg->max_ctl_clients ? "max_control_clients"
+			 : "max_control_per_uid");
 		close(fd);
 		return;
 	}

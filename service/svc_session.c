@@ -1144,7 +1144,8 @@ void svc_session_redeliver(struct svc_conn *client)
 	svc_db_pending(svc_conn_app(client), cfg->delivery_attempts, now > age ? now - age : 0,
 		       limit, redeliver_one, &rc);
 	if (rc.sent)
-		LOG_PEER(svc_conn_uid(client), LOG_INFO, "redelivered %d queued result(s) to pid %d (%s)",
+		LOG_PEER(svc_conn_uid(client), LOG_INFO,
+			 "redelivered %d queued result(s) to pid %d (%s)",
 			 rc.sent, (int)svc_conn_pid(client), svc_conn_app(client));
 }
 

@@ -168,12 +168,12 @@ static void watch_pid(const struct app_pid *p)
 {
 	struct reg *r = reg_for(p, PROF_TRIGGER_EXCESSIVE_CPU);
 	if (r && trg_cpu_watch(p->pid, r->cpu_percent, r->cpu_window_ms) == -ENOSPC)
-		LOG_PEER(p->uid, LOG_WARNING, "cannot watch the CPU of pid %d: %d processes watched already", (int)p->pid,
-		      TRG_MAX_PIDS);
+		LOG_PEER(p->uid, LOG_WARNING, "cannot watch the CPU of pid %d: %d processes watched "
+			 "already", (int)p->pid, TRG_MAX_PIDS);
 	r = reg_for(p, PROF_TRIGGER_OOM);
 	if (r && trg_mem_watch(p->pid, r->memory_percent, r->memory_bytes) == -ENOSPC)
 		LOG_PEER(p->uid, LOG_WARNING, "cannot watch the memory of pid %d: %d processes watched already",
-		      (int)p->pid, TRG_MAX_PIDS);
+			 (int)p->pid, TRG_MAX_PIDS);
 }
 
 /* An OOM trigger wants the heap sampled from now on, not from its warning. */
@@ -276,8 +276,8 @@ static int fire_as(struct reg *r, pid_t pid, const char *tag, uint32_t capture)
 	}
 	if (e) {
 		r->refused++;
-		LOG_PEER(uid, LOG_INFO, "%s trigger of %s (pid %d) refused: %s: %s", trigger_names[r->type], r->app,
-		      (int)pid, prof_strerror(e), msg);
+		LOG_PEER(uid, LOG_INFO, "%s trigger of %s (pid %d) refused: %s: %s",
+			 trigger_names[r->type], r->app, (int)pid, prof_strerror(e), msg);
 		return e;
 	}
 	svc_admit_cooldown_record(r->app, r->type);
@@ -285,8 +285,8 @@ static int fire_as(struct reg *r, pid_t pid, const char *tag, uint32_t capture)
 	r->last_session = id;
 	r->last_ns = util_now_ns(CLOCK_MONOTONIC);
 	r->fired++;
-	LOG_PEER(uid, LOG_INFO, "%s trigger of %s fired for pid %d: session %llu", trigger_names[r->type], r->app,
-	      (int)pid, (unsigned long long)id);
+	LOG_PEER(uid, LOG_INFO, "%s trigger of %s fired for pid %d: session %llu",
+		 trigger_names[r->type], r->app, (int)pid, (unsigned long long)id);
 	return 0;
 }
 
@@ -688,7 +688,7 @@ int svc_trigger_add(struct svc_conn *c, const Pd__Trigger *t, char *why, size_t 
 	if (r->type == PROF_TRIGGER_PRESSURE_STALL)
 		watch_psi(r);
 	LOG_PEER(r->uid, LOG_INFO, "%s registered a %s trigger (capture %u, cooldown %u s)", r->app,
-	      trigger_names[r->type], r->capture, r->period_s);
+		 trigger_names[r->type], r->capture, r->period_s);
 	return 0;
 }
 
@@ -731,8 +731,8 @@ void svc_trigger_signal(struct svc_conn *c, const Pd__AppSignal *sg)
 		 * the per-uid cap bounds how many one uid has. */
 		if ((r = find_reg(app, PROF_TRIGGER_HANG)) && find_pid(pid) &&
 		    trg_hang_beat(pid, r->hang_timeout_ms) == -ENOSPC)
-			LOG_PEER(svc_conn_uid(c), LOG_WARNING, "heartbeats of pid %d ignored: %d processes beating already", (int)pid,
-			      TRG_MAX_PIDS);
+			LOG_PEER(svc_conn_uid(c), LOG_WARNING, "heartbeats of pid %d ignored: %d "
+				 "processes beating already", (int)pid, TRG_MAX_PIDS);
 		break;
 	default:
 		break;
@@ -771,8 +771,9 @@ void svc_trigger_runtime_event(struct svc_conn *rt, const Pd__RuntimeEvent *ev)
 			LOG_PEER(svc_conn_uid(rt), LOG_NOTICE, "JVM pid %d ran out of Java heap",
 				 (int)pid);
 		else
-			LOG_PEER(svc_conn_uid(rt), LOG_NOTICE, "pid %d reports an allocation failure of %llu bytes", (int)pid,
-			      (unsigned long long)ev->value);
+			LOG_PEER(svc_conn_uid(rt), LOG_NOTICE,
+				 "pid %d reports an allocation failure of %llu bytes", (int)pid,
+				 (unsigned long long)ev->value);
 		/* A runtime-reported OOM fires the same trigger as the kernel's signs;
 		 * a JVM's is a heap dump (its graph) unless the trigger asked otherwise. */
 		struct app_pid *p = find_pid(pid);
