@@ -261,6 +261,16 @@ static struct bucket *bucket_for(uid_t uid, uint64_t now)
 	return lru;
 }
 
+/* The summary of b if it has a token for it: summaries draw from the
+ * bucket like any line, so a uid's lines never pass the budget. */
+static void summary_due(struct bucket *b)
+{
+	if (b->suppressed && b->tokens_ms >= LOG_PEER_REFILL_MS) {
+		b->tokens_ms -= LOG_PEER_REFILL_MS;
+		summary(b);
+	}
+}
+
 /* Summaries of uids whose bucket has a token again (or all of them). */
 static void flush(uint64_t now, bool all)
 {
@@ -269,8 +279,10 @@ static void flush(uint64_t now, bool all)
 		if (!b->used || !b->suppressed)
 			continue;
 		refill(b, now);
-		if (all || b->tokens_ms >= LOG_PEER_REFILL_MS)
+		if (all)
 			summary(b);
+		else
+			summary_due(b);
 	}
 }
 
@@ -293,6 +305,8 @@ void log_peer_msg(uid_t uid, int level, const char *func, const char *fmt, ...)
 		struct bucket *b = bucket_for(uid, now);
 		b->seen_ms = now;
 		refill(b, now);
+		/* This uid's summary first (its own token), then the line. */
+		summary_due(b);
 		if (b->tokens_ms < LOG_PEER_REFILL_MS) {
 			if (!b->suppressed++)
 				nsuppressing++;
@@ -300,8 +314,7 @@ void log_peer_msg(uid_t uid, int level, const char *func, const char *fmt, ...)
 			return;
 		}
 		b->tokens_ms -= LOG_PEER_REFILL_MS;
-		/* This uid's summary first, then any other uid's that is due. */
-		summary(b);
+		/* Any other uid's summary that is due. */
 		if (nsuppressing)
 			flush(now, false);
 	}

@@ -12,11 +12,13 @@
  *
  * Peer volume: a line caused by a peer goes through LOG_PEER(uid, ...):
  * a token bucket per uid, LOG_PEER_BURST lines at once, then one every
- * LOG_PEER_REFILL_MS. Lines past it are counted, not written; the uid's
- * next line once tokens are back (or a flush) is preceded by one
- * "uid U: N lines suppressed". Buckets: LOG_PEER_UIDS; at the cap the
- * least recently used one is reused (its count of suppressed lines is
- * written first). Root (uid 0) is trusted and not limited.
+ * LOG_PEER_REFILL_MS. Lines past it are counted, not written; once a
+ * token is back, one "uid U: N lines suppressed" takes it (before the
+ * uid's next line, or another uid's), so a uid's lines, summaries
+ * included, stay within the budget; at exit every count is written.
+ * Buckets: LOG_PEER_UIDS; at the cap the one of the uid that logged least
+ * recently is reused (its count of suppressed lines is written first).
+ * Root (uid 0) is trusted and not limited.
  */
 #ifndef PD_LOG_H
 #define PD_LOG_H
@@ -26,8 +28,10 @@
 #include <syslog.h>
 
 #define LOG_PEER_UIDS 256
-#define LOG_PEER_BURST 20
-#define LOG_PEER_REFILL_MS 1000
+/* 40 at once, then 5 a second: what a busy app's lifecycle lines need,
+ * and 18,000 lines an hour at most from a hostile one. */
+#define LOG_PEER_BURST 40
+#define LOG_PEER_REFILL_MS 200
 
 enum log_sink {
 	LOG_SINK_NONE = 0,   /* drop everything (library default) */

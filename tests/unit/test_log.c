@@ -78,21 +78,29 @@ static void budget(void **state)
 	for (unsigned u = 2000; u < 2000 + LOG_PEER_UIDS + 10; u++)
 		LOG_PEER(u, LOG_INFO, "many uids %u", u);
 	fflush(stderr);
-	assert_int_equal(lines_with(f, "from uid 1000"), LOG_PEER_BURST);
+	/* The burst, and a token or two more if this thread was held up past
+	 * LOG_PEER_REFILL_MS while it logged (a loaded machine). */
+	int allowed = lines_with(f, "from uid 1000");
+	assert_in_range(allowed, LOG_PEER_BURST, LOG_PEER_BURST + 2);
 	assert_int_equal(lines_with(f, "root line"), 30);
 	assert_int_equal(lines_with(f, "friend line"), 1);
 	assert_int_equal(lines_with(f, "many uids"), LOG_PEER_UIDS + 10);
-	assert_int_equal(lines_with(f, "uid 1000: 80 lines suppressed"), 1);
+	char want[64];
+	snprintf(want, sizeof(want), "uid 1000: %d lines suppressed", 100 - allowed);
+	assert_int_equal(lines_with(f, want), 1);
 
-	/* After a refill period a token is back: the summary, then the line. */
+	/* Two refill periods later two tokens are back: the summary, then the line. */
 	for (int i = 0; i < 5; i++)
 		LOG_PEER(3000, LOG_INFO, "u3000 burst");
 	for (int i = 0; i < LOG_PEER_BURST; i++)
 		LOG_PEER(3000, LOG_INFO, "u3000 burst");
-	usleep((LOG_PEER_REFILL_MS + 100) * 1000);
+	usleep((2 * LOG_PEER_REFILL_MS + 100) * 1000);
 	LOG_PEER(3000, LOG_INFO, "u3000 after");
 	fflush(stderr);
-	assert_int_equal(lines_with(f, "uid 3000: 5 lines suppressed"), 1);
+	allowed = lines_with(f, "u3000 burst");
+	assert_in_range(allowed, LOG_PEER_BURST, LOG_PEER_BURST + 2);
+	snprintf(want, sizeof(want), "uid 3000: %d lines suppressed", 5 + LOG_PEER_BURST - allowed);
+	assert_int_equal(lines_with(f, want), 1);
 	assert_int_equal(lines_with(f, "u3000 after"), 1);
 
 	/* A peer string cannot start a line of its own. */
