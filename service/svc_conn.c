@@ -140,6 +140,13 @@ static void share_put(struct uid_share *sh)
 	free(sh);
 }
 
+/* A read that brought no message gives its unit back. */
+static void share_refund(struct uid_share *sh)
+{
+	if (sh->used)
+		sh->used--;
+}
+
 static void round_cb(evutil_socket_t fd, short what, void *arg)
 {
 	round_no++;
@@ -579,6 +586,8 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
 	/* A bounded batch per wakeup keeps one chatty peer from starving others. */
 	for (int i = 0; i < 16 && !c->dropping && share_take(c->share); i++) {
 		ssize_t n = wire_recv(c->fd, buf, cap, NULL);
+		if (n <= 0)
+			share_refund(c->share);
 		if (n == -EAGAIN)
 			return;
 		if (n == 0) {
