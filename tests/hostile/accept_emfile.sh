@@ -5,8 +5,8 @@
 # fill the backlog. uid B's profctl status waits on control.sock: accept
 # there fails with EMFILE, and control.sock must pause (one log line per
 # pause, as client.sock and runtime.sock do) rather than return at once
-# and be called again in a loop. Once the hello timeout closes A's idle
-# connections, B's profctl is served.
+# and be called again in a loop. Once A's connections go, B's profctl is
+# served.
 . "$(dirname "$0")/lib.sh"
 command -v prlimit > /dev/null || skip "prlimit (util-linux) is needed to lower the daemon's fd limit"
 start_daemon
@@ -50,8 +50,11 @@ done
 grep -q "accept on $CTL: Too many open files; pausing" "$T/daemon.log" ||
 	fail "control.sock did not pause its accept when out of fds"
 echo "ok: control.sock paused its accept out of fds"
+# A goes (its backlog too: the daemon accepts and drops what it left).
+kill -KILL "$APID"
+APID=
 wait "$ST" || { cat "$T/status.out"; fail "uid $B's profctl status was not served once fds were free"; }
-echo "ok: uid $B's profctl status served once the hello timeout freed uid $A's fds"
+echo "ok: uid $B's profctl status served once uid $A's connections were gone"
 pauses=$(grep -c "accept on $CTL: Too many open files; pausing" "$T/daemon.log" || true)
 echo "control.sock pauses: $pauses"
 daemon_alive || fail "daemon died"
