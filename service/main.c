@@ -428,6 +428,8 @@ out:
 	if (ev_hup)
 		event_free(ev_hup);
 	event_base_free(base);
+	/* Suppressed peer lines are counted, never lost silently. */
+	log_peer_flush();
 	if (rc == 0)
 		LOG_N("stopped");
 	return rc;

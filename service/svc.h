@@ -49,6 +49,9 @@ struct svc_config {
 	uint32_t max_clients;          /* all client.sock connections */
 	uint32_t max_clients_per_uid;
 	uint32_t max_runtimes;         /* runtime.sock connections */
+	uint32_t max_runtimes_per_uid;
+	uint32_t hello_timeout_ms;     /* a client or runtime silent this long is closed */
+	uint32_t max_pids_per_uid;     /* processes the trigger watchers track per uid */
 	uint32_t max_queued_msgs;      /* per peer; a peer that lets more pile up is closed */
 	uint32_t max_sessions;         /* concurrent captures, system-wide */
 	uint32_t default_duration_ms;
@@ -263,6 +266,34 @@ int svc_outq_push(struct svc_outq *q, const ProtobufCMessage *m, size_t max, int
 /* Send in order until the socket would block: 0 all sent, 1 would block
  * (wait for EV_WRITE), -errno when sending failed (the message is gone). */
 int svc_outq_flush(struct svc_outq *q, int sock);
+
+/* ---------------------------------------------------------- svc_listen.c */
+
+/*
+ * The accept step of every listener (client, runtime, control). Out of fds
+ * or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) the listener pauses for
+ * SVC_ACCEPT_PAUSE_MS, one log line per pause, instead of spinning.
+ */
+#define SVC_ACCEPT_PAUSE_MS 100
+struct event;
+struct svc_acceptor {
+	int fd;                 /* the listening socket (not owned) */
+	const char *path;       /* for the log; must outlive the acceptor */
+	struct event *ev;       /* readable: cb(fd, what, arg) */
+	struct event *resume;   /* ends a pause */
+};
+/* Watch fd with cb. 0 or -ENOMEM. */
+int svc_acceptor_start(struct svc_acceptor *a, struct event_base *base, int fd,
+		       const char *path, void (*cb)(int fd, short what, void *arg), void *arg);
+/* accept4 (non-blocking, close-on-exec): the new fd, or -errno (-EAGAIN:
+ * none waiting; fd or memory exhaustion has paused the listener). */
+int svc_acceptor_accept(struct svc_acceptor *a);
+/* Pause the listener when err (-errno) is fd or memory exhaustion, which
+ * also struck after accept (the peer's pidfd): 0 paused, else -EINVAL and
+ * nothing done. what names the step in the log line. */
+int svc_acceptor_pause(struct svc_acceptor *a, const char *what, int err);
+/* Free the events (the fd stays open). NULL is fine. */
+void svc_acceptor_stop(struct svc_acceptor *a);
 
 /* ------------------------------------------------------------ svc_conn.c */
 

@@ -44,6 +44,9 @@ static const struct key keys[] = {
 	{ "limits", "max_clients", K_U32, OFF(max_clients), 1, 65536, R_LIVE },
 	{ "limits", "max_clients_per_uid", K_U32, OFF(max_clients_per_uid), 1, 65536, R_LIVE },
 	{ "limits", "max_runtimes", K_U32, OFF(max_runtimes), 1, 65536, R_LIVE },
+	{ "limits", "max_runtimes_per_uid", K_U32, OFF(max_runtimes_per_uid), 1, 65536, R_LIVE },
+	{ "limits", "hello_timeout_ms", K_U32, OFF(hello_timeout_ms), 100, 600000, R_LIVE },
+	{ "limits", "max_pids_per_uid", K_U32, OFF(max_pids_per_uid), 1, 4096, R_LIVE },
 	{ "limits", "max_queued_msgs", K_U32, OFF(max_queued_msgs), 4, 4096, R_RESTART },
 	{ "limits", "max_sessions", K_U32, OFF(max_sessions), 1, 4096, R_LIVE },
 	{ "limits", "max_result_bytes", K_U64, OFF(max_result_bytes), 4096, 1ull << 40, R_LIVE },
@@ -98,6 +101,9 @@ void svc_config_defaults(struct svc_config *c)
 	c->max_clients = 1024;
 	c->max_clients_per_uid = 64;
 	c->max_runtimes = 1024;
+	c->max_runtimes_per_uid = 64;
+	c->hello_timeout_ms = 5000;
+	c->max_pids_per_uid = 256;
 	c->max_queued_msgs = 64;
 	c->max_sessions = 16;
 	c->max_result_bytes = 256ull << 20;
@@ -417,6 +423,8 @@ int svc_config_check(struct svc_config *cfg, char *msg, size_t n)
 		cfg->max_ctl_per_uid = cfg->max_ctl_clients;
 	if (cfg->max_clients_per_uid > cfg->max_clients)
 		cfg->max_clients_per_uid = cfg->max_clients;
+	if (cfg->max_runtimes_per_uid > cfg->max_runtimes)
+		cfg->max_runtimes_per_uid = cfg->max_runtimes;
 	for (unsigned i = 0; i < cfg->nsystrig; i++) {
 		const struct svc_systrig *t = &cfg->systrig[i];
 		if (!t->type || (!t->exe[0] && !t->cgroup[0] && !t->java_main[0])) {
@@ -583,6 +591,8 @@ int svc_config_reload(struct svc_config *live, const struct svc_config *next, un
 	}
 	if (live->max_clients_per_uid > live->max_clients)
 		live->max_clients_per_uid = live->max_clients;
+	if (live->max_runtimes_per_uid > live->max_runtimes)
+		live->max_runtimes_per_uid = live->max_runtimes;
 	if (refused)
 		*refused = nref;
 	return changed;

@@ -12,13 +12,21 @@
  * its connection closed.
  *
  * Caps and what happens at them:
- *   max_clients / max_clients_per_uid / max_runtimes: the new connection is
- *     accepted and closed at once (logged, rate-limited to one line per cap).
+ *   max_clients / max_clients_per_uid / max_runtimes / max_runtimes_per_uid:
+ *     the new connection is accepted and closed at once (logged through the
+ *     uid's log budget, LOG_PEER).
+ *   hello_timeout_ms: a client or runtime that has not said hello by then
+ *     is closed, so idle connections cannot hold a uid's share for long.
+ *   messages per event-loop round: CONN_UID_ROUND_MSGS per uid, shared by
+ *     all its connections; the rest wait in their sockets for the next
+ *     round. One uid's many connections cannot make a round long for the
+ *     others (a request from another uid waits one round, not 64 x 16
+ *     messages). See struct uid_share.
  *   max_queued_msgs: a peer that does not read its messages is closed.
  *   packet size (wire.h): the peer is closed, with one log line.
  *   out of fds (EMFILE/ENFILE on accept): the listener pauses for
- *     CONN_ACCEPT_PAUSE_MS, one log line per pause; connections wait in the
- *     listen backlog (and connect() fails with EAGAIN once it is full).
+ *     SVC_ACCEPT_PAUSE_MS (svc_listen.c), one log line per pause; connections
+ *     wait in the listen backlog (and connect() fails with EAGAIN once it is full).
  *     At start the soft RLIMIT_NOFILE is raised to fit 2 x (max_clients +
  *     max_runtimes) (a socket and a pidfd each) + TRG_MAX_PIDS +
  *     CONN_FD_RESERVE, so this only happens when the hard limit is lower
@@ -59,6 +67,7 @@ struct svc_conn {
 	pid_t pid;
 	struct svc_ident ident;  /* the process that connected (svc_ident.h) */
 	struct event *ev_read, *ev_write;
+	struct event *ev_hello;  /* closes the peer if no hello comes in time */
 	struct svc_outq q;
 	bool hello;        /* client: ClientHello seen; runtime: RuntimeHello accepted */
 	bool listener;
@@ -66,21 +75,43 @@ struct svc_conn {
 	uint32_t caps;     /* runtime capabilities */
 	char app[RL_APP_MAX];
 	char kind[16];     /* runtime kind from its hello ("native", "jvm"), for status */
+	struct uid_share *share;  /* its uid's budget per loop round */
 	struct svc_conn *next;
 };
+
+/*
+ * The messages one uid's connections may handle in one round of the
+ * event loop, shared by all of them. A connection whose uid has spent its
+ * budget leaves its messages in the socket: the event is level-triggered,
+ * so a later round comes back to them. Budgets are renewed by a zero
+ * timeout armed when one runs out: libevent runs timers after the I/O
+ * callbacks of the next round, so a spent uid waits at most one round
+ * while every other peer is served. (libevent's cached time cannot tell
+ * rounds apart: it is CLOCK_MONOTONIC_COARSE, a few ms a tick.) Root is
+ * trusted (DESIGN 8a) and not counted.
+ */
+#define CONN_UID_ROUND_MSGS 32
+struct uid_share {
+	uid_t uid;
+	unsigned refs;            /* connections of this uid */
+	uint64_t round;           /* the budget period its count is of */
+	unsigned used;
+	struct uid_share *next;
+};
+static struct uid_share *shares;
+static uint64_t round_no;
+static struct event *ev_round; /* renews the budgets */
 
 struct listener {
 	int fd;
 	enum svc_role role;
-	struct event *ev;
-	struct event *ev_resume; /* ends a pause after accept ran out of fds */
+	struct svc_acceptor acc;
 	char path[SVC_SUN_MAX];
 	bool activated;   /* from systemd: the socket unit owns the path */
 };
 
 /* fds besides the peers': databases, listeners, helper pipes and pidfds, raw files. */
 #define CONN_FD_RESERVE 256
-#define CONN_ACCEPT_PAUSE_MS 100
 
 static struct event_base *base;
 static const struct svc_config *cfg;
@@ -90,6 +121,67 @@ static uint64_t next_conn_id = 1;
 static uint32_t nclients, nruntimes;
 
 static void conn_free(struct svc_conn *c);
+
+/* The share of uid, made for its first connection. NULL: out of memory. */
+static struct uid_share *share_get(uid_t uid)
+{
+	struct uid_share *sh;
+	for (sh = shares; sh; sh = sh->next)
+		if (sh->uid == uid)
+			break;
+	if (!sh) {
+		if (!(sh = calloc(1, sizeof(*sh))))
+			return NULL;
+		sh->uid = uid;
+		sh->next = shares;
+		shares = sh;
+	}
+	sh->refs++;
+	return sh;
+}
+
+static void share_put(struct uid_share *sh)
+{
+	if (!sh || --sh->refs)
+		return;
+	for (struct uid_share **pp = &shares; *pp; pp = &(*pp)->next)
+		if (*pp == sh) {
+			*pp = sh->next;
+			break;
+		}
+	free(sh);
+}
+
+/* A read that brought no message gives its unit back. */
+static void share_refund(struct uid_share *sh)
+{
+	if (sh->used)
+		sh->used--;
+}
+
+static void round_cb(evutil_socket_t fd, short what, void *arg)
+{
+	round_no++;
+}
+
+/* Take one message from c's uid's budget for this round: false if spent. */
+static bool share_take(struct uid_share *sh)
+{
+	static const struct timeval now = { 0, 0 };
+	if (sh->uid == 0)
+		return true;
+	if (sh->round != round_no) {
+		sh->round = round_no;
+		sh->used = 0;
+	}
+	if (sh->used < CONN_UID_ROUND_MSGS) {
+		sh->used++;
+		return true;
+	}
+	if (ev_round && !evtimer_pending(ev_round, NULL))
+		evtimer_add(ev_round, &now);
+	return false;
+}
 
 /* ------------------------------------------------------------ lookups */
 
@@ -142,9 +234,17 @@ void svc_conn_set_listener(struct svc_conn *c, bool on) { c->listener = on; }
 bool svc_conn_is_listener(const struct svc_conn *c) { return c->listener && !c->dropping; }
 uint32_t svc_conn_runtime_caps(const struct svc_conn *c) { return c->caps; }
 
-void svc_conn_set_runtime(struct svc_conn *c, uint32_t caps)
+/* The hello came: the peer may stay. */
+static void hello_seen(struct svc_conn *c)
 {
 	c->hello = true;
+	if (c->ev_hello)
+		evtimer_del(c->ev_hello);
+}
+
+void svc_conn_set_runtime(struct svc_conn *c, uint32_t caps)
+{
+	hello_seen(c);
 	c->caps = caps;
 }
 
@@ -226,6 +326,7 @@ static void conn_free(struct svc_conn *c)
 	if (c->role == SVC_ROLE_CLIENT && c->hello)
 		svc_trigger_client_down(c);
 	conn_unlink(c);
+	share_put(c->share);
 	if (c->role == SVC_ROLE_CLIENT)
 		nclients--;
 	else
@@ -234,6 +335,8 @@ static void conn_free(struct svc_conn *c)
 		event_free(c->ev_read);
 	if (c->ev_write)
 		event_free(c->ev_write);
+	if (c->ev_hello)
+		event_free(c->ev_hello);
 	svc_outq_fini(&c->q);
 	svc_ident_fini(&c->ident);
 	if (c->fd >= 0)
@@ -253,9 +356,9 @@ void svc_conn_drop(struct svc_conn *c, const char *why)
 		return;
 	c->dropping = true;
 	if (why)
-		LOG_N("closing %s peer pid %d uid %u: %s",
-		      c->role == SVC_ROLE_CLIENT ? "client" : "runtime", (int)c->pid,
-		      (unsigned)c->uid, why);
+		LOG_PEER(c->uid, LOG_NOTICE, "closing %s peer pid %d uid %u: %s",
+			 c->role == SVC_ROLE_CLIENT ? "client" : "runtime", (int)c->pid,
+			 (unsigned)c->uid, why);
 	/* Free outside the current handler: callers may still hold c. */
 	event_base_once(base, -1, EV_TIMEOUT, conn_reap_cb, c, NULL);
 }
@@ -289,7 +392,7 @@ static int client_hello(struct svc_conn *c, const Pd__ClientMsg *m)
 
 	if (c->hello)
 		return -EPROTO;
-	c->hello = true;
+	hello_seen(c);
 	w.version = PROF_API_VERSION;
 	w.runtime_socket = (char *)cfg->runtime_socket;
 	w.uid = (uint32_t)c->uid;
@@ -318,8 +421,8 @@ static int client_request(struct svc_conn *c, const Pd__ClientMsg *m)
 	out.msg_case = PD__DAEMON_MSG__MSG_REPLY;
 	out.reply = &rep;
 	if (e)
-		LOG_I("refused request from pid %d (%s): %s: %s", (int)c->pid, c->app,
-		      prof_strerror(e), why ? why : "");
+		LOG_PEER(c->uid, LOG_INFO, "refused request from pid %d (%s): %s: %s", (int)c->pid,
+			 c->app, prof_strerror(e), why ? why : "");
 	int r = svc_conn_send(c, &out.base, -1);
 	if (r == 0 && e)
 		svc_session_refused(c, id, m->request, e, why);
@@ -459,12 +562,13 @@ static int runtime_hello(struct svc_conn *c, const Pd__RuntimeMsg *m)
 	}
 	/* The pid is the kernel's word, never the message's. */
 	if ((pid_t)m->hello->pid != c->pid) {
-		LOG_W("runtime hello claims pid %u but the peer is pid %d",
-		      m->hello->pid, (int)c->pid);
+		LOG_PEER(c->uid, LOG_WARNING, "runtime hello claims pid %u but the peer is pid %d",
+			 m->hello->pid, (int)c->pid);
 		return -EPERM;
 	}
 	if (svc_conn_runtime_for(c->pid)) {
-		LOG_W("pid %d already has a runtime connection", (int)c->pid);
+		LOG_PEER(c->uid, LOG_WARNING, "pid %d already has a runtime connection",
+			 (int)c->pid);
 		return -EEXIST;
 	}
 	svc_conn_set_runtime(c, parse_caps(m->hello));
@@ -476,8 +580,9 @@ static int runtime_hello(struct svc_conn *c, const Pd__RuntimeMsg *m)
 		util_fmt(missing + len, sizeof(missing) - len, "%s%s", i ? "," : "",
 			 m->hello->missing[i]);
 	}
-	LOG_I("runtime up: pid %d uid %u kind %s caps 0x%x missing %s", (int)c->pid,
-	      (unsigned)c->uid, m->hello->runtime, c->caps, missing[0] ? missing : "-");
+	LOG_PEER(c->uid, LOG_INFO, "runtime up: pid %d uid %u kind %s caps 0x%x missing %s",
+		 (int)c->pid, (unsigned)c->uid, m->hello->runtime, c->caps,
+		 missing[0] ? missing : "-");
 	ack.version = PROF_API_VERSION;
 	out.msg_case = PD__DAEMON_TO_RUNTIME__MSG_HELLO_ACK;
 	out.hello_ack = &ack;
@@ -550,13 +655,15 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
 	size_t cap = c->role == SVC_ROLE_CLIENT ? WIRE_CLIENT_MAX_MSG : WIRE_RUNTIME_MAX_MSG;
 
 	/* A bounded batch per wakeup keeps one chatty peer from starving others. */
-	for (int i = 0; i < 16 && !c->dropping; i++) {
+	for (int i = 0; i < 16 && !c->dropping && share_take(c->share); i++) {
 		ssize_t n = wire_recv(c->fd, buf, cap, NULL);
+		if (n <= 0)
+			share_refund(c->share);
 		if (n == -EAGAIN)
 			return;
 		if (n == 0) {
-			LOG_D("%s pid %d disconnected",
-			      c->role == SVC_ROLE_CLIENT ? "client" : "runtime", (int)c->pid);
+			LOG_PEER(c->uid, LOG_DEBUG, "%s pid %d disconnected",
+				 c->role == SVC_ROLE_CLIENT ? "client" : "runtime", (int)c->pid);
 			svc_conn_drop(c, NULL);
 			return;
 		}
@@ -581,13 +688,20 @@ static void conn_write_cb(evutil_socket_t fd, short what, void *arg)
 		svc_conn_drop(c, strerror(-r));
 }
 
-static uint32_t count_uid(uid_t uid)
+static uint32_t count_uid(enum svc_role role, uid_t uid)
 {
 	uint32_t n = 0;
 	for (struct svc_conn *c = conns; c; c = c->next)
-		if (c->role == SVC_ROLE_CLIENT && c->uid == uid && !c->dropping)
+		if (c->role == role && c->uid == uid && !c->dropping)
 			n++;
 	return n;
+}
+
+static void hello_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct svc_conn *c = arg;
+	if (!c->hello)
+		svc_conn_drop(c, "no hello within hello_timeout_ms");
 }
 
 static void accept_cb(evutil_socket_t lfd, short what, void *arg)
@@ -598,25 +712,9 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 	struct svc_ident ident;
 	const char *refuse = NULL;
 
-	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-	if (fd < 0) {
-		int e = errno;
-		if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
-			/*
-			 * The connection stays in the backlog and the listener stays
-			 * readable: accepting again at once would spin (and flood the
-			 * log). Pause; freed fds let it go on.
-			 */
-			struct timeval tv = { 0, CONN_ACCEPT_PAUSE_MS * 1000 };
-			LOG_W("accept on %s: %s; pausing it for %d ms", l->path, strerror(e),
-			      CONN_ACCEPT_PAUSE_MS);
-			event_del(l->ev);
-			evtimer_add(l->ev_resume, &tv);
-		} else if (e != EAGAIN && e != EINTR && e != ECONNABORTED) {
-			LOG_W("accept on %s: %s", l->path, strerror(e));
-		}
+	int fd = svc_acceptor_accept(&l->acc);
+	if (fd < 0)
 		return;
-	}
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
 		LOG_W("SO_PEERCRED: %s", strerror(errno));
 		close(fd);
@@ -625,14 +723,17 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 	if (l->role == SVC_ROLE_CLIENT) {
 		if (nclients >= cfg->max_clients)
 			refuse = "max_clients reached";
-		else if (count_uid(cred.uid) >= cfg->max_clients_per_uid)
+		else if (count_uid(SVC_ROLE_CLIENT, cred.uid) >= cfg->max_clients_per_uid)
 			refuse = "max_clients_per_uid reached";
 	} else if (nruntimes >= cfg->max_runtimes) {
 		refuse = "max_runtimes reached";
+	} else if (count_uid(SVC_ROLE_RUNTIME, cred.uid) >= cfg->max_runtimes_per_uid) {
+		/* One uid's idle connections must not lock every other app's agent out. */
+		refuse = "max_runtimes_per_uid reached";
 	}
 	if (refuse) {
-		LOG_W("refusing pid %d uid %u on %s: %s", (int)cred.pid, (unsigned)cred.uid,
-		      l->path, refuse);
+		LOG_PEER(cred.uid, LOG_WARNING, "refusing pid %d uid %u on %s: %s", (int)cred.pid,
+			 (unsigned)cred.uid, l->path, refuse);
 		close(fd);
 		return;
 	}
@@ -642,16 +743,10 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 	int ir = svc_ident_bind(&ident, fd);
 	if (ir < 0) {
 		close(fd);
-		if ((ir == -EMFILE || ir == -ENFILE || ir == -ENOMEM) && l->ev_resume) {
-			/* No fd for its pidfd: out of fds as if accept had failed, so
-			 * pause the same way rather than close every new peer. */
-			struct timeval tv = { 0, CONN_ACCEPT_PAUSE_MS * 1000 };
-			LOG_W("binding a peer on %s: %s; pausing it for %d ms", l->path,
-			      strerror(-ir), CONN_ACCEPT_PAUSE_MS);
-			event_del(l->ev);
-			evtimer_add(l->ev_resume, &tv);
+		/* No fd for its pidfd: out of fds as if accept had failed, so
+		 * pause the same way rather than close every new peer. */
+		if (svc_acceptor_pause(&l->acc, "binding a peer", ir) == 0)
 			return;
-		}
 		LOG_D("refusing pid %d uid %u on %s: %s", (int)cred.pid, (unsigned)cred.uid, l->path,
 		      ir == -EPERM || ir == -ESRCH ? ident_why(ir) : strerror(-ir));
 		return;
@@ -671,7 +766,9 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 	svc_app_key(cfg, c->pid, c->uid, c->app, sizeof(c->app));
 	c->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, conn_read_cb, c);
 	c->ev_write = event_new(base, fd, EV_WRITE, conn_write_cb, c);
-	if (qr < 0 || !c->ev_read || !c->ev_write)
+	c->ev_hello = evtimer_new(base, hello_timeout_cb, c);
+	c->share = share_get(c->uid);
+	if (qr < 0 || !c->ev_read || !c->ev_write || !c->ev_hello || !c->share)
 		goto fail_conn;
 	c->next = conns;
 	conns = c;
@@ -680,14 +777,20 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 	else
 		nruntimes++;
 	event_add(c->ev_read, NULL);
-	LOG_D("%s connected: pid %d uid %u", l->role == SVC_ROLE_CLIENT ? "client" : "runtime",
-	      (int)c->pid, (unsigned)c->uid);
+	struct timeval hto = { cfg->hello_timeout_ms / 1000,
+			       (cfg->hello_timeout_ms % 1000) * 1000 };
+	evtimer_add(c->ev_hello, &hto);
+	LOG_PEER(c->uid, LOG_DEBUG, "%s connected: pid %d uid %u",
+		 l->role == SVC_ROLE_CLIENT ? "client" : "runtime", (int)c->pid, (unsigned)c->uid);
 	return;
 fail_conn:
 	if (c->ev_read)
 		event_free(c->ev_read);
 	if (c->ev_write)
 		event_free(c->ev_write);
+	if (c->ev_hello)
+		event_free(c->ev_hello);
+	share_put(c->share);
 	svc_outq_fini(&c->q);
 	svc_ident_fini(&c->ident);
 	free(c);
@@ -695,12 +798,6 @@ fail:
 	LOG_E("out of memory accepting a connection");
 	svc_ident_fini(&ident);
 	close(fd);
-}
-
-static void resume_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct listener *l = arg;
-	event_add(l->ev, NULL);
 }
 
 /*
@@ -777,11 +874,8 @@ static int listen_on(struct listener *l, const char *path, enum svc_role role)
 	}
 	/* Any local process may connect; authorisation is by peer uid. */
 	chmod(path, 0666);
-	l->ev = event_new(base, l->fd, EV_READ | EV_PERSIST, accept_cb, l);
-	l->ev_resume = evtimer_new(base, resume_cb, l);
-	if (!l->ev || !l->ev_resume)
-		return -ENOMEM;
-	event_add(l->ev, NULL);
+	if ((r = svc_acceptor_start(&l->acc, base, l->fd, l->path, accept_cb, l)) < 0)
+		return r;
 	LOG_I("listening on %s", path);
 	return 0;
 }
@@ -823,10 +917,8 @@ static int adopt(struct listener *l, int fd, enum svc_role role, const char *nam
 	l->fd = fd;
 	l->role = role;
 	l->activated = true;
-	l->ev = event_new(base, l->fd, EV_READ | EV_PERSIST, accept_cb, l);
-	if (!l->ev)
-		return -ENOMEM;
-	event_add(l->ev, NULL);
+	if ((r = svc_acceptor_start(&l->acc, base, l->fd, l->path, accept_cb, l)) < 0)
+		return r;
 	LOG_I("listening on %s (socket-activated as '%s')", l->path, name);
 	return 0;
 }
@@ -912,6 +1004,8 @@ int svc_conn_init(struct event_base *b, const struct svc_config *c)
 	int r;
 	base = b;
 	cfg = c;
+	if (!(ev_round = evtimer_new(base, round_cb, NULL)))
+		return -ENOMEM;
 	listeners[0].fd = listeners[1].fd = -1;
 	listeners[0].activated = listeners[1].activated = false;
 	fit_fd_limit();
@@ -931,22 +1025,20 @@ void svc_conn_fini(void)
 		close(control_fd);
 	control_fd = -1;
 	for (int i = 0; i < 2; i++) {
-		if (listeners[i].ev)
-			event_free(listeners[i].ev);
-		if (listeners[i].ev_resume)
-			event_free(listeners[i].ev_resume);
-		listeners[i].ev_resume = NULL;
+		svc_acceptor_stop(&listeners[i].acc);
 		if (listeners[i].fd >= 0) {
 			close(listeners[i].fd);
 			/* An activated socket's path belongs to its socket unit. */
 			if (!listeners[i].activated)
 				unlink(listeners[i].path);
 		}
-		listeners[i].ev = NULL;
 		listeners[i].fd = -1;
 	}
 	while (conns)
 		conn_free(conns);
+	if (ev_round)
+		event_free(ev_round);
+	ev_round = NULL;
 }
 
 /* ------------------------------------------------- read-only queries */

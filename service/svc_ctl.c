@@ -60,7 +60,7 @@ struct ctl_conn {
 static struct event_base *base;
 static const struct svc_config *cfg;
 static int lfd = -1;
-static struct event *lev;
+static struct svc_acceptor acc; /* accept, paused when out of fds (svc_listen.c) */
 static char lpath[SVC_SUN_MAX];
 static bool activated;            /* from systemd: the socket unit owns the path */
 static struct ctl_conn *conns;
@@ -254,7 +254,8 @@ static void ctl_drop(struct ctl_conn *c, const char *why)
 	c->dropping = true;
 	c->watch = 0;
 	if (why)
-		LOG_N("closing control peer pid %d uid %u: %s", (int)c->pid, (unsigned)c->uid, why);
+		LOG_PEER(c->uid, LOG_NOTICE, "closing control peer pid %d uid %u: %s", (int)c->pid,
+			 (unsigned)c->uid, why);
 	event_base_once(base, -1, EV_TIMEOUT, ctl_reap_cb, c, NULL);
 }
 
@@ -961,7 +962,7 @@ static void ctl_accept_cb(evutil_socket_t fd0, short what, void *arg)
 	struct svc_ident ident;
 	unsigned per_uid = 0;
 
-	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	int fd = svc_acceptor_accept(&acc);
 	if (fd < 0)
 		return;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
@@ -972,16 +973,19 @@ static void ctl_accept_cb(evutil_socket_t fd0, short what, void *arg)
 		if (c->uid == cred.uid && !c->dropping)
 			per_uid++;
 	if (nconns >= cfg->max_ctl_clients || per_uid >= cfg->max_ctl_per_uid) {
-		LOG_W("refusing control peer pid %d uid %u: %s reached", (int)cred.pid,
-		      (unsigned)cred.uid, nconns >= cfg->max_ctl_clients ? "max_control_clients"
-		      : "max_control_per_uid");
+		LOG_PEER(cred.uid, LOG_WARNING, "refusing control peer pid %d uid %u: %s reached",
+			 (int)cred.pid, (unsigned)cred.uid,
+			 nconns >= cfg->max_ctl_clients ? "max_control_clients"
+			 : "max_control_per_uid");
 		close(fd);
 		return;
 	}
 	/* Bound to the peer's process (svc_ident.h), after the caps: one gone,
 	 * or with other ids than SO_PEERCRED's, is not served. */
-	if (svc_ident_bind(&ident, fd) < 0) {
+	int ir = svc_ident_bind(&ident, fd);
+	if (ir < 0) {
 		close(fd);
+		svc_acceptor_pause(&acc, "binding a peer", ir); /* out of fds: as accept */
 		return;
 	}
 	struct ctl_conn *c = calloc(1, sizeof(*c));
@@ -1005,7 +1009,8 @@ static void ctl_accept_cb(evutil_socket_t fd0, short what, void *arg)
 		return;
 	}
 	event_add(c->ev_read, NULL);
-	LOG_D("control peer connected: pid %d uid %u", (int)c->pid, (unsigned)c->uid);
+	LOG_PEER(c->uid, LOG_DEBUG, "control peer connected: pid %d uid %u", (int)c->pid,
+		 (unsigned)c->uid);
 }
 
 /* Bind and listen at path (lfd); a stale socket is replaced, never a file. */
@@ -1051,9 +1056,8 @@ int svc_ctl_init(struct event_base *b, const struct svc_config *c)
 		activated = true;
 	else if ((r = bind_control(c->control_socket)) < 0)
 		return r;
-	lev = event_new(base, lfd, EV_READ | EV_PERSIST, ctl_accept_cb, NULL);
-	if (!lev || event_add(lev, NULL) < 0)
-		return -ENOMEM;
+	if ((r = svc_acceptor_start(&acc, base, lfd, lpath, ctl_accept_cb, NULL)) < 0)
+		return r;
 	svc_session_set_observer(observe);
 	LOG_I("listening on %s (profctl%s)", lpath, activated ? ", socket-activated" : "");
 	return 0;
@@ -1062,9 +1066,7 @@ int svc_ctl_init(struct event_base *b, const struct svc_config *c)
 void svc_ctl_fini(void)
 {
 	svc_session_set_observer(NULL);
-	if (lev)
-		event_free(lev);
-	lev = NULL;
+	svc_acceptor_stop(&acc);
 	if (lfd >= 0) {
 		close(lfd);
 		if (!activated)

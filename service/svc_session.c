@@ -1390,8 +1390,9 @@ void svc_session_redeliver(struct svc_conn *client)
 	svc_db_pending(svc_conn_app(client), cfg->delivery_attempts, now > age ? now - age : 0,
 		       limit, redeliver_one, &rc);
 	if (rc.sent)
-		LOG_I("redelivered %d queued result(s) to pid %d (%s)", rc.sent,
-		      (int)svc_conn_pid(client), svc_conn_app(client));
+		LOG_PEER(svc_conn_uid(client), LOG_INFO,
+			 "redelivered %d queued result(s) to pid %d (%s)",
+			 rc.sent, (int)svc_conn_pid(client), svc_conn_app(client));
 }
 
 void svc_session_ack(struct svc_conn *client, uint64_t result_id)
@@ -1399,8 +1400,9 @@ void svc_session_ack(struct svc_conn *client, uint64_t result_id)
 	/* Root takes results of any app (captures it asked for others). */
 	const char *app = svc_conn_uid(client) == 0 ? NULL : svc_conn_app(client);
 	if (svc_db_result_delivered(result_id, app) < 0)
-		LOG_D("ack for result %llu from pid %d ignored (not its own, or acked)",
-		      (unsigned long long)result_id, (int)svc_conn_pid(client));
+		LOG_PEER(svc_conn_uid(client), LOG_DEBUG,
+			 "ack for result %llu from pid %d ignored (not its own, or acked)",
+			 (unsigned long long)result_id, (int)svc_conn_pid(client));
 }
 
 void svc_session_runtime_up(struct svc_conn *rt)

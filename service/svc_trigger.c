@@ -11,7 +11,14 @@
  * processes that exec the executable it registered from, under its uid.
  *
  * Caps: SVC_MAX_TRIGGERS registrations (past it prof_add_trigger gets
- * RATE_LIMIT_SYSTEM), TRG_MAX_PIDS watched processes per watcher.
+ * RATE_LIMIT_SYSTEM); SVC_MAX_APP_PIDS tracked processes in all and
+ * max_pids_per_uid per uid: past either the newest process is not tracked
+ * (none of its triggers watch it), with one line through the uid's log
+ * budget. Every watch (CPU, memory, heartbeat) is of a tracked process, so
+ * the per-uid cap bounds one uid's share of the watchers' tables
+ * (TRG_MAX_PIDS each) and of their work per tick: one uid's thousands of
+ * exec'd copies can neither fill the tables for everyone else nor make the
+ * CPU watcher read thousands of files every tick.
  */
 #include "svc.h"
 
@@ -134,8 +141,16 @@ static struct app_pid *add_pid(pid_t pid, uint64_t start, const char *app, uid_t
 		return p;
 	if (p)
 		drop_pid(pid);
-	if (npids == SVC_MAX_APP_PIDS)
+	uint32_t mine = 0;
+	for (size_t i = 0; i < npids; i++)
+		if (pids[i].uid == uid)
+			mine++;
+	if (mine >= cfg->max_pids_per_uid || npids == SVC_MAX_APP_PIDS) {
+		LOG_PEER(uid, LOG_WARNING, "uid %u: pid %d not tracked: %u processes of this uid "
+			 "tracked already (max_pids_per_uid %u, %zu of %d in all)", (unsigned)uid,
+			 (int)pid, mine, cfg->max_pids_per_uid, npids, SVC_MAX_APP_PIDS);
 		return NULL;
+	}
 	p = &pids[npids++];
 	memset(p, 0, sizeof(*p));
 	p->sys_reg = -1;
@@ -175,12 +190,12 @@ static void watch_pid(const struct app_pid *p)
 {
 	struct reg *r = reg_for(p, PROF_TRIGGER_EXCESSIVE_CPU);
 	if (r && trg_cpu_watch(p->pid, r->cpu_percent, r->cpu_window_ms) == -ENOSPC)
-		LOG_W("cannot watch the CPU of pid %d: %d processes watched already", (int)p->pid,
-		      TRG_MAX_PIDS);
+		LOG_PEER(p->uid, LOG_WARNING, "cannot watch the CPU of pid %d: %d processes watched "
+			 "already", (int)p->pid, TRG_MAX_PIDS);
 	r = reg_for(p, PROF_TRIGGER_OOM);
 	if (r && trg_mem_watch(p->pid, r->memory_percent, r->memory_bytes) == -ENOSPC)
-		LOG_W("cannot watch the memory of pid %d: %d processes watched already",
-		      (int)p->pid, TRG_MAX_PIDS);
+		LOG_PEER(p->uid, LOG_WARNING, "cannot watch the memory of pid %d: %d processes watched already",
+			 (int)p->pid, TRG_MAX_PIDS);
 }
 
 /* An OOM trigger wants the heap sampled from now on, not from its warning. */
@@ -317,8 +332,8 @@ static int fire_as(struct reg *r, pid_t pid, const char *tag, uint32_t capture)
 
 	if (r->active) {
 		r->coalesced++;
-		LOG_D("%s trigger of %s fired while its capture runs: counted", trigger_names[r->type],
-		      r->app);
+		LOG_PEER(r->uid, LOG_DEBUG, "%s trigger of %s fired while its capture runs: counted",
+			 trigger_names[r->type], r->app);
 		return 0;
 	}
 	/* The capture belongs to the process's app; a system trigger has none
@@ -343,8 +358,8 @@ static int fire_as(struct reg *r, pid_t pid, const char *tag, uint32_t capture)
 	}
 	if (e) {
 		r->refused++;
-		LOG_I("%s trigger of %s (pid %d) refused: %s: %s", trigger_names[r->type], r->app,
-		      (int)pid, prof_strerror(e), msg);
+		LOG_PEER(uid, LOG_INFO, "%s trigger of %s (pid %d) refused: %s: %s",
+			 trigger_names[r->type], r->app, (int)pid, prof_strerror(e), msg);
 		return e;
 	}
 	svc_admit_cooldown_record(r->app, r->type);
@@ -352,8 +367,8 @@ static int fire_as(struct reg *r, pid_t pid, const char *tag, uint32_t capture)
 	r->last_session = id;
 	r->last_ns = util_now_ns(CLOCK_MONOTONIC);
 	r->fired++;
-	LOG_I("%s trigger of %s fired for pid %d: session %llu", trigger_names[r->type], r->app,
-	      (int)pid, (unsigned long long)id);
+	LOG_PEER(uid, LOG_INFO, "%s trigger of %s fired for pid %d: session %llu",
+		 trigger_names[r->type], r->app, (int)pid, (unsigned long long)id);
 	return 0;
 }
 
@@ -520,7 +535,8 @@ static void on_proc_exit(pid_t pid, int wstatus)
 		     sig == SIGABRT) && cr) {
 			char tag[32], msg[256];
 			snprintf(tag, sizeof(tag), "signal-%d", sig);
-			LOG_N("pid %d of %s died of signal %d", (int)pid, p->app, sig);
+			LOG_PEER(p->uid, LOG_NOTICE, "pid %d of %s died of signal %d", (int)pid, p->app,
+				 sig);
 			if (p->crash_fd >= 0 && (saved = save_crash(p, path, sizeof(path))) < 0)
 				LOG_W("pid %d: cannot keep its flight-recorder dump: %s", (int)pid,
 				      strerror((int)-saved));
@@ -535,13 +551,15 @@ static void on_proc_exit(pid_t pid, int wstatus)
 							      sizeof(msg));
 				if (e) {
 					cr->refused++;
-					LOG_I("crash trigger of %s refused: %s", p->app, msg);
+					LOG_PEER(p->uid, LOG_INFO, "crash trigger of %s refused: %s",
+						 p->app, msg);
 				} else {
 					svc_admit_cooldown_record(p->app, PROF_TRIGGER_CRASH);
 					cr->fired++;
 				}
 			} else {
-				LOG_N("pid %d left no flight-recorder dump", (int)pid);
+				LOG_PEER(p->uid, LOG_NOTICE, "pid %d left no flight-recorder dump",
+					 (int)pid);
 			}
 		}
 	}
@@ -759,8 +777,8 @@ int svc_trigger_add(struct svc_conn *c, const Pd__Trigger *t, char *why, size_t 
 		give_crash_fd(svc_conn_runtime_for(svc_conn_pid(c)), p);
 	if (r->type == PROF_TRIGGER_PRESSURE_STALL)
 		watch_psi(r);
-	LOG_I("%s registered a %s trigger (capture %u, cooldown %u s)", r->app,
-	      trigger_names[r->type], r->capture, r->period_s);
+	LOG_PEER(r->uid, LOG_INFO, "%s registered a %s trigger (capture %u, cooldown %u s)", r->app,
+		 trigger_names[r->type], r->capture, r->period_s);
 	return 0;
 }
 
@@ -799,10 +817,12 @@ void svc_trigger_signal(struct svc_conn *c, const Pd__AppSignal *sg)
 			fire(r, pid, sg->name && *sg->name ? sg->name : "anomaly");
 		break;
 	case 3:
-		if ((r = find_reg(app, PROF_TRIGGER_HANG)) &&
+		/* Only a tracked process beats: its entry goes when it does, and
+		 * the per-uid cap bounds how many one uid has. */
+		if ((r = find_reg(app, PROF_TRIGGER_HANG)) && find_pid(pid) &&
 		    trg_hang_beat(pid, r->hang_timeout_ms) == -ENOSPC)
-			LOG_W("heartbeats of pid %d ignored: %d processes beating already", (int)pid,
-			      TRG_MAX_PIDS);
+			LOG_PEER(svc_conn_uid(c), LOG_WARNING, "heartbeats of pid %d ignored: %d "
+				 "processes beating already", (int)pid, TRG_MAX_PIDS);
 		break;
 	default:
 		break;
@@ -838,10 +858,12 @@ void svc_trigger_runtime_event(struct svc_conn *rt, const Pd__RuntimeEvent *ev)
 	if (ev->kind == 1) {
 		bool jvm = svc_jvm_detect(pid);
 		if (jvm)
-			LOG_N("JVM pid %d ran out of Java heap", (int)pid);
+			LOG_PEER(svc_conn_uid(rt), LOG_NOTICE, "JVM pid %d ran out of Java heap",
+				 (int)pid);
 		else
-			LOG_N("pid %d reports an allocation failure of %llu bytes", (int)pid,
-			      (unsigned long long)ev->value);
+			LOG_PEER(svc_conn_uid(rt), LOG_NOTICE,
+				 "pid %d reports an allocation failure of %llu bytes", (int)pid,
+				 (unsigned long long)ev->value);
 		/* A runtime-reported OOM fires the same trigger as the kernel's signs;
 		 * a JVM's is a heap dump (its graph) unless the trigger asked otherwise. */
 		struct app_pid *p = find_pid(pid);
@@ -853,7 +875,8 @@ void svc_trigger_runtime_event(struct svc_conn *rt, const Pd__RuntimeEvent *ev)
 			e = fire_as(r, pid, jvm ? "oom-java" : "oom-malloc",
 				    jvm && r->capture == PROF_HEAP_PROFILE ? PROF_HEAP_DUMP : 0);
 		else
-			LOG_I("pid %d has no OOM trigger: nothing captured", (int)pid);
+			LOG_PEER(svc_conn_uid(rt), LOG_INFO, "pid %d has no OOM trigger: nothing captured",
+				 (int)pid);
 	}
 	/* A runtime holding its thread for us is let go when no capture runs. */
 	if (ev->has_hold && ev->hold && e != 0)

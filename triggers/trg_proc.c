@@ -22,6 +22,7 @@
 #include "log.h"
 
 #define TRG_SCAN_MS 500
+#define TRG_PROC_RCVBUF (4 << 20) /* netlink receive buffer, bytes */
 
 static const struct trg_ops *ops;
 static struct event_base *base;
@@ -45,6 +46,15 @@ static int nl_listen(void)
 		return -errno;
 	if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		goto fail;
+	/*
+	 * A burst of execs (a build, or one user's thousands of copies) must not
+	 * overrun the default buffer and lose other processes' events (a cold
+	 * start). Forced past rmem_max where we may (CAP_NET_ADMIN, which the
+	 * connector needs anyway); best effort.
+	 */
+	int rcv = TRG_PROC_RCVBUF;
+	if (setsockopt(s, SOL_SOCKET, SO_RCVBUFFORCE, &rcv, sizeof(rcv)) < 0)
+		setsockopt(s, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
 	memset(&msg, 0, sizeof(msg));
 	struct nlmsghdr *nh = &msg.align;
 	struct cn_msg *cn = NLMSG_DATA(nh);
