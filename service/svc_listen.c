@@ -8,14 +8,17 @@
  * flooding the log. So the listener is paused for SVC_ACCEPT_PAUSE_MS, with
  * one log line per pause, and resumes by itself; waiting connections sit
  * in the listen backlog meanwhile (connect() fails with EAGAIN once it is
- * full).
+ * full). A peer holds two fds, its socket and its pidfd, so accept only
+ * takes one from the backlog while both are there.
  */
 #include "svc.h"
 
 #include <errno.h>
 #include <event2/event.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -42,10 +45,19 @@ int svc_acceptor_start(struct svc_acceptor *a, struct event_base *base, int fd,
 
 int svc_acceptor_accept(struct svc_acceptor *a)
 {
-	int fd = accept4(a->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	/*
+	 * A peer needs two fds: its socket and its process's pidfd
+	 * (svc_ident_bind). Hold the second while accepting, so that a peer is
+	 * never taken out of the backlog without room for its pidfd, which
+	 * would leave nothing to do but reset it.
+	 */
+	int spare = fcntl(a->fd, F_DUPFD_CLOEXEC, 0);
+	int fd = spare < 0 ? -1 : accept4(a->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	int e = errno;
+	if (spare >= 0)
+		close(spare);
 	if (fd >= 0)
 		return fd;
-	int e = errno;
 	if (svc_acceptor_pause(a, "accept", -e) == 0)
 		return -e;
 	if (e != EAGAIN && e != EINTR && e != ECONNABORTED)

@@ -44,10 +44,10 @@ echo "uid $A: $(awk '/^connected /{print $2}' "$T/hog.out") idle client connecti
 as_uid "$B" timeout 60 "$PROFCTL" --socket "$CTL" status > "$T/status.out" 2>&1 &
 ST=$!
 for _ in $(seq 200); do
-	grep -q "accept on $CTL: Too many open files; pausing" "$T/daemon.log" && break
+	grep -Eq "(accept|binding a peer) on $CTL: Too many open files; pausing" "$T/daemon.log" && break
 	sleep 0.1
 done
-grep -q "accept on $CTL: Too many open files; pausing" "$T/daemon.log" ||
+grep -Eq "(accept|binding a peer) on $CTL: Too many open files; pausing" "$T/daemon.log" ||
 	fail "control.sock did not pause its accept when out of fds"
 echo "ok: control.sock paused its accept out of fds"
 # A goes (its backlog too: the daemon accepts and drops what it left).
@@ -55,7 +55,7 @@ kill -KILL "$APID"
 APID=
 wait "$ST" || { cat "$T/status.out"; fail "uid $B's profctl status was not served once fds were free"; }
 echo "ok: uid $B's profctl status served once uid $A's connections were gone"
-pauses=$(grep -c "accept on $CTL: Too many open files; pausing" "$T/daemon.log" || true)
+pauses=$(grep -Ec "(accept|binding a peer) on $CTL: Too many open files; pausing" "$T/daemon.log" || true)
 echo "control.sock pauses: $pauses"
 daemon_alive || fail "daemon died"
 stop_daemon

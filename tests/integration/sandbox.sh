@@ -278,6 +278,9 @@ fi
 if command -v setpriv > /dev/null; then
 	setpriv --reuid=65534 --regid=65534 --clear-groups sleep 60 &
 	notjvm=$!
+	# setpriv is root until it has switched: the helper takes its target's
+	# user from /proc, so wait for the switch.
+	for _ in $(seq 200); do [ "$(status_field "$notjvm" Uid)" = 65534 ] && break; sleep 0.05; done
 	"$BUILD/runtime/jvm/profilingd-jattach" --pid "$notjvm" --timeout-ms 30000 listen \
 		> /dev/null 2> "$T/jattach.err" &
 	hj=$!
