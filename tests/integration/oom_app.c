@@ -1,6 +1,6 @@
 /*
- * oom_app run: registers an OOM trigger (warning at 50 % of its memory
- * cgroup's limit) and then leaks 2 MiB every 50 ms from leak_here() until
+ * oom_app run [BYTES]: registers an OOM trigger (warning at 50 % of its
+ * memory cgroup's limit, or at BYTES) and then leaks 2 MiB every 50 ms from leak_here() until
  * the OOM killer ends it; prints the path of the heap capture it was given
  * before that. oom_app collect: the same app later, taking the capture
  * again with the note that links it to the kill.
@@ -59,6 +59,8 @@ int main(int argc, char **argv)
 		return strstr(note, "OOM-killed") ? 0 : 3;
 	}
 	struct prof_trigger t = { .type = PROF_TRIGGER_OOM, .memory_percent = 50 };
+	if (argc > 2)
+		t.memory_bytes = strtoull(argv[2], NULL, 10);
 	int r = prof_add_trigger(c, &t);
 	if (r < 0) {
 		fprintf(stderr, "oom_app: add trigger: %s\n", prof_strerror(r));
