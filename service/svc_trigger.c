@@ -425,8 +425,10 @@ static void on_proc_exit(pid_t pid, int wstatus)
 	if (wstatus >= 0 && WIFSIGNALED(wstatus)) {
 		int sig = WTERMSIG(wstatus);
 		struct reg *oom = reg_for(p, PROF_TRIGGER_OOM);
+		if (sig == SIGKILL && oom && trg_mem_oomd_killed(pid))
+			link_kill(oom, pid, "killed by systemd-oomd (user.oomd_ooms on its cgroup)");
 		/* Without a cgroup's own word, a SIGKILL soon after the warning. */
-		if (sig == SIGKILL && oom && oom->last_session &&
+		else if (sig == SIGKILL && oom && oom->last_session &&
 		    util_now_ns(CLOCK_MONOTONIC) - oom->last_ns < 60ull * 1000000000ull &&
 		    !trg_mem_counts_kills(pid))
 			link_kill(oom, pid, "killed by SIGKILL (likely the OOM killer)");

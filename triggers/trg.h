@@ -59,6 +59,10 @@ void trg_mem_unwatch(pid_t pid);
 /* True when the kernel's own kill count covers pid (v1 oom_control, v2
  * memory.events): its mem_kill is the word on an OOM kill, no guess needed. */
 bool trg_mem_counts_kills(pid_t pid);
+/* True when systemd-oomd marked pid's v2 cgroup (or an ancestor) with a new
+ * kill since the watch began (user.oomd_ooms, user.oomd_kill xattrs); for a
+ * SIGKILL exit, before trg_mem_unwatch. */
+bool trg_mem_oomd_killed(pid_t pid);
 /* What the watcher runs on (TRG_MEM_*), set by trg_mem_init. */
 #define TRG_MEM_V1 0x1          /* v1 usage thresholds and oom_control eventfds */
 #define TRG_MEM_V2 0x2          /* a v2 hierarchy with the memory controller */

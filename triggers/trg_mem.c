@@ -17,7 +17,8 @@
  *  - a PSI trigger on <cgroup>/memory.pressure: tasks of the cgroup stalled
  *    on reclaim, which is what precedes the OOM killer;
  *  - a memory.current read on a per-cgroup timer whose interval shortens as
- *    usage nears the warning line (500 ms far from it, 5 ms within 5 %):
+ *    usage nears the warning line (500 ms far from it, 5 ms within 5 %, and
+ *    at most half the time the last growth would take to reach it):
  *    below a line the kernel counts nothing in memory.events, so this read
  *    is what sees a crossing at less than 100 %.
  * A rising max or oom count, or a stall, warns at once whatever usage says.
@@ -27,6 +28,10 @@
  * count moves for any process of the cgroup: a rise while the watched
  * process still runs, with no SIGKILL pending and not exiting,
  * KILL_RECHECK_MS later was another's kill.
+ *
+ * systemd-oomd kills with SIGKILL and marks the cgroup with user.oomd_ooms
+ * and user.oomd_kill xattrs: trg_mem_oomd_killed() tells such a kill from
+ * the caller's SIGKILL exit.
  *
  * Anywhere else (no limit, no memory controller): RSS from
  * /proc/<pid>/statm against the threshold on a 250 ms timer.
@@ -48,6 +53,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -83,6 +89,8 @@ struct mcg {
 	struct evc last;          /* high/max/oom of the holders, oom_kill of dir */
 	bool stalled;             /* a PSI wake-up not yet handed to the watches */
 	bool group_killed;        /* the last kill seen was a memory.oom.group one */
+	uint64_t last_usage, last_ms; /* the last read, for the growth rate */
+	uint64_t oomd;            /* systemd-oomd's kill marks when watching began */
 };
 
 struct mwatch {
@@ -390,6 +398,34 @@ static bool pid_dying(pid_t pid)
 	return false;
 }
 
+/*
+ * systemd-oomd's marks from dir up to the root: it sets user.oomd_ooms (its
+ * kills of that cgroup so far) and user.oomd_kill (processes it killed) on
+ * a cgroup it kills. Their sum only grows, so a rise is a new kill.
+ */
+static uint64_t oomd_marks(const char *dir)
+{
+	static const char *const names[] = { "user.oomd_ooms", "user.oomd_kill" };
+	char p[512], v[32];
+	size_t rootlen = strlen(v2root);
+	uint64_t sum = 0;
+	util_strlcpy(p, dir, sizeof(p));
+	for (int depth = 0; depth < MEM_MAX_DEPTH && strlen(p) > rootlen; depth++) {
+		for (size_t k = 0; k < 2; k++) {
+			ssize_t n = getxattr(p, names[k], v, sizeof(v) - 1);
+			if (n > 0) {
+				v[n] = '\0';
+				sum += strtoull(v, NULL, 10);
+			}
+		}
+		char *slash = strrchr(p, '/');
+		if (!slash)
+			break;
+		*slash = '\0';
+	}
+	return sum;
+}
+
 static void kill_note(const struct mcg *c, bool group, char *out, size_t n)
 {
 	if (!cg_line(c))
@@ -410,7 +446,7 @@ static void report_kill(struct mwatch *x, bool group)
 		ops->mem_kill(x->pid, how);
 }
 
-static void arm_tick(int i);
+static void arm_tick(int i, uint64_t usage);
 
 /* A kill counted while the watched process still ran: whose was it? */
 static void on_recheck(evutil_socket_t fd, short what, void *arg)
@@ -508,32 +544,40 @@ static void cg_check(int i, const char *why)
 	}
 	if (over_high)
 		LOG_D("%s: over memory.high (%s)", rel(c->dir), why);
-	arm_tick(i);
+	arm_tick(i, usage);
 }
 
-/* The next memory.current read: sooner the nearer usage is to a watch's line. */
-static void arm_tick(int i)
+/*
+ * The next memory.current read: sooner the nearer usage is to a watch's
+ * line, and never later than half the time the growth since the last read
+ * would take to reach it (a fast leak crosses 50 % to 100 % within one
+ * 500 ms interval).
+ */
+static void arm_tick(int i, uint64_t usage)
 {
 	struct mcg *c = &cgs[i];
-	char buf[32];
-	uint64_t usage = 0;
 	unsigned ms = 1000;
 	if (!c->tick || !cg_line(c))
 		return;
-	ssize_t n = pread(c->cur_fd, buf, sizeof(buf) - 1, 0);
-	if (n > 0) {
-		buf[n] = '\0';
-		usage = strtoull(buf, NULL, 10);
-	}
+	uint64_t now = util_mono_ms();
+	uint64_t grew = usage > c->last_usage ? usage - c->last_usage : 0;
+	uint64_t dt = now > c->last_ms ? now - c->last_ms : 1;
 	for (size_t k = 0; k < nw; k++) {
 		const struct mwatch *x = &w[k];
 		if (x->cg != i || x->warned || !x->threshold)
 			continue;
 		uint64_t pct = usage >= x->threshold ? 100 : usage * 100 / x->threshold;
 		unsigned m = pct < 50 ? 500 : pct < 80 ? 100 : pct < 95 ? 20 : 5;
+		if (grew && usage < x->threshold) {
+			uint64_t eta = (x->threshold - usage) / grew * dt / 2;
+			if (eta < m)
+				m = eta < 5 ? 5 : (unsigned)eta;
+		}
 		if (m < ms)
 			ms = m;
 	}
+	c->last_usage = usage;
+	c->last_ms = now;
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 	evtimer_add(c->tick, &tv);
 }
@@ -698,6 +742,7 @@ static int cg_get(const char *dir)
 	c->last.oom = mx.oom;
 	c->last.high = hi.high;
 	c->last.oom_group_kill = grp.oom_group_kill;
+	c->oomd = oomd_marks(c->dir);
 	LOG_D("%s: watched (%s %llu in %s; inotify %s; PSI %s)", rel(dir), cg_line_name(c),
 	      (unsigned long long)cg_line(c), rel(c->max ? c->max_dir : c->high_dir),
 	      c->wd[0] >= 0 ? "yes" : "no", c->psi_ev ? "yes" : "no");
@@ -810,11 +855,12 @@ int trg_mem_init(struct event_base *b, const struct trg_ops *o)
 		v2_local = util_read_file("/sys/kernel/cgroup/features", feat, sizeof(feat)) > 0 &&
 			   strstr(feat, "memory_localevents") != NULL;
 	}
-	char v2[256];
+	char v2[320];
 	if (features & TRG_MEM_V2)
 		util_fmt(v2, sizeof(v2),
 			 "cgroup v2 (%s): memory.max/memory.high lines; %s; %s; memory.current "
-			 "read every 5-500 ms by distance to the line; kills from %s",
+			 "read every 5-500 ms by distance to the line; kills from %s and "
+			 "systemd-oomd's xattrs",
 			 v2root, features & TRG_MEM_V2_EVENTS ? "memory.events by inotify" :
 			 "no inotify on memory.events",
 			 features & TRG_MEM_V2_PSI ? "per-cgroup PSI triggers" : "no per-cgroup PSI",
@@ -948,6 +994,12 @@ bool trg_mem_counts_kills(pid_t pid)
 {
 	const struct mwatch *x = by_pid(pid);
 	return x && (x->oom_efd >= 0 || x->cg >= 0);
+}
+
+bool trg_mem_oomd_killed(pid_t pid)
+{
+	const struct mwatch *x = by_pid(pid);
+	return x && x->cg >= 0 && oomd_marks(cgs[x->cg].dir) > cgs[x->cg].oomd;
 }
 
 unsigned trg_mem_features(void)

@@ -156,6 +156,40 @@ case_psi() {
 		"a PSI trigger on the cgroup's memory.pressure"
 }
 
+# systemd-oomd's way, played by the test: the cgroup is marked
+# (user.oomd_ooms, as oomd does) and its process SIGKILLed; the kill is
+# linked to the capture with "killed by systemd-oomd".
+case_oomd() {
+	name=oomd cg=$CG/pd-oomd
+	mkdir $cg
+	echo $((64 << 20)) > $cg/memory.high
+	start_daemon || { result $name FAIL "daemon did not start"; return; }
+	run_app $cg &
+	apid=$!
+	for i in $(seq 600); do
+		[ -s $S/run.out ] && break
+		sleep 0.1
+	done
+	out=$(head -n 1 $S/run.out)
+	$APP xattr $cg user.oomd_ooms 1 || { result $name FAIL "cannot set user.oomd_ooms"; stop_daemon; return; }
+	kill -9 $(cat $cg/cgroup.procs) 2>/dev/null
+	wait $apid
+	sleep 1
+	if ! heap_ok "$out"; then
+		result $name FAIL "no heap profile with leak_here delivered ($out)"
+	elif ! grep -q "killed by systemd-oomd" $S/daemon.log; then
+		result $name FAIL "the SIGKILL of a cgroup marked by systemd-oomd was not named so"
+	elif ! $APP collect > $S/collect.out 2> $S/collect.err; then
+		# collect wants "OOM-killed" in the note; this one names oomd
+		grep -q "note: killed by systemd-oomd" $S/collect.err &&
+			{ grep "note:" $S/collect.err; result $name PASS "oomd's kill named and linked"; } ||
+			result $name FAIL "the linked capture was not offered again"
+	else
+		result $name FAIL "the note does not name systemd-oomd"
+	fi
+	stop_daemon
+}
+
 # No cgroup limit, a 256 MiB VM: the global OOM killer, counted in the
 # oom_kill of the app's own cgroup.
 case_global() {
@@ -196,6 +230,63 @@ case_status() {
 	*) result status FAIL "the status does not name the v2 signals" ;;
 	esac
 	stop_daemon
+}
+
+# Not a test: figures for bench/oom_v2_bench.sh, "VMBENCH key value" lines.
+# 1. the usage crossing 50 % of memory.max -> the OOM trigger's fire, per
+# process (trg_bench_app oom: 256 KiB a millisecond, stamps the step that
+# crossed); 2. the daemon's CPU while 100 idle processes, each in its own
+# cgroup with a memory.max, are watched.
+# cpu10 NAME: the daemon's CPU share over 10 s, "VMBENCH NAME_cpu_pct N".
+cpu10() {
+	t0=$(awk '{ print $14 + $15 }' /proc/$DPID/stat)
+	u0=$(awk '{ print $1 }' /proc/uptime)
+	sleep 10
+	t1=$(awk '{ print $14 + $15 }' /proc/$DPID/stat)
+	u1=$(awk '{ print $1 }' /proc/uptime)
+	awk -v a=$t0 -v b=$t1 -v u=$u0 -v w=$u1 -v n=$1 \
+		'BEGIN { printf "VMBENCH %s_cpu_pct %.2f\n", n, (b - a) / 100 / (w - u) * 100 }'
+}
+
+case_bench() {
+	B=$BUILD/bench/trg_bench_app
+	[ -x $B ] || { result bench SKIP "no $B in the image"; return; }
+	start_daemon || { result bench FAIL "daemon did not start"; return; }
+	n=${BENCH_N:-9}
+	for i in $(seq $n); do
+		mkdir $CG/pd-b$i
+		echo $((96 << 20)) > $CG/pd-b$i/memory.max
+		sh -c "echo \$\$ > $CG/pd-b$i/cgroup.procs && exec $B oom $CG/pd-b$i" >> $S/bench.out 2>&1
+	done
+	# fire stamp (daemon log, ms) - stamp after the crossing step (app), per pid
+	awk '/ oom trigger of .* fired for pid / {
+		split($1, h, ":"); t = h[1] * 3600 + h[2] * 60 + h[3]
+		for (i = 1; i <= NF; i++) if ($i == "pid") { p = $(i + 1); sub(":", "", p) }
+		f[p] = t; next }
+	/^cross/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		p = v["pid"]
+		if (p in f) printf "VMBENCH v2_fire_ms %.3f\n", (f[p] - v["after"] % 86400) * 1000
+		else print "VMBENCH v2_fire_ms none" }' $S/daemon.log $S/bench.out
+	stop_daemon
+	start_daemon || { result bench FAIL "daemon did not start"; return; }
+	sleep 2
+	cpu10 base
+	for i in $(seq 100); do
+		mkdir $CG/pd-i$i
+		echo $((1 << 30)) > $CG/pd-i$i/memory.max
+		sh -c "echo \$\$ > $CG/pd-i$i/cgroup.procs && exec $B oom-idle" > /dev/null 2>&1 &
+	done
+	# Slow under TCG: up to 10 minutes for 100 registrations.
+	for i in $(seq 6000); do
+		[ $(grep -c "registered a oom trigger" $S/daemon.log) -ge 100 ] && break
+		sleep 0.1
+	done
+	sleep 2
+	echo "VMBENCH idle_watched $(grep -c 'registered a oom trigger' $S/daemon.log)"
+	cpu10 idle
+	killall trg_bench_app 2>/dev/null
+	stop_daemon
+	result bench PASS "figures printed"
 }
 
 for c in $CASES; do

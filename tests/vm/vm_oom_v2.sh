@@ -9,7 +9,9 @@
 # usage: vm_oom_v2.sh BUILD_DIR [SRC_BUILD_DIR]
 #   SRC_BUILD_DIR: take the daemon and apps from another build (e.g. one of
 #   the code before a change) while the kernel cache stays in BUILD_DIR.
-# PD_VM_CASES overrides the cases of the first VM (default below).
+# PD_VM_CASES overrides the cases of the first VM (default below), and
+# then no second VM runs; PD_VM_MEM its memory (512M), PD_VM_TIMEOUT the
+# seconds it may take (500).
 set -euo pipefail
 
 BUILD=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
@@ -55,6 +57,8 @@ mkdir -p "$R"/{bin,etc,proc,sys,dev,tmp,lib64}
 cp "$BUSYBOX" "$R/bin/busybox"
 bins=("$APPS/service/profilingd" "$APPS/redact/profilingd-redact" "$APPS/tools/profctl/profctl"
 	"$APPS/tests/integration/oom_app")
+# bench/oom_v2_bench.sh's app, when built: the "bench" case.
+[ -x "$APPS/bench/trg_bench_app" ] && bins+=("$APPS/bench/trg_bench_app")
 for b in "${bins[@]}"; do
 	mkdir -p "$R$(dirname "$b")"
 	cp "$b" "$R$b"
@@ -75,10 +79,11 @@ chmod 755 "$R/init"
 run_vm() {
 	echo "BUILD=$APPS" > "$R/vm.env"
 	echo "CASES=\"$2\"" >> "$R/vm.env"
+	echo "BENCH_N=${PD_BENCH_N:-9}" >> "$R/vm.env"
 	(cd "$R" && find . | cpio -o -H newc 2>/dev/null | gzip -1) > "$T/initrd.gz"
 	local rc=0
 	# -no-reboot with panic=-1: a kernel panic ends qemu instead of looping.
-	timeout 500 qemu-system-x86_64 -accel tcg -m "$1" -smp 1 -nographic -no-reboot \
+	timeout "${PD_VM_TIMEOUT:-500}" qemu-system-x86_64 -accel tcg -m "$1" -smp 1 -nographic -no-reboot \
 		-kernel "$KERNEL" -initrd "$T/initrd.gz" \
 		-append "console=ttyS0 panic=-1 quiet loglevel=3" < /dev/null > "$T/console" 2>&1 || rc=$?
 	# The console minus the firmware's escape codes; kept for a look afterwards.
@@ -89,8 +94,8 @@ run_vm() {
 	grep -q VMDONE "$T/console" || fail "the VM did not finish its cases"
 }
 
-CASES=${PD_VM_CASES:-"status max parent high psi jvm"}
-run_vm 512M "$CASES"
+CASES=${PD_VM_CASES:-"status max parent high psi oomd jvm"}
+run_vm "${PD_VM_MEM:-512M}" "$CASES"
 cp "$T/console" "$T/console.1"
 if [ -z "${PD_VM_CASES:-}" ]; then
 	run_vm 256M "global"
