@@ -806,7 +806,8 @@ int svc_trigger_init(struct event_base *base, const struct svc_config *c)
 		return -ENOMEM;
 	if ((r = trg_proc_init(base, &trg_ops)) < 0 || (r = trg_cpu_init(base, &trg_ops)) < 0 ||
 	    (r = trg_hang_init(base, &trg_ops)) < 0 || (r = trg_mem_init(base, &trg_ops)) < 0 ||
-	    (r = trg_psi_init(base, &trg_ops)) < 0)
+	    (r = trg_psi_init(base, &trg_ops)) < 0 ||
+	    (r = trg_mem_global(cfg->mem_available_percent, cfg->mem_stall_percent)) < 0)
 		return r;
 	LOG_I("watchers: process events: %s; cpu: %s; hang: %s; memory: %s; pressure: %s",
 	      trg_proc_status(), trg_cpu_status(), trg_hang_status(), trg_mem_status(),

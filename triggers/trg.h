@@ -63,12 +63,21 @@ bool trg_mem_counts_kills(pid_t pid);
  * kill since the watch began (user.oomd_ooms, user.oomd_kill xattrs); for a
  * SIGKILL exit, before trg_mem_unwatch. */
 bool trg_mem_oomd_killed(pid_t pid);
+/* The whole machine: when MemAvailable falls under avail_percent of
+ * MemTotal, or tasks stall on memory stall_percent of a second
+ * (/proc/pressure/memory), warn the watched process the OOM killer would
+ * take first (highest /proc/<pid>/oom_score), once per episode. 0: off.
+ * After trg_mem_init, before the seccomp filter (the PSI trigger is set up
+ * here). */
+int trg_mem_global(unsigned avail_percent, unsigned stall_percent);
 /* What the watcher runs on (TRG_MEM_*), set by trg_mem_init. */
 #define TRG_MEM_V1 0x1          /* v1 usage thresholds and oom_control eventfds */
 #define TRG_MEM_V2 0x2          /* a v2 hierarchy with the memory controller */
 #define TRG_MEM_V2_EVENTS 0x4   /* inotify on memory.events(.local) */
 #define TRG_MEM_V2_PSI 0x8      /* per-cgroup PSI triggers on memory.pressure */
 #define TRG_MEM_V2_POLL 0x10    /* memory.current reads, sooner near the line */
+#define TRG_MEM_AVAIL 0x20      /* MemAvailable against its share */
+#define TRG_MEM_SYS_PSI 0x40    /* a PSI trigger on /proc/pressure/memory */
 unsigned trg_mem_features(void);
 const char *trg_mem_status(void);
 

@@ -116,7 +116,7 @@ static struct event_base *base;
 static struct mwatch *w;
 static size_t nw;
 static struct event *timer;
-static char status[448];
+static char status[576];
 static long page;
 static unsigned features;
 static char v2root[64];
@@ -125,6 +125,11 @@ static struct mcg cgs[MEM_MAX_CG];
 static int ino_fd = -1;
 static struct event *ino_ev;
 static int npsi;
+/* the whole machine (trg_mem_global) */
+static unsigned gl_avail_pct;
+static bool gl_low;            /* MemAvailable under its share: warned this episode */
+static int gl_psi_fd = -1, gl_psi_ep = -1;
+static struct event *gl_psi_ev;
 
 static int read_u64(const char *path, uint64_t *v)
 {
@@ -774,9 +779,113 @@ static void release(struct mwatch *x)
 	x->cg = -1;
 }
 
-/* RSS fallback for processes without a cgroup line. */
+/* The machine is short of memory: warn the global OOM killer's first pick
+ * among the watches not warned yet. */
+static void warn_victim(const char *why)
+{
+	struct mwatch *best = NULL;
+	long best_score = -1;
+	for (size_t i = 0; i < nw; i++) {
+		char path[64], buf[32];
+		/* Warned already by its own line: a second capture now would
+		 * replace the one the kill is to be linked to. */
+		if (w[i].warned)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/oom_score", (int)w[i].pid);
+		if (util_read_file(path, buf, sizeof(buf)) < 0)
+			continue;
+		long score = strtol(buf, NULL, 10);
+		if (score > best_score) {
+			best_score = score;
+			best = &w[i];
+		}
+	}
+	if (!best)
+		return;
+	LOG_I("pid %d: OOM warning: %s (the highest oom_score watched: %ld)", (int)best->pid, why,
+	      best_score);
+	best->warned = true;
+	if (ops->mem_warn)
+		ops->mem_warn(best->pid);
+}
+
+static void check_available(void)
+{
+	char buf[2048];
+	if (util_read_file("/proc/meminfo", buf, sizeof(buf)) < 0)
+		return;
+	char *t = strstr(buf, "MemTotal:"), *a = strstr(buf, "MemAvailable:");
+	if (!t || !a)
+		return;
+	uint64_t total = strtoull(t + 9, NULL, 10), avail = strtoull(a + 13, NULL, 10);
+	if (!gl_low && avail * 100 < total * gl_avail_pct) {
+		char why[128];
+		gl_low = true;
+		util_fmt(why, sizeof(why), "MemAvailable %llu kB, under %u %% of MemTotal %llu kB",
+			 (unsigned long long)avail, gl_avail_pct, (unsigned long long)total);
+		warn_victim(why);
+	} else if (gl_low && avail * 100 > total * gl_avail_pct * 3 / 2) {
+		/* Well above again: the next shortage is a new episode. */
+		gl_low = false;
+	}
+}
+
+static void on_sys_psi(evutil_socket_t fd, short what, void *arg)
+{
+	struct epoll_event e;
+	epoll_wait(gl_psi_ep, &e, 1, 0); /* drain: the wake-up was the event */
+	warn_victim("memory stalls system-wide (/proc/pressure/memory)");
+}
+
+static int sys_psi_arm(unsigned stall_percent)
+{
+	char line[64];
+	gl_psi_fd = open("/proc/pressure/memory", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (gl_psi_fd < 0)
+		return -errno;
+	int len = snprintf(line, sizeof(line), "some %u %u", stall_percent * 10000u, 1000000u);
+	struct epoll_event e = { .events = EPOLLPRI };
+	if (write(gl_psi_fd, line, (size_t)len + 1) < 0 ||
+	    (gl_psi_ep = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    epoll_ctl(gl_psi_ep, EPOLL_CTL_ADD, gl_psi_fd, &e) < 0)
+		return -errno;
+	gl_psi_ev = event_new(base, gl_psi_ep, EV_READ | EV_PERSIST, on_sys_psi, NULL);
+	if (!gl_psi_ev || event_add(gl_psi_ev, NULL) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+int trg_mem_global(unsigned avail_percent, unsigned stall_percent)
+{
+	gl_avail_pct = avail_percent;
+	if (avail_percent)
+		features |= TRG_MEM_AVAIL;
+	if (stall_percent) {
+		int e = sys_psi_arm(stall_percent);
+		if (e == 0)
+			features |= TRG_MEM_SYS_PSI;
+		else
+			LOG_N("no system-wide memory stall trigger: %s", strerror(-e));
+	}
+	size_t l = strlen(status);
+	char a[48] = "", p[64] = "";
+	if (features & TRG_MEM_AVAIL)
+		util_fmt(a, sizeof(a), " MemAvailable under %u %%;", avail_percent);
+	if (features & TRG_MEM_SYS_PSI)
+		util_fmt(p, sizeof(p), " /proc/pressure/memory some %u %% of 1 s;", stall_percent);
+	if (a[0] || p[0])
+		util_fmt(status + l, sizeof(status) - l,
+			 "; whole machine:%s%s warns the top oom_score", a, p);
+	else
+		util_fmt(status + l, sizeof(status) - l, "; whole machine: off");
+	return 0;
+}
+
+/* RSS fallback for processes without a cgroup line, and MemAvailable. */
 static void poll_rss(evutil_socket_t fd, short what, void *arg)
 {
+	if (gl_avail_pct)
+		check_available();
 	for (size_t i = 0; i < nw; i++) {
 		struct mwatch *x = &w[i];
 		char path[64], buf[128];
@@ -889,6 +998,16 @@ void trg_mem_fini(void)
 	if (ino_fd >= 0)
 		close(ino_fd);
 	ino_fd = -1;
+	if (gl_psi_ev)
+		event_free(gl_psi_ev);
+	gl_psi_ev = NULL;
+	if (gl_psi_ep >= 0)
+		close(gl_psi_ep);
+	if (gl_psi_fd >= 0)
+		close(gl_psi_fd);
+	gl_psi_ep = gl_psi_fd = -1;
+	gl_avail_pct = 0;
+	gl_low = false;
 	free(w);
 	w = NULL;
 	nw = 0;

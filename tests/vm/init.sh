@@ -37,6 +37,7 @@ day_app_cap = 1000000
 week_system_cap = 1000000
 week_app_cap = 1000000
 EOF
+	for l in "$@"; do echo "$l" >> $S/profilingd.conf; done
 	$BUILD/service/profilingd -f -d -c $S/profilingd.conf > $S/daemon.log 2>&1 &
 	DPID=$!
 	export PROFILINGD_SOCKET=$S/client.sock
@@ -212,6 +213,33 @@ case_global() {
 	else
 		grep "note:" $S/collect.err
 		result $name PASS "heap before the global OOM kill, kill linked"
+	fi
+	stop_daemon
+}
+
+# No cgroup limit and a byte threshold out of reach: the warning can only
+# come from the whole machine's MemAvailable (25 % here), then the global
+# OOM kill is recorded.
+case_avail() {
+	name=avail
+	mkdir -p $CG/pd-avail
+	start_daemon "[memory]" "available_percent = 25" "stall_percent = 0" ||
+		{ result $name FAIL "daemon did not start"; return; }
+	echo -1000 > /proc/$DPID/oom_score_adj
+	rc=0
+	run_app $CG/pd-avail $((1 << 30)) || rc=$?
+	out=$(head -n 1 $S/run.out)
+	if [ $rc -ne 137 ]; then
+		result $name FAIL "the app was not OOM-killed (exit $rc)"
+	elif ! heap_ok "$out"; then
+		result $name FAIL "no heap profile with leak_here delivered before the kill ($out)"
+	elif ! grep -q "OOM warning: MemAvailable" $S/daemon.log; then
+		result $name FAIL "the warning did not come from MemAvailable"
+	elif ! grep -q "OOM-killed by the kernel's global OOM killer" $S/daemon.log; then
+		result $name FAIL "the kill was not recorded as a global OOM kill"
+	else
+		grep "OOM warning: MemAvailable" $S/daemon.log | head -n 1
+		result $name PASS "warned by MemAvailable, global OOM kill recorded"
 	fi
 	stop_daemon
 }
