@@ -63,6 +63,9 @@ bool trg_mem_counts_kills(pid_t pid);
  * kill since the watch began (user.oomd_ooms, user.oomd_kill xattrs); for a
  * SIGKILL exit, before trg_mem_unwatch. */
 bool trg_mem_oomd_killed(pid_t pid);
+/* For a SIGKILL exit: the note naming the OOM killer when the kernel log
+ * said within 60 s that it killed pid, else NULL. */
+const char *trg_mem_kmsg_kill(pid_t pid);
 /* The whole machine: when MemAvailable falls under avail_percent of
  * MemTotal, or tasks stall on memory stall_percent of a second
  * (/proc/pressure/memory), warn the watched process the OOM killer would
@@ -78,6 +81,7 @@ int trg_mem_global(unsigned avail_percent, unsigned stall_percent);
 #define TRG_MEM_V2_POLL 0x10    /* memory.current reads, sooner near the line */
 #define TRG_MEM_AVAIL 0x20      /* MemAvailable against its share */
 #define TRG_MEM_SYS_PSI 0x40    /* a PSI trigger on /proc/pressure/memory */
+#define TRG_MEM_KMSG 0x80       /* OOM kills from /dev/kmsg */
 unsigned trg_mem_features(void);
 const char *trg_mem_status(void);
 

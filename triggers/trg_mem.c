@@ -33,10 +33,15 @@
  * and user.oomd_kill xattrs: trg_mem_oomd_killed() tells such a kill from
  * the caller's SIGKILL exit.
  *
+ * A process no cgroup count covers (the root cgroup, no memory controller):
+ * the kernel log's "Killed process PID" line (/dev/kmsg), matched by the
+ * caller with its SIGKILL exit (trg_mem_kmsg_kill).
+ *
  * Anywhere else (no limit, no memory controller): RSS from
  * /proc/<pid>/statm against the threshold on a 250 ms timer.
  *
- * Caps: TRG_MAX_PIDS watched processes (past it -ENOSPC); MEM_MAX_CG v2
+ * Caps: TRG_MAX_PIDS watched processes (past it -ENOSPC); KMSG_KILLS kills
+ * from the kernel log kept for 60 s (the oldest overwritten); MEM_MAX_CG v2
  * cgroups (one fd each, plus two for the first MEM_MAX_PSI of them with a
  * PSI trigger): past them a process is watched by RSS, or without PSI, and
  * the log says so.
@@ -130,6 +135,17 @@ static unsigned gl_avail_pct;
 static bool gl_low;            /* MemAvailable under its share: warned this episode */
 static int gl_psi_fd = -1, gl_psi_ep = -1;
 static struct event *gl_psi_ev;
+/* The kernel log's OOM kills, for processes no cgroup count covers (the
+ * root cgroup, no memory controller). A ring: the oldest is overwritten. */
+#define KMSG_KILLS 64
+static int kmsg_fd = -1;
+static struct event *kmsg_ev;
+static struct {
+	pid_t pid;
+	bool memcg;               /* "Memory cgroup out of memory" */
+	uint64_t ms;
+} kk[KMSG_KILLS];
+static unsigned kk_next;
 
 static int read_u64(const char *path, uint64_t *v)
 {
@@ -881,6 +897,60 @@ int trg_mem_global(unsigned avail_percent, unsigned stall_percent)
 	return 0;
 }
 
+/*
+ * Records of /dev/kmsg: "prio,seq,usec,flags;message". Only the kernel's
+ * own (facility 0: prio < 8) are believed: a root process may write the
+ * log too. The OOM killer prints "Out of memory: Killed process PID
+ * (comm) ..." or "Memory cgroup out of memory: Killed process PID ..."
+ * right after its SIGKILL.
+ */
+static void kmsg_drain(void)
+{
+	char rec[1024];
+	ssize_t n;
+	if (kmsg_fd < 0)
+		return;
+	for (;;) {
+		n = read(kmsg_fd, rec, sizeof(rec) - 1);
+		if (n < 0 && errno == EPIPE)
+			continue; /* records overwritten before we read them */
+		if (n <= 0)
+			return;
+		rec[n] = '\0';
+		char *msg = strchr(rec, ';');
+		if (!msg || strtol(rec, NULL, 10) >= 8)
+			continue;
+		char *k = strstr(msg, "Killed process ");
+		if (!k)
+			continue;
+		long pid = strtol(k + 15, NULL, 10);
+		if (pid <= 0)
+			continue;
+		kk[kk_next].pid = (pid_t)pid;
+		kk[kk_next].memcg = strstr(msg, "Memory cgroup out of memory") != NULL;
+		kk[kk_next].ms = util_mono_ms();
+		kk_next = (kk_next + 1) % KMSG_KILLS;
+	}
+}
+
+static void on_kmsg(evutil_socket_t fd, short what, void *arg)
+{
+	kmsg_drain();
+}
+
+const char *trg_mem_kmsg_kill(pid_t pid)
+{
+	kmsg_drain(); /* the exit event may be handled before our read event */
+	uint64_t now = util_mono_ms();
+	for (unsigned i = 0; i < KMSG_KILLS; i++)
+		if (kk[i].pid == pid && kk[i].ms && now - kk[i].ms < 60000) {
+			kk[i].pid = 0;
+			return kk[i].memcg ? "OOM-killed by the kernel's cgroup OOM killer (kernel log)" :
+					     "OOM-killed by the kernel's global OOM killer (kernel log)";
+		}
+	return NULL;
+}
+
 /* RSS fallback for processes without a cgroup line, and MemAvailable. */
 static void poll_rss(evutil_socket_t fd, short what, void *arg)
 {
@@ -964,6 +1034,19 @@ int trg_mem_init(struct event_base *b, const struct trg_ops *o)
 		v2_local = util_read_file("/sys/kernel/cgroup/features", feat, sizeof(feat)) > 0 &&
 			   strstr(feat, "memory_localevents") != NULL;
 	}
+	/* From the end: only kills from now on are news. */
+	kmsg_fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (kmsg_fd >= 0 && lseek(kmsg_fd, 0, SEEK_END) >= 0 &&
+	    (kmsg_ev = event_new(base, kmsg_fd, EV_READ | EV_PERSIST, on_kmsg, NULL)) &&
+	    event_add(kmsg_ev, NULL) == 0) {
+		features |= TRG_MEM_KMSG;
+	} else {
+		LOG_N("/dev/kmsg: %s: OOM kills outside a memory cgroup are guessed from SIGKILL",
+		      strerror(errno));
+		if (kmsg_fd >= 0)
+			close(kmsg_fd);
+		kmsg_fd = -1;
+	}
 	char v2[320];
 	if (features & TRG_MEM_V2)
 		util_fmt(v2, sizeof(v2),
@@ -977,8 +1060,10 @@ int trg_mem_init(struct event_base *b, const struct trg_ops *o)
 	else
 		util_fmt(v2, sizeof(v2), "cgroup v2: no memory controller");
 	util_fmt(status, sizeof(status),
-		 "cgroup v1 memory thresholds and oom_control: %s; %s; elsewhere RSS every %d ms",
-		 features & TRG_MEM_V1 ? "yes" : "no (no v1 memory controller)", v2, POLL_MS);
+		 "cgroup v1 memory thresholds and oom_control: %s; %s; elsewhere RSS every %d ms; "
+		 "kills outside a memory cgroup from %s",
+		 features & TRG_MEM_V1 ? "yes" : "no (no v1 memory controller)", v2, POLL_MS,
+		 features & TRG_MEM_KMSG ? "/dev/kmsg" : "SIGKILL after a warning (no /dev/kmsg)");
 	return 0;
 }
 
@@ -1008,6 +1093,13 @@ void trg_mem_fini(void)
 	gl_psi_ep = gl_psi_fd = -1;
 	gl_avail_pct = 0;
 	gl_low = false;
+	if (kmsg_ev)
+		event_free(kmsg_ev);
+	kmsg_ev = NULL;
+	if (kmsg_fd >= 0)
+		close(kmsg_fd);
+	kmsg_fd = -1;
+	memset(kk, 0, sizeof(kk));
 	free(w);
 	w = NULL;
 	nw = 0;

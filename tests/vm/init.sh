@@ -244,6 +244,30 @@ case_avail() {
 	stop_daemon
 }
 
+# The app in the root cgroup (no cgroup count of its kills): the global OOM
+# kill is taken from the kernel log (/dev/kmsg) with its SIGKILL exit.
+case_kmsg() {
+	name=kmsg
+	start_daemon || { result $name FAIL "daemon did not start"; return; }
+	echo -1000 > /proc/$DPID/oom_score_adj
+	rc=0
+	run_app $CG || rc=$?
+	out=$(head -n 1 $S/run.out)
+	if [ $rc -ne 137 ]; then
+		result $name FAIL "the app was not OOM-killed (exit $rc)"
+	elif ! heap_ok "$out"; then
+		result $name FAIL "no heap profile with leak_here delivered before the kill ($out)"
+	elif ! grep -q "OOM-killed by the kernel's global OOM killer (kernel log)" $S/daemon.log; then
+		result $name FAIL "the kill was not recorded from the kernel log"
+	elif ! $APP collect > $S/collect.out 2> $S/collect.err; then
+		result $name FAIL "the linked capture was not offered again"
+	else
+		grep "note:" $S/collect.err
+		result $name PASS "global OOM kill of a root-cgroup app from /dev/kmsg, linked"
+	fi
+	stop_daemon
+}
+
 case_jvm() {
 	result jvm SKIP "no JDK is packed into the VM image (a JDK is ~200 MiB: too slow to pack and boot under TCG)"
 }

@@ -98,13 +98,13 @@ CASES=${PD_VM_CASES:-"status max parent high psi oomd jvm"}
 run_vm "${PD_VM_MEM:-512M}" "$CASES"
 cp "$T/console" "$T/console.1"
 if [ -z "${PD_VM_CASES:-}" ]; then
-	run_vm 256M "global avail"
+	run_vm 256M "global avail kmsg"
 	cat "$T/console" >> "$T/console.1"
 fi
 
 failed=0
 passed=
-for c in $CASES $([ -z "${PD_VM_CASES:-}" ] && echo global avail); do
+for c in $CASES $([ -z "${PD_VM_CASES:-}" ] && echo global avail kmsg); do
 	line=$(tr -d '\r' < "$T/console.1" | grep "^VMCASE $c " | tail -n 1 || true)
 	case "$line" in
 	"VMCASE $c PASS"*) passed="$passed $c" ;;
