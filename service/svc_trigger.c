@@ -425,15 +425,8 @@ static void on_proc_exit(pid_t pid, int wstatus)
 	if (wstatus >= 0 && WIFSIGNALED(wstatus)) {
 		int sig = WTERMSIG(wstatus);
 		struct reg *oom = reg_for(p, PROF_TRIGGER_OOM);
-		const char *how = NULL;
-		if (sig == SIGKILL && oom && trg_mem_oomd_killed(pid))
-			link_kill(oom, pid, "killed by systemd-oomd (user.oomd_ooms on its cgroup)");
-		/* Outside a counting cgroup: the kernel log's word, then a guess. */
-		else if (sig == SIGKILL && oom && !trg_mem_counts_kills(pid) &&
-			 (how = trg_mem_kmsg_kill(pid)))
-			link_kill(oom, pid, how);
-		/* Without a cgroup's own word, a SIGKILL soon after the warning. */
-		else if (sig == SIGKILL && oom && oom->last_session &&
+		/* Without the kernel's own word, a SIGKILL soon after the warning. */
+		if (sig == SIGKILL && oom && oom->last_session &&
 		    util_now_ns(CLOCK_MONOTONIC) - oom->last_ns < 60ull * 1000000000ull &&
 		    !trg_mem_counts_kills(pid))
 			link_kill(oom, pid, "killed by SIGKILL (likely the OOM killer)");

@@ -56,16 +56,10 @@ void trg_mem_fini(void);
 int trg_mem_watch(pid_t pid, unsigned percent, uint64_t bytes);
 /* Stop watching; a kill the kernel counted but not yet notified is reported first. */
 void trg_mem_unwatch(pid_t pid);
-/* True when the kernel's own kill count covers pid (v1 oom_control, v2
- * memory.events): its mem_kill is the word on an OOM kill, no guess needed. */
+/* True when the kernel's own word covers pid's OOM kill (v1 oom_control,
+ * v2 memory.events, else the kernel log): its mem_kill, at the latest from
+ * trg_mem_unwatch, is the word on an OOM kill, no guess needed. */
 bool trg_mem_counts_kills(pid_t pid);
-/* True when systemd-oomd marked pid's v2 cgroup (or an ancestor) with a new
- * kill since the watch began (user.oomd_ooms, user.oomd_kill xattrs); for a
- * SIGKILL exit, before trg_mem_unwatch. */
-bool trg_mem_oomd_killed(pid_t pid);
-/* For a SIGKILL exit: the note naming the OOM killer when the kernel log
- * said within 60 s that it killed pid, else NULL. */
-const char *trg_mem_kmsg_kill(pid_t pid);
 /* The whole machine: when MemAvailable falls under avail_percent of
  * MemTotal, or tasks stall on memory stall_percent of a second
  * (/proc/pressure/memory), warn the watched process the OOM killer would

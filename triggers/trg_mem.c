@@ -30,12 +30,12 @@
  * KILL_RECHECK_MS later was another's kill.
  *
  * systemd-oomd kills with SIGKILL and marks the cgroup with user.oomd_ooms
- * and user.oomd_kill xattrs: trg_mem_oomd_killed() tells such a kill from
- * the caller's SIGKILL exit.
+ * and user.oomd_kill xattrs: a process gone when its watch ends, from a
+ * cgroup whose marks rose meanwhile, was its kill.
  *
  * A process no cgroup count covers (the root cgroup, no memory controller):
- * the kernel log's "Killed process PID" line (/dev/kmsg), matched by the
- * caller with its SIGKILL exit (trg_mem_kmsg_kill).
+ * the kernel log's "Killed process PID" line (/dev/kmsg) since the watch
+ * began, looked up when the watch ends (the process exited).
  *
  * Anywhere else (no limit, no memory controller): RSS from
  * /proc/<pid>/statm against the threshold on a 250 ms timer.
@@ -70,6 +70,8 @@
 #define MEM_MAX_PSI 32
 #define MEM_MAX_DEPTH 64
 #define KILL_RECHECK_MS 200
+#define PSI_QUIET_MS 10000        /* a system-wide stall episode ends after this */
+#define EVENTS_MIN_MS 5           /* memory.events looks per cgroup, at most one per */
 #define KILL_RECHECKS 50          /* 10 s for a victim to die */
 /* A stall of 100 ms within 1 s: a tenth of the time waiting on reclaim. */
 #define PSI_STALL_US 100000
@@ -96,6 +98,7 @@ struct mcg {
 	bool group_killed;        /* the last kill seen was a memory.oom.group one */
 	uint64_t last_usage, last_ms; /* the last read, for the growth rate */
 	uint64_t oomd;            /* systemd-oomd's kill marks when watching began */
+	uint64_t checked_ms;      /* the last cg_check */
 };
 
 struct mwatch {
@@ -114,6 +117,8 @@ struct mwatch {
 	uint64_t kills;           /* the cgroup's oom_kill count this watch accounted for */
 	struct event *recheck;
 	unsigned rechecks;        /* looks at a dying process so far */
+	uint64_t start_ms;        /* when the watch began (kernel log kills after it) */
+	bool killed;              /* its kill was reported */
 };
 
 static const struct trg_ops *ops;
@@ -133,6 +138,7 @@ static int npsi;
 /* the whole machine (trg_mem_global) */
 static unsigned gl_avail_pct;
 static bool gl_low;            /* MemAvailable under its share: warned this episode */
+static uint64_t gl_psi_ms;     /* the last system-wide stall */
 static int gl_psi_fd = -1, gl_psi_ep = -1;
 static struct event *gl_psi_ev;
 /* The kernel log's OOM kills, for processes no cgroup count covers (the
@@ -462,6 +468,7 @@ static void report_kill(struct mwatch *x, bool group)
 {
 	char how[160];
 	kill_note(&cgs[x->cg], group, how, sizeof(how));
+	x->killed = true;
 	LOG_N("pid %d: %s", (int)x->pid, how);
 	if (ops->mem_kill)
 		ops->mem_kill(x->pid, how);
@@ -500,6 +507,7 @@ static void cg_check(int i, const char *why)
 	struct evc own, mx, hi;
 	char buf[32];
 	uint64_t usage = 0;
+	c->checked_ms = util_mono_ms();
 	ssize_t n = pread(c->cur_fd, buf, sizeof(buf) - 1, 0);
 	if (n > 0) {
 		buf[n] = '\0';
@@ -637,9 +645,20 @@ static void on_inotify(evutil_socket_t fd, short what, void *arg)
 					}
 		}
 	}
-	for (int i = 0; i < MEM_MAX_CG; i++)
-		if (hit[i] && cgs[i].refs)
-			cg_check(i, "memory.events");
+	uint64_t now = util_mono_ms();
+	for (int i = 0; i < MEM_MAX_CG; i++) {
+		if (!hit[i] || !cgs[i].refs)
+			continue;
+		/* A delegated app can make its cgroup's counters move all the
+		 * time (over its own memory.high): one look per EVENTS_MIN_MS,
+		 * the timer takes the rest. */
+		if (now - cgs[i].checked_ms < EVENTS_MIN_MS && cgs[i].tick) {
+			struct timeval tv = { 0, EVENTS_MIN_MS * 1000 };
+			evtimer_add(cgs[i].tick, &tv);
+			continue;
+		}
+		cg_check(i, "memory.events");
+	}
 }
 
 static int add_wd(const char *dir)
@@ -850,7 +869,13 @@ static void on_sys_psi(evutil_socket_t fd, short what, void *arg)
 {
 	struct epoll_event e;
 	epoll_wait(gl_psi_ep, &e, 1, 0); /* drain: the wake-up was the event */
-	warn_victim("memory stalls system-wide (/proc/pressure/memory)");
+	/* The trigger fires every window while the stall lasts: one warning
+	 * per episode, which ends after PSI_QUIET_MS without a stall. */
+	uint64_t now = util_mono_ms();
+	bool fresh = now - gl_psi_ms > PSI_QUIET_MS;
+	gl_psi_ms = now;
+	if (fresh)
+		warn_victim("memory stalls system-wide (/proc/pressure/memory)");
 }
 
 static int sys_psi_arm(unsigned stall_percent)
@@ -938,12 +963,13 @@ static void on_kmsg(evutil_socket_t fd, short what, void *arg)
 	kmsg_drain();
 }
 
-const char *trg_mem_kmsg_kill(pid_t pid)
+/* The note for pid's OOM kill in the kernel log since since_ms, else NULL. */
+static const char *kmsg_kill(pid_t pid, uint64_t since_ms)
 {
-	kmsg_drain(); /* the exit event may be handled before our read event */
+	kmsg_drain(); /* the exit can be handled before the log's read event */
 	uint64_t now = util_mono_ms();
 	for (unsigned i = 0; i < KMSG_KILLS; i++)
-		if (kk[i].pid == pid && kk[i].ms && now - kk[i].ms < 60000) {
+		if (kk[i].pid == pid && kk[i].ms >= since_ms && now - kk[i].ms < 60000) {
 			kk[i].pid = 0;
 			return kk[i].memcg ? "OOM-killed by the kernel's cgroup OOM killer (kernel log)" :
 					     "OOM-killed by the kernel's global OOM killer (kernel log)";
@@ -1093,6 +1119,7 @@ void trg_mem_fini(void)
 	gl_psi_ep = gl_psi_fd = -1;
 	gl_avail_pct = 0;
 	gl_low = false;
+	gl_psi_ms = 0;
 	if (kmsg_ev)
 		event_free(kmsg_ev);
 	kmsg_ev = NULL;
@@ -1123,6 +1150,7 @@ int trg_mem_watch(pid_t pid, unsigned percent, uint64_t bytes)
 	x->cg = -1;
 	x->percent = percent;
 	x->bytes = bytes;
+	x->start_ms = util_mono_ms();
 	uint64_t limit = 0;
 	char path[600], v2[512];
 	if ((features & TRG_MEM_V1) && v1_dir(pid, x->dir, sizeof(x->dir)) == 0) {
@@ -1184,9 +1212,11 @@ void trg_mem_unwatch(pid_t pid)
 			struct mwatch *x = &w[i];
 			/* The exit event can beat the kernel's notification: look at
 			 * the count before the watch goes. */
-			if (x->oom_efd >= 0 && oom_kill_count(x->dir) > x->oom_kills && ops->mem_kill)
+			if (x->oom_efd >= 0 && oom_kill_count(x->dir) > x->oom_kills && ops->mem_kill) {
+				x->killed = true;
 				ops->mem_kill(pid, "OOM-killed by the kernel's OOM killer "
 					      "(cgroup v1 memory limit)");
+			}
 			struct evc e, grp;
 			if (x->cg >= 0 && events_read(cgs[x->cg].dir, true, &e) == 0 &&
 			    e.oom_kill > x->kills) {
@@ -1194,6 +1224,17 @@ void trg_mem_unwatch(pid_t pid)
 				events_read(c->max_dir[0] ? c->max_dir : c->dir, false, &grp);
 				report_kill(x, grp.oom_group_kill > c->last.oom_group_kill ||
 					       c->group_killed);
+			}
+			/* No cgroup count covers it: the kernel log's word. A
+			 * process gone from a cgroup systemd-oomd marked since. */
+			const char *how = !x->killed && x->oom_efd < 0 && x->cg < 0 ?
+					  kmsg_kill(pid, x->start_ms) : NULL;
+			if (!how && !x->killed && x->cg >= 0 && oomd_marks(cgs[x->cg].dir) > cgs[x->cg].oomd &&
+			    pid_gone(pid))
+				how = "killed by systemd-oomd (user.oomd_ooms on its cgroup)";
+			if (how && ops->mem_kill) {
+				LOG_N("pid %d: %s", (int)pid, how);
+				ops->mem_kill(pid, how);
 			}
 			release(x);
 			w[i] = w[--nw];
@@ -1204,13 +1245,7 @@ void trg_mem_unwatch(pid_t pid)
 bool trg_mem_counts_kills(pid_t pid)
 {
 	const struct mwatch *x = by_pid(pid);
-	return x && (x->oom_efd >= 0 || x->cg >= 0);
-}
-
-bool trg_mem_oomd_killed(pid_t pid)
-{
-	const struct mwatch *x = by_pid(pid);
-	return x && x->cg >= 0 && oomd_marks(cgs[x->cg].dir) > cgs[x->cg].oomd;
+	return x && (x->oom_efd >= 0 || x->cg >= 0 || (features & TRG_MEM_KMSG));
 }
 
 unsigned trg_mem_features(void)
