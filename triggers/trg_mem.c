@@ -70,7 +70,7 @@
 #define MEM_MAX_PSI 32
 #define MEM_MAX_DEPTH 64
 #define KILL_RECHECK_MS 200
-#define PSI_QUIET_MS 10000        /* a system-wide stall episode ends after this */
+#define PSI_QUIET_MS 10000        /* a stall (or limit hit) episode ends after this */
 #define EVENTS_MIN_MS 5           /* memory.events looks per cgroup, at most one per */
 #define KILL_RECHECKS 50          /* 10 s for a victim to die */
 /* A stall of 100 ms within 1 s: a tenth of the time waiting on reclaim. */
@@ -99,6 +99,7 @@ struct mcg {
 	uint64_t last_usage, last_ms; /* the last read, for the growth rate */
 	uint64_t oomd;            /* systemd-oomd's kill marks when watching began */
 	uint64_t checked_ms;      /* the last cg_check */
+	uint64_t sign_ms;         /* the last stall or limit hit (0: none yet) */
 };
 
 struct mwatch {
@@ -528,6 +529,12 @@ static void cg_check(int i, const char *why)
 		c->group_killed = group;
 	bool stalled = c->stalled;
 	c->stalled = false;
+	if (stalled || at_max)
+		c->sign_ms = c->checked_ms;
+	/* A stall or a limit hit warns whatever usage says, and its episode
+	 * lasts until PSI_QUIET_MS without one: usage under the line must not
+	 * re-arm the warning at each PSI window (a capture a second). */
+	bool quiet = !c->sign_ms || c->checked_ms - c->sign_ms > PSI_QUIET_MS;
 	c->last.max = mx.max;
 	c->last.oom = mx.oom;
 	c->last.high = hi.high;
@@ -567,7 +574,7 @@ static void cg_check(int i, const char *why)
 			      rel(c->max ? c->max_dir : c->high_dir));
 			if (ops->mem_warn)
 				ops->mem_warn(x->pid);
-		} else if (usage < x->threshold / 10 * 9) {
+		} else if (usage < x->threshold / 10 * 9 && quiet) {
 			x->warned = false;
 		}
 	}

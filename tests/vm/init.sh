@@ -63,6 +63,17 @@ result() { # NAME PASS|FAIL|SKIP why
 	fi
 }
 
+# wait_log PATTERN: the daemon handles the kill a moment after the app's
+# exit reaches the shell (its exit event, inotify, a look 200 ms later):
+# up to 10 s for PATTERN in its log.
+wait_log() {
+	for i in $(seq 100); do
+		grep -q "$1" $S/daemon.log && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 # The delivered heap profile names the leaking function.
 heap_ok() {
 	[ -n "$1" ] && [ -f "$1" ] && zcat "$1" | grep -q leak_here
@@ -85,7 +96,7 @@ case_kill() {
 		result $name FAIL "the app was not OOM-killed (exit $rc)"
 	elif ! heap_ok "$out"; then
 		result $name FAIL "no heap profile with leak_here delivered before the kill ($out)"
-	elif ! grep -q "OOM-killed by the kernel's cgroup OOM killer (memory.max [0-9]* of $where)" $S/daemon.log; then
+	elif ! wait_log "OOM-killed by the kernel's cgroup OOM killer (memory.max [0-9]* of $where)"; then
 		result $name FAIL "the kill was not recorded as a cgroup OOM kill at $where"
 	elif ! $APP collect > $S/collect.out 2> $S/collect.err; then
 		result $name FAIL "the linked capture was not offered again"
@@ -124,11 +135,17 @@ case_soft() { # NAME CGROUP BYTES WHY(a grep pattern) LABEL
 		sleep 0.1
 	done
 	out=$(head -n 1 $S/run.out)
+	# Past the first warning the app stays over the line (or stalled):
+	# that is one episode, one warning, not one per look or PSI window.
+	sleep 3
 	kill -9 $(cat $cg/cgroup.procs) 2>/dev/null
 	wait $apid
 	sleep 1
+	nwarn=$(grep -c "OOM warning from" $S/daemon.log)
 	if ! heap_ok "$out"; then
 		result $name FAIL "no heap profile with leak_here delivered ($out)"
+	elif [ "$nwarn" -ne 1 ]; then
+		result $name FAIL "$nwarn OOM warnings in one episode, want 1"
 	elif ! grep -q "OOM warning from .*: $4" $S/daemon.log; then
 		result $name FAIL "the warning did not come from: $5"
 	elif grep -q "OOM-killed" $S/daemon.log; then
@@ -178,7 +195,7 @@ case_oomd() {
 	sleep 1
 	if ! heap_ok "$out"; then
 		result $name FAIL "no heap profile with leak_here delivered ($out)"
-	elif ! grep -q "killed by systemd-oomd" $S/daemon.log; then
+	elif ! wait_log "killed by systemd-oomd"; then
 		result $name FAIL "the SIGKILL of a cgroup marked by systemd-oomd was not named so"
 	elif ! $APP collect > $S/collect.out 2> $S/collect.err; then
 		# collect wants "OOM-killed" in the note; this one names oomd
@@ -206,7 +223,7 @@ case_global() {
 		result $name FAIL "the app was not OOM-killed (exit $rc)"
 	elif ! heap_ok "$out"; then
 		result $name FAIL "no heap profile with leak_here delivered before the kill ($out)"
-	elif ! grep -q "OOM-killed by the kernel's global OOM killer" $S/daemon.log; then
+	elif ! wait_log "OOM-killed by the kernel's global OOM killer"; then
 		result $name FAIL "the kill was not recorded as a global OOM kill"
 	elif ! $APP collect > $S/collect.out 2> $S/collect.err; then
 		result $name FAIL "the linked capture was not offered again"
@@ -235,7 +252,7 @@ case_avail() {
 		result $name FAIL "no heap profile with leak_here delivered before the kill ($out)"
 	elif ! grep -q "OOM warning: MemAvailable" $S/daemon.log; then
 		result $name FAIL "the warning did not come from MemAvailable"
-	elif ! grep -q "OOM-killed by the kernel's global OOM killer" $S/daemon.log; then
+	elif ! wait_log "OOM-killed by the kernel's global OOM killer"; then
 		result $name FAIL "the kill was not recorded as a global OOM kill"
 	else
 		grep "OOM warning: MemAvailable" $S/daemon.log | head -n 1
@@ -257,7 +274,7 @@ case_kmsg() {
 		result $name FAIL "the app was not OOM-killed (exit $rc)"
 	elif ! heap_ok "$out"; then
 		result $name FAIL "no heap profile with leak_here delivered before the kill ($out)"
-	elif ! grep -q "OOM-killed by the kernel's global OOM killer (kernel log)" $S/daemon.log; then
+	elif ! wait_log "OOM-killed by the kernel's global OOM killer (kernel log)"; then
 		result $name FAIL "the kill was not recorded from the kernel log"
 	elif ! $APP collect > $S/collect.out 2> $S/collect.err; then
 		result $name FAIL "the linked capture was not offered again"
