@@ -41,7 +41,8 @@
  * /proc/<pid>/statm against the threshold on a 250 ms timer.
  *
  * Caps: TRG_MAX_PIDS watched processes (past it -ENOSPC); KMSG_KILLS kills
- * from the kernel log kept for 60 s (the oldest overwritten); MEM_MAX_CG v2
+ * from the kernel log kept for 60 s (the oldest overwritten); per uid
+ * MEM_MAX_CG_UID v2 cgroups, MEM_MAX_PSI_UID with PSI (as below); MEM_MAX_CG v2
  * cgroups (one fd each, plus two for the first MEM_MAX_PSI of them with a
  * PSI trigger): past them a process is watched by RSS, or without PSI, and
  * the log says so.
@@ -68,6 +69,8 @@
 #define POLL_MS 250
 #define MEM_MAX_CG 128
 #define MEM_MAX_PSI 32
+#define MEM_MAX_CG_UID 32         /* v2 cgroups one uid's processes may take */
+#define MEM_MAX_PSI_UID 8         /* of them with a PSI trigger */
 #define MEM_MAX_DEPTH 64
 #define KILL_RECHECK_MS 200
 #define PSI_QUIET_MS 10000        /* a stall (or limit hit) episode ends after this */
@@ -100,6 +103,7 @@ struct mcg {
 	uint64_t oomd;            /* systemd-oomd's kill marks when watching began */
 	uint64_t checked_ms;      /* the last cg_check */
 	uint64_t sign_ms;         /* the last stall or limit hit (0: none yet) */
+	unsigned uid;             /* of the process that made the slot (per-uid caps) */
 };
 
 struct mwatch {
@@ -711,10 +715,21 @@ static void cg_release(struct mcg *c)
 		drop_wd(wd[k]);
 }
 
+/* Slots (with_psi: with a PSI trigger) taken by uid's processes. */
+static int uid_slots(unsigned uid, bool with_psi)
+{
+	int n = 0;
+	for (int i = 0; i < MEM_MAX_CG; i++)
+		if (cgs[i].refs && cgs[i].uid == uid && (!with_psi || cgs[i].psi_ev))
+			n++;
+	return n;
+}
+
 static int psi_arm(struct mcg *c, int i)
 {
 	char path[600], line[64];
-	if (!(features & TRG_MEM_V2_PSI) || npsi >= MEM_MAX_PSI)
+	if (!(features & TRG_MEM_V2_PSI) || npsi >= MEM_MAX_PSI ||
+	    uid_slots(c->uid, true) >= MEM_MAX_PSI_UID)
 		return -ENOSPC;
 	snprintf(path, sizeof(path), "%s/memory.pressure", c->dir);
 	c->psi_fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
@@ -733,8 +748,12 @@ static int psi_arm(struct mcg *c, int i)
 	return 0;
 }
 
-/* The slot of dir's cgroup, shared with other processes in it; a new one is set up. */
-static int cg_get(const char *dir)
+/*
+ * The slot of dir's cgroup, shared with other processes in it; a new one is
+ * set up, counted against uid (the process's): the table is shared by every
+ * user, so one may not take it all (-EDQUOT past MEM_MAX_CG_UID).
+ */
+static int cg_get(const char *dir, unsigned uid)
 {
 	int free_slot = -1;
 	char path[600];
@@ -750,8 +769,11 @@ static int cg_get(const char *dir)
 	}
 	if (free_slot < 0)
 		return -ENOSPC;
+	if (uid_slots(uid, false) >= MEM_MAX_CG_UID)
+		return -EDQUOT;
 	struct mcg *c = &cgs[free_slot];
 	util_strlcpy(c->dir, dir, sizeof(c->dir));
+	c->uid = uid;
 	snprintf(path, sizeof(path), "%s/memory.current", dir);
 	c->cur_fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (c->cur_fd < 0) {
@@ -1167,10 +1189,14 @@ int trg_mem_watch(pid_t pid, unsigned percent, uint64_t bytes)
 			limit = 0;
 	}
 	if (!limit && (features & TRG_MEM_V2) && v2_dir(pid, v2, sizeof(v2)) == 0) {
-		int i = cg_get(v2);
+		unsigned uid = 0, gid;
+		int i = util_proc_ids((int)pid, &uid, &gid) < 0 ? -ESRCH : cg_get(v2, uid);
 		if (i == -ENOSPC)
 			LOG_W("pid %d: %d cgroups watched already: its memory by RSS", (int)pid,
 			      MEM_MAX_CG);
+		else if (i == -EDQUOT)
+			LOG_W("pid %d: uid %u has %d cgroups watched already: its memory by RSS",
+			      (int)pid, uid, MEM_MAX_CG_UID);
 		if (i >= 0) {
 			x->cg = i;
 			x->kills = cgs[i].last.oom_kill;
