@@ -11,7 +11,8 @@
  *                                stamp just before execve, watch LOG (inotify)
  *                                for the daemon's fire line of that pid and
  *                                for the end of its session
- *   oom CGDIR                    OOM trigger at 50 % of CGDIR's limit, then
+ *   oom CGDIR                    OOM trigger at 50 % of CGDIR's limit (v1
+ *                                memory.limit_in_bytes, else v2 memory.max), then
  *                                commit 256 KiB a millisecond; stamp the step
  *                                where usage crosses the line, go on to 60 %
  *                                of the limit or the heap capture's result
@@ -19,6 +20,8 @@
  *                                IDLE_MS, stamp T0, spin for MAX_MS or
  *                                until SIGTERM
  *   register-idle                EXCESSIVE_CPU and HANG (1 h) triggers
+ *   oom-idle                     OOM trigger (50 %), then sleep connected
+ *                                until SIGTERM
  *   swarm N                      N forked idle clients: connect (retrying a
  *                                refused connect), one heartbeat, sleep
  *                                until SIGTERM
@@ -286,9 +289,14 @@ static void on_oom_result(const struct prof_result *r, void *ud)
 static int oom(const char *dir)
 {
 	uint64_t limit, usage;
+	const char *usage_file = "memory.usage_in_bytes";
 	if (read_u64(dir, "memory.limit_in_bytes", &limit) < 0) {
-		fprintf(stderr, "trg_bench_app: no memory.limit_in_bytes in %s\n", dir);
-		return 1;
+		/* cgroup v2: the limit set on CGDIR itself */
+		usage_file = "memory.current";
+		if (read_u64(dir, "memory.max", &limit) < 0 || !limit) {
+			fprintf(stderr, "trg_bench_app: no memory limit in %s\n", dir);
+			return 1;
+		}
 	}
 	prof_client *c = connect_or_die();
 	prof_set_result_listener(c, on_oom_result, NULL);
@@ -300,7 +308,7 @@ static int oom(const char *dir)
 	int k = 0, cross = -1;
 	double before = 0, after = 0;
 	usage = 0;
-	read_u64(dir, "memory.usage_in_bytes", &usage);
+	read_u64(dir, usage_file, &usage);
 	uint64_t start_usage = usage, cross_usage = 0;
 	/*
 	 * A steady leak of one step per millisecond, on past the line until
@@ -316,7 +324,7 @@ static int oom(const char *dir)
 			break;
 		memset(chunk[k], 0x5a, OOM_STEP); /* commit: the cgroup counts touched pages */
 		k++;
-		if (read_u64(dir, "memory.usage_in_bytes", &usage) < 0)
+		if (read_u64(dir, usage_file, &usage) < 0)
 			break;
 		if (cross < 0 && usage >= thr) {
 			before = t_step;
@@ -414,6 +422,19 @@ static int register_idle(void)
 	return 0;
 }
 
+static int oom_idle(void)
+{
+	prof_client *c = connect_or_die();
+	struct prof_trigger t = { .type = PROF_TRIGGER_OOM, .memory_percent = 50 };
+	add_or_die(c, &t);
+	printf("ready pid=%d\n", (int)getpid());
+	fflush(stdout);
+	while (!stop)
+		prof_dispatch(c, 1000);
+	prof_close(c);
+	return 0;
+}
+
 static int swarm(int n)
 {
 	int p[2];
@@ -506,9 +527,11 @@ int main(int argc, char **argv)
 		return spin((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]));
 	if (!strcmp(m, "register-idle"))
 		return register_idle();
+	if (!strcmp(m, "oom-idle"))
+		return oom_idle();
 	if (!strcmp(m, "swarm") && argc > 2)
 		return swarm(atoi(argv[2]));
 	fprintf(stderr, "usage: trg_bench_app register-cold MS | idle MS | exec-loop N MS LOG | "
-		"oom CGDIR | spin IDLE_MS MAX_MS | register-idle | swarm N\n");
+		"oom CGDIR | spin IDLE_MS MAX_MS | register-idle | oom-idle | swarm N\n");
 	return 2;
 }

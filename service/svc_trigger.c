@@ -523,10 +523,10 @@ static void on_proc_exit(pid_t pid, int wstatus)
 	if (wstatus >= 0 && WIFSIGNALED(wstatus)) {
 		int sig = WTERMSIG(wstatus);
 		struct reg *oom = reg_for(p, PROF_TRIGGER_OOM);
-		/* Without a cgroup's own word, a SIGKILL soon after the warning. */
+		/* Without the kernel's own word, a SIGKILL soon after the warning. */
 		if (sig == SIGKILL && oom && oom->last_session &&
 		    util_now_ns(CLOCK_MONOTONIC) - oom->last_ns < 60ull * 1000000000ull &&
-		    !strstr(trg_mem_status(), "v1 memory thresholds and oom_control: yes"))
+		    !trg_mem_counts_kills(pid))
 			link_kill(oom, pid, "killed by SIGKILL (likely the OOM killer)");
 		struct reg *cr = find_reg(p->app, PROF_TRIGGER_CRASH);
 		char path[SVC_PATH_MAX + 32];
@@ -615,7 +615,7 @@ static void on_mem_warn(pid_t pid)
 /* The kill came: offer the capture before it again, saying so. */
 static void link_kill(struct reg *r, pid_t pid, const char *how)
 {
-	char note[160];
+	char note[256];
 	if (!r || !r->last_session)
 		return;
 	double secs = (double)(util_now_ns(CLOCK_MONOTONIC) - r->last_ns) / 1e9;
@@ -626,11 +626,11 @@ static void link_kill(struct reg *r, pid_t pid, const char *how)
 		LOG_N("%s: %s, but that capture has no stored result", r->app, note);
 }
 
-static void on_mem_kill(pid_t pid)
+static void on_mem_kill(pid_t pid, const char *how)
 {
 	struct app_pid *p = find_pid(pid);
 	if (p)
-		link_kill(reg_for(p, PROF_TRIGGER_OOM), pid, "OOM-killed");
+		link_kill(reg_for(p, PROF_TRIGGER_OOM), pid, how);
 }
 
 static const struct trg_ops trg_ops = {
@@ -916,7 +916,8 @@ int svc_trigger_init(struct event_base *base, const struct svc_config *c)
 		return -ENOMEM;
 	if ((r = trg_proc_init(base, &trg_ops)) < 0 || (r = trg_cpu_init(base, &trg_ops)) < 0 ||
 	    (r = trg_hang_init(base, &trg_ops)) < 0 || (r = trg_mem_init(base, &trg_ops)) < 0 ||
-	    (r = trg_psi_init(base, &trg_ops)) < 0)
+	    (r = trg_psi_init(base, &trg_ops)) < 0 ||
+	    (r = trg_mem_global(cfg->mem_available_percent, cfg->mem_stall_percent)) < 0)
 		return r;
 	LOG_I("watchers: process events: %s; cpu: %s; hang: %s; memory: %s; pressure: %s",
 	      trg_proc_status(), trg_cpu_status(), trg_hang_status(), trg_mem_status(),

@@ -23,7 +23,8 @@ struct trg_ops {
 	void (*cpu)(pid_t pid, unsigned percent); /* over its threshold a whole window */
 	void (*hang)(pid_t pid);                 /* no heartbeat within its timeout */
 	void (*mem_warn)(pid_t pid);             /* memory crossed the OOM warning line */
-	void (*mem_kill)(pid_t pid);             /* the OOM killer struck pid's cgroup */
+	/* The OOM killer ended pid; how names the killer (for the result's note). */
+	void (*mem_kill)(pid_t pid, const char *how);
 	void (*psi)(int key);                    /* a pressure-stall trigger crossed */
 };
 
@@ -46,12 +47,36 @@ int trg_hang_beat(pid_t pid, unsigned timeout_ms);
 void trg_hang_forget(pid_t pid);
 const char *trg_hang_status(void);
 
-/* OOM warning signs: cgroup v1 thresholds and oom_control, else RSS. */
+/* OOM warning signs and kills: cgroup v1 thresholds and oom_control; cgroup
+ * v2 memory.max/high with memory.events, per-cgroup PSI and memory.current;
+ * else RSS. */
 int trg_mem_init(struct event_base *base, const struct trg_ops *ops);
 void trg_mem_fini(void);
 /* Warn at bytes, or at percent of the cgroup limit (of RAM without one). */
 int trg_mem_watch(pid_t pid, unsigned percent, uint64_t bytes);
+/* Stop watching; a kill the kernel counted but not yet notified is reported first. */
 void trg_mem_unwatch(pid_t pid);
+/* True when the kernel's own word covers pid's OOM kill (v1 oom_control,
+ * v2 memory.events, else the kernel log): its mem_kill, at the latest from
+ * trg_mem_unwatch, is the word on an OOM kill, no guess needed. */
+bool trg_mem_counts_kills(pid_t pid);
+/* The whole machine: when MemAvailable falls under avail_percent of
+ * MemTotal, or tasks stall on memory stall_percent of a second
+ * (/proc/pressure/memory), warn the watched process the OOM killer would
+ * take first (highest /proc/<pid>/oom_score), once per episode. 0: off.
+ * After trg_mem_init, before the seccomp filter (the PSI trigger is set up
+ * here). */
+int trg_mem_global(unsigned avail_percent, unsigned stall_percent);
+/* What the watcher runs on (TRG_MEM_*), set by trg_mem_init. */
+#define TRG_MEM_V1 0x1          /* v1 usage thresholds and oom_control eventfds */
+#define TRG_MEM_V2 0x2          /* a v2 hierarchy with the memory controller */
+#define TRG_MEM_V2_EVENTS 0x4   /* inotify on memory.events(.local) */
+#define TRG_MEM_V2_PSI 0x8      /* per-cgroup PSI triggers on memory.pressure */
+#define TRG_MEM_V2_POLL 0x10    /* memory.current reads, sooner near the line */
+#define TRG_MEM_AVAIL 0x20      /* MemAvailable against its share */
+#define TRG_MEM_SYS_PSI 0x40    /* a PSI trigger on /proc/pressure/memory */
+#define TRG_MEM_KMSG 0x80       /* OOM kills from /dev/kmsg */
+unsigned trg_mem_features(void);
 const char *trg_mem_status(void);
 
 /* Pressure stalls: PSI triggers, resource 0 memory, 1 cpu, 2 io. */

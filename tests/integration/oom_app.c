@@ -1,13 +1,15 @@
 /*
- * oom_app run: registers an OOM trigger (warning at 50 % of its memory
- * cgroup's limit) and then leaks 2 MiB every 50 ms from leak_here() until
+ * oom_app run [BYTES]: registers an OOM trigger (warning at 50 % of its
+ * memory cgroup's limit, or at BYTES) and then leaks 2 MiB every 50 ms from leak_here() until
  * the OOM killer ends it; prints the path of the heap capture it was given
  * before that. oom_app collect: the same app later, taking the capture
- * again with the note that links it to the kill.
+ * again with the note that links it to the kill. oom_app xattr DIR NAME
+ * VALUE: set a user xattr (a cgroup marked as systemd-oomd marks it).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <profiling/profiling.h>
@@ -43,6 +45,8 @@ __attribute__((noinline)) static void *leak_here(size_t n)
 int main(int argc, char **argv)
 {
 	int err;
+	if (argc > 4 && !strcmp(argv[1], "xattr"))
+		return setxattr(argv[2], argv[3], argv[4], strlen(argv[4]), 0) ? 1 : 0;
 	prof_client *c = prof_connect(NULL, &err);
 	if (!c) {
 		fprintf(stderr, "oom_app: connect: %s\n", strerror(-err));
@@ -59,6 +63,8 @@ int main(int argc, char **argv)
 		return strstr(note, "OOM-killed") ? 0 : 3;
 	}
 	struct prof_trigger t = { .type = PROF_TRIGGER_OOM, .memory_percent = 50 };
+	if (argc > 2)
+		t.memory_bytes = strtoull(argv[2], NULL, 10);
 	int r = prof_add_trigger(c, &t);
 	if (r < 0) {
 		fprintf(stderr, "oom_app: add trigger: %s\n", prof_strerror(r));
