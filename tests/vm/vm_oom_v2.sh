@@ -71,7 +71,9 @@ for l in $libs $(ls /lib/x86_64-linux-gnu/libgcc_s.so.1 2>/dev/null); do
 done
 echo "root:x:0:0:root:/root:/bin/sh" > "$R/etc/passwd"
 echo "nobody:x:65534:65534:nobody:/nonexistent:/bin/false" >> "$R/etc/passwd"
-printf 'root:x:0:\nnogroup:x:65534:\n' > "$R/etc/group"
+# The redactor's own user, as the package and the quick start create it.
+echo "profilingd-redact:x:998:998::/nonexistent:/usr/sbin/nologin" >> "$R/etc/passwd"
+printf 'root:x:0:\nnogroup:x:65534:\nprofilingd-redact:x:998:\n' > "$R/etc/group"
 cp "$HERE/init.sh" "$R/init"
 chmod 755 "$R/init"
 
