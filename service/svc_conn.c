@@ -28,9 +28,9 @@
  *     SVC_ACCEPT_PAUSE_MS (svc_listen.c), one log line per pause; connections
  *     wait in the listen backlog (and connect() fails with EAGAIN once it is full).
  *     At start the soft RLIMIT_NOFILE is raised to fit 2 x (max_clients +
- *     max_runtimes) (a socket and a pidfd each) + TRG_MAX_PIDS +
- *     CONN_FD_RESERVE, so this only happens when the hard limit is lower
- *     than that. A peer accepted when no fd is left for its pidfd is
+ *     max_runtimes) (a socket and a pidfd each) + max_runtimes (crash
+ *     rings) + TRG_MAX_PIDS + CONN_FD_RESERVE, so this only happens when
+ *     the hard limit is lower than that. A peer accepted when no fd is left for its pidfd is
  *     closed and the listener pauses the same way.
  *
  * Listening sockets come from systemd socket activation when it passes them
@@ -809,9 +809,10 @@ static void fit_fd_limit(void)
 {
 	struct rlimit rl;
 	/* Each peer holds two: its socket and its process's pidfd (svc_ident).
-	 * Each process the CPU watcher follows holds one too (trg_cpu.c). */
-	rlim_t want = 2 * ((rlim_t)cfg->max_clients + cfg->max_runtimes) + TRG_MAX_PIDS +
-		      CONN_FD_RESERVE;
+	 * Each process the CPU watcher follows holds one too (trg_cpu.c), and
+	 * each runtime's process may have a crash ring memfd (svc_trigger.c). */
+	rlim_t want = 2 * ((rlim_t)cfg->max_clients + cfg->max_runtimes) + cfg->max_runtimes +
+		      TRG_MAX_PIDS + CONN_FD_RESERVE;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
 		return;

@@ -79,6 +79,18 @@ heap_ok() {
 	[ -n "$1" ] && [ -f "$1" ] && zcat "$1" | grep -q leak_here
 }
 
+# killed_after_heap RC OUT: the app was OOM-killed (exit 137) after its heap
+# profile OUT was delivered; else one FAIL line for case $name, and 1.
+killed_after_heap() {
+	if [ "$1" -ne 137 ]; then
+		result $name FAIL "the app was not OOM-killed (exit $1)"
+		return 1
+	fi
+	heap_ok "$2" && return 0
+	result $name FAIL "no heap profile with leak_here delivered before the kill ($2)"
+	return 1
+}
+
 # run_app CGROUP [BYTES]: the leaking app in CGROUP until the kernel kills it.
 run_app() {
 	sh -c "echo \$\$ > $1/cgroup.procs && exec $APP run $2" > $S/run.out 2> $S/run.err
@@ -92,10 +104,8 @@ case_kill() {
 	rc=0
 	run_app $cg || rc=$?
 	out=$(head -n 1 $S/run.out)
-	if [ $rc -ne 137 ]; then
-		result $name FAIL "the app was not OOM-killed (exit $rc)"
-	elif ! heap_ok "$out"; then
-		result $name FAIL "no heap profile with leak_here delivered before the kill ($out)"
+	if ! killed_after_heap "$rc" "$out"; then
+		: # said why
 	elif ! wait_log "OOM-killed by the kernel's cgroup OOM killer (memory.max [0-9]* of $where)"; then
 		result $name FAIL "the kill was not recorded as a cgroup OOM kill at $where"
 	elif ! $APP collect > $S/collect.out 2> $S/collect.err; then
@@ -219,10 +229,8 @@ case_global() {
 	run_app $CG/pd-glob || rc=$?
 	echo "pd-glob: $(tr '\n' ' ' < $CG/pd-glob/memory.events.local)"
 	out=$(head -n 1 $S/run.out)
-	if [ $rc -ne 137 ]; then
-		result $name FAIL "the app was not OOM-killed (exit $rc)"
-	elif ! heap_ok "$out"; then
-		result $name FAIL "no heap profile with leak_here delivered before the kill ($out)"
+	if ! killed_after_heap "$rc" "$out"; then
+		: # said why
 	elif ! wait_log "OOM-killed by the kernel's global OOM killer"; then
 		result $name FAIL "the kill was not recorded as a global OOM kill"
 	elif ! $APP collect > $S/collect.out 2> $S/collect.err; then
@@ -246,10 +254,8 @@ case_avail() {
 	rc=0
 	run_app $CG/pd-avail $((1 << 30)) || rc=$?
 	out=$(head -n 1 $S/run.out)
-	if [ $rc -ne 137 ]; then
-		result $name FAIL "the app was not OOM-killed (exit $rc)"
-	elif ! heap_ok "$out"; then
-		result $name FAIL "no heap profile with leak_here delivered before the kill ($out)"
+	if ! killed_after_heap "$rc" "$out"; then
+		: # said why
 	elif ! grep -q "OOM warning: MemAvailable" $S/daemon.log; then
 		result $name FAIL "the warning did not come from MemAvailable"
 	elif ! wait_log "OOM-killed by the kernel's global OOM killer"; then
@@ -270,10 +276,8 @@ case_kmsg() {
 	rc=0
 	run_app $CG || rc=$?
 	out=$(head -n 1 $S/run.out)
-	if [ $rc -ne 137 ]; then
-		result $name FAIL "the app was not OOM-killed (exit $rc)"
-	elif ! heap_ok "$out"; then
-		result $name FAIL "no heap profile with leak_here delivered before the kill ($out)"
+	if ! killed_after_heap "$rc" "$out"; then
+		: # said why
 	elif ! wait_log "OOM-killed by the kernel's global OOM killer (kernel log)"; then
 		result $name FAIL "the kill was not recorded from the kernel log"
 	elif ! $APP collect > $S/collect.out 2> $S/collect.err; then
