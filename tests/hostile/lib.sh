@@ -13,8 +13,13 @@ HOSTILE_USERS_FILE=$T/hostile-users
 hostile_cleanup() {
 	local u
 	[ -f "$HOSTILE_USERS_FILE" ] && while read -r u; do
-		pkill -KILL -u "$u" 2>/dev/null || true
-		userdel "$u" 2>/dev/null || true
+		# userdel refuses while a killed process is not yet reaped.
+		for _ in $(seq 50); do
+			pkill -KILL -u "$u" 2>/dev/null || true
+			userdel "$u" 2>/dev/null && break
+			getent passwd "$u" > /dev/null || break
+			sleep 0.1
+		done
 		groupdel "$u" 2>/dev/null || true
 	done < "$HOSTILE_USERS_FILE"
 	cleanup
