@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -152,6 +153,12 @@ int util_fmt(char *out, size_t n, const char *fmt, ...)
 
 int util_proc_creds(int pid, unsigned uid[4], unsigned gid[4])
 {
+	return util_proc_creds_groups(pid, uid, gid, NULL, 0, NULL);
+}
+
+int util_proc_creds_groups(int pid, unsigned uid[4], unsigned gid[4], unsigned *groups,
+			   size_t max, size_t *ngroups)
+{
 	char path[64], buf[4096];
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
 	ssize_t n = util_read_file(path, buf, sizeof(buf));
@@ -161,6 +168,24 @@ int util_proc_creds(int pid, unsigned uid[4], unsigned gid[4])
 	if (!u || !g || sscanf(u + 5, "%u %u %u %u", &uid[0], &uid[1], &uid[2], &uid[3]) != 4 ||
 	    sscanf(g + 5, "%u %u %u %u", &gid[0], &gid[1], &gid[2], &gid[3]) != 4)
 		return -EINVAL;
+	if (!ngroups)
+		return 0;
+	*ngroups = 0;
+	char *p = strstr(buf, "\nGroups:");
+	if (!p)
+		return 0;
+	for (p += 8;;) {
+		char *end;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p < '0' || *p > '9')
+			break;
+		unsigned long v = strtoul(p, &end, 10);
+		if (*ngroups < max)
+			groups[*ngroups] = (unsigned)v;
+		(*ngroups)++;
+		p = end;
+	}
 	return 0;
 }
 

@@ -34,6 +34,10 @@ int util_proc_ids(int pid, unsigned *uid, unsigned *gid);
 /* All four uids and gids of a process (real, effective, saved, fs), from
  * /proc/<pid>/status. 0 or -errno. */
 int util_proc_creds(int pid, unsigned uid[4], unsigned gid[4]);
+/* The same, and the supplementary groups: the first max into groups, their
+ * count (all of them, past max too) into *ngroups. */
+int util_proc_creds_groups(int pid, unsigned uid[4], unsigned gid[4], unsigned *groups,
+			   size_t max, size_t *ngroups);
 /* mkdir -p with mode for the last component. 0 or -errno. */
 int util_mkdir_p(const char *path, unsigned mode);
 /*

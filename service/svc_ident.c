@@ -70,39 +70,19 @@ const char *svc_ident_method(const struct svc_ident *id)
  */
 static int read_status(struct svc_ident *id, pid_t pid)
 {
-	char path[64], buf[4096];
 	unsigned u[4], g[4];
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	ssize_t n = util_read_file(path, buf, sizeof(buf));
-	if (n < 0)
-		return n == -ENOENT || n == -ESRCH ? -ESRCH : (int)n;
-	char *up = strstr(buf, "\nUid:"), *gp = strstr(buf, "\nGid:");
-	char *grp = strstr(buf, "\nGroups:");
-	if (!up || !gp || sscanf(up + 5, "%u %u %u %u", &u[0], &u[1], &u[2], &u[3]) != 4 ||
-	    sscanf(gp + 5, "%u %u %u %u", &g[0], &g[1], &g[2], &g[3]) != 4)
-		return -EINVAL;
+	size_t n = 0;
+	/* uid_t and gid_t are unsigned int: the groups go straight in. */
+	_Static_assert(sizeof(gid_t) == sizeof(unsigned), "gid_t is unsigned int");
+	int r = util_proc_creds_groups((int)pid, u, g, (unsigned *)id->groups,
+				       SVC_IDENT_GROUPS_MAX, &n);
+	if (r < 0)
+		return r == -ENOENT || r == -ESRCH ? -ESRCH : r;
 	for (int i = 0; i < 4; i++) {
 		id->uid[i] = (uid_t)u[i];
 		id->gid[i] = (gid_t)g[i];
 	}
-	id->ngroups = 0;
-	if (grp) {
-		char *p = grp + 8, *end;
-		for (;;) {
-			while (*p == ' ' || *p == '\t')
-				p++;
-			if (*p < '0' || *p > '9')
-				break;
-			unsigned long v = strtoul(p, &end, 10);
-			if (end == p)
-				break;
-			if (id->ngroups < SVC_IDENT_GROUPS_MAX)
-				id->groups[id->ngroups] = (gid_t)v;
-			id->ngroups++;
-			p = end;
-		}
-	}
+	id->ngroups = (uint32_t)n;
 	return 0;
 }
 
