@@ -13,16 +13,6 @@ start_daemon
 A=$(make_user fdhog)
 B=$(make_user fdctl)
 APID=
-finish() {
-	local u n
-	[ -z "$APID" ] || kill -KILL "$APID" 2>/dev/null || true
-	for u in "$A" "$B"; do
-		n=$(id -un "$u" 2>/dev/null) || continue
-		for _ in $(seq 50); do userdel "$n" 2>/dev/null && break; sleep 0.1; done
-	done
-	hostile_cleanup
-}
-trap finish EXIT
 CTL=$T/state/control.sock
 PROFCTL=$BUILD/tools/profctl/profctl
 chmod o+rx "$BUILD/tools" "$BUILD/tools/profctl"
