@@ -278,6 +278,9 @@ int svc_outq_flush(struct svc_outq *q, int sock);
  * SVC_ACCEPT_PAUSE_MS, one log line per pause, instead of spinning.
  */
 #define SVC_ACCEPT_PAUSE_MS 100
+/* Fds a peer's binding needs beyond its socket: its pidfd and one /proc
+ * file at a time (svc_ident_bind). */
+#define SVC_ACCEPT_SPARE_FDS 2
 struct event;
 struct svc_acceptor {
 	int fd;                 /* the listening socket (not owned) */

@@ -8,8 +8,9 @@
  * flooding the log. So the listener is paused for SVC_ACCEPT_PAUSE_MS, with
  * one log line per pause, and resumes by itself; waiting connections sit
  * in the listen backlog meanwhile (connect() fails with EAGAIN once it is
- * full). A peer holds two fds, its socket and its pidfd, so accept only
- * takes one from the backlog while both are there.
+ * full). Binding a peer takes its socket and two fds more
+ * (SVC_ACCEPT_SPARE_FDS), so accept only takes one from the backlog while
+ * all three are there.
  */
 #include "svc.h"
 
@@ -46,16 +47,22 @@ int svc_acceptor_start(struct svc_acceptor *a, struct event_base *base, int fd,
 int svc_acceptor_accept(struct svc_acceptor *a)
 {
 	/*
-	 * A peer needs two fds: its socket and its process's pidfd
-	 * (svc_ident_bind). Hold the second while accepting, so that a peer is
-	 * never taken out of the backlog without room for its pidfd, which
-	 * would leave nothing to do but reset it.
+	 * Binding a peer (svc_ident_bind) needs two fds beyond its socket: the
+	 * pidfd it keeps, and one /proc file open at a time while it reads the
+	 * peer's ids. Hold both while accepting, so that a peer is never taken
+	 * out of the backlog without room to bind it, which would leave
+	 * nothing to do but reset it.
 	 */
-	int spare = fcntl(a->fd, F_DUPFD_CLOEXEC, 0);
-	int fd = spare < 0 ? -1 : accept4(a->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-	int e = errno;
-	if (spare >= 0)
-		close(spare);
+	int spare[SVC_ACCEPT_SPARE_FDS];
+	int n = 0, fd = -1, e = EMFILE;
+	while (n < SVC_ACCEPT_SPARE_FDS && (spare[n] = fcntl(a->fd, F_DUPFD_CLOEXEC, 0)) >= 0)
+		n++;
+	if (n < SVC_ACCEPT_SPARE_FDS)
+		e = errno;
+	else if ((fd = accept4(a->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) < 0)
+		e = errno;
+	while (n > 0)
+		close(spare[--n]);
 	if (fd >= 0)
 		return fd;
 	if (svc_acceptor_pause(a, "accept", -e) == 0)
