@@ -127,32 +127,58 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* The probe: round trips for seconds; prints one line, writes p99 (us) to out. */
+/*
+ * The probe: round trips for seconds; prints one line, writes p50, p99 and
+ * max (us) to out. Each round trip is also split into its three waits
+ * (connect returns, the Welcome arrives, the refusal arrives) so that a
+ * slow p99 shows which step it sat in.
+ */
+enum { PH_CONNECT, PH_WELCOME, PH_REPLY, PH_N };
+static const char *const phase_name[PH_N] = { "connect", "welcome", "reply" };
+
+static uint64_t pct(uint64_t *v, size_t n, unsigned p)
+{
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof(v[0]), cmp_u64);
+	return p >= 100 ? v[n - 1] : v[n * p / 100];
+}
+
 static void probe(const char *phase, int seconds, int out)
 {
-	static uint64_t lat[MAX_SAMPLES];
+	static uint64_t lat[MAX_SAMPLES], ph[PH_N][MAX_SAMPLES];
 	size_t n = 0;
 	unsigned failed = 0;
 	uint64_t end = now_us() + (uint64_t)seconds * 1000000u;
 	while (now_us() < end && n < MAX_SAMPLES) {
-		uint64_t t0 = now_us();
+		uint64_t t[PH_N + 1];
+		t[0] = now_us();
 		int s = connect_to();
-		int ok = s >= 0 && hello(s) == 0 && recv_ms(s, 5000) == 0 &&
-			 refused_request(s, n + 1) == 0 && recv_ms(s, 5000) == 0;
-		uint64_t t1 = now_us();
+		t[1] = now_us();
+		int ok = s >= 0 && hello(s) == 0 && recv_ms(s, 5000) == 0;
+		t[2] = now_us();
+		ok = ok && refused_request(s, n + 1) == 0 && recv_ms(s, 5000) == 0;
+		t[3] = now_us();
 		if (s >= 0)
 			close(s);
-		if (ok)
-			lat[n++] = t1 - t0;
-		else
+		if (ok) {
+			for (int i = 0; i < PH_N; i++)
+				ph[i][n] = t[i + 1] - t[i];
+			lat[n++] = t[3] - t[0];
+		} else {
 			failed++;
+		}
 		usleep(5000);
 	}
-	qsort(lat, n, sizeof(lat[0]), cmp_u64);
-	uint64_t p50 = n ? lat[n / 2] : 0, p99 = n ? lat[n * 99 / 100] : 0;
-	uint64_t max = n ? lat[n - 1] : 0;
+	uint64_t p50 = pct(lat, n, 50), p99 = pct(lat, n, 99), max = pct(lat, n, 100);
 	printf("  %-9s connect+hello+refused request: %zu round trips, %u failed; "
 	       "p50 %.2f ms  p99 %.2f ms  max %.2f ms  (goal: p99 < 5 ms)\n", phase, n, failed,
 	       p50 / 1000.0, p99 / 1000.0, max / 1000.0);
+	for (int i = 0; i < PH_N; i++) {
+		uint64_t a = pct(ph[i], n, 50), b = pct(ph[i], n, 99), c = pct(ph[i], n, 100);
+		printf("  %-9s   %-8s p50 %.2f ms  p99 %.2f ms  max %.2f ms\n", "", phase_name[i],
+		       a / 1000.0, b / 1000.0, c / 1000.0);
+	}
 	fflush(stdout);
 	uint64_t res[3] = { p50, p99, max };
 	ssize_t w = write(out, res, sizeof(res));
