@@ -139,6 +139,11 @@ const char *names_type_list(void)
 	return "heap-dump, heap-profile, stack, trace";
 }
 
+bool names_trigger_valid(uint32_t trigger)
+{
+	return trigger >= PROF_TRIGGER_COLD_START && trigger <= PROF_TRIGGER_PRESSURE_STALL;
+}
+
 const char *names_trigger_str(uint32_t trigger)
 {
 	return trigger < NELEM(triggers) ? triggers[trigger].name : "?";
@@ -149,7 +154,7 @@ int names_trigger_parse(const char *s)
 	if (!s)
 		return -EINVAL;
 	s = skip_prefix(skip_prefix(s, "prof-"), "trigger-");
-	for (uint32_t t = PROF_TRIGGER_COLD_START; t < NELEM(triggers); t++)
+	for (uint32_t t = PROF_TRIGGER_COLD_START; names_trigger_valid(t); t++)
 		if (same(s, triggers[t].name) || (triggers[t].api && same(s, triggers[t].api)))
 			return (int)t;
 	return -EINVAL;

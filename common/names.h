@@ -60,6 +60,8 @@ const char *names_type_list(void);
 
 /* ------------------------------------------------------- trigger types */
 
+/* PROF_TRIGGER_COLD_START .. PROF_TRIGGER_PRESSURE_STALL (not NONE). */
+bool names_trigger_valid(uint32_t trigger);
 /* "cold-start", "fully-drawn", "oom", "excessive-cpu", "hang", "crash",
  * "anomaly", "pressure-stall"; "none" for PROF_TRIGGER_NONE, "?" for any
  * other value. */

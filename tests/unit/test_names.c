@@ -127,11 +127,14 @@ static void test_trigger_round_trip(void **state)
 		[PROF_TRIGGER_PRESSURE_STALL] = "pressure-stall",
 	};
 	for (uint32_t t = PROF_TRIGGER_COLD_START; t <= PROF_TRIGGER_PRESSURE_STALL; t++) {
+		assert_true(names_trigger_valid(t));
 		assert_string_equal(names_trigger_str(t), want[t]);
 		assert_int_equal(names_trigger_parse(names_trigger_str(t)), (int)t);
 		assert_non_null(strstr(names_trigger_list(), want[t]));
 	}
 	assert_string_equal(names_trigger_str(PROF_TRIGGER_NONE), "none");
+	assert_false(names_trigger_valid(PROF_TRIGGER_NONE));
+	assert_false(names_trigger_valid(PROF_TRIGGER_PRESSURE_STALL + 1));
 	assert_string_equal(names_trigger_str(PROF_TRIGGER_PRESSURE_STALL + 1), "?");
 	assert_string_equal(names_trigger_str(UINT32_MAX), "?");
 }
