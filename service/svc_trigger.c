@@ -508,7 +508,7 @@ static void on_proc_exec(pid_t pid)
 			cold = r;
 	}
 	if (cold)
-		fire(cold, pid, "cold-start");
+		fire(cold, pid, names_trigger_str(cold->type));
 }
 
 static void on_proc_exit(pid_t pid, int wstatus)
@@ -567,7 +567,7 @@ static void on_cpu(pid_t pid, unsigned percent)
 	struct app_pid *p = find_pid(pid);
 	struct reg *r = p ? reg_for(p, PROF_TRIGGER_EXCESSIVE_CPU) : NULL;
 	if (r)
-		fire(r, pid, "excessive-cpu");
+		fire(r, pid, names_trigger_str(r->type));
 }
 
 static void on_hang(pid_t pid)
@@ -575,7 +575,7 @@ static void on_hang(pid_t pid)
 	struct app_pid *p = find_pid(pid);
 	struct reg *r = p ? find_reg(p->app, PROF_TRIGGER_HANG) : NULL;
 	if (r)
-		fire(r, pid, "hang");
+		fire(r, pid, names_trigger_str(r->type));
 }
 
 /* A stall: a trace of the app, from one of its processes that runs. */
@@ -586,7 +586,7 @@ static void on_psi(int key)
 	struct reg *r = &regs[key];
 	for (size_t i = 0; i < npids; i++)
 		if (!strcmp(pids[i].app, r->app) && kill(pids[i].pid, 0) == 0) {
-			fire(r, pids[i].pid, "pressure-stall");
+			fire(r, pids[i].pid, names_trigger_str(r->type));
 			return;
 		}
 	LOG_D("pressure stall for %s, which has no running process", r->app);
@@ -605,7 +605,7 @@ static void on_mem_warn(pid_t pid)
 	struct app_pid *p = find_pid(pid);
 	struct reg *r = p ? reg_for(p, PROF_TRIGGER_OOM) : NULL;
 	if (r)
-		fire(r, pid, "oom");
+		fire(r, pid, names_trigger_str(r->type));
 }
 
 /* The kill came: offer the capture before it again, saying so. */
@@ -806,11 +806,11 @@ void svc_trigger_signal(struct svc_conn *c, const Pd__AppSignal *sg)
 	case 1: /* fully drawn: a cold start ends here */
 		svc_session_stop(pid, PROF_TRIGGER_COLD_START);
 		if ((r = find_reg(app, PROF_TRIGGER_APP_FULLY_DRAWN)))
-			fire(r, pid, "fully-drawn");
+			fire(r, pid, names_trigger_str(r->type));
 		break;
 	case 2:
 		if ((r = find_reg(app, PROF_TRIGGER_ANOMALY)))
-			fire(r, pid, sg->name && *sg->name ? sg->name : "anomaly");
+			fire(r, pid, sg->name && *sg->name ? sg->name : names_trigger_str(r->type));
 		break;
 	case 3:
 		/* Only a tracked process beats: its entry goes when it does, and
