@@ -168,7 +168,7 @@ if part 2; then
 		done
 		grep -m1 '^cross' "$T/oom.out" | sed 's/^/  first: /'
 		fire_tod "$T/oom.log" oom > "$T/oom.fires"
-		awk '/start_capture: session [0-9]+: heapprofile capture of pid/ {
+		awk '/start_capture: session [0-9]+: heap-profile capture of pid/ {
 			split($1, h, ":"); for (i = 1; i <= NF; i++) if ($i == "pid") p = $(i + 1)
 			printf "%s %.3f\n", p, h[1] * 3600 + h[2] * 60 + h[3] }' "$T/oom.log" > "$T/oom.starts"
 		# per process: fire - stamp after the crossing step, fire - stamp
@@ -190,7 +190,7 @@ if part 2; then
 		nres=$(grep -c '^result t=.*error=0' "$T/oom.out")
 		echo "  fire - stamp after the crossing 256 KiB step (ms): n=$n2 min $a_min p50 $a50 max $a_max"
 		echo "  fire - stamp before that step (ms): p50 $b50 max $b_max"
-		echo "  heapprofile capture start - stamp after (ms): p50 $c50 max $c_max"
+		echo "  heap-profile capture start - stamp after (ms): p50 $c50 max $c_max"
 		echo "  $nof of $NOOM processes crossed without a fire; $nres heap results delivered"
 		summary "triggers: memory threshold crossed -> OOM trigger fired, max (n=$n2)" "$a_max ms" \
 			"-" "-" "< 10 ms"

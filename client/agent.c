@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "names.h"
 #include "profiling/profiling.h"
 #include "profilingd.pb-c.h"
 #include "heap.h"
@@ -242,7 +243,7 @@ static int agent_wait(int sock, const Pd__CaptureRequest *cr, uint32_t dur, void
  * disk's fault, not the capture's: the app gets NO_DISK_SPACE. */
 static uint32_t write_status(int r)
 {
-	return r == -ENOSPC || r == -EDQUOT ? PROF_E_NO_DISK_SPACE : PROF_E_EXECUTING;
+	return (uint32_t)names_errno_error(r, PROF_E_EXECUTING);
 }
 
 static void smp_tick(void)
@@ -369,7 +370,9 @@ static int agent_hello(int sock)
 {
 	Pd__RuntimeMsg rm = PD__RUNTIME_MSG__INIT;
 	Pd__RuntimeHello h = PD__RUNTIME_HELLO__INIT;
-	char *caps[3] = { "stack_sampling", "trace_ring", "heap_profile" };
+	char *caps[3] = { (char *)names_cap_str(NAMES_CAP_STACK_SAMPLING),
+			  (char *)names_cap_str(NAMES_CAP_TRACE_RING),
+			  (char *)names_cap_str(NAMES_CAP_HEAP_PROFILE) };
 
 	h.pid = (uint32_t)getpid();
 	h.runtime = "native";

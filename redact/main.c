@@ -8,9 +8,10 @@
  * allow-list of policy/seccomp/redactor.policy (failure is fatal), then
  * parses and rewrites the artifact. One status line goes to fd 2.
  *
- * Exit status: 0 done; 65 the artifact is malformed or holds nothing of
- * the app; 66 a format cap was hit; 73 the output did not fit (ENOSPC or
- * EDQUOT: the daemon answers NO_DISK_SPACE); 70 anything else (usage,
+ * Exit status (<sysexits.h>, names.h): 0 done; 65 EX_DATAERR the artifact
+ * is malformed or holds nothing of the app; 66 EX_NOINPUT a format cap was
+ * hit; 73 EX_CANTCREAT the output did not fit (ENOSPC or EDQUOT: the
+ * daemon answers NO_DISK_SPACE); 70 EX_SOFTWARE anything else (usage,
  * sandbox, I/O).
  */
 #include <errno.h>
@@ -23,16 +24,14 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sysexits.h>
 #include <unistd.h>
 
 #include "rdc.h"
 #include "redactor_policy.h"
+#include "names.h"
 #include "sandbox.h"
 
-#define EXIT_BADMSG 65
-#define EXIT_CAP 66
-#define EXIT_OTHER 70
-#define EXIT_NOSPACE 73
 #define MAX_IDS 4096
 
 /*
@@ -109,7 +108,7 @@ int main(int argc, char **argv)
 	/* Before a byte of any app's data: redactors share one uid (sandbox.h). */
 	if ((r = sbx_no_dump()) < 0) {
 		fprintf(stderr, "error: PR_SET_DUMPABLE: %s\n", strerror(-r));
-		return EXIT_OTHER;
+		return EX_SOFTWARE;
 	}
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -162,13 +161,13 @@ int main(int argc, char **argv)
 		goto bad;
 	if ((getuid() == 0 || geteuid() == 0) && !allow_root) {
 		status("error: refusing to redact as root; the daemon drops privileges first\n");
-		return EXIT_OTHER;
+		return EX_SOFTWARE;
 	}
 
 	struct rdc_dlp *d = NULL;
 	if (ndlp && (r = rdc_dlp_compile(dlp, ndlp, &d)) < 0) {
 		status("error: bad --dlp pattern\n");
-		return EXIT_OTHER;
+		return EX_SOFTWARE;
 	}
 	/* Nothing but fds 0-2 and the kernel's stream may stay open into the
 	 * sandbox. */
@@ -177,17 +176,17 @@ int main(int argc, char **argv)
 	syscall(SYS_close_range, kfd >= 3 ? (unsigned)kfd + 1 : 3, ~0u, 0);
 	if (kfd >= 0 && fcntl(kfd, F_GETFD) < 0) {
 		status("error: --kernel-fd %d is not open\n", kfd);
-		return EXIT_OTHER;
+		return EX_SOFTWARE;
 	}
 	if ((r = sbx_install(redactor_policy, redactor_policy_count, debug)) < 0) {
 		status("error: cannot install the seccomp filter: %s\n", strerror(-r));
-		return EXIT_OTHER;
+		return EX_SOFTWARE;
 	}
 	if (forbidden) {
 		/* Raw syscall: glibc's open() may take another route. */
 		long fd = syscall(SYS_openat, -100, "/etc/passwd", 0);
 		status("error: the sandbox let openat through (%ld)\n", fd);
-		return EXIT_OTHER;
+		return EX_SOFTWARE;
 	}
 
 	struct rdc_policy pol = { .pids = pids, .npids = npids, .tids = tids, .ntids = ntids,
@@ -200,8 +199,7 @@ int main(int argc, char **argv)
 			r == -EBADMSG ? "malformed artifact"
 			: r == -ENODATA ? "nothing of the app in the capture"
 			: strerror(-r));
-		return r == -EBADMSG || r == -ENODATA ? EXIT_BADMSG : r == -E2BIG ? EXIT_CAP
-		       : r == -ENOSPC || r == -EDQUOT ? EXIT_NOSPACE : EXIT_OTHER;
+		return names_errno_exit(r);
 	}
 	status("ok in=%llu out=%llu kept=%llu dropped=%llu anonymised=%llu scrubbed=%llu\n",
 		(unsigned long long)st.in_bytes, (unsigned long long)st.out_bytes,
@@ -210,5 +208,5 @@ int main(int argc, char **argv)
 	return 0;
 bad:
 	usage(stderr);
-	return EXIT_OTHER;
+	return EX_SOFTWARE;
 }

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sysexits.h>
 #endif
 
 #include "log.h"
@@ -259,7 +260,7 @@ static void test_forbidden_syscall(void)
 	} else
 		r = -1;
 	LOG_E("test hook: %s was not refused (%ld)", what, r);
-	exit(70);
+	exit(EX_SOFTWARE);
 }
 #endif
 

@@ -379,8 +379,7 @@ int svc_admit_usage(const char *app, struct rl_usage out[RL_NWIN]);
 /* ---------------------------------------------------------- svc_redact.c */
 
 #define SVC_REDACT_TIDS_MAX 1024
-/* Redactor outcomes besides its exit status (0, 65 malformed, 66 cap, 70). */
-#define SVC_REDACT_NOSPACE 73  /* its output did not fit (ENOSPC/EDQUOT) */
+/* Helper outcomes besides its exit status (whose meanings are in names.h). */
 #define SVC_REDACT_TIMEOUT 256
 #define SVC_REDACT_CRASHED 257
 
@@ -550,12 +549,6 @@ int svc_jvm_main(pid_t pid, char *out, size_t n);
 bool svc_jvm_main_matches(const char *main, const char *want);
 
 /* --------------------------------------------------------- svc_session.c */
-
-/* Capability bits a runtime announces in its hello. */
-#define SVC_CAP_HEAP_DUMP      (1u << 0)
-#define SVC_CAP_HEAP_PROFILE   (1u << 1)
-#define SVC_CAP_STACK_SAMPLING (1u << 2)
-#define SVC_CAP_TRACE_RING     (1u << 3)
 
 int svc_session_init(struct event_base *base, const struct svc_config *cfg);
 void svc_session_fini(void);

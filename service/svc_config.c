@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "names.h"
 #include "util.h"
 
 enum key_kind { K_STR_PATH, K_STR_SUN, K_STR_APP, K_STR_USER, K_U32, K_U64, K_LEVEL, K_BOOL };
@@ -232,20 +233,6 @@ static int set_key(struct svc_config *cfg, const struct key *k, const char *v)
 	return -EINVAL;
 }
 
-static const char *const trig_names[] = {
-	"", "cold-start", "fully-drawn", "oom", "excessive-cpu", "hang", "crash", "anomaly",
-	"pressure-stall",
-};
-static const char *const capture_names[] = { "", "heapdump", "heap", "stack", "trace" };
-
-static int name_index(const char *const *names, size_t n, const char *v)
-{
-	for (size_t i = 1; i < n; i++)
-		if (!strcmp(names[i], v))
-			return (int)i;
-	return -1;
-}
-
 /* [trigger.NAME] key = value: a system trigger (policy/profilingd.conf). */
 static int systrig_kv(struct parse_ctx *pc, const char *tname, const char *key, const char *v)
 {
@@ -268,12 +255,12 @@ static int systrig_kv(struct parse_ctx *pc, const char *tname, const char *key, 
 	char *end;
 	unsigned long long n = strtoull(v, &end, 10);
 	bool num = *v && !*end && v[0] != '-';
+	int named = !strcmp(key, "type") ? names_trigger_parse(v)
+		    : !strcmp(key, "capture") ? names_type_parse(v) : 0;
 	if (!strcmp(key, "type"))
-		ok = (int)(t->type = (uint32_t)(name_index(trig_names, 9, v) < 0 ? 0
-						 : name_index(trig_names, 9, v))) != 0;
+		ok = (t->type = named > 0 ? (uint32_t)named : 0) != 0;
 	else if (!strcmp(key, "capture"))
-		ok = (int)(t->capture = (uint32_t)(name_index(capture_names, 5, v) < 0 ? 0
-						    : name_index(capture_names, 5, v))) != 0;
+		ok = (t->capture = named > 0 ? (uint32_t)named : 0) != 0;
 	else if (!strcmp(key, "exe"))
 		ok = v[0] == '/' && util_strlcpy(t->exe, v, sizeof(t->exe)) < sizeof(t->exe);
 	else if (!strcmp(key, "cgroup"))
@@ -297,7 +284,13 @@ static int systrig_kv(struct parse_ctx *pc, const char *tname, const char *key, 
 	else
 		ok = 0;
 	if (!ok) {
-		perr(pc, -EINVAL, "[trigger.%s] %s = %s: unknown key or bad value", tname, key, v);
+		const char *one_of = !strcmp(key, "type") ? names_trigger_list()
+				     : !strcmp(key, "capture") ? names_type_list() : NULL;
+		if (one_of)
+			perr(pc, -EINVAL, "[trigger.%s] %s = %s: not one of %s", tname, key, v, one_of);
+		else
+			perr(pc, -EINVAL, "[trigger.%s] %s = %s: unknown key or bad value", tname, key,
+			     v);
 		return 0;
 	}
 	return 1;
@@ -508,10 +501,10 @@ int svc_config_print(const struct svc_config *cfg, FILE *f)
 		const struct svc_systrig *t = &cfg->systrig[i];
 		fprintf(f, "\n[trigger.%s]\n", t->name);
 		/* Empty strings and a default capture are left out: they do not parse. */
-		if (t->type > 0 && t->type < sizeof(trig_names) / sizeof(trig_names[0]))
-			fprintf(f, "type = %s\n", trig_names[t->type]);
-		if (t->capture > 0 && t->capture < sizeof(capture_names) / sizeof(capture_names[0]))
-			fprintf(f, "capture = %s\n", capture_names[t->capture]);
+		if (names_trigger_valid(t->type))
+			fprintf(f, "type = %s\n", names_trigger_str(t->type));
+		if (names_type_conf(t->capture))
+			fprintf(f, "capture = %s\n", names_type_conf(t->capture));
 		if (t->exe[0])
 			fprintf(f, "exe = %s\n", t->exe);
 		if (t->cgroup[0])

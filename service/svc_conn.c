@@ -52,6 +52,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "names.h"
 #include "profiling/profiling.h"
 #include "svc_ident.h"
 #include "trg.h"
@@ -531,17 +532,9 @@ static int client_dispatch(struct svc_conn *c, const uint8_t *buf, size_t len)
 
 static uint32_t parse_caps(const Pd__RuntimeHello *h)
 {
-	static const struct { const char *name; uint32_t bit; } names[] = {
-		{ "heap_dump", SVC_CAP_HEAP_DUMP },
-		{ "heap_profile", SVC_CAP_HEAP_PROFILE },
-		{ "stack_sampling", SVC_CAP_STACK_SAMPLING },
-		{ "trace_ring", SVC_CAP_TRACE_RING },
-	};
 	uint32_t caps = 0;
 	for (size_t i = 0; i < h->n_capabilities; i++)
-		for (size_t j = 0; j < sizeof(names) / sizeof(names[0]); j++)
-			if (strcmp(h->capabilities[i], names[j].name) == 0)
-				caps |= names[j].bit;
+		caps |= names_cap_parse(h->capabilities[i]);
 	return caps;
 }
 

@@ -36,6 +36,7 @@
 
 #include "control.pb-c.h"
 #include "log.h"
+#include "names.h"
 #include "profiling/profiling.h"
 #include "svc_ident.h"
 #include "util.h"
@@ -284,9 +285,6 @@ static bool sees_app(const struct ctl_conn *c, const char *app)
 	return c->uid == 0 || (u >= 0 && (uid_t)u == c->uid);
 }
 
-static const char *const caps_names[] = { "heap_dump", "heap_profile", "stack_sampling",
-					  "trace_ring" };
-
 /* ------------------------------------------------------------ apps */
 
 struct app_acc {
@@ -454,9 +452,9 @@ static void st_conn(struct svc_conn *sc, void *ud)
 	r->kind = a_dup(sx->a, svc_conn_kind(sc));
 	uint32_t caps = svc_conn_runtime_caps(sc);
 	r->caps = a_new(sx->a, 4 * sizeof(char *));
-	for (unsigned i = 0; r->caps && i < 4; i++)
-		if (caps & (1u << i))
-			r->caps[r->n_caps++] = (char *)caps_names[i];
+	for (uint32_t bit = 1; r->caps && (bit & NAMES_CAP_ALL); bit <<= 1)
+		if (caps & bit)
+			r->caps[r->n_caps++] = (char *)names_cap_str(bit);
 }
 
 static void fill_session(struct arena *a, Pdctl__Session *s, const struct svc_session_info *si)

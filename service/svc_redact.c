@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "names.h"
 #include "util.h"
 
 #define MAX_ARGS (16 + 2 * SVC_MAX_DLP)
@@ -290,6 +291,9 @@ static void finish(struct svc_redact *h, int status)
 		util_fmt(msg, sizeof(msg), "helper killed after %u ms", h->timeout_ms);
 	} else if (WIFEXITED(status)) {
 		code = WEXITSTATUS(status);
+		/* The spawner's own exits (a failed exec, say) come with no line. */
+		if (code != 0 && !msg[0])
+			util_fmt(msg, sizeof(msg), "%s (exit %d)", names_exit_str(code), code);
 	} else {
 		code = SVC_REDACT_CRASHED;
 		util_fmt(msg, sizeof(msg), "helper died of signal %d%s", WTERMSIG(status),

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "names.h"
 #include "profiling/profiling.h"
 #include "svc_sink.h"
 #include "svc_ident.h"
@@ -93,24 +94,9 @@ static struct session *sessions;
 static unsigned nsessions;
 static char raw_dir[SVC_PATH_MAX], results_dir[SVC_PATH_MAX];
 
-static const struct {
-	const char *name, *ext, *format;
-	uint32_t cap;
-} type_info[] = {
-	[PROF_HEAP_DUMP] = { "heapdump", "hprof", "hprof", SVC_CAP_HEAP_DUMP },
-	[PROF_HEAP_PROFILE] = { "heapprofile", "pb.gz", "pprof", SVC_CAP_HEAP_PROFILE },
-	[PROF_STACK_SAMPLING] = { "stack", "pb.gz", "pprof", SVC_CAP_STACK_SAMPLING },
-	[PROF_SYSTEM_TRACE] = { "trace", "perfetto-trace", "perfetto", SVC_CAP_TRACE_RING },
-};
-
 /* Phase changes to the observer (svc_ctl); defined at the end. */
 static void notify(struct session *s, const char *phase, int error, const char *msg,
 		   uint64_t result_id, const char *path);
-
-static bool type_valid(uint32_t t)
-{
-	return t >= PROF_HEAP_DUMP && t <= PROF_SYSTEM_TRACE;
-}
 
 const char *svc_session_raw_dir(void)
 {
@@ -169,7 +155,7 @@ static int send_result_to(struct svc_conn *c, uint64_t id, uint32_t type, uint32
 		r.path = (char *)path;
 		r.has_size = 1;
 		r.size = size;
-		r.format = (char *)type_info[type].format;
+		r.format = (char *)names_type_format(type);
 	}
 	/* A stored result, failure results included: the app acks it by this id. */
 	r.has_result_id = result_id != 0;
@@ -335,7 +321,7 @@ static int recheck(struct session *s)
 static bool dump_by_agent(const struct session *s)
 {
 	struct svc_conn *rt = cfg->jvm_dump_via_agent ? runtime_of(s) : NULL;
-	return rt && (svc_conn_runtime_caps(rt) & SVC_CAP_HEAP_DUMP);
+	return rt && (svc_conn_runtime_caps(rt) & NAMES_CAP_HEAP_DUMP);
 }
 static int open_raw(struct session *s);
 static void start_jvm_dump(struct session *s);
@@ -457,7 +443,7 @@ static void perf_done(void *ud, int code, const char *msg)
 		return;
 	if (code != 0) {
 		util_fmt(m, sizeof(m), "agentless sampling failed: %s", msg && *msg ? msg : "?");
-		fail(s, code == SVC_REDACT_NOSPACE ? PROF_E_NO_DISK_SPACE : PROF_E_EXECUTING, m);
+		fail(s, names_exit_error(code, PROF_E_EXECUTING), m);
 		return;
 	}
 	LOG_I("session %llu: agentless samples: %s", (unsigned long long)s->id, msg);
@@ -503,7 +489,7 @@ static void jvm_dump_done(void *ud, int code, const char *msg)
 	s->ja = NULL;
 	if (code != 0) {
 		util_fmt(m, sizeof(m), "JVM heap dump failed: %s", msg && *msg ? msg : "?");
-		fail(s, code == 69 ? PROF_E_RUNTIME_UNAVAILABLE : PROF_E_EXECUTING, m);
+		fail(s, names_exit_error(code, PROF_E_EXECUTING), m);
 		return;
 	}
 	LOG_I("session %llu: JVM heap dump of pid %d: %s", (unsigned long long)s->id, (int)s->pid,
@@ -525,8 +511,7 @@ static void start_jvm_dump(struct session *s)
 	if (r < 0) {
 		util_fmt(msg, sizeof(msg), "cannot take a JVM heap dump: %s",
 			 r == -ENOENT ? "profilingd-jattach is not installed" : strerror(-r));
-		fail(s, r == -ENOSPC || r == -EDQUOT ? PROF_E_NO_DISK_SPACE
-						     : PROF_E_RUNTIME_UNAVAILABLE, msg);
+		fail(s, names_errno_error(r, PROF_E_RUNTIME_UNAVAILABLE), msg);
 		return;
 	}
 	s->state = S_CAPTURING;
@@ -626,8 +611,7 @@ static void sink_cb(void *ud, int status)
 		fail(s, PROF_E_POST_PROCESSING, msg);
 	} else {
 		util_fmt(msg, sizeof(msg), "cannot store the capture: %s", strerror(-status));
-		fail(s, status == -ENOSPC || status == -EDQUOT ? PROF_E_NO_DISK_SPACE
-							     : PROF_E_UNKNOWN, msg);
+		fail(s, names_errno_error(status, PROF_E_UNKNOWN), msg);
 	}
 }
 
@@ -685,9 +669,9 @@ static void start_capture(struct session *s, struct svc_conn *rt)
 		fail(s, PROF_E_PERMISSION, "the runtime is not the target process's");
 		return;
 	}
-	if (!(svc_conn_runtime_caps(rt) & type_info[s->type].cap)) {
+	if (!(svc_conn_runtime_caps(rt) & names_cap_bit(s->type))) {
 		util_fmt(msg, sizeof(msg), "the runtime of pid %d cannot take a %s capture",
-			 (int)s->pid, type_info[s->type].name);
+			 (int)s->pid, names_type_str(s->type));
 		fail(s, PROF_E_INVALID_REQUEST, msg);
 		return;
 	}
@@ -696,7 +680,7 @@ static void start_capture(struct session *s, struct svc_conn *rt)
 		r = wfd;
 	if (r < 0) {
 		util_fmt(msg, sizeof(msg), "cannot create the capture file: %s", strerror(-r));
-		fail(s, r == -ENOSPC || r == -EDQUOT ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN, msg);
+		fail(s, names_errno_error(r, PROF_E_UNKNOWN), msg);
 		return;
 	}
 	if (s->type == PROF_SYSTEM_TRACE)
@@ -729,7 +713,7 @@ static void start_capture(struct session *s, struct svc_conn *rt)
 	arm(s, cr.deadline_ms);
 	notify(s, "capturing", 0, NULL, 0, NULL);
 	LOG_I("session %llu: %s capture of pid %d for %u ms at %u Hz",
-	      (unsigned long long)s->id, type_info[s->type].name, (int)s->pid,
+	      (unsigned long long)s->id, names_type_str(s->type), (int)s->pid,
 	      s->duration_ms, s->hz);
 }
 
@@ -750,8 +734,8 @@ static void result_name(const struct session *s, char *out, size_t n)
 	gmtime_r(&now, &tm);
 	char ts[32];
 	strftime(ts, sizeof(ts), "%Y%m%dT%H%M%SZ", &tm);
-	util_fmt(out, n, "%s_%s_%s_%llu.%s", type_info[s->type].name, j ? tag : "none", ts,
-		 (unsigned long long)s->id, type_info[s->type].ext);
+	util_fmt(out, n, "%s_%s_%s_%llu.%s", names_type_file(s->type), j ? tag : "none", ts,
+		 (unsigned long long)s->id, names_type_ext(s->type));
 }
 
 static int app_dir(const struct session *s, char *out, size_t n)
@@ -830,7 +814,7 @@ static void redact_done(void *ud, int code, const char *rmsg)
 				      (unsigned long long)s->id, keep);
 			}
 		}
-		if (code == SVC_REDACT_NOSPACE) {
+		if (names_exit_error(code, PROF_E_POST_PROCESSING) == PROF_E_NO_DISK_SPACE) {
 			util_fmt(msg, sizeof(msg), "no space left for the result: %s",
 				 rmsg && *rmsg ? rmsg : "?");
 			fail(s, PROF_E_NO_DISK_SPACE, msg);
@@ -852,7 +836,7 @@ static void redact_done(void *ud, int code, const char *rmsg)
 	    fchmod(s->out_fd, 0600) < 0 || fsync(s->out_fd) < 0) {
 		int e = errno;
 		util_fmt(msg, sizeof(msg), "cannot finish the result file: %s", strerror(e));
-		fail(s, e == ENOSPC || e == EDQUOT ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN, msg);
+		fail(s, names_errno_error(e, PROF_E_UNKNOWN), msg);
 		return;
 	}
 	if ((r = app_dir(s, dir, sizeof(dir))) < 0) {
@@ -867,7 +851,7 @@ static void redact_done(void *ud, int code, const char *rmsg)
 	if (rename(s->out_path, path) < 0) {
 		int e = errno;
 		util_fmt(msg, sizeof(msg), "cannot move the result into place: %s", strerror(e));
-		fail(s, e == ENOSPC || e == EDQUOT ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN, msg);
+		fail(s, names_errno_error(e, PROF_E_UNKNOWN), msg);
 		return;
 	}
 	s->out_path[0] = '\0';
@@ -880,12 +864,12 @@ static void redact_done(void *ud, int code, const char *rmsg)
 	 */
 	uint64_t end_ns = util_now_ns(CLOCK_REALTIME);
 	if ((r = svc_db_result_commit(s->id, s->app, s->uid, s->type, s->trigger, path,
-				      (uint64_t)st.st_size, type_info[s->type].format, s->start_ns,
+				      (uint64_t)st.st_size, names_type_format(s->type), s->start_ns,
 				      end_ns, &result_id)) < 0) {
 		unlink(path);
 		svc_admit_recount(); /* give back what svc_admit_result_reserve took */
 		util_fmt(msg, sizeof(msg), "cannot index the result: %s", strerror(-r));
-		fail(s, r == -ENOSPC ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN, msg);
+		fail(s, names_errno_error(r, PROF_E_UNKNOWN), msg);
 		return;
 	}
 	release_files(s);
@@ -921,7 +905,7 @@ static void start_redaction(struct session *s)
 		return;
 	}
 	/* pprof is gzip'd: anything else is not what was asked for. */
-	if (!strcmp(type_info[s->type].format, "pprof") &&
+	if (!strcmp(names_type_format(s->type), "pprof") &&
 	    (pread(s->raw_fd, magic, 2, 0) != 2 || magic[0] != 0x1f || magic[1] != 0x8b)) {
 		fail(s, PROF_E_POST_PROCESSING, "artifact is not a gzip'd pprof");
 		return;
@@ -930,7 +914,7 @@ static void start_redaction(struct session *s)
 	    util_fmt(s->out_path, sizeof(s->out_path), "%s/.tmp-%llu", dir,
 		     (unsigned long long)s->id) < 0) {
 		s->out_path[0] = '\0';
-		fail(s, r == -ENOSPC || r == -EDQUOT ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN,
+		fail(s, names_errno_error(r, PROF_E_UNKNOWN),
 		     "cannot prepare the result directory");
 		return;
 	}
@@ -940,12 +924,12 @@ static void start_redaction(struct session *s)
 		int e = errno;
 		s->out_path[0] = '\0';
 		util_fmt(msg, sizeof(msg), "cannot create the result file: %s", strerror(e));
-		fail(s, e == ENOSPC || e == EDQUOT ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN, msg);
+		fail(s, names_errno_error(e, PROF_E_UNKNOWN), msg);
 		return;
 	}
 	s->state = S_REDACTING;
 	notify(s, "redacting", 0, NULL, 0, NULL);
-	const char *format = s->redact_format ? s->redact_format : type_info[s->type].format;
+	const char *format = s->redact_format ? s->redact_format : names_type_format(s->type);
 	int kfd = kernel_stream(s, format);
 	struct stat kst;
 	/* The cap is on what the redactor reads: both halves, as when they
@@ -1093,7 +1077,7 @@ static int admit(const struct target *t, const Pd__Request *rq, uint32_t *dur, u
 	pid_t pid = t->pid;
 	int e;
 
-	if (!type_valid(rq->type)) {
+	if (!names_type_valid(rq->type)) {
 		util_fmt(msg, n, "unknown capture type %u", rq->type);
 		return PROF_E_INVALID_REQUEST;
 	}
@@ -1119,7 +1103,7 @@ static int admit(const struct target *t, const Pd__Request *rq, uint32_t *dur, u
 		return PROF_E_INVALID_REQUEST;
 	}
 	struct svc_conn *rt = svc_conn_runtime_for(pid);
-	if (rt && !(svc_conn_runtime_caps(rt) & type_info[rq->type].cap) &&
+	if (rt && !(svc_conn_runtime_caps(rt) & names_cap_bit(rq->type)) &&
 	    !(rq->type == PROF_HEAP_DUMP && svc_jvm_detect(pid))) {
 		util_fmt(msg, n, "%s", rq->type == PROF_HEAP_DUMP
 			 ? "this runtime has no heap dump; use PROF_HEAP_PROFILE for native code"
@@ -1189,9 +1173,10 @@ static int create_session(struct target *t, const Pd__Request *rq, uint32_t dur,
 		if (s->timer)
 			event_free(s->timer);
 		free(s);
-		*why = r == -ENOSPC ? "no disk space to record the session"
+		int e = names_errno_error(r, PROF_E_UNKNOWN);
+		*why = e == PROF_E_NO_DISK_SPACE ? "no disk space to record the session"
 		       : "cannot record the session";
-		return r == -ENOSPC ? PROF_E_NO_DISK_SPACE : PROF_E_UNKNOWN;
+		return e;
 	}
 	s->wait_ms = wait_ms;
 	/* The session owns the target's ident (and its pidfd) from here. */
@@ -1336,7 +1321,7 @@ void svc_session_refused(struct svc_conn *client, uint64_t id, const Pd__Request
 	struct svc_conn *l = NULL;
 
 	/* The app's listener gets every result, refusals included. */
-	if (!id || !type_valid(rq->type))
+	if (!id || !names_type_valid(rq->type))
 		return;
 	if (svc_conn_is_listener(client))
 		l = client;

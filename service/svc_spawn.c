@@ -33,6 +33,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sysexits.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -255,11 +256,11 @@ static void exec_helper(const struct svc_spawn_setup *s, const char *path, char 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	if (in < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
-		_exit(71);
+		_exit(EX_OSERR);
 	/* Over the request socket's copy (close-on-exec: gone at exec when
 	 * no fd 3 is given). Received fds are above 4, so nothing is lost. */
 	if ((flags & SVC_SPAWN_F_FD3) && dup2(fds[k + 2], 3) < 0)
-		_exit(71);
+		_exit(EX_OSERR);
 	if (flags & SVC_SPAWN_F_REDACT) {
 		struct rlimit cpu = { s->redact_cpu_s, s->redact_cpu_s + 1 };
 #ifndef PROFILINGD_SANITIZE_BUILD
@@ -271,7 +272,7 @@ static void exec_helper(const struct svc_spawn_setup *s, const char *path, char 
 		if (s->drop_privs) {
 			if (setgroups(0, NULL) < 0 || setresgid(s->gid, s->gid, s->gid) < 0 ||
 			    setresuid(s->uid, s->uid, s->uid) < 0)
-				_exit(72);
+				_exit(EX_NOPERM);
 		}
 		/* The redactor sets no_new_privs too; doing it here covers exec. */
 		prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
@@ -280,9 +281,10 @@ static void exec_helper(const struct svc_spawn_setup *s, const char *path, char 
 	 * SIGKILL). Set after the uid change, which clears it. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	if (getppid() != serve_pid)
-		_exit(74);
+		_exit(EX_IOERR);
 	execve(path, argv, (char *[]){ NULL });
-	_exit(73);
+	/* Not EX_CANTCREAT: that is a helper's full disk (names.h). */
+	_exit(EX_OSFILE);
 }
 
 static int32_t do_spawn(const struct svc_spawn_setup *s, const struct svc_spawn_msg *m,
@@ -458,7 +460,7 @@ int svc_spawn_init(struct event_base *base, const struct svc_spawn_setup *s, svc
 		/* Nothing of the daemon's stays open here but stdio and the two
 		 * sockets (moved to 3 and 4). */
 		if (dup2(rq[1], 3) < 0 || dup2(ev[1], 4) < 0)
-			_exit(70);
+			_exit(EX_SOFTWARE);
 		fcntl(3, F_SETFD, FD_CLOEXEC);
 		fcntl(4, F_SETFD, FD_CLOEXEC);
 		syscall(SYS_close_range, 5, ~0u, 0);
@@ -469,7 +471,7 @@ int svc_spawn_init(struct event_base *base, const struct svc_spawn_setup *s, svc
 		/* It holds the helpers' fds and their privileges: no ptrace by a
 		 * same-uid process, no core file (common/sandbox.h). */
 		if (sbx_no_dump() < 0)
-			_exit(70);
+			_exit(EX_SOFTWARE);
 		spawner_bound_caps(); /* best effort: not root, nothing to drop */
 		signal(SIGINT, SIG_IGN);
 		signal(SIGTERM, SIG_IGN);

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "names.h"
 #include "profiling/profiling.h"
 #include "trace_fmt.h"
 #include "svc_ident.h"
@@ -96,11 +97,6 @@ static const uint32_t default_capture[] = {
 	[PROF_TRIGGER_CRASH] = PROF_SYSTEM_TRACE,
 	[PROF_TRIGGER_ANOMALY] = PROF_STACK_SAMPLING,
 	[PROF_TRIGGER_PRESSURE_STALL] = PROF_SYSTEM_TRACE,
-};
-
-static const char *const trigger_names[] = {
-	"none", "cold-start", "fully-drawn", "oom", "excessive-cpu", "hang", "crash", "anomaly",
-	"pressure-stall",
 };
 
 static struct reg *find_reg(const char *app, uint32_t type)
@@ -204,7 +200,7 @@ static void arm_heap(struct svc_conn *rt, const struct reg *r)
 	Pd__DaemonToRuntime out = PD__DAEMON_TO_RUNTIME__INIT;
 	Pd__HeapArm ha = PD__HEAP_ARM__INIT;
 	if (!rt || !r || r->capture != PROF_HEAP_PROFILE ||
-	    !(svc_conn_runtime_caps(rt) & SVC_CAP_HEAP_PROFILE))
+	    !(svc_conn_runtime_caps(rt) & NAMES_CAP_HEAP_PROFILE))
 		return;
 	ha.has_sampling_interval_bytes = r->params.has_sampling_interval_bytes;
 	ha.sampling_interval_bytes = r->params.sampling_interval_bytes;
@@ -226,7 +222,7 @@ static void give_crash_fd(struct svc_conn *rt, struct app_pid *p)
 	Pd__DaemonToRuntime out = PD__DAEMON_TO_RUNTIME__INIT;
 	Pd__CrashFd cf = PD__CRASH_FD__INIT;
 	if (!rt || !p || !find_reg(p->app, PROF_TRIGGER_CRASH) ||
-	    !(svc_conn_runtime_caps(rt) & SVC_CAP_TRACE_RING))
+	    !(svc_conn_runtime_caps(rt) & NAMES_CAP_TRACE_RING))
 		return;
 	/* A fresh one each time: the agent replaces its fd with the newest. */
 	drop_crash(p);
@@ -333,7 +329,7 @@ static int fire_as(struct reg *r, pid_t pid, const char *tag, uint32_t capture)
 	if (r->active) {
 		r->coalesced++;
 		LOG_PEER(r->uid, LOG_DEBUG, "%s trigger of %s fired while its capture runs: counted",
-			 trigger_names[r->type], r->app);
+			 names_trigger_str(r->type), r->app);
 		return 0;
 	}
 	/* The capture belongs to the process's app; a system trigger has none
@@ -359,7 +355,7 @@ static int fire_as(struct reg *r, pid_t pid, const char *tag, uint32_t capture)
 	if (e) {
 		r->refused++;
 		LOG_PEER(uid, LOG_INFO, "%s trigger of %s (pid %d) refused: %s: %s",
-			 trigger_names[r->type], r->app, (int)pid, prof_strerror(e), msg);
+			 names_trigger_str(r->type), r->app, (int)pid, prof_strerror(e), msg);
 		return e;
 	}
 	svc_admit_cooldown_record(r->app, r->type);
@@ -368,7 +364,7 @@ static int fire_as(struct reg *r, pid_t pid, const char *tag, uint32_t capture)
 	r->last_ns = util_now_ns(CLOCK_MONOTONIC);
 	r->fired++;
 	LOG_PEER(uid, LOG_INFO, "%s trigger of %s fired for pid %d: session %llu",
-		 trigger_names[r->type], r->app, (int)pid, (unsigned long long)id);
+		 names_trigger_str(r->type), r->app, (int)pid, (unsigned long long)id);
 	return 0;
 }
 
@@ -512,7 +508,7 @@ static void on_proc_exec(pid_t pid)
 			cold = r;
 	}
 	if (cold)
-		fire(cold, pid, "cold-start");
+		fire(cold, pid, names_trigger_str(cold->type));
 }
 
 static void on_proc_exit(pid_t pid, int wstatus)
@@ -571,7 +567,7 @@ static void on_cpu(pid_t pid, unsigned percent)
 	struct app_pid *p = find_pid(pid);
 	struct reg *r = p ? reg_for(p, PROF_TRIGGER_EXCESSIVE_CPU) : NULL;
 	if (r)
-		fire(r, pid, "excessive-cpu");
+		fire(r, pid, names_trigger_str(r->type));
 }
 
 static void on_hang(pid_t pid)
@@ -579,7 +575,7 @@ static void on_hang(pid_t pid)
 	struct app_pid *p = find_pid(pid);
 	struct reg *r = p ? find_reg(p->app, PROF_TRIGGER_HANG) : NULL;
 	if (r)
-		fire(r, pid, "hang");
+		fire(r, pid, names_trigger_str(r->type));
 }
 
 /* A stall: a trace of the app, from one of its processes that runs. */
@@ -590,7 +586,7 @@ static void on_psi(int key)
 	struct reg *r = &regs[key];
 	for (size_t i = 0; i < npids; i++)
 		if (!strcmp(pids[i].app, r->app) && kill(pids[i].pid, 0) == 0) {
-			fire(r, pids[i].pid, "pressure-stall");
+			fire(r, pids[i].pid, names_trigger_str(r->type));
 			return;
 		}
 	LOG_D("pressure stall for %s, which has no running process", r->app);
@@ -609,7 +605,7 @@ static void on_mem_warn(pid_t pid)
 	struct app_pid *p = find_pid(pid);
 	struct reg *r = p ? reg_for(p, PROF_TRIGGER_OOM) : NULL;
 	if (r)
-		fire(r, pid, "oom");
+		fire(r, pid, names_trigger_str(r->type));
 }
 
 /* The kill came: offer the capture before it again, saying so. */
@@ -778,7 +774,7 @@ int svc_trigger_add(struct svc_conn *c, const Pd__Trigger *t, char *why, size_t 
 	if (r->type == PROF_TRIGGER_PRESSURE_STALL)
 		watch_psi(r);
 	LOG_PEER(r->uid, LOG_INFO, "%s registered a %s trigger (capture %u, cooldown %u s)", r->app,
-		 trigger_names[r->type], r->capture, r->period_s);
+		 names_trigger_str(r->type), r->capture, r->period_s);
 	return 0;
 }
 
@@ -810,11 +806,11 @@ void svc_trigger_signal(struct svc_conn *c, const Pd__AppSignal *sg)
 	case 1: /* fully drawn: a cold start ends here */
 		svc_session_stop(pid, PROF_TRIGGER_COLD_START);
 		if ((r = find_reg(app, PROF_TRIGGER_APP_FULLY_DRAWN)))
-			fire(r, pid, "fully-drawn");
+			fire(r, pid, names_trigger_str(r->type));
 		break;
 	case 2:
 		if ((r = find_reg(app, PROF_TRIGGER_ANOMALY)))
-			fire(r, pid, sg->name && *sg->name ? sg->name : "anomaly");
+			fire(r, pid, sg->name && *sg->name ? sg->name : names_trigger_str(r->type));
 		break;
 	case 3:
 		/* Only a tracked process beats: its entry goes when it does, and
@@ -953,7 +949,7 @@ int svc_trigger_init(struct event_base *base, const struct svc_config *c)
 		util_strlcpy(sr->java_main, st->java_main, sizeof(sr->java_main));
 		sr->sys = true;
 		sr->used = true;
-		LOG_I("system trigger %s: %s of %s%s%s%s%s", st->name, trigger_names[sr->type],
+		LOG_I("system trigger %s: %s of %s%s%s%s%s", st->name, names_trigger_str(sr->type),
 		      sr->exe[0] ? sr->exe : "", sr->exe[0] && sr->cgroup[0] ? " in " : "", sr->cgroup,
 		      sr->java_main[0] ? " java " : "", sr->java_main);
 	}

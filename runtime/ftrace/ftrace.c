@@ -36,6 +36,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sysexits.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,8 +46,6 @@
 #include "sandbox.h"
 #include "util.h"
 
-#define EXIT_NOTRACEFS 69
-#define EXIT_OTHER 70
 #define MAX_CPUS 1024
 #define SEQ_ID_KERNEL 1          /* the kernel data's packet sequence */
 
@@ -247,7 +246,7 @@ int main(int argc, char **argv)
 
 	/* It holds the whole machine's sched data (sandbox.h). */
 	if ((r = sbx_no_dump()) < 0)
-		return util_fail(EXIT_OTHER, "PR_SET_DUMPABLE: %s", strerror(-r));
+		return util_fail(EX_SOFTWARE, "PR_SET_DUMPABLE: %s", strerror(-r));
 	util_strlcpy(name, "profilingd", sizeof(name));
 	while ((c = getopt_long(argc, argv, "d:b:i:h", opts, NULL)) != -1) {
 		switch (c) {
@@ -269,15 +268,15 @@ int main(int argc, char **argv)
 		goto usage;
 	if ((r = find_tracefs(tracefs, sizeof(tracefs))) < 0) {
 		dprintf(2, "error: tracefs unavailable: %s\n", strerror(-r));
-		return EXIT_NOTRACEFS;
+		return EX_UNAVAILABLE;
 	}
 	unsigned stale = remove_stale(tracefs);
 	if (util_fmt(inst, sizeof(inst), "%s/instances/%s.%d", tracefs, name, (int)getpid()) < 0)
-		return EXIT_OTHER;
+		return EX_SOFTWARE;
 	if (mkdir(inst, 0700) < 0) {
 		dprintf(2, "error: cannot create trace instance %s: %s\n", inst, strerror(errno));
 		inst[0] = '\0';
-		return EXIT_NOTRACEFS;
+		return EX_UNAVAILABLE;
 	}
 	atexit(remove_instance);
 	signal(SIGTERM, on_signal);
@@ -285,18 +284,18 @@ int main(int argc, char **argv)
 	snprintf(val, sizeof(val), "%lu", kb);
 	if (write_str(inst, "trace_clock", "boot") < 0 || write_str(inst, "buffer_size_kb", val) < 0) {
 		dprintf(2, "error: cannot configure %s\n", inst);
-		return EXIT_OTHER;
+		return EX_SOFTWARE;
 	}
 	int nev = enable_events();
 	if (nev == 0) {
 		dprintf(2, "error: no sched events in %s\n", inst);
-		return EXIT_NOTRACEFS;
+		return EX_UNAVAILABLE;
 	}
 	write_str(inst, "tracing_on", "1");
 	/* Sandbox last: what is left is the wait, reading out and the rmdir. */
 	if ((r = sbx_install(ftrace_policy, ftrace_policy_count, debug_seccomp)) < 0) {
 		dprintf(2, "error: cannot install the seccomp filter: %s\n", strerror(-r));
-		return EXIT_OTHER;
+		return EX_SOFTWARE;
 	}
 	uint64_t until = util_mono_ms() + dur;
 	while (!stop && util_mono_ms() < until)
@@ -308,14 +307,14 @@ int main(int argc, char **argv)
 	FILE *f = fopen(tpath, "re");
 	if (!f) {
 		dprintf(2, "error: cannot read %s: %s\n", tpath, strerror(errno));
-		return EXIT_OTHER;
+		return EX_SOFTWARE;
 	}
 	struct out *o = calloc(1, sizeof(*o));
 	char *line = malloc(FT_LINE_MAX);
 	uint64_t events = 0, unparsed = 0, lost = 0;
 	unsigned maxcpu = 0;
 	if (!o || !line)
-		return EXIT_OTHER;
+		return EX_SOFTWARE;
 	while (fgets(line, FT_LINE_MAX, f)) {
 		if (line[0] == '#')
 			continue;
@@ -333,7 +332,7 @@ int main(int argc, char **argv)
 			continue;
 		}
 		if (!bundles[pr.cpu] && !(bundles[pr.cpu] = calloc(1, sizeof(struct ft_bundle))))
-			return EXIT_OTHER;
+			return EX_SOFTWARE;
 		if (ft_parse_event(bundles[pr.cpu], &pr) < 0) {
 			unparsed++;
 			continue;
@@ -350,7 +349,7 @@ int main(int argc, char **argv)
 	out_flush(o);
 	if (o->err) {
 		dprintf(2, "error: writing the trace: %s\n", strerror(-o->err));
-		return EXIT_OTHER;
+		return EX_SOFTWARE;
 	}
 	dprintf(2, "ok events=%llu unparsed=%llu lost=%llu bytes=%llu enabled=%d stale_removed=%u\n",
 		(unsigned long long)events, (unsigned long long)unparsed, (unsigned long long)lost,
@@ -366,5 +365,5 @@ usage:
 		"them as Perfetto packets on stdout.\nOnce tracing is on it runs under "
 		"policy/seccomp/ftrace.policy; --debug-seccomp traps\na forbidden call and names it "
 		"(exit 75) instead of a kill.\n");
-	return EXIT_OTHER;
+	return EX_SOFTWARE;
 }

@@ -37,14 +37,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sysexits.h>
 #include <unistd.h>
 
 #include "jattach_policy.h"
 #include "sandbox.h"
 #include "util.h"
-
-#define EXIT_UNAVAILABLE 69
-#define EXIT_ERROR       70
 
 static void usage(FILE *f)
 {
@@ -83,7 +81,7 @@ static void check_target(pid_t pid)
 	int r = util_proc_start_time((int)pid, &now_start);
 	if (r == 0 && now_start == expect_start)
 		return;
-	exit(fail(EXIT_ERROR, "target replaced: pid %d %s (start time %llu, expected %llu)",
+	exit(fail(EX_SOFTWARE, "target replaced: pid %d %s (start time %llu, expected %llu)",
 		  (int)pid, r < 0 ? "is gone" : "is another process now",
 		  (unsigned long long)now_start, expect_start));
 }
@@ -152,12 +150,12 @@ static int heapdump(pid_t pid, uint64_t deadline)
 	char *reply = NULL;
 	const char *body;
 	size_t blen;
-	int st, r, code = EXIT_ERROR;
+	int st, r, code = EX_SOFTWARE;
 
 	/* A private directory in the JVM's /tmp, owned by its user (us, now). */
 	if (util_fmt(dir, sizeof(dir), "/proc/%d/root/tmp/profilingd-XXXXXX", (int)pid) < 0 ||
 	    !mkdtemp(dir))
-		return fail(EXIT_ERROR, "cannot create a dump directory in the JVM's /tmp: %s",
+		return fail(EX_SOFTWARE, "cannot create a dump directory in the JVM's /tmp: %s",
 			    strerror(errno));
 	const char *base = strrchr(dir, '/') + 1;
 	util_fmt(jdir, sizeof(jdir), "/tmp/%s", base);
@@ -170,15 +168,15 @@ static int heapdump(pid_t pid, uint64_t deadline)
 	r = run(pid, deadline, "jcmd", cmd, NULL, NULL, &st, &reply, &body, &blen);
 	uint64_t t1 = util_mono_ms();
 	if (r < 0) {
-		code = fail(r == -ETIMEDOUT || r == -ECONNREFUSED || r == -ENOENT ? EXIT_UNAVAILABLE
-										    : EXIT_ERROR,
+		code = fail(r == -ETIMEDOUT || r == -ECONNREFUSED || r == -ENOENT ? EX_UNAVAILABLE
+										    : EX_SOFTWARE,
 			    "GC.heap_dump: %s", r == -ETIMEDOUT ? "no attach listener answered in time"
 								: strerror(-r));
 		goto out;
 	}
 	if (st != 0 || !memmem(body, blen, "Heap dump file created", 22)) {
 		first_line(body, blen, msg, sizeof(msg));
-		code = fail(EXIT_ERROR, "GC.heap_dump failed (status %d): %s", st, msg);
+		code = fail(EX_SOFTWARE, "GC.heap_dump failed (status %d): %s", st, msg);
 		goto out;
 	}
 	free(reply);
@@ -195,7 +193,7 @@ static int heapdump(pid_t pid, uint64_t deadline)
 
 	int in = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (in < 0) {
-		code = fail(EXIT_ERROR, "cannot open the dump: %s", strerror(errno));
+		code = fail(EX_SOFTWARE, "cannot open the dump: %s", strerror(errno));
 		ja_threads_free(&th);
 		goto out;
 	}
@@ -204,7 +202,7 @@ static int heapdump(pid_t pid, uint64_t deadline)
 	r = ja_hprof_with_threads(in, 1, &th);
 	close(in);
 	if (r < 0) {
-		code = fail(EXIT_ERROR, "writing the dump: %s", strerror(-r));
+		code = fail(EX_SOFTWARE, "writing the dump: %s", strerror(-r));
 		ja_threads_free(&th);
 		goto out;
 	}
@@ -229,15 +227,15 @@ static int load(pid_t pid, uint64_t deadline, const char *lib, const char *opts)
 	size_t blen;
 	int st, rc;
 	if (lib[0] != '/')
-		return fail(EXIT_ERROR, "the agent path must be absolute: %s", lib);
+		return fail(EX_SOFTWARE, "the agent path must be absolute: %s", lib);
 	int r = run(pid, deadline, "load", lib, "true", opts, &st, &reply, &body, &blen);
 	if (r < 0)
-		return fail(r == -ETIMEDOUT ? EXIT_UNAVAILABLE : EXIT_ERROR, "load: %s",
+		return fail(r == -ETIMEDOUT ? EX_UNAVAILABLE : EX_SOFTWARE, "load: %s",
 			    r == -ETIMEDOUT ? "no attach listener answered in time" : strerror(-r));
 	int code = 0;
 	if (st != 0 || ja_parse_load_rc(body, blen, &rc) < 0 || rc != 0) {
 		first_line(body, blen, msg, sizeof(msg));
-		code = fail(EXIT_ERROR, "the VM did not load the agent (status %d): %s", st, msg);
+		code = fail(EX_SOFTWARE, "the VM did not load the agent (status %d): %s", st, msg);
 	} else {
 		fprintf(stderr, "ok loaded %s\n", lib);
 	}
@@ -253,14 +251,14 @@ static int jcmd(pid_t pid, uint64_t deadline, const char *line)
 	int st;
 	int r = run(pid, deadline, "jcmd", line, NULL, NULL, &st, &reply, &body, &blen);
 	if (r < 0)
-		return fail(r == -ETIMEDOUT ? EXIT_UNAVAILABLE : EXIT_ERROR, "jcmd: %s",
+		return fail(r == -ETIMEDOUT ? EX_UNAVAILABLE : EX_SOFTWARE, "jcmd: %s",
 			    strerror(-r));
 	r = util_write_all(1, body, blen);
 	free(reply);
 	if (r < 0)
-		return fail(EXIT_ERROR, "writing the output: %s", strerror(-r));
+		return fail(EX_SOFTWARE, "writing the output: %s", strerror(-r));
 	if (st != 0)
-		return fail(EXIT_ERROR, "the command failed with status %d", st);
+		return fail(EX_SOFTWARE, "the command failed with status %d", st);
 	fprintf(stderr, "ok\n");
 	return 0;
 }
@@ -281,7 +279,7 @@ int main(int argc, char **argv)
 
 	/* It becomes the JVM's user: that user must not ptrace it (sandbox.h). */
 	if (sbx_no_dump() < 0)
-		return fail(EXIT_ERROR, "PR_SET_DUMPABLE: %s", strerror(errno));
+		return fail(EX_SOFTWARE, "PR_SET_DUMPABLE: %s", strerror(errno));
 	while ((c = getopt_long(argc, argv, "+p:s:t:h", opts, NULL)) != -1) {
 		char *e;
 		switch (c) {
@@ -321,13 +319,13 @@ int main(int argc, char **argv)
 	gid_t gid;
 	int r = proc_euid((pid_t)pid, &uid, &gid);
 	if (r < 0)
-		return fail(EXIT_UNAVAILABLE, "no process %ld", pid);
+		return fail(EX_UNAVAILABLE, "no process %ld", pid);
 	if ((r = become(uid, gid)) < 0)
-		return fail(EXIT_ERROR, "cannot become uid %u gid %u: %s", (unsigned)uid,
+		return fail(EX_SOFTWARE, "cannot become uid %u gid %u: %s", (unsigned)uid,
 			    (unsigned)gid, strerror(-r));
 	/* Sandbox last: no uid change, exec or other socket domain from here. */
 	if ((r = sbx_install(jattach_policy, jattach_policy_count, debug_seccomp)) < 0)
-		return fail(EXIT_ERROR, "cannot install the seccomp filter: %s", strerror(-r));
+		return fail(EX_SOFTWARE, "cannot install the seccomp filter: %s", strerror(-r));
 	uint64_t deadline = util_mono_ms() + (uint64_t)timeout;
 	if (!strcmp(what, "heapdump") && argc - optind == 1)
 		return heapdump((pid_t)pid, deadline);
@@ -337,7 +335,7 @@ int main(int argc, char **argv)
 	if (!strcmp(what, "listen") && argc - optind == 1) {
 		int fd = ja_connect((pid_t)pid, timeout < 10000 ? (int)timeout : 10000);
 		if (fd < 0)
-			return fail(EXIT_UNAVAILABLE, "listen: %s", fd == -ETIMEDOUT
+			return fail(EX_UNAVAILABLE, "listen: %s", fd == -ETIMEDOUT
 				    ? "no attach listener answered in time" : strerror(-fd));
 		check_target((pid_t)pid);
 		close(fd);

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "names.h"
 #include "profiling/profiling.h"
 #include "profilingd.pb-c.h"
 #include "util.h"
@@ -148,16 +149,20 @@ static int send_hello(int sock)
 	size_t nc = 0, nm = 0;
 
 	/* stack_sampling and heap_dump (JNI) need no optional capability; the others do. */
-	caps[nc++] = "stack_sampling";
-	caps[nc++] = "heap_dump";
+	char *stack = (char *)names_cap_str(NAMES_CAP_STACK_SAMPLING);
+	char *dump = (char *)names_cap_str(NAMES_CAP_HEAP_DUMP);
+	char *heap = (char *)names_cap_str(NAMES_CAP_HEAP_PROFILE);
+	char *ring = (char *)names_cap_str(NAMES_CAP_TRACE_RING);
+	caps[nc++] = stack;
+	caps[nc++] = dump;
 	if (jv_caps.sampled_alloc)
-		caps[nc++] = "heap_profile";
+		caps[nc++] = heap;
 	else
-		missing[nm++] = "heap_profile";
+		missing[nm++] = heap;
 	if (jv_caps.gc_events)
-		caps[nc++] = "trace_ring";
+		caps[nc++] = ring;
 	else
-		missing[nm++] = "trace_ring";
+		missing[nm++] = ring;
 	h.pid = (uint32_t)getpid();
 	h.runtime = "jvm";
 	h.version = vm_version;

@@ -26,17 +26,15 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sysexits.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "perf_policy.h"
+#include "names.h"
 #include "sandbox.h"
 #include "util.h"
-
-#define EXIT_ERROR   70 /* EX_SOFTWARE */
-#define EXIT_NOTHING 65 /* EX_DATAERR */
-#define EXIT_NOSPACE 73 /* the output did not fit: the daemon says NO_DISK_SPACE */
 
 struct run {
 	struct pf_unwind *u;
@@ -63,7 +61,7 @@ static void usage(FILE *f)
 		PF_MAX_HZ, PF_MAX_DURATION_MS);
 }
 
-#define fail(...) util_fail(EXIT_ERROR, __VA_ARGS__)
+#define fail(...) util_fail(EX_SOFTWARE, __VA_ARGS__)
 
 /* A decimal in 1..max, nothing else. */
 static int parse_num(const char *s, unsigned long max, unsigned long *out)
@@ -265,7 +263,7 @@ int main(int argc, char **argv)
 	struct pf_events *ev = NULL;
 	struct run run = { 0 };
 	char why[512];
-	int c, r, verbose = 0, debug_seccomp = 0, rc = EXIT_ERROR;
+	int c, r, verbose = 0, debug_seccomp = 0, rc = EX_SOFTWARE;
 
 	while ((c = getopt_long(argc, argv, "p:s:f:d:vh", opts, NULL)) != -1) {
 		switch (c) {
@@ -393,7 +391,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "error: nothing sampled: %u threads seen, %" PRIu64 " lost, %" PRIu64
 			" without a user frame (an idle or exited process takes no CPU samples)\n",
 			run.c.threads_seen, run.c.lost, run.c.empty);
-		rc = EXIT_NOTHING;
+		rc = EX_DATAERR;
 		goto out;
 	}
 	struct pf_capture_info ci = {
@@ -403,9 +401,8 @@ int main(int argc, char **argv)
 		.duration_ns = (int64_t)(t1 - t0) * 1000000,
 	};
 	if ((r = pf_output_write(1, &ci, run.agg, run.u, ev, &run.c)) < 0) {
-		rc = fail("writing the profile: %s", strerror(-r));
-		if (r == -ENOSPC || r == -EDQUOT)
-			rc = EXIT_NOSPACE;
+		fail("writing the profile: %s", strerror(-r));
+		rc = names_errno_exit(r);
 		goto out;
 	}
 	fprintf(stderr, "ok samples=%" PRIu64 " short=%" PRIu64 " unwinder=%s threads=%u\n",

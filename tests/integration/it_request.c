@@ -10,6 +10,8 @@
 
 #include <profiling/profiling.h>
 
+#include "names.h"
+
 struct outcome {
 	int done, error;
 	char path[4096], msg[256];
@@ -43,12 +45,12 @@ int main(int argc, char **argv)
 		case 'd': p.duration_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'f': p.frequency_hz = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'i': p.sampling_interval_bytes = (uint32_t)strtoul(optarg, NULL, 10); break;
-		case 't':
-			type = !strcmp(optarg, "stack") ? PROF_STACK_SAMPLING
-			     : !strcmp(optarg, "heap") ? PROF_HEAP_PROFILE
-			     : !strcmp(optarg, "trace") ? PROF_SYSTEM_TRACE
-			     : !strcmp(optarg, "heapdump") ? PROF_HEAP_DUMP : 0;
+		case 't': {
+			/* Any spelling of names.h: the config's heap and heapdump too. */
+			int t = names_type_parse(optarg);
+			type = t < 0 ? 0 : (enum prof_type)t;
 			break;
+		}
 		default:
 			return 2;
 		}

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "profiling/profiling.h"
 #include "svc.h"
 
 /* Write text to a temp file; returns its path (static buffer). */
@@ -102,6 +103,43 @@ static void test_print_round_trip(void **state)
 	svc_config_free(&b);
 }
 
+/* [trigger.NAME] type and capture take the API's spellings and profctl's
+ * (common/names.h); the printed config keeps the config's own. */
+static void test_trigger_spellings(void **state)
+{
+	struct svc_config c;
+	char msg[256];
+	int line;
+
+	assert_int_equal(load(&c, "[trigger.a]\ntype = PROF_TRIGGER_OOM\ncapture = HEAP_PROFILE\n"
+			      "exe = /bin/a\n[trigger.b]\ntype = app_fully_drawn\n"
+			      "capture = heap-dump\nexe = /bin/b\n[trigger.c]\ntype = Hang\n"
+			      "capture = stack_sampling\nexe = /bin/c\n", &line, msg, sizeof(msg)), 0);
+	assert_int_equal(c.nsystrig, 3);
+	assert_int_equal(c.systrig[0].type, PROF_TRIGGER_OOM);
+	assert_int_equal(c.systrig[0].capture, PROF_HEAP_PROFILE);
+	assert_int_equal(c.systrig[1].type, PROF_TRIGGER_APP_FULLY_DRAWN);
+	assert_int_equal(c.systrig[1].capture, PROF_HEAP_DUMP);
+	assert_int_equal(c.systrig[2].type, PROF_TRIGGER_HANG);
+	assert_int_equal(c.systrig[2].capture, PROF_STACK_SAMPLING);
+	char *out = print(&c);
+	assert_non_null(strstr(out, "[trigger.a]\ntype = oom\ncapture = heap\n"));
+	assert_non_null(strstr(out, "[trigger.b]\ntype = fully-drawn\ncapture = heapdump\n"));
+	assert_non_null(strstr(out, "[trigger.c]\ntype = hang\ncapture = stack\n"));
+	free(out);
+	svc_config_free(&c);
+
+	assert_int_equal(load(&c, "[trigger.x]\ntype = oom\ncapture = heapx\n", &line, msg,
+			      sizeof(msg)), -EINVAL);
+	assert_int_equal(line, 3);
+	assert_string_equal(msg, "[trigger.x] capture = heapx: not one of heap-dump, heap-profile, "
+			    "stack, trace");
+	svc_config_free(&c);
+	assert_int_equal(load(&c, "[trigger.x]\ntype = none\n", &line, msg, sizeof(msg)), -EINVAL);
+	assert_int_equal(line, 2);
+	svc_config_free(&c);
+}
+
 static void test_reload_classes(void **state)
 {
 	struct svc_config live, next;
@@ -144,6 +182,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_errors_name_line_and_key),
 		cmocka_unit_test(test_print_round_trip),
+		cmocka_unit_test(test_trigger_spellings),
 		cmocka_unit_test(test_reload_classes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "control.pb-c.h"
+#include "names.h"
 #include "pctl.h"
 #include "profiling/profiling.h"
 #include "util.h"
@@ -43,14 +44,11 @@ static struct {
 	bool wait;
 } opt;
 
-static const char *const type_names[] = { "?", "heap-dump", "heap-profile", "stack", "trace" };
-static const char *const trigger_names[] = {
-	"-", "cold-start", "fully-drawn", "oom", "excessive-cpu", "hang", "crash", "anomaly",
-	"pressure-stall",
-};
-
-static const char *type_name(uint32_t t) { return t <= 4 ? type_names[t] : "?"; }
-static const char *trigger_name(uint32_t t) { return t <= 8 ? trigger_names[t] : "?"; }
+/* A direct request's "none" is a dash in the tables. */
+static const char *trigger_name(uint32_t t)
+{
+	return t == PROF_TRIGGER_NONE ? "-" : names_trigger_str(t);
+}
 
 static void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 static void die(int code, const char *fmt, ...)
@@ -373,7 +371,7 @@ static int cmd_status(void)
 			jnum(stdout, &f2, "pid", x->pid);
 			jnum(stdout, &f2, "uid", x->uid);
 			jstr(stdout, &f2, "app", x->app);
-			jstr(stdout, &f2, "type", type_name(x->type));
+			jstr(stdout, &f2, "type", names_type_str(x->type));
 			jstr(stdout, &f2, "trigger", trigger_name(x->trigger));
 			jstr(stdout, &f2, "phase", x->phase);
 			jnum(stdout, &f2, "elapsed_ms", x->elapsed_ms);
@@ -412,7 +410,7 @@ static int cmd_status(void)
 		fmt_dur(x->elapsed_ms, el, sizeof(el));
 		fmt_dur(x->duration_ms, du, sizeof(du));
 		printf("%-8" PRIu64 " %-8u %-16s %-13s %-14s %-20s %s/%s\n", x->id, x->pid, x->app,
-		       type_name(x->type), trigger_name(x->trigger), x->phase, el, du);
+		       names_type_str(x->type), trigger_name(x->trigger), x->phase, el, du);
 	}
 	if (!s->n_session)
 		printf("(no capture running)\n");
@@ -481,7 +479,7 @@ static int cmd_triggers(const char *app)
 			jstr(stdout, &f, "app", t->app);
 			jnum(stdout, &f, "uid", t->uid);
 			jstr(stdout, &f, "trigger", trigger_name(t->type));
-			jstr(stdout, &f, "capture", type_name(t->capture));
+			jstr(stdout, &f, "capture", names_type_str(t->capture));
 			jnum(stdout, &f, "period_s", t->period_s);
 			jnum(stdout, &f, "fired", t->fired);
 			jnum(stdout, &f, "coalesced", t->coalesced);
@@ -503,7 +501,7 @@ static int cmd_triggers(const char *app)
 			fmt_time(t->last_ns, last, sizeof(last));
 			snprintf(per, sizeof(per), "%us", t->period_s);
 			printf("%-24s %-15s %-13s %-7s %-6" PRIu64 " %-21s %s\n", t->app,
-			       trigger_name(t->type), type_name(t->capture), per, t->fired, last,
+			       trigger_name(t->type), names_type_str(t->capture), per, t->fired, last,
 			       t->detail ? t->detail : "");
 		}
 		if (!l->n_trigger)
@@ -539,7 +537,7 @@ static void result_json(const Pdctl__ResultInfo *r)
 	jstr(stdout, &f, "app", r->app);
 	jnum(stdout, &f, "uid", r->uid);
 	jnum(stdout, &f, "pid", r->pid);
-	jstr(stdout, &f, "type", type_name(r->type));
+	jstr(stdout, &f, "type", names_type_str(r->type));
 	jstr(stdout, &f, "trigger", trigger_name(r->trigger));
 	jstr(stdout, &f, "format", r->format);
 	jstr(stdout, &f, "path", r->path);
@@ -576,7 +574,7 @@ static int cmd_results(const char *app)
 			fmt_time(r->end_ns, t, sizeof(t));
 			fmt_bytes(r->size, b, sizeof(b));
 			printf("%-7" PRIu64 " %-21s %-20s %-13s %-14s %-8s %-10s %s\n", r->id, t, r->app,
-			       type_name(r->type), trigger_name(r->trigger), b,
+			       names_type_str(r->type), trigger_name(r->trigger), b,
 			       r->delivered ? "yes" : "no", r->tag ? r->tag : "");
 		}
 		if (!l->n_result)
@@ -616,7 +614,7 @@ static int cmd_show(const char *ids)
 		       "PID:        %u\nType:       %s\nTrigger:    %s\nFormat:     %s\n"
 		       "Size:       %s (%" PRIu64 " bytes)\nStarted:    %s\nEnded:      %s\n"
 		       "Delivered:  %s (%u attempt(s))\nTag:        %s\nPath:       %s\n",
-		       r->id, r->session_id, r->app, r->uid, r->pid, type_name(r->type),
+		       r->id, r->session_id, r->app, r->uid, r->pid, names_type_str(r->type),
 		       trigger_name(r->trigger), r->format, sz, r->size, a, b,
 		       r->delivered ? "yes" : "no", r->attempts, r->tag ? r->tag : "", r->path);
 		if (r->note && *r->note)
@@ -706,7 +704,7 @@ static int cmd_top(const char *ids)
 		char t[48];
 		pctl_fmt_value(p, p->total, t, sizeof(t));
 		printf("Result %" PRIu64 " (%s of pid %u): %s %s, total %s\n", rep->result->id,
-		       type_name(rep->result->type), rep->result->pid, p->sample_type, p->unit, t);
+		       names_type_str(rep->result->type), rep->result->pid, p->sample_type, p->unit, t);
 		printf("%10s %7s %7s %10s %7s  %s\n", "flat", "flat%", "sum%", "cum", "cum%", "function");
 		double sum = 0;
 		for (size_t i = 0; i < n; i++) {
@@ -772,7 +770,7 @@ static int cmd_flame(const char *ids)
 	struct pctl_profile *p = load_profile(ids, &rep);
 	const Pdctl__ResultInfo *r = rep->result;
 	snprintf(title, sizeof(title), "%s of pid %u (%s), result %" PRIu64,
-		 type_name(r->type), r->pid, r->app, r->id);
+		 names_type_str(r->type), r->pid, r->app, r->id);
 	bool to_stdout = !strcmp(opt.output, "-");
 	FILE *f = stdout;
 	if (!to_stdout) {
@@ -891,7 +889,7 @@ static int cmd_request(void)
 	Pdctl__CtlRequest rq = PDCTL__CTL_REQUEST__INIT;
 	Pdctl__Capture cp = PDCTL__CAPTURE__INIT;
 	if (!opt.pid || !opt.type)
-		die(EX_USAGE, "request needs --pid N and --type stack|heap-profile|heap-dump|trace");
+		die(EX_USAGE, "request needs --pid N and --type TYPE (%s)", names_type_list());
 	cp.pid = opt.pid;
 	cp.type = opt.type;
 	cp.has_duration_ms = opt.duration_ms != 0;
@@ -919,7 +917,7 @@ static int cmd_request(void)
 			fputs("}\n", stdout);
 		} else {
 			printf("request %" PRIu64 " accepted: %s of pid %u for %.1fs; the result goes to "
-			       "the app (see profctl results)\n", sid, type_name(opt.type), opt.pid,
+			       "the app (see profctl results)\n", sid, names_type_str(opt.type), opt.pid,
 			       dur / 1000.0);
 		}
 		pdctl__ctl_reply__free_unpacked(rep, NULL);
@@ -1094,7 +1092,8 @@ static const struct command commands[] = {
 	  "Root only. Capture process N; the result belongs to N's app and is\n"
 	  "delivered to it like any system capture (admitted and charged as one).\n"
 	  "  --pid N          the process\n"
-	  "  --type TYPE      stack, heap-profile, heap-dump or trace\n"
+	  "  --type TYPE      stack, heap-profile, heap-dump or trace; the API's names\n"
+	  "                   (STACK_SAMPLING...) and the config's (heap) work too\n"
 	  "  --duration T     how long: 5s, 500ms, 2m (default: the daemon's)\n"
 	  "  --hz N           stack sampling rate\n"
 	  "  --tag T          a label stored with the result\n"
@@ -1167,14 +1166,13 @@ int main(int argc, char **argv)
 		case 'h': help = true; break;
 		case 'V': printf("profctl %s\n", PROFILINGD_VERSION); return EX_OK;
 		case O_PID: opt.pid = parse_u32("--pid", optarg); break;
-		case O_TYPE:
-			for (uint32_t t = 1; t <= 4; t++)
-				if (!strcmp(optarg, type_names[t]))
-					opt.type = t;
-			if (!opt.type)
-				die(EX_USAGE, "bad --type '%s': stack, heap-profile, heap-dump or trace",
-				    optarg);
+		case O_TYPE: {
+			int t = names_type_parse(optarg);
+			if (t < 0)
+				die(EX_USAGE, "bad --type '%s': one of %s", optarg, names_type_list());
+			opt.type = (uint32_t)t;
 			break;
+		}
 		case O_DURATION: opt.duration_ms = parse_duration(optarg); break;
 		case O_HZ: opt.hz = parse_u32("--hz", optarg); break;
 		case O_WAIT: opt.wait = true; break;
