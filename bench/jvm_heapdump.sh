@@ -80,7 +80,7 @@ jcmd_dump() {
 	local f=$T/jcmd-$RANDOM.hprof
 	"$J/bin/jcmd" "$JP" GC.heap_dump "$f" > /dev/null && echo "$f"
 }
-pd_dump() { "$BUILD/tests/integration/it_request" --pid "$JP" --type heapdump; }
+pd_dump() { "$BUILD/tests/integration/apps/it_request" --pid "$JP" --type heapdump; }
 
 echo "JVM heap dump, $N objects, $("$J/bin/java" -version 2>&1 | head -1), median of $ROUNDS"
 echo "$(nproc) cores, $(uname -r)"

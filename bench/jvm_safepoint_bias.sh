@@ -2,8 +2,8 @@
 # bench/jvm_safepoint_bias: how much of a Java thread's time each sampling
 # method gives a long counted loop without calls (countedLoop) and a loop of
 # calls (withCalls), against the shares the workload measured itself
-# (tests/java/SafepointBias.java). Samplers: the agent's per-thread
-# GetStackTrace (default) and GetAllStackTraces (sampler=all); JVMs with
+# (tests/integration/apps/java/SafepointBias.java). Samplers: the agent's
+# per-thread GetStackTrace (default) and GetAllStackTraces (sampler=all); JVMs with
 # C2's counted-loop polls (default) and without (-XX:-UseCountedLoopSafepoints).
 # Prints a table; asserts nothing.
 #   usage: bench/jvm_safepoint_bias [BUILD_DIR] [SECONDS] [JDK_HOME]
@@ -13,7 +13,7 @@ BUILD=$(cd "${1:-$(dirname "$0")/..}" && pwd)
 SECS=${2:-6}
 JDK=${3:-/usr/lib/jvm/java-17-openjdk-amd64}
 AGENT=$BUILD/runtime/jvmti/libprofiling_jvmti.so
-CLASSES=$BUILD/tests/java
+CLASSES=$BUILD/tests/integration/apps/java
 [ -f "$AGENT" ] && [ -f "$CLASSES/SafepointBias.class" ] && [ -x "$JDK/bin/java" ] ||
 	{ echo "jvm_safepoint_bias: needs $AGENT, $CLASSES/SafepointBias.class and $JDK"; exit 0; }
 command -v go > /dev/null || { echo "jvm_safepoint_bias: needs go (go tool pprof)"; exit 0; }
@@ -39,7 +39,7 @@ for flags in "" "-XX:-UseCountedLoopSafepoints"; do
 		JP=$!
 		for _ in $(seq 300); do grep -q "runtime up: pid $JP " "$T/daemon.log" && break; sleep 0.05; done
 		sleep 1 # past the JIT's first compilations
-		res=$("$BUILD/tests/integration/it_request" --pid "$JP" --type stack --hz 100 \
+		res=$("$BUILD/tests/integration/apps/it_request" --pid "$JP" --type stack --hz 100 \
 			--duration-ms $(( (SECS - 2) * 1000 ))) || res=
 		wait "$JP"
 		truth=$(sed -n 's/^truth //p' "$T/out.txt")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# bench/jvm_stack_overhead: a Java workload (tests/java/JvmBench.java, 2
-# threads, hot:cold 3:1) unprofiled vs sampled at 100 Hz by the JVMTI agent
-# through the daemon, alternating runs in one invocation. Prints the rates
+# bench/jvm_stack_overhead: a Java workload
+# (tests/integration/apps/java/JvmBench.java, 2 threads, hot:cold 3:1)
+# unprofiled vs sampled at 100 Hz by the JVMTI agent through the daemon,
+# alternating runs in one invocation. Prints the rates
 # and the slowdown. Not a test: it asserts nothing.
 #   usage: bench/jvm_stack_overhead [BUILD_DIR] [SECONDS] [PAIRS] [JDK_HOME]
 set -euo pipefail
@@ -11,7 +12,7 @@ SECS=${2:-5}
 PAIRS=${3:-3}
 JDK=${4:-/usr/lib/jvm/java-17-openjdk-amd64}
 AGENT=$BUILD/runtime/jvmti/libprofiling_jvmti.so
-CLASSES=$BUILD/tests/java
+CLASSES=$BUILD/tests/integration/apps/java
 [ -f "$AGENT" ] && [ -f "$CLASSES/JvmBench.class" ] && [ -x "$JDK/bin/java" ] ||
 	{ echo "jvm_stack_overhead: needs $AGENT, $CLASSES/JvmBench.class and $JDK"; exit 0; }
 T=$(mktemp -d /tmp/pd-bench.XXXXXX)
@@ -33,7 +34,7 @@ for i in $(seq "$PAIRS"); do
 	for _ in $(seq 300); do grep -q "runtime up: pid $JP " "$T/daemon.log" && break; sleep 0.05; done
 	# Started at the hello, the capture covers the 2 s warm-up and the
 	# measured window; the workload's 2 s tail covers a late start.
-	"$BUILD/tests/integration/it_request" --pid "$JP" --type stack --hz 100 \
+	"$BUILD/tests/integration/apps/it_request" --pid "$JP" --type stack --hz 100 \
 		--duration-ms $(( (SECS + 2) * 1000 + 500 )) > "$T/res.txt" 2>&1 || echo "  (capture failed: $(cat "$T/res.txt"))"
 	wait "$JP"
 	pr+=("$(rate "$T/p.txt")")

@@ -1,5 +1,5 @@
 /*
- * rl: the rate limiter (DESIGN.md §5, docs/RATELIMIT.md).
+ * rl: the rate limiter (docs/DESIGN.md §5, docs/RATELIMIT.md).
  *
  * Every capture has a cost (per capture type, app request or system
  * trigger). Three sliding windows (1 h, 24 h, 7 d by default) each have a

@@ -1,5 +1,5 @@
 /*
- * rdc: redaction of raw capture artifacts (DESIGN.md §6). Each redactor
+ * rdc: redaction of raw capture artifacts (docs/DESIGN.md §6). Each redactor
  * reads an untrusted artifact from in_fd and writes a redacted copy that
  * holds only the requesting app's data to out_fd. They run inside the
  * profilingd-redact child: no privileges, a seccomp allow-list, so they

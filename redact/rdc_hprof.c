@@ -1,5 +1,5 @@
 /*
- * HPROF heap dump redaction (DESIGN.md §6, docs/HPROF.md): keep the object
+ * HPROF heap dump redaction (docs/DESIGN.md §6, docs/HPROF.md): keep the object
  * graph, zero the data. Every record keeps its size, so the output has the
  * same structure as the input and any HPROF reader still opens it.
  *

@@ -1,5 +1,5 @@
 /*
- * Perfetto trace redaction (DESIGN.md §6, docs/PERFETTO.md).
+ * Perfetto trace redaction (docs/DESIGN.md §6, docs/PERFETTO.md).
  *
  * A trace file is a bare sequence of `packet` fields (field 1, length-
  * delimited). We read that framing ourselves, unpack one TracePacket at a
@@ -10,7 +10,7 @@
  * Two inputs, one output: the kernel's stream (profilingd-ftrace's
  * bundles) is read first, then the runtime's. Only the kernel's stream may
  * speak for the kernel: what the app writes never changes who the app is
- * (DESIGN.md §2 and §6), so kernel-origin packets in the runtime's stream
+ * (docs/DESIGN.md §2 and §6), so kernel-origin packets in the runtime's stream
  * are dropped, and forks are learned from the kernel's stream alone.
  *
  * Only read/write on the given fds and memory allocation happen here, so
@@ -492,8 +492,9 @@ static bool is_app_pid(const struct pf *c, int32_t pid)
 	       map_get(&c->learned, (uint32_t)pid) == LEARN_APP;
 }
 
-/* A task the app created is the app's (DESIGN §6: the process tree rooted
- * at its pids) until its id is handed out again by someone else. */
+/* A task the app created is the app's (docs/DESIGN.md §6: the process
+ * tree rooted at its pids) until its id is handed out again by someone
+ * else. */
 static int learn(struct pf *c, int32_t id, bool app)
 {
 	uint8_t cur = map_get(&c->learned, (uint32_t)id);

@@ -1,6 +1,6 @@
 /*
  * svc_ident: a peer's identity bound to its process, not to its pid
- * (DESIGN §2, issue 14).
+ * (docs/DESIGN.md §2, issue 14).
  *
  * A pid names whichever process holds it now. A connection's process can
  * exit and hand its socket on; the pid then goes to another user's

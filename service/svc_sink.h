@@ -3,9 +3,9 @@
  * file, with a byte cap, in the event loop.
  *
  * Why: a runtime must never hold an fd to a file the daemon later reads,
- * appends to or hands to the redactor (issue 14; DESIGN §2.3). It gets the
- * write end of a pipe; the daemon alone holds the file, and only the
- * daemon decides how much of the peer's stream lands in it.
+ * appends to or hands to the redactor (issue 14; docs/DESIGN.md §2, step
+ * 3). It gets the write end of a pipe; the daemon alone holds the file,
+ * and only the daemon decides how much of the peer's stream lands in it.
  *
  * Contract:
  * - svc_sink_start takes in_fd (the read end; made non-blocking here and

@@ -32,7 +32,7 @@ stop_daemon
 # 64 KiB pipe); the write fails with EPIPE and the app lives on to get the
 # failure result (trace_app exits 1), never killed by SIGPIPE (141).
 start_daemon "[limits]" "max_result_bytes = 4096"
-"$BUILD/tests/integration/trace_app" > "$T/app.out" 2> "$T/app.err" && rc=0 || rc=$?
+"$APPS/trace_app" > "$T/app.out" 2> "$T/app.err" && rc=0 || rc=$?
 cat "$T/app.err"
 [ "$rc" -eq 1 ] || fail "trace_app over the cap ended with $rc, want 1 (a failure result)"
 grep -q "exceeds max_result_bytes" "$T/app.err" || fail "trace_app did not get the cap's failure"

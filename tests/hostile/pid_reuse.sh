@@ -13,8 +13,8 @@
 [ -w /proc/sys/kernel/ns_last_pid ] ||
 	skip "no writable /proc/sys/kernel/ns_last_pid to force a pid's reuse"
 PROG=$HOSTILE/hostile_pid_reuse
-SPIN=$BUILD/tests/integration/spinner
-chmod o+rx "$BUILD"/tests/integration
+SPIN=$APPS/spinner
+chmod o+rx "$BUILD"/tests/integration "$APPS"
 A=$(make_user att)
 B=$(make_user vic)
 BGID=$(id -g "$B")

@@ -64,7 +64,7 @@ for _ in $(seq 100); do
 done
 [ "$(awk '/^Uid:/ { print $2 " " $3 }' "/proc/$SPID/status" 2>/dev/null)" = "$A 0" ] ||
 	fail "the setuid copy did not start: $(cat "$T/spin.out")"
-res=$("$BUILD/tests/integration/it_request" --pid "$SPID" --type stack --duration-ms 1000) ||
+res=$("$APPS/it_request" --pid "$SPID" --type stack --duration-ms 1000) ||
 	fail "root's capture of the setuid process failed"
 kill "$SPID" 2>/dev/null || true
 wait "$SPID" 2>/dev/null || true

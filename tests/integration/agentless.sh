@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 
 PERF=$BUILD/runtime/perf/profilingd-perf
-SPIN=$BUILD/tests/integration/spinner
+SPIN=$APPS/spinner
 [ -x "$PERF" ] || fail "no $PERF (is runtime/perf added to the build?)"
 [ -x "$SPIN" ] || fail "no $SPIN"
 [ -r /proc/sys/kernel/perf_event_paranoid ] || skip "kernel without perf events"
@@ -85,7 +85,7 @@ start_daemon "[capture]" "runtime_wait_ms = 200"
 "$SPIN" 5 &
 SP2=$!
 for _ in $(seq 100); do [ "$(readlink -f /proc/$SP2/exe 2>/dev/null)" = "$want" ] && break; sleep 0.01; done
-out=$("$BUILD/tests/integration/it_request" --pid "$SP2" --type stack --duration-ms 800) ||
+out=$("$APPS/it_request" --pid "$SP2" --type stack --duration-ms 800) ||
 	fail "daemon capture of an agentless process failed"
 kill "$SP2" 2>/dev/null || true
 go tool pprof -top "$out" 2>/dev/null > "$T/d.txt"

@@ -23,7 +23,7 @@ out=$(setpriv --reuid=$A --regid=$A --clear-groups env PROFILINGD_SOCKET="$PROFI
 # And a system trace, while B keeps running (its sched events are in the
 # kernel data, to be anonymised).
 tout=$(setpriv --reuid=$A --regid=$A --clear-groups env PROFILINGD_SOCKET="$PROFILINGD_SOCKET" \
-	"$BUILD/tests/integration/trace_app" 2> "$T/t.err") || { cat "$T/t.err"; fail "app A's trace failed"; }
+	"$APPS/trace_app" 2> "$T/t.err") || { cat "$T/t.err"; fail "app A's trace failed"; }
 kill "$BPID" 2>/dev/null || true
 case "$out" in "$T/state/results/$A/"*) ;; *) fail "A's result is not in its own directory: $out";; esac
 [ "$(stat -c %u "$out")" = "$A" ] || fail "A's result is not owned by uid $A"

@@ -9,7 +9,7 @@
 #   file and what to do; corrupt: the same, pointing at --reset-db, which
 #   moves it aside and starts an empty one with ids above the old results.
 . "$(dirname "$0")/lib.sh"
-IT=$BUILD/tests/integration/it_faults
+IT=$APPS/it_faults
 command -v sqlite3 > /dev/null || skip "sqlite3 (the CLI) is not installed"
 export PROFILINGD_RUNTIME_SOCKET=$RUNTIME_SOCKET PROFILING_NO_AGENT=1
 S=$T/state

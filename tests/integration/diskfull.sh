@@ -4,7 +4,7 @@
 # half-written (no .tmp-*, no partial result, raw/ empty), and once space
 # is back captures work again.
 . "$(dirname "$0")/lib.sh"
-IT=$BUILD/tests/integration/it_faults
+IT=$APPS/it_faults
 command -v sqlite3 > /dev/null || skip "sqlite3 (the CLI) is not installed"
 S=$T/state
 mkdir -p "$S"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bad input and faults against the real daemon (it_faults.c plays the peers).
 . "$(dirname "$0")/lib.sh"
-IT=$BUILD/tests/integration/it_faults
+IT=$APPS/it_faults
 export PROFILINGD_RUNTIME_SOCKET=$RUNTIME_SOCKET
 start_daemon "[capture]" "deadline_grace_ms = 300" "runtime_wait_ms = 500"
 

@@ -7,10 +7,10 @@
 need_go
 # A sanitizer runtime owns malloc: heap.c is built without interposition.
 [ -n "${PD_SANITIZE:-}" ] && skip "no heap interposition under sanitizers"
-WL=$BUILD/tests/integration/heap_workload
-WL_PLAIN=$BUILD/tests/integration/heap_workload_plain
+WL=$APPS/heap_workload
+WL_PLAIN=$APPS/heap_workload_plain
 PRELOAD=$BUILD/client/libprofiling_preload.so
-IT_REQUEST=$BUILD/tests/integration/it_request
+IT_REQUEST=$APPS/it_request
 [ -f "$PRELOAD" ] || fail "no $PRELOAD"
 MIB=1048576
 ALLOCATOR="malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign valloc pvalloc"

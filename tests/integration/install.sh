@@ -45,7 +45,7 @@ libdir=$(pkg-config --variable=libdir libprofiling)
 echo "pkg-config: $flags"
 case "$flags" in *"$BUILD"*|*"$SRC"*) fail "pkg-config points into the build or source tree";; esac
 # shellcheck disable=SC2086
-$CC -std=c11 -Wall -Wextra -Werror $SANFLAGS -o "$T/pkg_app" "$SRC/tests/install/pkg_app.c" \
+$CC -std=c11 -Wall -Wextra -Werror $SANFLAGS -o "$T/pkg_app" "$SRC/tests/integration/apps/install/pkg_app.c" \
 	$flags -Wl,-rpath,"$libdir" 2> "$T/cc.log" || { cat "$T/cc.log"; fail "tiny app does not build"; }
 # (into a file: grep -q ending a pipe early would fail it under pipefail)
 ldd "$T/pkg_app" > "$T/ldd.txt"
@@ -79,7 +79,7 @@ for ex in readme_request readme_oom; do
 done
 
 # find_package(profiling) from a CMake project.
-cmake -S "$SRC/tests/install/consumer" -B "$T/consumer" -DCMAKE_PREFIX_PATH="$P" \
+cmake -S "$SRC/tests/integration/apps/install/consumer" -B "$T/consumer" -DCMAKE_PREFIX_PATH="$P" \
 	-DCMAKE_C_COMPILER="$CC" -DCMAKE_C_FLAGS="$SANFLAGS" -DCMAKE_BUILD_RPATH="$libdir" \
 	> "$T/consumer.log" 2>&1 && cmake --build "$T/consumer" >> "$T/consumer.log" 2>&1 ||
 	{ cat "$T/consumer.log"; fail "find_package(profiling) consumer does not build"; }

@@ -24,7 +24,7 @@ for jdk in $JDKS; do
 	JPIDS="$JPIDS $JPID"
 	# Started: its perf data file is there (what the daemon detects too).
 	for _ in $(seq 100); do [ -e /tmp/hsperfdata_*/$JPID ] 2>/dev/null && break; sleep 0.1; done
-	out=$("$BUILD/tests/integration/it_request" --pid "$JPID" --type stack --duration-ms 3000 --hz 100) ||
+	out=$("$APPS/it_request" --pid "$JPID" --type stack --duration-ms 3000 --hz 100) ||
 		fail "$name: stack capture of an unmodified JVM failed"
 	grep -q "session .*: JVMTI agent loaded into pid $JPID" "$T/daemon.log" ||
 		fail "$name: the daemon did not load the agent"

@@ -13,7 +13,7 @@ for jdk in $JDKS; do
 	name=$(jdk_name "$jdk")
 	jvm_start "$jdk" "gc-$name" "-agentpath:$AGENT=socket=$RUNTIME_SOCKET" -cp "$CLASSES" GcLoop 60
 	wait_runtime "$JPID"
-	out=$("$BUILD/tests/integration/it_request" --pid "$JPID" --type trace --duration-ms 2000) ||
+	out=$("$APPS/it_request" --pid "$JPID" --type trace --duration-ms 2000) ||
 		fail "$name: system trace through the daemon failed"
 	protoc --decode=perfetto.protos.Trace --proto_path="$SRC/proto" perfetto_trace.proto \
 		< "$out" > "$T/trace.txt" || fail "$name: protoc cannot decode the trace"

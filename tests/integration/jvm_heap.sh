@@ -14,7 +14,7 @@ for jdk in $JDKS; do
 	wait_runtime "$JPID"
 	grep "runtime up: pid $JPID " "$T/daemon.log" | grep -q "caps 0x[0-9a-f]*[2367abef]" ||
 		echo "note: caps line: $(grep "runtime up: pid $JPID " "$T/daemon.log")"
-	out=$("$BUILD/tests/integration/it_request" --pid "$JPID" --type heap --duration-ms 2000 \
+	out=$("$APPS/it_request" --pid "$JPID" --type heap --duration-ms 2000 \
 		--interval 65536) || fail "$name: heap profile through the daemon failed"
 	go tool pprof -top -sample_index=alloc_space "$out" > "$T/top.txt" 2>&1 ||
 		{ cat "$T/top.txt"; fail "$name: go tool pprof cannot read $out"; }

@@ -20,7 +20,7 @@ for J in "${JDKS[@]}"; do
 	name=$(basename "$J")
 	cls=$T/classes-$name
 	mkdir -p "$cls"
-	"$J/bin/javac" --release 11 -d "$cls" "$(dirname "$0")/../java/Leak.java" ||
+	"$J/bin/javac" --release 11 -d "$cls" "$(dirname "$0")/apps/java/Leak.java" ||
 		fail "$name: javac"
 	chmod -R a+rX "$cls"
 	out=$T/leak-$name.out
@@ -30,14 +30,14 @@ for J in "${JDKS[@]}"; do
 	for _ in $(seq 300); do grep -q ready "$out" && break; sleep 0.1; done
 	grep -q ready "$out" || fail "$name: Leak did not start: $(cat "$out")"
 
-	path=$("$BUILD/tests/integration/it_request" --pid $JP --type heapdump) ||
+	path=$("$APPS/it_request" --pid $JP --type heapdump) ||
 		fail "$name: heap dump request failed"
 	hist=$(setpriv --reuid=$U --regid=$U --clear-groups "$J/bin/jcmd" $JP GC.class_histogram) ||
 		fail "$name: jcmd GC.class_histogram"
 	case "$path" in *.hprof) ;; *) fail "$name: result is not an .hprof: $path" ;; esac
 	[ "$(stat -c %u "$path")" = $U ] || fail "$name: result not owned by the app's uid"
 	grep -q "JVM heap dump of pid $JP: ok" "$T/daemon.log" || fail "$name: no helper status in the log"
-	facts=$("$BUILD/tests/integration/hprof_check" "$path" 'Leak$Node' '[B') ||
+	facts=$("$CHECKERS/hprof_check" "$path" 'Leak$Node' '[B') ||
 		fail "$name: the delivered HPROF does not parse"
 	echo "$facts" | sed "s/^/$name: /" | grep -v '^.*: thread ' || true
 
@@ -61,7 +61,7 @@ for J in "${JDKS[@]}"; do
 		fail "$name: the main thread's stack (Thread.print) is not in the dump"
 	# The real reader: VisualVM's own HPROF library (Debian's visualvm).
 	if [ -f "$VVJAR" ]; then
-		"$J/bin/javac" -cp "$VVJAR" -d "$T/vv-$name" "$(dirname "$0")/VisualVMCheck.java" ||
+		"$J/bin/javac" -cp "$VVJAR" -d "$T/vv-$name" "$(dirname "$0")/check/VisualVMCheck.java" ||
 			fail "$name: javac VisualVMCheck"
 		cp "$path" "$T/vv-$name/dump.hprof"
 		vv=$("$J/bin/java" -cp "$VVJAR:$T/vv-$name" VisualVMCheck "$T/vv-$name/dump.hprof" \
@@ -92,11 +92,11 @@ if [ -f "$AGENT" ]; then
 	JP=$!
 	for _ in $(seq 300); do grep -q ready "$T/leak-agent.out" && break; sleep 0.1; done
 	for _ in $(seq 100); do grep -q "runtime up: pid $JP " "$T/daemon.log" && break; sleep 0.1; done
-	path=$("$BUILD/tests/integration/it_request" --pid $JP --type heapdump) ||
+	path=$("$APPS/it_request" --pid $JP --type heapdump) ||
 		fail "agent heap dump request failed"
 	grep -q "start_jvm_dump: session .*pid $JP" "$T/daemon.log" &&
 		fail "heap_dump_via_agent: the daemon used the attach protocol"
-	facts=$("$BUILD/tests/integration/hprof_check" "$path" 'Leak$Node') ||
+	facts=$("$CHECKERS/hprof_check" "$path" 'Leak$Node') ||
 		fail "the agent's HPROF does not parse"
 	echo "$facts" | grep -q "^instances Leak\$Node $N$" || fail "agent dump: $facts"
 	[ "$(echo "$facts" | awk '$1 == "nonzero_primitive_arrays" { print $2 }')" = 0 ] ||
@@ -109,7 +109,7 @@ fi
 
 # Not a JVM: a heap dump is refused with a reason, not attempted.
 sleep 30 & NP=$!
-if "$BUILD/tests/integration/it_request" --pid $NP --type heapdump 2> "$T/nonjvm.err"; then
+if "$APPS/it_request" --pid $NP --type heapdump 2> "$T/nonjvm.err"; then
 	fail "a heap dump of a non-JVM process succeeded"
 fi
 kill $NP 2>/dev/null || true

@@ -1,7 +1,7 @@
 # Helpers for the JVM tests (source after lib.sh): the agent, the compiled
 # Java test programs, and the JDKs to run them on.
 AGENT=$BUILD/runtime/jvmti/libprofiling_jvmti.so
-CLASSES=$BUILD/tests/java
+CLASSES=$APPS/java
 JDK_CANDIDATES="/usr/lib/jvm/java-17-openjdk-amd64 /usr/lib/jvm/temurin-25-jdk-amd64"
 JPIDS=
 

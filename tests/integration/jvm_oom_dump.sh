@@ -47,7 +47,7 @@ for jdk in $JDKS; do
 		sleep 0.1
 	done
 	[ -n "$f" ] || fail "$name: no heap dump stored for uid $U"
-	facts=$("$BUILD/tests/integration/hprof_check" "$f" '[B') || fail "$name: the OOM dump does not parse"
+	facts=$("$CHECKERS/hprof_check" "$f" '[B') || fail "$name: the OOM dump does not parse"
 	chunks=$(echo "$facts" | awk '$1 == "instances" { print $3 }')
 	# 64 MiB of 256 KiB arrays: the heap was full when it was dumped.
 	[ "$chunks" -ge 100 ] || fail "$name: only $chunks byte[] in the OOM dump"

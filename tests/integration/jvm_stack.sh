@@ -49,11 +49,11 @@ for jdk in $JDKS; do
 			fail "$name: ${c%:*} neither granted nor missing"
 		fi
 	done
-	out=$("$BUILD/tests/integration/it_request" --pid "$JPID" --type stack --duration-ms 3000 --hz 100) ||
+	out=$("$APPS/it_request" --pid "$JPID" --type stack --duration-ms 3000 --hz 100) ||
 		fail "$name: stack capture through the daemon failed"
 	check_profile "$out" "$JPID" "$name -agentpath"
 	# A cancelled capture ends CANCELLED and leaves the agent ready for the next.
-	out=$("$BUILD/tests/integration/jvm_cancel" "$JPID") || fail "$name: cancel, then capture, failed"
+	out=$("$APPS/jvm_cancel" "$JPID") || fail "$name: cancel, then capture, failed"
 	check_profile "$out" "$JPID" "$name after a cancel"
 	kill "$JPID"; wait "$JPID" 2>/dev/null || true
 	[ ! -s "$T/hc-$name.err" ] || { cat "$T/hc-$name.err"; fail "$name: the agent printed without debug=1"; }
@@ -71,7 +71,7 @@ for jdk in $JDKS; do
 		grep -q "return code: 0" "$T/jcmd.txt" ||
 		{ cat "$T/jcmd.txt"; fail "$name: jcmd JVMTI.agent_load failed"; }
 	wait_runtime "$JPID"
-	out=$("$BUILD/tests/integration/it_request" --pid "$JPID" --type stack --duration-ms 3000 --hz 100) ||
+	out=$("$APPS/it_request" --pid "$JPID" --type stack --duration-ms 3000 --hz 100) ||
 		fail "$name: stack capture of the live-attached agent failed"
 	check_profile "$out" "$JPID" "$name live attach"
 	kill "$JPID"; wait "$JPID" 2>/dev/null || true

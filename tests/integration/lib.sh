@@ -6,6 +6,10 @@ BUILD=${1:?usage: $0 BUILD_DIR}
 BUILD=$(cd "$BUILD" && pwd)
 PROFILINGD=$BUILD/service/profilingd
 DEMO=$BUILD/client/profiling-demo
+# The programs the drivers run (tests/integration/apps) and the checkers of
+# results (tests/integration/check), as built.
+APPS=$BUILD/tests/integration/apps
+CHECKERS=$BUILD/tests/integration/check
 T=$(mktemp -d /tmp/pd-it.XXXXXX)
 chmod 755 "$T" # apps under other uids reach the sockets in here
 DAEMON_PID=

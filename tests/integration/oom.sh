@@ -5,7 +5,7 @@
 # then recorded (memory.oom_control) and linked to that capture.
 . "$(dirname "$0")/lib.sh"
 need_go
-APP=$BUILD/tests/integration/oom_app
+APP=$APPS/oom_app
 V1=/sys/fs/cgroup/memory
 [ -w "$V1/cgroup.procs" ] || skip "no writable cgroup v1 memory controller at $V1"
 v2=$(cat /sys/fs/cgroup/unified/cgroup.controllers /sys/fs/cgroup/cgroup.controllers 2>/dev/null || true)

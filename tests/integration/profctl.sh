@@ -26,7 +26,7 @@ json() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval(sys.arg
 as_a() { setpriv --reuid=$A --regid=$A --clear-groups env PROFCTL_SOCKET="$PROFCTL_SOCKET" \
 	PROFILINGD_SOCKET="$PROFILINGD_SOCKET" "$@"; }
 chmod 755 "$BUILD" "$BUILD/client" "$BUILD/tools" "$BUILD/tools/profctl" \
-	"$BUILD/tests" "$BUILD/tests/integration" 2>/dev/null || true
+	"$BUILD/tests" "$BUILD/tests/integration" "$APPS" 2>/dev/null || true
 
 # --- usage and connection errors: documented exit codes, one line each.
 rc=0; "$PROFCTL" frobnicate 2> "$T/e" || rc=$?
@@ -52,7 +52,7 @@ rc=0; "$PROFCTL" show 2> "$T/e" || rc=$?
 root_out=$("$DEMO" --threads 2 --duration-ms 2000 --frequency 200 2> "$T/demo.err") ||
 	{ cat "$T/demo.err"; fail "root demo failed"; }
 a_out=$(as_a "$DEMO" --duration-ms 500 2> "$T/a.err") || { cat "$T/a.err"; fail "app A's demo failed"; }
-t_out=$("$BUILD/tests/integration/trace_app" 2> "$T/t.err") || { cat "$T/t.err"; fail "trace_app failed"; }
+t_out=$("$APPS/trace_app" 2> "$T/t.err") || { cat "$T/t.err"; fail "trace_app failed"; }
 
 # --- status while an app with a runtime agent captures itself: its runtime is listed.
 "$DEMO" --threads 1 --duration-ms 3000 > /dev/null 2>&1 &

@@ -3,7 +3,7 @@
 # bursts from several apps (uids), a kill -9 mid-burst that loses nothing,
 # the fail-closed store and its repair, the test exemption, the disk quota.
 . "$(dirname "$0")/lib.sh"
-B=$BUILD/tests/integration/it_burst
+B=$APPS/it_burst
 export PROFILING_NO_AGENT=1
 A=61001 B_=61002 C=61003 X=61004
 

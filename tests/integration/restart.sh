@@ -5,7 +5,7 @@
 # and the capture that was cut short comes to the app's result listener as
 # a failure, once.
 . "$(dirname "$0")/lib.sh"
-IT=$BUILD/tests/integration/it_faults
+IT=$APPS/it_faults
 command -v sqlite3 > /dev/null || skip "sqlite3 (the CLI) is not installed"
 export PROFILINGD_RUNTIME_SOCKET=$RUNTIME_SOCKET IT_STATE=$T/state PROFILING_NO_AGENT=1
 S=$T/state

@@ -160,7 +160,7 @@ helper_capture() {
 	spawner=$(sed -n 's/.*spawner started (pid \([0-9]*\)).*/\1/p' "$T/daemon.log" | tail -1)
 	sleep 60 &
 	target=$!
-	"$BUILD/tests/integration/it_request" --pid "$target" --type stack --duration-ms 30000 \
+	"$APPS/it_request" --pid "$target" --type stack --duration-ms 30000 \
 		> /dev/null 2>&1 &
 	req=$!
 	helper=
@@ -211,7 +211,7 @@ helper_sandboxed() {
 	echo "ok: $name runs under its filter; an injected socket(AF_INET) killed it (SIGSYS)"
 }
 GDB=$(command -v gdb || true)
-SPIN=$BUILD/tests/integration/spinner
+SPIN=$APPS/spinner
 [ -x "$SPIN" ] || fail "$SPIN not built"
 # The perf helper samples as the target's user with CAP_IPC_LOCK only, plus
 # CAP_PERFMON (CAP_SYS_ADMIN on kernels before 5.8) where

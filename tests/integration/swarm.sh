@@ -4,7 +4,7 @@
 # systemd starts services: it must still serve its max_clients. Then its
 # fd limit is cut to 256 under it: it must pause accepting, not spin.
 . "$(dirname "$0")/lib.sh"
-IT=$BUILD/tests/integration/it_swarm
+IT=$APPS/it_swarm
 [ "$(id -u)" -eq 0 ] || skip "needs root (the swarm runs under many uids)"
 hard=$(ulimit -Hn)
 [ "$hard" = unlimited ] || [ "$hard" -ge 4096 ] || skip "hard fd limit $hard is below 4096"

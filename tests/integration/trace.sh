@@ -7,7 +7,7 @@
 command -v protoc > /dev/null || skip "protoc (protobuf-compiler) is not installed"
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 start_daemon
-out=$("$BUILD/tests/integration/trace_app" 2> "$T/app.err") || { cat "$T/app.err"; fail "trace capture failed"; }
+out=$("$APPS/trace_app" 2> "$T/app.err") || { cat "$T/app.err"; fail "trace capture failed"; }
 case "$out" in *.perfetto-trace) ;; *) fail "unexpected result name $out";; esac
 protoc --decode=perfetto.protos.Trace --proto_path="$SRC/proto" perfetto_trace.proto \
 	< "$out" > "$T/trace.txt" || fail "protoc cannot decode the trace"

@@ -5,7 +5,7 @@
 # connector that ends at fully drawn.
 . "$(dirname "$0")/lib.sh"
 need_go
-APP=$BUILD/tests/integration/trigger_app
+APP=$APPS/trigger_app
 start_daemon
 
 # First, with a fresh budget: a second firing inside the period is refused.

@@ -16,7 +16,7 @@ mount -t cgroup2 none /sys/fs/cgroup
 echo +memory > /sys/fs/cgroup/cgroup.subtree_control
 . /vm.env
 CG=/sys/fs/cgroup
-APP=$BUILD/tests/integration/oom_app
+APP=$BUILD/tests/integration/apps/oom_app
 PROFCTL=$BUILD/tools/profctl/profctl
 S=/run/pd
 echo "vm: kernel $(uname -r), $(grep MemTotal /proc/meminfo), controllers: $(cat $CG/cgroup.controllers)"

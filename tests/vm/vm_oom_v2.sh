@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # OOM capture before the kill on a real cgroup v2 memory controller: the
-# build's daemon and tests/integration/oom_app in a VM running Debian's own
-# cloud kernel under qemu (TCG: no KVM needed), with an initramfs made here
+# build's daemon and tests/integration/apps/oom_app in a VM running Debian's
+# own cloud kernel under qemu (TCG: no KVM needed), with an initramfs made here
 # from busybox-static, the binaries and the shared libraries ldd lists.
 # tests/vm/init.sh runs the cases inside and prints "VMCASE name PASS|FAIL|
 # SKIP why" lines on the serial console; this script checks them.
@@ -26,7 +26,7 @@ done
 BUSYBOX=/bin/busybox
 [ -x "$BUSYBOX" ] && ! ldd "$BUSYBOX" >/dev/null 2>&1 ||
 	skip "no static $BUSYBOX (package busybox-static)"
-for b in service/profilingd redact/profilingd-redact tools/profctl/profctl tests/integration/oom_app; do
+for b in service/profilingd redact/profilingd-redact tools/profctl/profctl tests/integration/apps/oom_app; do
 	[ -x "$APPS/$b" ] || fail "$APPS/$b is not built"
 done
 
@@ -56,7 +56,7 @@ R=$T/root
 mkdir -p "$R"/{bin,etc,proc,sys,dev,tmp,lib64}
 cp "$BUSYBOX" "$R/bin/busybox"
 bins=("$APPS/service/profilingd" "$APPS/redact/profilingd-redact" "$APPS/tools/profctl/profctl"
-	"$APPS/tests/integration/oom_app")
+	"$APPS/tests/integration/apps/oom_app")
 # bench/oom_v2_bench.sh's app, when built: the "bench" case.
 [ -x "$APPS/bench/trg_bench_app" ] && bins+=("$APPS/bench/trg_bench_app")
 for b in "${bins[@]}"; do

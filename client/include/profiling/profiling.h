@@ -1,7 +1,8 @@
 /*
  * libprofiling: the client API of profilingd (see libprofiling(3) and
- * DESIGN.md §3). An app connects, requests captures of itself, and receives
- * the redacted results as file descriptors inside prof_dispatch().
+ * docs/DESIGN.md §3 in the source tree). An app connects, requests
+ * captures of itself, and receives the redacted results as file
+ * descriptors inside prof_dispatch().
  *
  * Thread model: a prof_client is used from one thread at a time. The
  * in-process runtime agent that answers the daemon's capture requests runs on
