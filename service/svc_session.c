@@ -66,12 +66,12 @@ struct session {
 	uint64_t declared;               /* its bytes; UINT64_MAX: not declared */
 	int out_fd;                      /* the redactor's output, in the app's dir */
 	char out_path[SVC_PATH_MAX + 32];
-	struct svc_redact *rd;
+	struct svc_helper *rd;
 	uint64_t samples, dropped;       /* from the runtime, for the log */
 	/* System traces: kernel sched data recorded beside the runtime's ring. */
-	struct svc_redact *ft;
-	struct svc_redact *perf;         /* agentless stack sampling */
-	struct svc_redact *ja;           /* JVM: attach heap dump or agent load */
+	struct svc_helper *ft;
+	struct svc_helper *perf;         /* agentless stack sampling */
+	struct svc_helper *ja;           /* JVM: attach heap dump or agent load */
 	bool jvm;                        /* a HotSpot VM (svc_jvm_detect) */
 	bool agent_tried;                /* the JVMTI agent load was attempted */
 	bool released;                   /* EventDone sent to a runtime holding for us */
@@ -196,13 +196,13 @@ static int send_result(struct session *s, int error, const char *msg, const char
  * so that nothing of it is left once the result is out. */
 static void release_files(struct session *s)
 {
-	svc_redact_abort(s->rd);
+	svc_helper_abort(s->rd);
 	s->rd = NULL;
-	svc_redact_abort(s->ft);
+	svc_helper_abort(s->ft);
 	s->ft = NULL;
-	svc_redact_abort(s->perf);
+	svc_helper_abort(s->perf);
 	s->perf = NULL;
-	svc_redact_abort(s->ja);
+	svc_helper_abort(s->ja);
 	s->ja = NULL;
 	if (s->ft_fd >= 0)
 		close(s->ft_fd);
@@ -457,7 +457,7 @@ static void perf_done(void *ud, int code, const char *msg)
 		return;
 	if (code != 0) {
 		util_fmt(m, sizeof(m), "agentless sampling failed: %s", msg && *msg ? msg : "?");
-		fail(s, code == SVC_REDACT_NOSPACE ? PROF_E_NO_DISK_SPACE : PROF_E_EXECUTING, m);
+		fail(s, code == SVC_HELPER_NOSPACE ? PROF_E_NO_DISK_SPACE : PROF_E_EXECUTING, m);
 		return;
 	}
 	LOG_I("session %llu: agentless samples: %s", (unsigned long long)s->id, msg);
@@ -830,7 +830,7 @@ static void redact_done(void *ud, int code, const char *rmsg)
 				      (unsigned long long)s->id, keep);
 			}
 		}
-		if (code == SVC_REDACT_NOSPACE) {
+		if (code == SVC_HELPER_NOSPACE) {
 			util_fmt(msg, sizeof(msg), "no space left for the result: %s",
 				 rmsg && *rmsg ? rmsg : "?");
 			fail(s, PROF_E_NO_DISK_SPACE, msg);
