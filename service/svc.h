@@ -1,7 +1,9 @@
 /*
  * profilingd's service modules (svc_*). Each has an _init/_fini pair where it
- * holds state; main.c starts them in dependency order:
- *   config -> db -> session -> conn (listeners) -> event loop.
+ * holds state; main.c starts them lower modules first and stops them in the
+ * reverse order (docs/ARCHITECTURE.md, "Helpers, the spawner and the state
+ * database"). Modules with a header of their own are included from here
+ * until svc.h goes (issue #16).
  */
 #ifndef PD_SVC_H
 #define PD_SVC_H
