@@ -386,9 +386,12 @@ int main(int argc, char **argv)
 		goto out;
 	if ((r = svc_db_recover()) > 0)
 		LOG_N("%d capture(s) were cut short by the previous run and are marked failed", r);
-	if (svc_admit_init(&cfg) < 0 || svc_redact_init(base, &cfg) < 0 ||
+	/* Lower modules first (docs/ARCHITECTURE.md, "The daemon's modules");
+	 * the stop sequence below is this one backwards. */
+	if (svc_admit_init(&cfg) < 0 || svc_helper_init(base, &cfg) < 0 ||
+	    svc_redact_init(&cfg) < 0 || svc_conn_init(base, &cfg) < 0 ||
 	    svc_session_init(base, &cfg) < 0 || svc_trigger_init(base, &cfg) < 0 ||
-	    svc_conn_init(base, &cfg) < 0 || svc_ctl_init(base, &cfg) < 0)
+	    svc_ctl_init(base, &cfg) < 0)
 		goto out;
 	ev_term = evsignal_new(base, SIGTERM, on_signal, base);
 	ev_int = evsignal_new(base, SIGINT, on_signal, base);
@@ -413,22 +416,32 @@ int main(int argc, char **argv)
 	else
 		rc = svc_spawn_lost() ? 1 : 0;
 out:
-	svc_ctl_fini();
+	/*
+	 * The reverse of init: each module stops while what it uses still
+	 * runs. A fini must leave its module safe to call (empty tables), as
+	 * svc_trigger_fini does: until the circle between svc_conn,
+	 * svc_session and svc_trigger is gone, svc_session_fini still reports
+	 * its sessions' ends to svc_trigger, and svc_conn_fini its peers'
+	 * closes to svc_session and svc_trigger; by then those have nothing
+	 * left to act on (a session abandoned here is reported at the next
+	 * start, not as a runtime that went away).
+	 */
 	sd_notify(0, "STOPPING=1");
-	svc_session_fini();
-	svc_conn_fini();
-	svc_trigger_fini();
-	svc_redact_fini();
-	svc_admit_fini();
-	svc_db_fini();
-	svc_config_free(&cfg);
-	if (ev_term)
-		event_free(ev_term);
-	if (ev_int)
-		event_free(ev_int);
 	if (ev_hup)
 		event_free(ev_hup);
+	if (ev_int)
+		event_free(ev_int);
+	if (ev_term)
+		event_free(ev_term);
+	svc_ctl_fini();
+	svc_trigger_fini();
+	svc_session_fini();
+	svc_conn_fini();
+	svc_helper_fini();
+	svc_admit_fini();
+	svc_db_fini();
 	event_base_free(base);
+	svc_config_free(&cfg);
 	/* Suppressed peer lines are counted, never lost silently. */
 	log_peer_flush();
 	if (rc == 0)

@@ -1,5 +1,5 @@
 /* INI config (libinih). Every key is documented in policy/profilingd.conf. */
-#include "svc.h"
+#include "svc_config.h"
 
 #include <errno.h>
 #include <ini.h>

@@ -1,16 +1,17 @@
 /*
- * The daemon's state database (<state>/profilingd.db): sessions and
- * results. WAL mode; PRAGMA user_version is the schema version and
- * migrations[] brings an older file up to date. A file from a newer
- * profilingd is refused rather than guessed at.
+ * The daemon's state database (<state>/profilingd.db, svc_db.h): the file,
+ * ids, sessions and trigger registrations; the result index is
+ * svc_db_result.c, over the same connection (svc_db_priv.h). WAL mode;
+ * PRAGMA user_version is the schema version and migrations[] brings an
+ * older file up to date. A file from a newer profilingd is refused rather
+ * than guessed at.
  */
-#include "svc.h"
+#include "svc_db.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sqlite3.h>
-#include <stdlib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,19 +20,20 @@
 
 #include "log.h"
 #include "profiling/profiling.h"
+#include "svc_config.h"
+#include "svc_db_priv.h"
 #include "util.h"
 
 static sqlite3 *db;
 
-/*
- * Prepared once, reset after each use: preparing costs more than running
- * these one-row statements (bench/admission).
- */
-enum { ST_SESSION_NEW, ST_SESSION_END, ST_RESULT_ADD, ST_RESULT_DELIVERED,
-       ST_BYTES_APP, ST_BYTES_ALL, ST_ID_LIMIT, ST_RESULT_ATTEMPT, ST_PENDING, ST_COUNT };
 static sqlite3_stmt *stmts[ST_COUNT];
 
-static sqlite3_stmt *stmt(int which, const char *sql)
+sqlite3 *svc_db_conn(void)
+{
+	return db;
+}
+
+sqlite3_stmt *svc_db_stmt(int which, const char *sql)
 {
 	if (!stmts[which] && sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT,
 						&stmts[which], NULL) != SQLITE_OK) {
@@ -107,7 +109,7 @@ static unsigned nbacklog;
 
 static int db_load_id_limit(void);
 
-static int db_exec(const char *sql)
+int svc_db_exec(const char *sql)
 {
 	char *err = NULL;
 	int rc = sqlite3_exec(db, sql, NULL, NULL, &err);
@@ -144,14 +146,14 @@ static int db_migrate(const char *path)
 		return -EPROTO;
 	}
 	for (; v < SVC_DB_SCHEMA_VERSION; v++) {
-		if ((r = db_exec("BEGIN IMMEDIATE")) < 0)
+		if ((r = svc_db_exec("BEGIN IMMEDIATE")) < 0)
 			return r;
 		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", v + 1);
-		if ((r = db_exec(migrations[v])) < 0 || (r = db_exec(sql)) < 0) {
-			db_exec("ROLLBACK");
+		if ((r = svc_db_exec(migrations[v])) < 0 || (r = svc_db_exec(sql)) < 0) {
+			svc_db_exec("ROLLBACK");
 			return r;
 		}
-		if ((r = db_exec("COMMIT")) < 0)
+		if ((r = svc_db_exec("COMMIT")) < 0)
 			return r;
 		LOG_I("%s: schema migrated to version %d", path, v + 1);
 	}
@@ -322,18 +324,16 @@ int svc_db_reset(const char *path, const char *results_dir, char *moved, size_t 
 		char sql[96];
 		util_fmt(sql, sizeof(sql), "UPDATE meta SET value=%llu WHERE key='id_limit'",
 			 (unsigned long long)next);
-		r = db_exec(sql);
+		r = svc_db_exec(sql);
 	}
 	svc_db_fini();
 	return r;
 }
 
-static void backlog_flush(void);
-
 void svc_db_fini(void)
 {
 	if (db) {
-		backlog_flush();
+		svc_db_backlog_flush();
 		for (unsigned i = 0; i < nbacklog; i++)
 			LOG_W("session %llu: its end could not be written (%s); the next start reports"
 			      " it as cut short", (unsigned long long)backlog[i].id, backlog[i].msg);
@@ -348,21 +348,19 @@ void svc_db_fini(void)
 	db = NULL;
 }
 
-/* SQLITE_FULL is the disk (or quota) running out: -ENOSPC, so that the
- * capture ends with NO_DISK_SPACE rather than UNKNOWN. */
-static int db_errno(int rc)
+int svc_db_errno(int rc)
 {
 	return rc == SQLITE_FULL ? -ENOSPC : -EIO;
 }
 
-static int db_step_done(sqlite3_stmt *st)
+int svc_db_step_done(sqlite3_stmt *st)
 {
 	int rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE)
 		LOG_E("%s", sqlite3_errmsg(db));
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
-	return rc == SQLITE_DONE ? 0 : db_errno(rc);
+	return rc == SQLITE_DONE ? 0 : svc_db_errno(rc);
 }
 
 /*
@@ -395,18 +393,18 @@ static int db_abandon(uint64_t id, const char *message)
 		sqlite3_bind_text(st, 3, message, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 4, (sqlite3_int64)id);
 	}
-	if ((r = db_exec("BEGIN IMMEDIATE")) < 0)
+	if ((r = svc_db_exec("BEGIN IMMEDIATE")) < 0)
 		goto out;
 	int rc = sqlite3_step(ins);
 	if (rc == SQLITE_DONE) {
 		n = sqlite3_changes(db);
 		rc = sqlite3_step(upd);
 	}
-	if (rc != SQLITE_DONE || (r = db_exec("COMMIT")) < 0) {
+	if (rc != SQLITE_DONE || (r = svc_db_exec("COMMIT")) < 0) {
 		if (rc != SQLITE_DONE)
 			LOG_E("%s", sqlite3_errmsg(db));
-		db_exec("ROLLBACK");
-		r = rc != SQLITE_DONE ? db_errno(rc) : r;
+		svc_db_exec("ROLLBACK");
+		r = rc != SQLITE_DONE ? svc_db_errno(rc) : r;
 		goto out;
 	}
 	r = n;
@@ -471,11 +469,11 @@ static int db_load_id_limit(void)
 int svc_db_alloc_id(uint64_t *id)
 {
 	if (next_id >= id_limit) {
-		sqlite3_stmt *st = stmt(ST_ID_LIMIT, "UPDATE meta SET value=? WHERE key='id_limit'");
+		sqlite3_stmt *st = svc_db_stmt(ST_ID_LIMIT, "UPDATE meta SET value=? WHERE key='id_limit'");
 		if (!st)
 			return -EIO;
 		sqlite3_bind_int64(st, 1, (sqlite3_int64)(next_id + ID_BLOCK));
-		if (db_step_done(st) < 0)
+		if (svc_db_step_done(st) < 0)
 			return -EIO;
 		id_limit = next_id + ID_BLOCK;
 	}
@@ -483,10 +481,10 @@ int svc_db_alloc_id(uint64_t *id)
 	return 0;
 }
 
-static int session_end_now(uint64_t id, const char *state, int error, const char *message,
+int svc_db_session_end_now(uint64_t id, const char *state, int error, const char *message,
 			   uint64_t now_ns)
 {
-	sqlite3_stmt *st = stmt(ST_SESSION_END, "UPDATE sessions SET state=?, error=?, message=?,"
+	sqlite3_stmt *st = svc_db_stmt(ST_SESSION_END, "UPDATE sessions SET state=?, error=?, message=?,"
 				" ended_ns=? WHERE id=?");
 	if (!st)
 		return -EIO;
@@ -495,15 +493,15 @@ static int session_end_now(uint64_t id, const char *state, int error, const char
 	sqlite3_bind_text(st, 3, message ? message : "", -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 4, (sqlite3_int64)now_ns);
 	sqlite3_bind_int64(st, 5, (sqlite3_int64)id);
-	return db_step_done(st);
+	return svc_db_step_done(st);
 }
 
-static void backlog_flush(void)
+void svc_db_backlog_flush(void)
 {
 	unsigned done = 0;
 	while (done < nbacklog) {
 		struct end_rec *e = &backlog[done];
-		if (session_end_now(e->id, e->state, e->error, e->msg, e->ns) < 0)
+		if (svc_db_session_end_now(e->id, e->state, e->error, e->msg, e->ns) < 0)
 			break;
 		done++;
 	}
@@ -517,8 +515,8 @@ static void backlog_flush(void)
 int svc_db_session_new(uint64_t id, const char *app, uid_t uid, pid_t pid, uint32_t type,
 		       uint32_t trigger, const char *tag, uint64_t now_ns)
 {
-	backlog_flush();
-	sqlite3_stmt *st = stmt(ST_SESSION_NEW, "INSERT INTO sessions(id,app,uid,pid,type,tag,"
+	svc_db_backlog_flush();
+	sqlite3_stmt *st = svc_db_stmt(ST_SESSION_NEW, "INSERT INTO sessions(id,app,uid,pid,type,tag,"
 				"state,created_ns,trigger) VALUES(?,?,?,?,?,?,'active',?,?)");
 	if (!st)
 		return -EIO;
@@ -530,14 +528,14 @@ int svc_db_session_new(uint64_t id, const char *app, uid_t uid, pid_t pid, uint3
 	sqlite3_bind_text(st, 6, tag ? tag : "", -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 7, (sqlite3_int64)now_ns);
 	sqlite3_bind_int64(st, 8, trigger);
-	return db_step_done(st);
+	return svc_db_step_done(st);
 }
 
 int svc_db_session_end(uint64_t id, const char *state, int error, const char *message,
 		       uint64_t now_ns)
 {
-	backlog_flush();
-	int r = session_end_now(id, state, error, message, now_ns);
+	svc_db_backlog_flush();
+	int r = svc_db_session_end_now(id, state, error, message, now_ns);
 	if (r == 0)
 		return 0;
 	if (nbacklog == END_BACKLOG) {
@@ -553,198 +551,6 @@ int svc_db_session_end(uint64_t id, const char *state, int error, const char *me
 	util_strlcpy(e->state, state, sizeof(e->state));
 	util_strlcpy(e->msg, message ? message : "", sizeof(e->msg));
 	return r;
-}
-
-int svc_db_result_add(uint64_t session_id, const char *app, uid_t uid, uint32_t type,
-		      uint32_t trigger, const char *path, uint64_t size, const char *format,
-		      uint64_t start_ns, uint64_t end_ns, uint64_t *result_id)
-{
-	sqlite3_stmt *st = stmt(ST_RESULT_ADD, "INSERT INTO results(session_id,uid,type,trigger,"
-				"path,size,format,start_ns,end_ns,app) VALUES(?,?,?,?,?,?,?,?,?,?)");
-	if (!st)
-		return -EIO;
-	sqlite3_bind_text(st, 10, app, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(st, 1, (sqlite3_int64)session_id);
-	sqlite3_bind_int64(st, 2, uid);
-	sqlite3_bind_int64(st, 3, type);
-	sqlite3_bind_int64(st, 4, trigger);
-	sqlite3_bind_text(st, 5, path, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(st, 6, (sqlite3_int64)size);
-	sqlite3_bind_text(st, 7, format, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(st, 8, (sqlite3_int64)start_ns);
-	sqlite3_bind_int64(st, 9, (sqlite3_int64)end_ns);
-	int r = db_step_done(st);
-	if (r == 0)
-		*result_id = (uint64_t)sqlite3_last_insert_rowid(db);
-	return r;
-}
-
-int svc_db_result_commit(uint64_t session_id, const char *app, uid_t uid, uint32_t type,
-			 uint32_t trigger, const char *path, uint64_t size, const char *format,
-			 uint64_t start_ns, uint64_t end_ns, uint64_t *result_id)
-{
-	int r;
-	backlog_flush();
-	if ((r = db_exec("BEGIN IMMEDIATE")) < 0)
-		return r;
-	if ((r = svc_db_result_add(session_id, app, uid, type, trigger, path, size, format,
-				   start_ns, end_ns, result_id)) < 0 ||
-	    (r = session_end_now(session_id, "done", 0, NULL, end_ns)) < 0 ||
-	    (r = db_exec("COMMIT")) < 0) {
-		db_exec("ROLLBACK");
-		return r;
-	}
-	return 0;
-}
-
-int svc_db_result_attempt(uint64_t result_id)
-{
-	sqlite3_stmt *st = stmt(ST_RESULT_ATTEMPT, "UPDATE results SET attempts=attempts+1"
-				" WHERE id=?");
-	if (!st)
-		return -EIO;
-	sqlite3_bind_int64(st, 1, (sqlite3_int64)result_id);
-	return db_step_done(st);
-}
-
-int svc_db_result_delivered(uint64_t result_id, const char *app)
-{
-	sqlite3_stmt *st = stmt(ST_RESULT_DELIVERED, "UPDATE results SET delivered=1"
-				" WHERE id=?1 AND (?2 IS NULL OR app=?2) AND delivered=0");
-	if (!st)
-		return -EIO;
-	sqlite3_bind_int64(st, 1, (sqlite3_int64)result_id);
-	if (app)
-		sqlite3_bind_text(st, 2, app, -1, SQLITE_TRANSIENT);
-	else
-		sqlite3_bind_null(st, 2);
-	int r = db_step_done(st);
-	return r < 0 ? r : sqlite3_changes(db) ? 0 : -ENOENT;
-}
-
-int svc_db_pending(const char *app, uint32_t max_attempts, uint64_t min_end_ns, unsigned limit,
-		   svc_db_result_fn fn, void *ud)
-{
-	sqlite3_stmt *st = stmt(ST_PENDING, "SELECT r.id, r.session_id, r.type, r.path, r.size,"
-				" r.start_ns, COALESCE(s.tag, ''), r.trigger, r.note, r.error, r.message, r.uid"
-				" FROM results r"
-				" LEFT JOIN sessions s ON s.id = r.session_id"
-				" WHERE r.app=? AND r.delivered=0 AND r.attempts<? AND r.end_ns>=?"
-				" ORDER BY r.id LIMIT ?");
-	int n = 0, rc;
-	if (!st)
-		return -EIO;
-	sqlite3_bind_text(st, 1, app, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(st, 2, max_attempts);
-	sqlite3_bind_int64(st, 3, (sqlite3_int64)min_end_ns);
-	sqlite3_bind_int64(st, 4, limit);
-	/* Collect first: fn may write to the database. */
-	struct svc_db_result rows[16];
-	while (n < (int)(sizeof(rows) / sizeof(rows[0])) && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct svc_db_result *r = &rows[n];
-		r->id = (uint64_t)sqlite3_column_int64(st, 0);
-		r->session_id = (uint64_t)sqlite3_column_int64(st, 1);
-		r->type = (uint32_t)sqlite3_column_int(st, 2);
-		util_strlcpy(r->path, (const char *)sqlite3_column_text(st, 3), sizeof(r->path));
-		r->size = (uint64_t)sqlite3_column_int64(st, 4);
-		r->start_ns = (uint64_t)sqlite3_column_int64(st, 5);
-		util_strlcpy(r->tag, (const char *)sqlite3_column_text(st, 6), sizeof(r->tag));
-		r->trigger = (uint32_t)sqlite3_column_int(st, 7);
-		util_strlcpy(r->note, (const char *)sqlite3_column_text(st, 8), sizeof(r->note));
-		r->error = sqlite3_column_int(st, 9);
-		util_strlcpy(r->message, (const char *)sqlite3_column_text(st, 10), sizeof(r->message));
-		r->uid = (uid_t)sqlite3_column_int64(st, 11);
-		n++;
-	}
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	for (int i = 0; i < n; i++)
-		fn(&rows[i], ud);
-	return n;
-}
-
-int svc_db_result_delete(uint64_t result_id)
-{
-	char sql[96];
-	snprintf(sql, sizeof(sql), "DELETE FROM results WHERE id=%llu", (unsigned long long)result_id);
-	return db_exec(sql);
-}
-
-int svc_db_expired(uint64_t before_ns, svc_db_result_fn fn, void *ud)
-{
-	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(db, "SELECT id, path, size FROM results WHERE end_ns < ? ORDER BY id",
-			       -1, &st, NULL) != SQLITE_OK)
-		return -EIO;
-	sqlite3_bind_int64(st, 1, (sqlite3_int64)before_ns);
-	int n = 0, rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct svc_db_result r = { 0 };
-		r.id = (uint64_t)sqlite3_column_int64(st, 0);
-		util_strlcpy(r.path, (const char *)sqlite3_column_text(st, 1), sizeof(r.path));
-		r.size = (uint64_t)sqlite3_column_int64(st, 2);
-		fn(&r, ud);
-		n++;
-	}
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? n : -EIO;
-}
-
-int svc_db_over_quota(uint64_t max_app_bytes, svc_db_result_fn fn, void *ud)
-{
-	sqlite3_stmt *st;
-	/* Oldest first within each app that is over its quota. */
-	if (sqlite3_prepare_v2(db, "SELECT r.id, r.path, r.size, r.app, t.total FROM results r JOIN"
-			       " (SELECT app, SUM(size) AS total FROM results GROUP BY app"
-			       "  HAVING SUM(size) > ?) t ON t.app = r.app WHERE r.size > 0"
-			       " ORDER BY r.app, r.end_ns",
-			       -1, &st, NULL) != SQLITE_OK)
-		return -EIO;
-	sqlite3_bind_int64(st, 1, (sqlite3_int64)max_app_bytes);
-	char app[RL_APP_MAX] = "";
-	uint64_t total = 0;
-	int n = 0, rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct svc_db_result r = { 0 };
-		const char *a = (const char *)sqlite3_column_text(st, 3);
-		if (strcmp(a, app) != 0) {
-			util_strlcpy(app, a, sizeof(app));
-			total = (uint64_t)sqlite3_column_int64(st, 4);
-		}
-		if (total <= max_app_bytes)
-			continue;
-		r.id = (uint64_t)sqlite3_column_int64(st, 0);
-		util_strlcpy(r.path, (const char *)sqlite3_column_text(st, 1), sizeof(r.path));
-		r.size = (uint64_t)sqlite3_column_int64(st, 2);
-		total -= r.size;
-		fn(&r, ud);
-		n++;
-	}
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? n : -EIO;
-}
-
-static int db_sum(int which, const char *sql, const char *app, uint64_t *out)
-{
-	sqlite3_stmt *st = stmt(which, sql);
-	*out = 0;
-	if (!st)
-		return -EIO;
-	if (app)
-		sqlite3_bind_text(st, 1, app, -1, SQLITE_STATIC);
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		*out = (uint64_t)sqlite3_column_int64(st, 0);
-	sqlite3_reset(st);
-	return rc == SQLITE_ROW ? 0 : -EIO;
-}
-
-int svc_db_result_bytes(const char *app, uint64_t *bytes)
-{
-	if (app)
-		return db_sum(ST_BYTES_APP, "SELECT COALESCE(SUM(size),0) FROM results WHERE app=?",
-			      app, bytes);
-	return db_sum(ST_BYTES_ALL, "SELECT COALESCE(SUM(size),0) FROM results", NULL, bytes);
 }
 
 int svc_db_trigger_put(const char *app, uint32_t type, uid_t uid, gid_t gid, const char *exe,
@@ -792,125 +598,6 @@ int svc_db_trigger_load(svc_db_trigger_fn fn, void *ud)
 		   (uid_t)sqlite3_column_int64(st, 2), (gid_t)sqlite3_column_int64(st, 3),
 		   (const char *)sqlite3_column_text(st, 4), sqlite3_column_blob(st, 5),
 		   (size_t)sqlite3_column_bytes(st, 5), ud);
-		n++;
-	}
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? n : -EIO;
-}
-
-int svc_db_result_requeue(uint64_t session_id, const char *note)
-{
-	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(db, "UPDATE results SET delivered=0, attempts=0, note=?"
-			       " WHERE session_id=?", -1, &st, NULL) != SQLITE_OK)
-		return -EIO;
-	sqlite3_bind_text(st, 1, note, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(st, 2, (sqlite3_int64)session_id);
-	int rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? (sqlite3_changes(db) ? 0 : -ENOENT) : -EIO;
-}
-
-/* ------------------------------------------------- profctl queries */
-
-static void row_read(sqlite3_stmt *st, struct svc_db_row *r)
-{
-	const char *t;
-	memset(r, 0, sizeof(*r));
-	r->id = (uint64_t)sqlite3_column_int64(st, 0);
-	r->session_id = (uint64_t)sqlite3_column_int64(st, 1);
-	if ((t = (const char *)sqlite3_column_text(st, 2)))
-		util_strlcpy(r->app, t, sizeof(r->app));
-	r->uid = (uid_t)sqlite3_column_int64(st, 3);
-	r->type = (uint32_t)sqlite3_column_int(st, 4);
-	r->trigger = (uint32_t)sqlite3_column_int(st, 5);
-	if ((t = (const char *)sqlite3_column_text(st, 6)))
-		util_strlcpy(r->path, t, sizeof(r->path));
-	r->size = (uint64_t)sqlite3_column_int64(st, 7);
-	if ((t = (const char *)sqlite3_column_text(st, 8)))
-		util_strlcpy(r->format, t, sizeof(r->format));
-	r->start_ns = (uint64_t)sqlite3_column_int64(st, 9);
-	r->end_ns = (uint64_t)sqlite3_column_int64(st, 10);
-	r->delivered = sqlite3_column_int(st, 11) != 0;
-	r->attempts = (uint32_t)sqlite3_column_int(st, 12);
-	if ((t = (const char *)sqlite3_column_text(st, 13)))
-		util_strlcpy(r->note, t, sizeof(r->note));
-	if ((t = (const char *)sqlite3_column_text(st, 14)))
-		util_strlcpy(r->tag, t, sizeof(r->tag));
-	r->pid = (uint32_t)sqlite3_column_int64(st, 15);
-}
-
-#define ROW_COLS "r.id, r.session_id, r.app, r.uid, r.type, r.trigger, r.path, r.size," \
-	" r.format, r.start_ns, r.end_ns, r.delivered, r.attempts, r.note," \
-	" COALESCE(s.tag, ''), COALESCE(s.pid, 0)"
-
-int svc_db_results_list(bool all_uids, uid_t uid, const char *app, unsigned limit,
-			void (*fn)(const struct svc_db_row *r, void *ud), void *ud)
-{
-	sqlite3_stmt *st;
-	int total = 0, rc;
-	const char *where = " WHERE (?1 OR r.uid = ?2) AND (?3 IS NULL OR r.app = ?3)";
-	char sql[512];
-
-	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM results r%s", where);
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-		return -EIO;
-	sqlite3_bind_int(st, 1, all_uids);
-	sqlite3_bind_int64(st, 2, (sqlite3_int64)uid);
-	if (app)
-		sqlite3_bind_text(st, 3, app, -1, SQLITE_TRANSIENT);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		total = sqlite3_column_int(st, 0);
-	sqlite3_finalize(st);
-	snprintf(sql, sizeof(sql), "SELECT " ROW_COLS " FROM results r LEFT JOIN sessions s"
-		 " ON s.id = r.session_id%s ORDER BY r.id DESC LIMIT ?4", where);
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-		return -EIO;
-	sqlite3_bind_int(st, 1, all_uids);
-	sqlite3_bind_int64(st, 2, (sqlite3_int64)uid);
-	if (app)
-		sqlite3_bind_text(st, 3, app, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(st, 4, limit);
-	/* One row at a time: the caller only reads. */
-	struct svc_db_row *r = malloc(sizeof(*r));
-	if (!r) {
-		sqlite3_finalize(st);
-		return -ENOMEM;
-	}
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		row_read(st, r);
-		fn(r, ud);
-	}
-	free(r);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? total : -EIO;
-}
-
-int svc_db_result_get(uint64_t id, struct svc_db_row *out)
-{
-	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(db, "SELECT " ROW_COLS " FROM results r LEFT JOIN sessions s"
-			       " ON s.id = r.session_id WHERE r.id = ?", -1, &st, NULL) != SQLITE_OK)
-		return -EIO;
-	sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		row_read(st, out);
-	sqlite3_finalize(st);
-	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : -EIO;
-}
-
-int svc_db_apps(void (*fn)(const char *app, uid_t uid, uint32_t n, uint64_t bytes, void *ud),
-		void *ud)
-{
-	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(db, "SELECT app, MIN(uid), COUNT(*), SUM(size) FROM results"
-			       " GROUP BY app ORDER BY app", -1, &st, NULL) != SQLITE_OK)
-		return -EIO;
-	int rc, n = 0;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		fn((const char *)sqlite3_column_text(st, 0), (uid_t)sqlite3_column_int64(st, 1),
-		   (uint32_t)sqlite3_column_int(st, 2), (uint64_t)sqlite3_column_int64(st, 3), ud);
 		n++;
 	}
 	sqlite3_finalize(st);

@@ -8,7 +8,7 @@
  * The spawner, forked earlier, keeps what the helpers need. docs/SANDBOX.md
  * says why each capability stays.
  */
-#include "svc.h"
+#include "svc_sandbox.h"
 
 #include <errno.h>
 #include <grp.h>

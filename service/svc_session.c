@@ -67,12 +67,12 @@ struct session {
 	uint64_t declared;               /* its bytes; UINT64_MAX: not declared */
 	int out_fd;                      /* the redactor's output, in the app's dir */
 	char out_path[SVC_PATH_MAX + 32];
-	struct svc_redact *rd;
+	struct svc_helper *rd;
 	uint64_t samples, dropped;       /* from the runtime, for the log */
 	/* System traces: kernel sched data recorded beside the runtime's ring. */
-	struct svc_redact *ft;
-	struct svc_redact *perf;         /* agentless stack sampling */
-	struct svc_redact *ja;           /* JVM: attach heap dump or agent load */
+	struct svc_helper *ft;
+	struct svc_helper *perf;         /* agentless stack sampling */
+	struct svc_helper *ja;           /* JVM: attach heap dump or agent load */
 	bool jvm;                        /* a HotSpot VM (svc_jvm_detect) */
 	bool agent_tried;                /* the JVMTI agent load was attempted */
 	bool released;                   /* EventDone sent to a runtime holding for us */
@@ -182,13 +182,13 @@ static int send_result(struct session *s, int error, const char *msg, const char
  * so that nothing of it is left once the result is out. */
 static void release_files(struct session *s)
 {
-	svc_redact_abort(s->rd);
+	svc_helper_abort(s->rd);
 	s->rd = NULL;
-	svc_redact_abort(s->ft);
+	svc_helper_abort(s->ft);
 	s->ft = NULL;
-	svc_redact_abort(s->perf);
+	svc_helper_abort(s->perf);
 	s->perf = NULL;
-	svc_redact_abort(s->ja);
+	svc_helper_abort(s->ja);
 	s->ja = NULL;
 	if (s->ft_fd >= 0)
 		close(s->ft_fd);

@@ -1,5 +1,5 @@
 /*
- * libFuzzer: the spawner's decoder (service/svc_spawn.c). Its peer is the
+ * libFuzzer: the spawner's decoder (service/svc_spawner.c). Its peer is the
  * sandboxed daemon, which is assumed compromised. A packet that decodes
  * must encode back to the same bytes.
  */

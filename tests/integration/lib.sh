@@ -29,7 +29,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The redactor's own user ([redact] user, service/svc.h SVC_REDACT_USER):
+# The redactor's own user ([redact] user, service/svc_config.h SVC_REDACT_USER):
 # quickstart.sh creates it; without it the daemon refuses to start, so a
 # test that starts it says so and skips.
 REDACT_USER=profilingd-redact

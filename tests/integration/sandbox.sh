@@ -30,7 +30,7 @@ status_field() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 cap_bits() { local m=0; for b in "$@"; do m=$((m | (1 << b))); done; echo $m; }
 # chown 0, dac_override 1, fowner 3, kill 5, sys_ptrace 19, sys_resource 24
 DAEMON_CAPS=$(cap_bits 0 1 3 5 19 24)
-# The spawner's bounding set: what helpers may get (svc_spawn.c).
+# The spawner's bounding set: what helpers may get (svc_spawner.c).
 SPAWNER_CAPS=$(cap_bits 0 1 2 3 4 5 6 7 14 19 21 23 24 38)
 subset() { [ $(( 0x$1 & ~$2 )) -eq 0 ]; }
 

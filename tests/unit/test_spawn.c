@@ -1,5 +1,5 @@
 /*
- * The spawner (service/svc_spawn.c): its message codec, and a real spawner
+ * The spawner (service/svc_spawner.c): its message codec, and a real spawner
  * process on real socketpairs running real helpers (/bin/echo, /bin/sleep):
  * a helper outside the table, wrong fd counts, malformed packets and
  * duplicate ids are refused, exits and kills are reported, and the spawner

@@ -1,0 +1,59 @@
+/*
+ * svc_db: the daemon's state database, <state>/profilingd.db (SQLite):
+ * the file (its mode, checks, schema migrations, --reset-db), request ids,
+ * the session log with the recovery of sessions a previous run left
+ * active, and the apps' trigger registrations. The result index is
+ * svc_db_result.h. Caps: session ends that cannot be written (disk full)
+ * wait in memory, 64 at most (the oldest is dropped with a log line: the
+ * next start reports that session as cut short); a recovery remembers at
+ * most 4096 cut sessions for svc_db_recovered() (the rest are failed in
+ * the database all the same).
+ */
+#ifndef PD_SVC_DB_H
+#define PD_SVC_DB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SVC_DB_SCHEMA_VERSION 6
+
+/*
+ * Open (create) the state database. A corrupt file gives -EUCLEAN and one
+ * held by another process -EBUSY, each logged with the file and the fix.
+ */
+int svc_db_init(const char *path);
+void svc_db_fini(void);
+/*
+ * --reset-db: move path aside (<path>.broken-<unix time>, moved names it),
+ * drop its -wal/-shm and create an empty database whose ids start above
+ * those in the result file names under results_dir. The daemon must be stopped.
+ */
+int svc_db_reset(const char *path, const char *results_dir, char *moved, size_t n);
+/*
+ * Sessions left "active" by a previous run are marked failed, each with a
+ * failure result (no file, PROF_E_UNKNOWN, "profilingd restarted during
+ * the capture") queued for its app's listener. Returns how many.
+ */
+int svc_db_recover(void);
+/* The sessions the last svc_db_recover() failed (once; then forgotten). */
+int svc_db_recovered(void (*fn)(uint64_t id, uid_t uid, void *ud), void *ud);
+/* Fail an active session the app was not told about, with a queued failure result. */
+int svc_db_session_abandon(uint64_t id, const char *message);
+/* A request id, unique across restarts; refusals take one too. */
+int svc_db_alloc_id(uint64_t *id);
+/* Record an admitted session as active. */
+int svc_db_session_new(uint64_t id, const char *app, uid_t uid, pid_t pid, uint32_t type,
+		       uint32_t trigger, const char *tag, uint64_t now_ns);
+int svc_db_session_end(uint64_t id, const char *state, int error,
+		       const char *message, uint64_t now_ns);
+/* Registered triggers, one row per (app, type); spec is a packed pd.Trigger. */
+int svc_db_trigger_put(const char *app, uint32_t type, uid_t uid, gid_t gid, const char *exe,
+		       const void *spec, size_t len);
+/* type < 0: all of app's. */
+int svc_db_trigger_del(const char *app, int type);
+typedef void (*svc_db_trigger_fn)(const char *app, uint32_t type, uid_t uid, gid_t gid,
+				  const char *exe, const void *spec, size_t len, void *ud);
+int svc_db_trigger_load(svc_db_trigger_fn fn, void *ud);
+
+#endif
