@@ -387,7 +387,8 @@ int main(int argc, char **argv)
 		LOG_N("%d capture(s) were cut short by the previous run and are marked failed", r);
 	if (svc_admit_init(&cfg) < 0 || svc_redact_init(base, &cfg) < 0 ||
 	    svc_session_init(base, &cfg) < 0 || svc_trigger_init(base, &cfg) < 0 ||
-	    svc_conn_init(base, &cfg) < 0 || svc_ctl_init(base, &cfg) < 0)
+	    svc_conn_init(base, &cfg) < 0 || svc_client_init(&cfg) < 0 ||
+	    svc_runtime_init() < 0 || svc_ctl_init(&cfg) < 0)
 		goto out;
 	ev_term = evsignal_new(base, SIGTERM, on_signal, base);
 	ev_int = evsignal_new(base, SIGINT, on_signal, base);
@@ -415,6 +416,8 @@ out:
 	svc_ctl_fini();
 	sd_notify(0, "STOPPING=1");
 	svc_session_fini();
+	svc_runtime_fini();
+	svc_client_fini();
 	svc_conn_fini();
 	svc_trigger_fini();
 	svc_redact_fini();

@@ -1,70 +1,46 @@
 /*
- * control.sock: profctl's view of the daemon (proto/control.proto).
+ * The control role (svc_ctl.h): profctl's requests on control.sock,
+ * answered from the session, trigger, admission and database modules.
+ * The transport (svc_conn.c) accepts, caps, reads and queues; this file
+ * only decides what a request may see and builds the reply.
  *
- * The socket is mode 0666, like client.sock, and every request is
- * authorised by the peer's SO_PEERCRED uid taken at accept, bound to the
- * peer's process (svc_ident) and re-checked before each request: a peer
- * whose process is gone or changed its ids is closed. Root sees and
- * does everything; any other uid sees only what belongs to it (its apps'
- * results, triggers, budgets, runtimes and sessions) and may not `request`
- * captures. This lets an app's developer run `profctl results` without sudo
- * while the file mode stays simple; a root-only 0600 socket would need the
- * same checks anyway the day it is opened up.
- *
- * Caps and what happens at them:
- *   request packet: CTL_MAX_REQ (4 KiB) before decoding; bigger: closed.
- *   reply packet: CTL_MAX_REPLY (64 KiB); lists are cut to fit and say
- *     so (truncated); results at most CTL_MAX_RESULTS, apps CTL_MAX_APPS.
- *   connections: max_control_clients in total, max_control_per_uid per
- *     uid; past either the new connection is closed at once.
- *   queued replies per connection: CTL_MAX_QUEUE; a peer that does not
- *     read is closed.
- *   one waiting request (request --wait) per connection.
+ * Why any uid may ask: an app's developer can run `profctl results`
+ * without sudo while the file mode stays simple; a root-only 0600 socket
+ * would need the same checks anyway the day it is opened up.
  */
 #include "svc.h"
+#include "svc_ctl.h"
 
 #include <errno.h>
 #include <event2/event.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "control.pb-c.h"
 #include "log.h"
 #include "profiling/profiling.h"
+#include "svc_conn.h"
 #include "svc_ident.h"
 #include "util.h"
 #include "wire.h"
 
-#define CTL_MAX_QUEUE 16
 #define CTL_MAX_RESULTS 200
 #define CTL_MAX_APPS 512
 
-struct ctl_conn {
-	int fd;
-	uid_t uid;
-	pid_t pid;
-	struct svc_ident ident;    /* the process that connected */
-	struct event *ev_read, *ev_write;
-	struct svc_outq q;
-	uint64_t watch;            /* session whose phases this peer waits for */
-	bool dropping;
-	struct ctl_conn *next;
+/*
+ * A peer waiting for a session's phases (request --wait), by connection
+ * id: one per connection, so at most max_control_clients. It goes with
+ * the session's last phase or with its connection (the closed op).
+ */
+struct watch {
+	uint64_t conn, session;
+	struct watch *next;
 };
 
-static struct event_base *base;
 static const struct svc_config *cfg;
-static int lfd = -1;
-static struct svc_acceptor acc; /* accept, paused when out of fds (svc_listen.c) */
-static char lpath[SVC_SUN_MAX];
-static bool activated;            /* from systemd: the socket unit owns the path */
-static struct ctl_conn *conns;
-static unsigned nconns;
+static struct watch *watches;
 static uint64_t start_ms;
 
 /* ------------------------------------------------------------ arena */
@@ -188,32 +164,12 @@ Pdctl__CtlRequest *svc_ctl_decode(const uint8_t *buf, size_t len, const char **w
 
 /* ------------------------------------------------------------ sending */
 
-static void ctl_drop(struct ctl_conn *c, const char *why);
-
-static int ctl_flush(struct ctl_conn *c)
+static int ctl_send(struct svc_conn *c, const Pdctl__CtlReply *m, int fd)
 {
-	int r = svc_outq_flush(&c->q, c->fd);
-	if (r == 1)
-		event_add(c->ev_write, NULL);
-	return r < 0 ? r : 0;
+	return svc_conn_send(c, &m->base, fd);
 }
 
-static int ctl_send(struct ctl_conn *c, const Pdctl__CtlReply *m, int fd)
-{
-	if (c->dropping)
-		return -EPIPE;
-	int r = svc_outq_push(&c->q, &m->base, CTL_MAX_REPLY, fd);
-	if (r == -ENOBUFS)
-		ctl_drop(c, "peer does not read: outgoing queue full");
-	if (r < 0)
-		return r;
-	r = ctl_flush(c);
-	if (r < 0)
-		ctl_drop(c, strerror(-r));
-	return r;
-}
-
-static int send_error(struct ctl_conn *c, int error, const char *msg)
+static int send_error(struct svc_conn *c, int error, const char *msg)
 {
 	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
 	rep.error = (uint32_t)error;
@@ -221,49 +177,30 @@ static int send_error(struct ctl_conn *c, int error, const char *msg)
 	return ctl_send(c, &rep, -1);
 }
 
-/* ------------------------------------------------------------ closing */
+/* ------------------------------------------------------------ watches */
 
-static void ctl_free(struct ctl_conn *c)
+static struct watch **watch_find(uint64_t conn)
 {
-	for (struct ctl_conn **pp = &conns; *pp; pp = &(*pp)->next)
-		if (*pp == c) {
-			*pp = c->next;
-			nconns--;
-			break;
-		}
-	if (c->ev_read)
-		event_free(c->ev_read);
-	if (c->ev_write)
-		event_free(c->ev_write);
-	svc_outq_fini(&c->q);
-	svc_ident_fini(&c->ident);
-	if (c->fd >= 0)
-		close(c->fd);
-	free(c);
+	struct watch **pp = &watches;
+	while (*pp && (*pp)->conn != conn)
+		pp = &(*pp)->next;
+	return pp;
 }
 
-static void ctl_reap_cb(evutil_socket_t fd, short what, void *arg)
+static void watch_del(uint64_t conn)
 {
-	ctl_free(arg);
-}
-
-static void ctl_drop(struct ctl_conn *c, const char *why)
-{
-	if (c->dropping)
-		return;
-	c->dropping = true;
-	c->watch = 0;
-	if (why)
-		LOG_PEER(c->uid, LOG_NOTICE, "closing control peer pid %d uid %u: %s", (int)c->pid,
-			 (unsigned)c->uid, why);
-	event_base_once(base, -1, EV_TIMEOUT, ctl_reap_cb, c, NULL);
+	struct watch **pp = watch_find(conn), *w = *pp;
+	if (w) {
+		*pp = w->next;
+		free(w);
+	}
 }
 
 /* ------------------------------------------------------------ authorisation */
 
-static bool sees_uid(const struct ctl_conn *c, uid_t uid)
+static bool sees_uid(const struct svc_conn *c, uid_t uid)
 {
-	return c->uid == 0 || c->uid == uid;
+	return svc_conn_uid(c) == 0 || svc_conn_uid(c) == uid;
 }
 
 /* The uid an app key names ("uid:<n>" or "uid:<n>/<id>"); -1 for others ("sys:"). */
@@ -278,10 +215,10 @@ static long app_uid(const char *app)
 	return (long)u;
 }
 
-static bool sees_app(const struct ctl_conn *c, const char *app)
+static bool sees_app(const struct svc_conn *c, const char *app)
 {
 	long u = app_uid(app);
-	return c->uid == 0 || (u >= 0 && (uid_t)u == c->uid);
+	return svc_conn_uid(c) == 0 || (u >= 0 && (uid_t)u == svc_conn_uid(c));
 }
 
 static const char *const caps_names[] = { "heap_dump", "heap_profile", "stack_sampling",
@@ -297,7 +234,7 @@ struct app_acc {
 };
 
 struct apps_ctx {
-	const struct ctl_conn *c;
+	const struct svc_conn *c;
 	struct app_acc *v;
 	size_t n;
 	bool truncated;
@@ -355,7 +292,7 @@ static int cmp_app(const void *x, const void *y)
 }
 
 /* The apps c may see: connected, with triggers, or with stored results. */
-static int collect_apps(const struct ctl_conn *c, struct apps_ctx *ax)
+static int collect_apps(const struct svc_conn *c, struct apps_ctx *ax)
 {
 	memset(ax, 0, sizeof(*ax));
 	ax->c = c;
@@ -415,7 +352,7 @@ static bool fit(const Pdctl__CtlReply *rep, size_t *n)
 /* ------------------------------------------------------------ status */
 
 struct status_ctx {
-	struct ctl_conn *c;
+	struct svc_conn *c;
 	struct arena *a;
 	Pdctl__Status *st;
 	size_t cap_w, cap_r, cap_s;
@@ -442,7 +379,7 @@ static void st_conn(struct svc_conn *sc, void *ud)
 			sx->clients++;
 		return;
 	}
-	if (!svc_conn_hello_done(sc) || !sees_uid(sx->c, svc_conn_uid(sc)))
+	if (svc_conn_role(sc) != SVC_ROLE_RUNTIME || !svc_conn_hello_done(sc) || !sees_uid(sx->c, svc_conn_uid(sc)))
 		return;
 	Pdctl__Runtime *r = a_push(sx->a, (void ***)&sx->st->runtime, &sx->st->n_runtime, &sx->cap_r,
 				   sizeof(*r));
@@ -488,7 +425,7 @@ static void st_session(const struct svc_session_info *si, void *ud)
 		fill_session(sx->a, s, si);
 }
 
-static int do_status(struct ctl_conn *c, struct arena *a)
+static int do_status(struct svc_conn *c, struct arena *a)
 {
 	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
 	Pdctl__Status st = PDCTL__STATUS__INIT;
@@ -531,7 +468,7 @@ static int do_status(struct ctl_conn *c, struct arena *a)
 
 /* ------------------------------------------------------------ apps */
 
-static int do_apps(struct ctl_conn *c, struct arena *a)
+static int do_apps(struct svc_conn *c, struct arena *a)
 {
 	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
 	Pdctl__AppList al = PDCTL__APP_LIST__INIT;
@@ -568,19 +505,19 @@ static int do_apps(struct ctl_conn *c, struct arena *a)
 /* ------------------------------------------------------------ triggers */
 
 /* An app filter the peer may use: 0, or a refusal already sent. */
-static int check_filter(struct ctl_conn *c, const char *app)
+static int check_filter(struct svc_conn *c, const char *app)
 {
 	char msg[RL_APP_MAX + 96];
 	if (!app || sees_app(c, app))
 		return 0;
 	util_fmt(msg, sizeof(msg), "uid %u may only see its own apps (uid:%u...), not %s",
-		 (unsigned)c->uid, (unsigned)c->uid, app);
+		 (unsigned)svc_conn_uid(c), (unsigned)svc_conn_uid(c), app);
 	send_error(c, PROF_E_PERMISSION, msg);
 	return -EPERM;
 }
 
 struct trig_ctx {
-	struct ctl_conn *c;
+	struct svc_conn *c;
 	struct arena *a;
 	const char *app;
 	Pdctl__TriggerList *tl;
@@ -615,7 +552,7 @@ static void tr_one(const struct svc_trigger_info *t, void *ud)
 		ti->detail = a_dup(tx->a, t->detail);
 }
 
-static int do_triggers(struct ctl_conn *c, struct arena *a, const Pdctl__AppFilter *f)
+static int do_triggers(struct svc_conn *c, struct arena *a, const Pdctl__AppFilter *f)
 {
 	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
 	Pdctl__TriggerList tl = PDCTL__TRIGGER_LIST__INIT;
@@ -635,7 +572,7 @@ static int do_triggers(struct ctl_conn *c, struct arena *a, const Pdctl__AppFilt
 
 /* ------------------------------------------------------------ ratelimit */
 
-static int do_ratelimit(struct ctl_conn *c, struct arena *a, const Pdctl__AppFilter *f)
+static int do_ratelimit(struct svc_conn *c, struct arena *a, const Pdctl__AppFilter *f)
 {
 	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
 	Pdctl__RateLimit rl = PDCTL__RATE_LIMIT__INIT;
@@ -708,7 +645,7 @@ static void res_one(const struct svc_db_row *r, void *ud)
 	rx->rl->result[rx->rl->n_result++] = ri;
 }
 
-static int do_results(struct ctl_conn *c, struct arena *a, const Pdctl__AppFilter *f)
+static int do_results(struct svc_conn *c, struct arena *a, const Pdctl__AppFilter *f)
 {
 	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
 	Pdctl__ResultList rl = PDCTL__RESULT_LIST__INIT;
@@ -719,7 +656,8 @@ static int do_results(struct ctl_conn *c, struct arena *a, const Pdctl__AppFilte
 	rl.result = a_new(a, CTL_MAX_RESULTS * sizeof(*rl.result));
 	if (!rl.result)
 		return send_error(c, PROF_E_UNKNOWN, "out of memory");
-	int total = svc_db_results_list(c->uid == 0, c->uid, f->app, CTL_MAX_RESULTS, res_one, &rx);
+	uid_t uid = svc_conn_uid(c);
+	int total = svc_db_results_list(uid == 0, uid, f->app, CTL_MAX_RESULTS, res_one, &rx);
 	if (total < 0)
 		return send_error(c, PROF_E_UNKNOWN, "cannot read the result index");
 	if (a->oom)
@@ -733,7 +671,7 @@ static int do_results(struct ctl_conn *c, struct arena *a, const Pdctl__AppFilte
 	return ctl_send(c, &rep, -1);
 }
 
-static int do_show(struct ctl_conn *c, struct arena *a, uint64_t id, bool open_it)
+static int do_show(struct svc_conn *c, struct arena *a, uint64_t id, bool open_it)
 {
 	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
 	Pdctl__ResultInfo ri;
@@ -748,7 +686,7 @@ static int do_show(struct ctl_conn *c, struct arena *a, uint64_t id, bool open_i
 		/* Another uid's result looks like a missing one: ids are not secrets,
 		 * but its existence is none of this uid's business. */
 		util_fmt(msg, sizeof(msg), "no result %llu%s (see profctl results)",
-			 (unsigned long long)id, c->uid ? " of this uid" : "");
+			 (unsigned long long)id, svc_conn_uid(c) ? " of this uid" : "");
 		return send_error(c, PROF_E_INVALID_REQUEST, msg);
 	}
 	if (e < 0)
@@ -804,13 +742,20 @@ static void observe(const struct svc_session_info *si)
 	rep.error = p.final ? (uint32_t)si->error : 0;
 	rep.body_case = PDCTL__CTL_REPLY__BODY_PROGRESS;
 	rep.progress = &p;
-	for (struct ctl_conn *c = conns, *next; c; c = next) {
-		next = c->next;
-		if (c->dropping || c->watch != si->id)
+	for (struct watch **pp = &watches, *w; (w = *pp);) {
+		if (w->session != si->id) {
+			pp = &w->next;
 			continue;
-		if (p.final)
-			c->watch = 0;
-		ctl_send(c, &rep, -1);
+		}
+		struct svc_conn *c = svc_conn_by_id(w->conn);
+		if (p.final) {
+			*pp = w->next;
+			free(w);
+		} else {
+			pp = &w->next;
+		}
+		if (c)
+			ctl_send(c, &rep, -1);
 	}
 }
 
@@ -821,7 +766,7 @@ static void find_session(const struct svc_session_info *s, void *ud)
 		want->duration_ms = s->duration_ms;
 }
 
-static int do_request(struct ctl_conn *c, const Pdctl__Capture *cp)
+static int do_request(struct svc_conn *c, const Pdctl__Capture *cp)
 {
 	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
 	Pdctl__Progress p;
@@ -832,11 +777,11 @@ static int do_request(struct ctl_conn *c, const Pdctl__Capture *cp)
 	gid_t gid;
 	uint64_t id = 0;
 
-	if (c->uid != 0)
+	if (svc_conn_uid(c) != 0)
 		return send_error(c, PROF_E_PERMISSION,
 				  "request is root-only: run profctl as root (an app asks for "
 				  "captures of itself through libprofiling)");
-	if (c->watch)
+	if (*watch_find(svc_conn_id(c)))
 		return send_error(c, PROF_E_INVALID_REQUEST,
 				  "this connection already waits for a capture");
 	if (cp->type < PROF_HEAP_DUMP || cp->type > PROF_SYSTEM_TRACE)
@@ -864,7 +809,7 @@ static int do_request(struct ctl_conn *c, const Pdctl__Capture *cp)
 				    cfg->runtime_wait_ms, &id, msg, sizeof(msg));
 	if (e)
 		return send_error(c, e, msg);
-	LOG_I("profctl (pid %d) asked for session %llu: type %u of pid %u", (int)c->pid,
+	LOG_I("profctl (pid %d) asked for session %llu: type %u of pid %u", (int)svc_conn_pid(c),
 	      (unsigned long long)id, cp->type, cp->pid);
 	struct svc_session_info si = { .id = id, .pid = (pid_t)cp->pid, .uid = uid,
 				       .phase = "waiting-for-runtime" };
@@ -874,40 +819,37 @@ static int do_request(struct ctl_conn *c, const Pdctl__Capture *cp)
 	p.final = !cp->wait;
 	rep.body_case = PDCTL__CTL_REPLY__BODY_PROGRESS;
 	rep.progress = &p;
-	if (cp->wait)
-		c->watch = id;
+	if (cp->wait) {
+		struct watch *w = calloc(1, sizeof(*w));
+		if (!w)
+			return send_error(c, PROF_E_UNKNOWN, "out of memory");
+		w->conn = svc_conn_id(c);
+		w->session = id;
+		w->next = watches;
+		watches = w;
+	}
 	return ctl_send(c, &rep, -1);
 }
 
 /* ------------------------------------------------------------ dispatch */
 
-static void ctl_dispatch(struct ctl_conn *c, const uint8_t *buf, size_t len)
+/* Every command: the version and the peer's process are checked first. */
+static int ctl_request(struct svc_conn *c, const void *msg)
 {
-	const char *why;
-	char msg[128];
+	const Pdctl__CtlRequest *m = msg;
+	char text[128];
 	struct arena a = { 0 };
-	Pdctl__CtlRequest *m = svc_ctl_decode(buf, len, &why);
 
-	if (!m) {
-		ctl_drop(c, why);
-		return;
-	}
 	/* Authorised by the uid of the process that connected, while it is that
 	 * process with those ids (not one it passed its socket to, nor a setuid
 	 * exec of it, nor a root process that has dropped its privileges). */
-	int ir = svc_ident_check(&c->ident);
-	if (ir < 0) {
-		pdctl__ctl_request__free_unpacked(m, NULL);
-		ctl_drop(c, ir == -EPERM ? "the connecting process changed its ids"
-			 : "the connecting process is gone");
-		return;
-	}
+	if (svc_conn_check(c) < 0)
+		return 0;
 	if (m->version != CTL_VERSION) {
-		util_fmt(msg, sizeof(msg), "control protocol version %u, this profilingd speaks %u: "
+		util_fmt(text, sizeof(text), "control protocol version %u, this profilingd speaks %u: "
 			 "use the profctl of the same release", m->version, CTL_VERSION);
-		send_error(c, PROF_E_INVALID_REQUEST, msg);
-		pdctl__ctl_request__free_unpacked(m, NULL);
-		return;
+		send_error(c, PROF_E_INVALID_REQUEST, text);
+		return 0;
 	}
 	switch (m->cmd_case) {
 	case PDCTL__CTL_REQUEST__CMD_STATUS: do_status(c, &a); break;
@@ -921,158 +863,48 @@ static void ctl_dispatch(struct ctl_conn *c, const uint8_t *buf, size_t len)
 	default: break;
 	}
 	a_free(&a);
-	pdctl__ctl_request__free_unpacked(m, NULL);
-}
-
-static void ctl_read_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct ctl_conn *c = arg;
-	uint8_t buf[CTL_MAX_REQ];
-
-	for (int i = 0; i < 8 && !c->dropping; i++) {
-		ssize_t n = wire_recv(c->fd, buf, sizeof(buf), NULL);
-		if (n == -EAGAIN)
-			return;
-		if (n == 0) {
-			ctl_drop(c, NULL);
-			return;
-		}
-		if (n < 0) {
-			ctl_drop(c, n == -EMSGSIZE ? "message over the size cap"
-				 : n == -EPROTO ? "unexpected fds or truncated control data"
-				 : strerror((int)-n));
-			return;
-		}
-		ctl_dispatch(c, buf, (size_t)n);
-	}
-}
-
-static void ctl_write_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct ctl_conn *c = arg;
-	int r = ctl_flush(c);
-	if (r < 0)
-		ctl_drop(c, strerror(-r));
-}
-
-static void ctl_accept_cb(evutil_socket_t fd0, short what, void *arg)
-{
-	struct ucred cred;
-	socklen_t cl = sizeof(cred);
-	struct svc_ident ident;
-	unsigned per_uid = 0;
-
-	int fd = svc_acceptor_accept(&acc);
-	if (fd < 0)
-		return;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
-		close(fd);
-		return;
-	}
-	for (struct ctl_conn *c = conns; c; c = c->next)
-		if (c->uid == cred.uid && !c->dropping)
-			per_uid++;
-	if (nconns >= cfg->max_ctl_clients || per_uid >= cfg->max_ctl_per_uid) {
-		LOG_PEER(cred.uid, LOG_WARNING, "refusing control peer pid %d uid %u: %s reached",
-			 (int)cred.pid, (unsigned)cred.uid,
-			 nconns >= cfg->max_ctl_clients ? "max_control_clients"
-			 : "max_control_per_uid");
-		close(fd);
-		return;
-	}
-	/* Bound to the peer's process (svc_ident.h), after the caps: one gone,
-	 * or with other ids than SO_PEERCRED's, is not served. */
-	int ir = svc_ident_bind(&ident, fd);
-	if (ir < 0) {
-		close(fd);
-		svc_acceptor_pause(&acc, "binding a peer", ir); /* out of fds: as accept */
-		return;
-	}
-	struct ctl_conn *c = calloc(1, sizeof(*c));
-	if (!c) {
-		svc_ident_fini(&ident);
-		close(fd);
-		return;
-	}
-	c->fd = fd;
-	c->uid = cred.uid;
-	c->pid = cred.pid;
-	c->ident = ident; /* c owns the pidfd now */
-	int qr = svc_outq_init(&c->q, CTL_MAX_QUEUE);
-	c->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, ctl_read_cb, c);
-	c->ev_write = event_new(base, fd, EV_WRITE, ctl_write_cb, c);
-	c->next = conns;
-	conns = c;
-	nconns++;
-	if (qr < 0 || !c->ev_read || !c->ev_write) {
-		ctl_free(c);
-		return;
-	}
-	event_add(c->ev_read, NULL);
-	LOG_PEER(c->uid, LOG_DEBUG, "control peer connected: pid %d uid %u", (int)c->pid,
-		 (unsigned)c->uid);
-}
-
-/* Bind and listen at path (lfd); a stale socket is replaced, never a file. */
-static int bind_control(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct stat st;
-
-	util_strlcpy(sa.sun_path, path, sizeof(sa.sun_path));
-	if (lstat(path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode)) {
-			LOG_E("%s exists and is not a socket", path);
-			return -EEXIST;
-		}
-		unlink(path);
-	}
-	lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (lfd < 0)
-		return -errno;
-	if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 16) < 0) {
-		int r = -errno;
-		LOG_E("cannot listen on %s: %s", path, strerror(errno));
-		close(lfd);
-		lfd = -1;
-		return r;
-	}
-	/* Anyone may connect; each request is checked against the peer's uid. */
-	chmod(path, 0666);
 	return 0;
 }
 
-int svc_ctl_init(struct event_base *b, const struct svc_config *c)
-{
-	int r;
+/* svc_ctl_decode has checked the command: one handler takes them all. */
+static const struct svc_conn_handler handlers[] = {
+	{ 0, false, ctl_request },
+};
 
-	base = b;
+static ProtobufCMessage *decode(const uint8_t *buf, size_t len, const char **why)
+{
+	Pdctl__CtlRequest *m = svc_ctl_decode(buf, len, why);
+	return m ? &m->base : NULL;
+}
+
+static void closed(struct svc_conn *c)
+{
+	watch_del(svc_conn_id(c));
+}
+
+static const struct svc_conn_role_ops ops = {
+	.max_in = CTL_MAX_REQ,
+	.max_out = CTL_MAX_REPLY,
+	.batch = 8,
+	.hello = false,
+	.decode = decode,
+	.handlers = handlers,
+	.nhandlers = 1,
+	.closed = closed,
+};
+
+int svc_ctl_init(const struct svc_config *c)
+{
 	cfg = c;
 	start_ms = util_mono_ms();
-	util_strlcpy(lpath, c->control_socket, sizeof(lpath));
-	activated = false;
-	/* systemd's socket: its path belongs to the socket unit. */
-	if ((lfd = svc_conn_take_control_fd(lpath, sizeof(lpath))) >= 0)
-		activated = true;
-	else if ((r = bind_control(c->control_socket)) < 0)
-		return r;
-	if ((r = svc_acceptor_start(&acc, base, lfd, lpath, ctl_accept_cb, NULL)) < 0)
-		return r;
 	svc_session_set_observer(observe);
-	LOG_I("listening on %s (profctl%s)", lpath, activated ? ", socket-activated" : "");
-	return 0;
+	return svc_conn_role_register(SVC_ROLE_CONTROL, &ops);
 }
 
 void svc_ctl_fini(void)
 {
 	svc_session_set_observer(NULL);
-	svc_acceptor_stop(&acc);
-	if (lfd >= 0) {
-		close(lfd);
-		if (!activated)
-			unlink(lpath);
-	}
-	lfd = -1;
-	while (conns)
-		ctl_free(conns);
+	svc_conn_role_unregister(SVC_ROLE_CONTROL);
+	while (watches)
+		watch_del(watches->conn);
 }

@@ -5,7 +5,7 @@
  * against its cap. Fuzzed by tests/fuzz/fuzz_client_msg.c and
  * fuzz_runtime_msg.c.
  */
-#include "svc.h"
+#include "svc_proto.h"
 
 #include <string.h>
 
