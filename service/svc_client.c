@@ -152,34 +152,13 @@ static const struct svc_conn_handler handlers[] = {
 	{ PD__CLIENT_MSG__MSG_SIGNAL, true, client_signal },
 };
 
-static ProtobufCMessage *decode(const uint8_t *buf, size_t len, const char **why)
-{
-	Pd__ClientMsg *m = svc_decode_client(buf, len, why);
-	return m ? &m->base : NULL;
-}
-
-static int which(const ProtobufCMessage *m)
-{
-	return (int)((const Pd__ClientMsg *)m)->msg_case;
-}
-
-/* A client that said hello had its pid watched for its app's triggers. */
-static void closed(struct svc_conn *c)
-{
-	if (svc_conn_hello_done(c))
-		svc_trigger_client_down(c);
-}
-
 static const struct svc_conn_role_ops ops = {
 	.max_in = WIRE_CLIENT_MAX_MSG,
 	.max_out = WIRE_CLIENT_MAX_MSG,
-	.batch = 16,
-	.hello = true,
-	.decode = decode,
-	.which = which,
+	.decode = svc_proto_client,
 	.handlers = handlers,
 	.nhandlers = sizeof(handlers) / sizeof(handlers[0]),
-	.closed = closed,
+	.closed = svc_trigger_client_down,
 };
 
 int svc_client_init(const struct svc_config *c)

@@ -78,15 +78,20 @@ struct uid_share {
 	struct uid_share *next;
 };
 
-/* The three sockets: systemd's name, and what the log calls them. */
+/*
+ * The three sockets: systemd's name, what the log calls them, the listen
+ * backlog and the messages one peer may have handled per wakeup (a bounded
+ * batch keeps one chatty peer from starving others).
+ */
 static const struct {
 	const char *name, *label;
 	int backlog;
+	unsigned batch;
 } socks[SVC_ROLE_N] = {
-	[SVC_ROLE_CLIENT] = { "client", NULL, 128 },
-	[SVC_ROLE_RUNTIME] = { "runtime", NULL, 128 },
+	[SVC_ROLE_CLIENT] = { "client", NULL, 128, 16 },
+	[SVC_ROLE_RUNTIME] = { "runtime", NULL, 128, 16 },
 	/* profctl is one operator: a short backlog is plenty. */
-	[SVC_ROLE_CONTROL] = { "control", "profctl", 16 },
+	[SVC_ROLE_CONTROL] = { "control", "profctl", 16, 8 },
 };
 
 /* fds besides the peers': databases, listeners, helper pipes and pidfds, raw files. */
@@ -96,6 +101,7 @@ static struct event_base *base;
 static const struct svc_config *cfg;
 static struct svc_listener listeners[SVC_ROLE_N];
 static const struct svc_conn_role_ops *role_ops[SVC_ROLE_N];
+static bool role_hello[SVC_ROLE_N];   /* its handlers need a hello */
 static uint32_t npeers[SVC_ROLE_N];
 static struct svc_conn *conns;
 static uint64_t next_conn_id = 1;
@@ -300,7 +306,7 @@ static void conn_free(struct svc_conn *c)
 {
 	if (!c)
 		return;
-	if (role_ops[c->role] && role_ops[c->role]->closed)
+	if (c->hello && role_ops[c->role] && role_ops[c->role]->closed)
 		role_ops[c->role]->closed(c);
 	for (struct svc_conn **pp = &conns; *pp; pp = &(*pp)->next)
 		if (*pp == c) {
@@ -341,6 +347,20 @@ void svc_conn_drop(struct svc_conn *c, const char *why)
 
 /* ------------------------------------------------------------ reading */
 
+/*
+ * The case of m's oneof (every role's message has one): the quantifier
+ * of a oneof's fields is its case. -1 for a message without a oneof.
+ */
+static int oneof_case(const ProtobufCMessage *m)
+{
+	const ProtobufCMessageDescriptor *d = m->descriptor;
+	for (unsigned i = 0; i < d->n_fields; i++)
+		if (d->fields[i].flags & PROTOBUF_C_FIELD_FLAG_ONEOF)
+			return (int)*(const uint32_t *)((const char *)m +
+							d->fields[i].quantifier_offset);
+	return -1;
+}
+
 /* One packet: decoded by the role, handled by the entry of its case. */
 static void conn_dispatch(struct svc_conn *c, const struct svc_conn_role_ops *ops,
 			  const uint8_t *buf, size_t len)
@@ -353,11 +373,11 @@ static void conn_dispatch(struct svc_conn *c, const struct svc_conn_role_ops *op
 		svc_conn_drop(c, why ? why : "undecodable message");
 		return;
 	}
-	int which = ops->which ? ops->which(m) : ops->handlers[0].which;
+	int which = oneof_case(m);
 	why = "unknown message";
 	for (size_t i = 0; i < ops->nhandlers; i++) {
 		const struct svc_conn_handler *h = &ops->handlers[i];
-		if (h->which != which)
+		if (h->which != which && h->which != SVC_CONN_ANY)
 			continue;
 		if (h->needs_hello && !c->hello) {
 			why = "message before hello";
@@ -378,8 +398,8 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
 	const struct svc_conn_role_ops *ops = role_ops[c->role];
 	uint8_t buf[SVC_CONN_MAX_PACKET];
 
-	/* A bounded batch per wakeup keeps one chatty peer from starving others. */
-	for (unsigned i = 0; ops && i < ops->batch && !c->dropping && share_take(c->share); i++) {
+	for (unsigned i = 0; ops && i < socks[c->role].batch && !c->dropping && share_take(c->share);
+	     i++) {
 		ssize_t n = wire_recv(c->fd, buf, ops->max_in, NULL);
 		if (n <= 0)
 			share_refund(c->share);
@@ -458,7 +478,7 @@ static uint32_t count_uid(enum svc_role role, uid_t uid)
 static int conn_new(enum svc_role role, int fd, const struct ucred *cred,
 		    struct svc_ident *ident)
 {
-	const struct svc_conn_role_ops *ops = role_ops[role];
+	bool hello = role_hello[role];
 	struct svc_conn *c = calloc(1, sizeof(*c));
 
 	if (!c) {
@@ -478,18 +498,20 @@ static int conn_new(enum svc_role role, int fd, const struct ucred *cred,
 	svc_app_key(cfg, c->pid, c->uid, c->app, sizeof(c->app));
 	c->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, conn_read_cb, c);
 	c->ev_write = event_new(base, fd, EV_WRITE, conn_write_cb, c);
-	if (ops->hello)
+	if (hello)
 		c->ev_hello = evtimer_new(base, hello_timeout_cb, c);
+	else
+		c->hello = true; /* nothing to wait for */
 	c->share = share_get(c->uid);
 	c->next = conns;
 	conns = c;
 	npeers[role]++;
-	if (qr < 0 || !c->ev_read || !c->ev_write || (ops->hello && !c->ev_hello) || !c->share) {
+	if (qr < 0 || !c->ev_read || !c->ev_write || (hello && !c->ev_hello) || !c->share) {
 		conn_free(c);
 		return -ENOMEM;
 	}
 	event_add(c->ev_read, NULL);
-	if (ops->hello) {
+	if (hello) {
 		struct timeval hto = { cfg->hello_timeout_ms / 1000,
 				       (cfg->hello_timeout_ms % 1000) * 1000 };
 		evtimer_add(c->ev_hello, &hto);
@@ -552,8 +574,11 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 int svc_conn_role_register(enum svc_role role, const struct svc_conn_role_ops *ops)
 {
 	if ((unsigned)role >= SVC_ROLE_N || !ops || !ops->decode || !ops->nhandlers ||
-	    ops->max_in > SVC_CONN_MAX_PACKET || !ops->batch)
+	    ops->max_in > SVC_CONN_MAX_PACKET)
 		return -EINVAL;
+	role_hello[role] = false;
+	for (size_t i = 0; i < ops->nhandlers; i++)
+		role_hello[role] |= ops->handlers[i].needs_hello;
 	role_ops[role] = ops;
 	return 0;
 }

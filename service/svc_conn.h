@@ -20,8 +20,8 @@
  *     that has not said it by then is closed, so idle connections cannot
  *     hold a uid's share for long;
  *   - framed reads, one packet = one message, at most the role's max_in
- *     bytes (bigger: closed, one log line), at most the role's batch of
- *     messages per wakeup, and at most SVC_CONN_UID_ROUND_MSGS per uid per
+ *     bytes (bigger: closed, one log line), at most 16 messages per wakeup
+ *     of a client or runtime and 8 of a control peer, and at most SVC_CONN_UID_ROUND_MSGS per uid per
  *     event-loop round across all its connections (root not counted); the
  *     rest wait in their sockets for the next round;
  *   - decode with the role's op (a failure closes the peer with the
@@ -59,27 +59,32 @@ enum svc_role { SVC_ROLE_CLIENT, SVC_ROLE_RUNTIME, SVC_ROLE_CONTROL, SVC_ROLE_N 
 /* Queued replies per control peer (profctl waits for each). */
 #define SVC_CONN_CTL_QUEUE 16
 
+/* A handler's which that takes every message of its role. */
+#define SVC_CONN_ANY (-1)
+
 /* One message of a role and what handles it. */
 struct svc_conn_handler {
-	int which;          /* the decoded message's case (its oneof) */
+	int which;          /* the case of the message's oneof, or SVC_CONN_ANY */
 	bool needs_hello;   /* before svc_conn_hello(): the peer is closed */
 	/* msg: the role's decoded message, freed after the call. 0, or a
 	 * negative errno that closes the peer (-EPROTO: "protocol violation"). */
 	int (*fn)(struct svc_conn *c, const void *msg);
 };
 
+/*
+ * A role. Its messages are protobuf messages with one oneof, whose case
+ * picks the handler. A role with handlers that need a hello has a hello:
+ * its peers must say it within hello_timeout_ms. A role without one takes
+ * its peers as hello'd at accept.
+ */
 struct svc_conn_role_ops {
 	size_t max_in, max_out;   /* packet caps, max_in <= SVC_CONN_MAX_PACKET */
-	unsigned batch;           /* messages read per wakeup of one peer */
-	bool hello;               /* a hello must come within hello_timeout_ms */
 	/* One packet: the message, or NULL with *why (the peer is closed). */
 	ProtobufCMessage *(*decode)(const uint8_t *buf, size_t len, const char **why);
-	/* The message's case; NULL: handlers[0] takes every message. */
-	int (*which)(const ProtobufCMessage *m);
 	const struct svc_conn_handler *handlers;
 	size_t nhandlers;
-	/* The peer is going (closed, dropped, or at fini), before its fd is
-	 * closed; NULL for nothing. It must not send to it. */
+	/* A hello'd peer is going (closed, dropped, or at fini), before its fd
+	 * is closed; NULL for nothing. It must not send to it. */
 	void (*closed)(struct svc_conn *c);
 };
 
@@ -120,7 +125,7 @@ void svc_app_key(const struct svc_config *cfg, pid_t pid, uid_t uid, char *out, 
 /* The hello came (its role's handler accepted it): the hello timer stops
  * and handlers that need a hello run from now on. */
 void svc_conn_hello(struct svc_conn *c);
-/* Client: ClientHello seen; runtime: RuntimeHello accepted; control: false. */
+/* Client: ClientHello seen; runtime: RuntimeHello accepted; control: at accept. */
 bool svc_conn_hello_done(const struct svc_conn *c);
 /* A client's result listener flag. */
 void svc_conn_set_listener(struct svc_conn *c, bool on);

@@ -20,5 +20,8 @@
  */
 Pd__ClientMsg *svc_decode_client(const uint8_t *buf, size_t len, const char **why);
 Pd__RuntimeMsg *svc_decode_runtime(const uint8_t *buf, size_t len, const char **why);
+/* The same, as the transport's decode op (struct svc_conn_role_ops). */
+ProtobufCMessage *svc_proto_client(const uint8_t *buf, size_t len, const char **why);
+ProtobufCMessage *svc_proto_runtime(const uint8_t *buf, size_t len, const char **why);
 
 #endif

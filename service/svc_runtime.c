@@ -99,34 +99,13 @@ static const struct svc_conn_handler handlers[] = {
 	{ PD__RUNTIME_MSG__MSG_EVENT, true, runtime_event },
 };
 
-static ProtobufCMessage *decode(const uint8_t *buf, size_t len, const char **why)
-{
-	Pd__RuntimeMsg *m = svc_decode_runtime(buf, len, why);
-	return m ? &m->base : NULL;
-}
-
-static int which(const ProtobufCMessage *m)
-{
-	return (int)((const Pd__RuntimeMsg *)m)->msg_case;
-}
-
-/* A runtime that said hello may hold captures: they fail (EXECUTING). */
-static void closed(struct svc_conn *c)
-{
-	if (svc_conn_hello_done(c))
-		svc_session_runtime_down(c);
-}
-
 static const struct svc_conn_role_ops ops = {
 	.max_in = WIRE_RUNTIME_MAX_MSG,
 	.max_out = WIRE_RUNTIME_MAX_MSG,
-	.batch = 16,
-	.hello = true,
-	.decode = decode,
-	.which = which,
+	.decode = svc_proto_runtime,
 	.handlers = handlers,
 	.nhandlers = sizeof(handlers) / sizeof(handlers[0]),
-	.closed = closed,
+	.closed = svc_session_runtime_down,
 };
 
 int svc_runtime_init(void)
