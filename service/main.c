@@ -390,8 +390,9 @@ int main(int argc, char **argv)
 	 * the stop sequence below is this one backwards. */
 	if (svc_admit_init(&cfg) < 0 || svc_helper_init(base, &cfg) < 0 ||
 	    svc_redact_init(&cfg) < 0 || svc_conn_init(base, &cfg) < 0 ||
+	    svc_client_init(&cfg) < 0 || svc_runtime_init() < 0 ||
 	    svc_session_init(base, &cfg) < 0 || svc_trigger_init(base, &cfg) < 0 ||
-	    svc_ctl_init(base, &cfg) < 0)
+	    svc_ctl_init(&cfg) < 0)
 		goto out;
 	ev_term = evsignal_new(base, SIGTERM, on_signal, base);
 	ev_int = evsignal_new(base, SIGINT, on_signal, base);
@@ -436,6 +437,8 @@ out:
 	svc_ctl_fini();
 	svc_trigger_fini();
 	svc_session_fini();
+	svc_runtime_fini();
+	svc_client_fini();
 	svc_conn_fini();
 	svc_helper_fini();
 	svc_admit_fini();

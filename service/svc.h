@@ -26,119 +26,13 @@ struct event_base;
 #include "svc_db.h"
 #include "svc_db_result.h"
 
-/* ----------------------------------------------------------- svc_proto.c */
-
-/*
- * Decode and validate one packet (size cap already enforced). On failure
- * returns NULL and *why names the reason for the log. Unknown fields are
- * ignored; required ones, string lengths and repeated counts are checked.
- */
-Pd__ClientMsg *svc_decode_client(const uint8_t *buf, size_t len, const char **why);
-Pd__RuntimeMsg *svc_decode_runtime(const uint8_t *buf, size_t len, const char **why);
-
-/* ------------------------------------------------------------ svc_outq.c */
-
-/*
- * A peer's bounded outgoing queue (svc_conn.c, svc_ctl.c). Cap and what
- * happens at it: svc_outq_push() refuses with -ENOBUFS and the caller
- * closes the peer, which does not read its messages.
- */
-struct svc_outq_msg;
-struct svc_outq {
-	struct svc_outq_msg *msg;
-	uint32_t cap, head, len;
-};
-
-/* cap messages at most; 0 or -ENOMEM (cap 0 is -ENOMEM too). */
-int svc_outq_init(struct svc_outq *q, uint32_t cap);
-/* Frees what is queued, closing its fds. NULL and a failed init are fine. */
-void svc_outq_fini(struct svc_outq *q);
-/* Pack m and queue it with a duplicate of fd (-1: none); nothing is sent.
- * -EMSGSIZE over max bytes, -ENOBUFS at the cap, -ENOMEM, -errno of dup. */
-int svc_outq_push(struct svc_outq *q, const ProtobufCMessage *m, size_t max, int fd);
-/* Send in order until the socket would block: 0 all sent, 1 would block
- * (wait for EV_WRITE), -errno when sending failed (the message is gone). */
-int svc_outq_flush(struct svc_outq *q, int sock);
-
-/* ---------------------------------------------------------- svc_listen.c */
-
-/*
- * The accept step of every listener (client, runtime, control). Out of fds
- * or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) the listener pauses for
- * SVC_ACCEPT_PAUSE_MS, one log line per pause, instead of spinning.
- */
-#define SVC_ACCEPT_PAUSE_MS 100
-/* Fds a peer's binding needs beyond its socket: its pidfd and one /proc
- * file at a time (svc_ident_bind). */
-#define SVC_ACCEPT_SPARE_FDS 2
-struct event;
-struct svc_acceptor {
-	int fd;                 /* the listening socket (not owned) */
-	const char *path;       /* for the log; must outlive the acceptor */
-	struct event *ev;       /* readable: cb(fd, what, arg) */
-	struct event *resume;   /* ends a pause */
-};
-/* Watch fd with cb. 0 or -ENOMEM. */
-int svc_acceptor_start(struct svc_acceptor *a, struct event_base *base, int fd,
-		       const char *path, void (*cb)(int fd, short what, void *arg), void *arg);
-/* accept4 (non-blocking, close-on-exec): the new fd, or -errno (-EAGAIN:
- * none waiting; fd or memory exhaustion has paused the listener). */
-int svc_acceptor_accept(struct svc_acceptor *a);
-/* Pause the listener when err (-errno) is fd or memory exhaustion, which
- * also struck after accept (the peer's pidfd): 0 paused, else -EINVAL and
- * nothing done. what names the step in the log line. */
-int svc_acceptor_pause(struct svc_acceptor *a, const char *what, int err);
-/* Free the events (the fd stays open). NULL is fine. */
-void svc_acceptor_stop(struct svc_acceptor *a);
-
-/* ------------------------------------------------------------ svc_conn.c */
-
-enum svc_role { SVC_ROLE_CLIENT, SVC_ROLE_RUNTIME };
-
-struct svc_conn;
-
-int svc_conn_init(struct event_base *base, const struct svc_config *cfg);
-void svc_conn_fini(void);
-/* Queue a message (and optionally an fd, which is dup'd) to the peer. */
-int svc_conn_send(struct svc_conn *c, const ProtobufCMessage *m, int fd);
-/* Close the peer after the current handler returns. */
-void svc_conn_drop(struct svc_conn *c, const char *why);
-uint64_t svc_conn_id(const struct svc_conn *c);
-/* The listening control.sock systemd passed (FileDescriptorName "control",
- * or bound at control_socket), readied (CLOEXEC, O_NONBLOCK), for
- * svc_ctl_init() to adopt, with its bound path in path; -1 when none was
- * passed. Call after svc_conn_init(); the fd is the caller's then. */
-int svc_conn_take_control_fd(char *path, size_t n);
-struct svc_conn *svc_conn_by_id(uint64_t id);
-uid_t svc_conn_uid(const struct svc_conn *c);
-gid_t svc_conn_gid(const struct svc_conn *c);
-pid_t svc_conn_pid(const struct svc_conn *c);
-/* The process the peer connected from, bound at accept (svc_ident.h). */
-struct svc_ident;
-const struct svc_ident *svc_conn_ident(const struct svc_conn *c);
-/* svc_ident_check() of the peer's process; on -ESRCH (gone, replaced) or
- * -EPERM (ids changed) the connection is closed. 0 or that error. */
-int svc_conn_check(struct svc_conn *c);
-/* The app key: "uid:<uid>" or "uid:<uid>/<id>" when [apps] maps the exe. */
-const char *svc_conn_app(const struct svc_conn *c);
-void svc_app_key(const struct svc_config *cfg, pid_t pid, uid_t uid, char *out, size_t n);
-void svc_conn_set_listener(struct svc_conn *c, bool on);
-bool svc_conn_is_listener(const struct svc_conn *c);
-/* A connected client of uid with a result listener, or NULL. */
-struct svc_conn *svc_conn_listener_for(uid_t uid);
-/* Runtime bookkeeping: the hello'd runtime of the process that has pid now,
- * or NULL; a runtime whose own process is gone or changed is closed, never
- * returned. A session also compares the start time (svc_conn_ident). */
-struct svc_conn *svc_conn_runtime_for(pid_t pid);
-void svc_conn_set_runtime(struct svc_conn *c, uint32_t caps);
-uint32_t svc_conn_runtime_caps(const struct svc_conn *c);
-/* Every live connection (status); fn must not close any. */
-void svc_conn_foreach(void (*fn)(struct svc_conn *c, void *ud), void *ud);
-enum svc_role svc_conn_role(const struct svc_conn *c);
-/* Client: ClientHello seen; runtime: RuntimeHello accepted. */
-bool svc_conn_hello_done(const struct svc_conn *c);
-/* A runtime's kind from its hello ("native", "jvm"), "" before it. */
-const char *svc_conn_kind(const struct svc_conn *c);
+/* Moved to their own headers (issue 16); svc.h goes once every slice is in. */
+#include "svc_proto.h"
+#include "svc_outq.h"
+#include "svc_listen.h"
+#include "svc_conn.h"
+#include "svc_client.h"
+#include "svc_runtime.h"
 
 /* ----------------------------------------------------------- svc_admit.c */
 
@@ -296,18 +190,6 @@ void svc_session_foreach(void (*fn)(const struct svc_session_info *s, void *ud),
 typedef void (*svc_session_observer)(const struct svc_session_info *s);
 void svc_session_set_observer(svc_session_observer fn);
 
-/* ------------------------------------------------------------- svc_ctl.c */
-
-/* control.sock for profctl (proto/control.proto, docs/PROTOCOL.md). */
-#define CTL_VERSION 1
-#define CTL_MAX_REQ 4096          /* profctl -> daemon packet */
-#define CTL_MAX_REPLY (64 * 1024) /* daemon -> profctl packet */
-
-struct Pdctl__CtlRequest;
-int svc_ctl_init(struct event_base *base, const struct svc_config *cfg);
-void svc_ctl_fini(void);
-/* Decode and check one control packet (size cap, string caps); NULL with
- * *why on failure. Fuzzed by tests/fuzz/fuzz_ctl_msg.c. */
-struct Pdctl__CtlRequest *svc_ctl_decode(const uint8_t *buf, size_t len, const char **why);
+#include "svc_ctl.h"
 
 #endif

@@ -1,60 +1,39 @@
 /*
- * Peers on client.sock and runtime.sock: accept with caps, identity bound
- * to the peer's process at accept (svc_ident: pidfd or pid + start time,
- * every uid and gid), one packet = one message, a table-driven dispatcher
- * per role, and a bounded outgoing queue per peer.
+ * The transport of client.sock, runtime.sock and control.sock (svc_conn.h
+ * has the contract and the caps). The roles' handlers live in
+ * svc_client.c, svc_runtime.c and svc_ctl.c and come in through
+ * struct svc_conn_role_ops; this file knows the sockets, the peers and
+ * their caps, never what a message means.
  *
- * Identity: a client's request, trigger registration and app signal, and a
- * runtime's hello and every match of a runtime to a capture, first check
- * that the peer's process is still the one that connected, with the same
- * ids (svc_ident_check). One that is gone (its socket passed on, its pid
- * reused) or changed (a setuid exec) is refused with PROF_E_PERMISSION and
- * its connection closed.
+ * Identity: svc_conn_check() and the roles' checks ask svc_ident whether
+ * the peer's process is still the one that connected, with the same ids.
+ * One that is gone (its socket passed on, its pid reused) or changed (a
+ * setuid exec) is closed.
  *
- * Caps and what happens at them:
- *   max_clients / max_clients_per_uid / max_runtimes / max_runtimes_per_uid:
- *     the new connection is accepted and closed at once (logged through the
- *     uid's log budget, LOG_PEER).
- *   hello_timeout_ms: a client or runtime that has not said hello by then
- *     is closed, so idle connections cannot hold a uid's share for long.
- *   messages per event-loop round: CONN_UID_ROUND_MSGS per uid, shared by
- *     all its connections; the rest wait in their sockets for the next
- *     round. One uid's many connections cannot make a round long for the
- *     others (a request from another uid waits one round, not 64 x 16
- *     messages). See struct uid_share.
- *   max_queued_msgs: a peer that does not read its messages is closed.
- *   packet size (wire.h): the peer is closed, with one log line.
- *   out of fds (EMFILE/ENFILE on accept): the listener pauses for
- *     SVC_ACCEPT_PAUSE_MS (svc_listen.c), one log line per pause; connections
- *     wait in the listen backlog (and connect() fails with EAGAIN once it is full).
- *     At start the soft RLIMIT_NOFILE is raised to fit 2 x (max_clients +
- *     max_runtimes) (a socket and a pidfd each) + max_runtimes (crash
- *     rings) + TRG_MAX_PIDS + CONN_FD_RESERVE, so this only happens when
- *     the hard limit is lower than that. A peer accepted when no fd is left for its pidfd is
- *     closed and the listener pauses the same way.
- *
- * Listening sockets come from systemd socket activation when it passes them
- * (matched by FileDescriptorName= "client"/"runtime"/"control", else by
- * path), and are bound here otherwise. control.sock is handed to svc_ctl.
+ * Out of fds (EMFILE/ENFILE on accept) the listener pauses for
+ * SVC_ACCEPT_PAUSE_MS (svc_listen.c), one log line per pause; connections
+ * wait in the listen backlog (and connect() fails with EAGAIN once it is
+ * full). At start the soft RLIMIT_NOFILE is raised to fit 2 x (max_clients
+ * + max_runtimes) (a socket and a pidfd each) + max_runtimes (crash rings)
+ * + TRG_MAX_PIDS + CONN_FD_RESERVE, so this only happens when the hard
+ * limit is lower than that. A peer accepted when no fd is left for its
+ * pidfd is closed and the listener pauses the same way.
  */
 #include "svc.h"
+#include "svc_conn.h"
 
 #include <errno.h>
 #include <event2/event.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "log.h"
-#include "names.h"
-#include "profiling/profiling.h"
 #include "svc_ident.h"
+#include "svc_listen.h"
+#include "svc_outq.h"
 #include "trg.h"
 #include "util.h"
 #include "wire.h"
@@ -91,7 +70,6 @@ struct svc_conn {
  * rounds apart: it is CLOCK_MONOTONIC_COARSE, a few ms a tick.) Root is
  * trusted (DESIGN 8a) and not counted.
  */
-#define CONN_UID_ROUND_MSGS 32
 struct uid_share {
 	uid_t uid;
 	unsigned refs;            /* connections of this uid */
@@ -99,16 +77,21 @@ struct uid_share {
 	unsigned used;
 	struct uid_share *next;
 };
-static struct uid_share *shares;
-static uint64_t round_no;
-static struct event *ev_round; /* renews the budgets */
 
-struct listener {
-	int fd;
-	enum svc_role role;
-	struct svc_acceptor acc;
-	char path[SVC_SUN_MAX];
-	bool activated;   /* from systemd: the socket unit owns the path */
+/*
+ * The three sockets: systemd's name, what the log calls them, the listen
+ * backlog and the messages one peer may have handled per wakeup (a bounded
+ * batch keeps one chatty peer from starving others).
+ */
+static const struct {
+	const char *name, *label;
+	int backlog;
+	unsigned batch;
+} socks[SVC_ROLE_N] = {
+	[SVC_ROLE_CLIENT] = { "client", NULL, 128, 16 },
+	[SVC_ROLE_RUNTIME] = { "runtime", NULL, 128, 16 },
+	/* profctl is one operator: a short backlog is plenty. */
+	[SVC_ROLE_CONTROL] = { "control", "profctl", 16, 8 },
 };
 
 /* fds besides the peers': databases, listeners, helper pipes and pidfds, raw files. */
@@ -116,11 +99,15 @@ struct listener {
 
 static struct event_base *base;
 static const struct svc_config *cfg;
-static struct listener listeners[2];
+static struct svc_listener listeners[SVC_ROLE_N];
+static const struct svc_conn_role_ops *role_ops[SVC_ROLE_N];
+static bool role_hello[SVC_ROLE_N];   /* its handlers need a hello */
+static uint32_t npeers[SVC_ROLE_N];
 static struct svc_conn *conns;
 static uint64_t next_conn_id = 1;
-static uint32_t nclients, nruntimes;
-
+static struct uid_share *shares;
+static uint64_t round_no;
+static struct event *ev_round; /* renews the budgets */
 static void conn_free(struct svc_conn *c);
 
 /* The share of uid, made for its first connection. NULL: out of memory. */
@@ -175,7 +162,7 @@ static bool share_take(struct uid_share *sh)
 		sh->round = round_no;
 		sh->used = 0;
 	}
-	if (sh->used < CONN_UID_ROUND_MSGS) {
+	if (sh->used < SVC_CONN_UID_ROUND_MSGS) {
 		sh->used++;
 		return true;
 	}
@@ -184,16 +171,23 @@ static bool share_take(struct uid_share *sh)
 	return false;
 }
 
+
 /* ------------------------------------------------------------ lookups */
 
 uint64_t svc_conn_id(const struct svc_conn *c) { return c->id; }
+enum svc_role svc_conn_role(const struct svc_conn *c) { return c->role; }
 uid_t svc_conn_uid(const struct svc_conn *c) { return c->uid; }
 gid_t svc_conn_gid(const struct svc_conn *c) { return c->gid; }
 pid_t svc_conn_pid(const struct svc_conn *c) { return c->pid; }
 const struct svc_ident *svc_conn_ident(const struct svc_conn *c) { return &c->ident; }
+const char *svc_conn_app(const struct svc_conn *c) { return c->app; }
+bool svc_conn_hello_done(const struct svc_conn *c) { return c->hello; }
+const char *svc_conn_kind(const struct svc_conn *c) { return c->kind; }
+uint32_t svc_conn_runtime_caps(const struct svc_conn *c) { return c->caps; }
+void svc_conn_set_listener(struct svc_conn *c, bool on) { c->listener = on; }
+bool svc_conn_is_listener(const struct svc_conn *c) { return c->listener && !c->dropping; }
 
-/* Why svc_ident_check() refused, for the peer and the log. */
-static const char *ident_why(int r)
+const char *svc_conn_ident_why(int r)
 {
 	return r == -EPERM ? "the connecting process changed its ids (a setuid exec?)"
 	       : r == -ESRCH ? "the connecting process is gone (its pid may be another's now)"
@@ -206,10 +200,9 @@ int svc_conn_check(struct svc_conn *c)
 		return -ESRCH;
 	int r = svc_ident_check(&c->ident);
 	if (r < 0)
-		svc_conn_drop(c, ident_why(r));
+		svc_conn_drop(c, svc_conn_ident_why(r));
 	return r;
 }
-const char *svc_conn_app(const struct svc_conn *c) { return c->app; }
 
 /* The app key of a process: its uid, plus the [apps] id of its executable. */
 void svc_app_key(const struct svc_config *config, pid_t pid, uid_t uid, char *out, size_t n)
@@ -231,22 +224,18 @@ void svc_app_key(const struct svc_config *config, pid_t pid, uid_t uid, char *ou
 		util_fmt(out, n, "uid:%u", (unsigned)uid);
 }
 
-void svc_conn_set_listener(struct svc_conn *c, bool on) { c->listener = on; }
-bool svc_conn_is_listener(const struct svc_conn *c) { return c->listener && !c->dropping; }
-uint32_t svc_conn_runtime_caps(const struct svc_conn *c) { return c->caps; }
-
-/* The hello came: the peer may stay. */
-static void hello_seen(struct svc_conn *c)
+void svc_conn_hello(struct svc_conn *c)
 {
 	c->hello = true;
 	if (c->ev_hello)
 		evtimer_del(c->ev_hello);
 }
 
-void svc_conn_set_runtime(struct svc_conn *c, uint32_t caps)
+void svc_conn_set_runtime(struct svc_conn *c, uint32_t caps, const char *kind)
 {
-	hello_seen(c);
+	svc_conn_hello(c);
 	c->caps = caps;
+	util_strlcpy(c->kind, kind ? kind : "", sizeof(c->kind));
 }
 
 struct svc_conn *svc_conn_by_id(uint64_t id)
@@ -279,6 +268,13 @@ struct svc_conn *svc_conn_runtime_for(pid_t pid)
 	return NULL;
 }
 
+void svc_conn_foreach(void (*fn)(struct svc_conn *c, void *ud), void *ud)
+{
+	for (struct svc_conn *c = conns; c; c = c->next)
+		if (!c->dropping)
+			fn(c, ud);
+}
+
 /* ------------------------------------------------------------ sending */
 
 static int conn_flush(struct svc_conn *c)
@@ -291,11 +287,9 @@ static int conn_flush(struct svc_conn *c)
 
 int svc_conn_send(struct svc_conn *c, const ProtobufCMessage *m, int fd)
 {
-	size_t cap = c->role == SVC_ROLE_CLIENT ? WIRE_CLIENT_MAX_MSG : WIRE_RUNTIME_MAX_MSG;
-
-	if (c->dropping)
+	if (c->dropping || !role_ops[c->role])
 		return -EPIPE;
-	int r = svc_outq_push(&c->q, m, cap, fd);
+	int r = svc_outq_push(&c->q, m, role_ops[c->role]->max_out, fd);
 	if (r == -ENOBUFS)
 		svc_conn_drop(c, "peer does not read: outgoing queue full");
 	if (r < 0)
@@ -308,30 +302,19 @@ int svc_conn_send(struct svc_conn *c, const ProtobufCMessage *m, int fd)
 
 /* ------------------------------------------------------------ closing */
 
-static void conn_unlink(struct svc_conn *c)
-{
-	for (struct svc_conn **pp = &conns; *pp; pp = &(*pp)->next) {
-		if (*pp == c) {
-			*pp = c->next;
-			return;
-		}
-	}
-}
-
 static void conn_free(struct svc_conn *c)
 {
 	if (!c)
 		return;
-	if (c->role == SVC_ROLE_RUNTIME && c->hello)
-		svc_session_runtime_down(c);
-	if (c->role == SVC_ROLE_CLIENT && c->hello)
-		svc_trigger_client_down(c);
-	conn_unlink(c);
+	if (c->hello && role_ops[c->role] && role_ops[c->role]->closed)
+		role_ops[c->role]->closed(c);
+	for (struct svc_conn **pp = &conns; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
 	share_put(c->share);
-	if (c->role == SVC_ROLE_CLIENT)
-		nclients--;
-	else
-		nruntimes--;
+	npeers[c->role]--;
 	if (c->ev_read)
 		event_free(c->ev_read);
 	if (c->ev_write)
@@ -347,8 +330,7 @@ static void conn_free(struct svc_conn *c)
 
 static void conn_reap_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct svc_conn *c = arg;
-	conn_free(c);
+	conn_free(arg);
 }
 
 void svc_conn_drop(struct svc_conn *c, const char *why)
@@ -358,305 +340,74 @@ void svc_conn_drop(struct svc_conn *c, const char *why)
 	c->dropping = true;
 	if (why)
 		LOG_PEER(c->uid, LOG_NOTICE, "closing %s peer pid %d uid %u: %s",
-			 c->role == SVC_ROLE_CLIENT ? "client" : "runtime", (int)c->pid,
-			 (unsigned)c->uid, why);
+			 socks[c->role].name, (int)c->pid, (unsigned)c->uid, why);
 	/* Free outside the current handler: callers may still hold c. */
 	event_base_once(base, -1, EV_TIMEOUT, conn_reap_cb, c, NULL);
 }
 
-/* --------------------------------------------------- client dispatcher */
-
-typedef int (*client_fn)(struct svc_conn *c, const Pd__ClientMsg *m);
-static int reply(struct svc_conn *c, uint64_t token, int error, const char *why);
+/* ------------------------------------------------------------ reading */
 
 /*
- * Before a message that acts for the peer's process: is it still the one
- * that connected? If not, the refusal (token != 0) and the connection
- * closed. 0 or a negative errno (then the handler stops, and returns 0:
- * the drop is already under way).
+ * The case of m's oneof (every role's message has one): the quantifier
+ * of a oneof's fields is its case. -1 for a message without a oneof.
  */
-static int client_recheck(struct svc_conn *c, uint64_t token, bool answer)
+static int oneof_case(const ProtobufCMessage *m)
 {
-	int r = svc_ident_check(&c->ident);
-	if (r == 0)
-		return 0;
-	if (answer)
-		reply(c, token, PROF_E_PERMISSION, ident_why(r));
-	svc_conn_drop(c, ident_why(r));
-	return r;
+	const ProtobufCMessageDescriptor *d = m->descriptor;
+	for (unsigned i = 0; i < d->n_fields; i++)
+		if (d->fields[i].flags & PROTOBUF_C_FIELD_FLAG_ONEOF)
+			return (int)*(const uint32_t *)((const char *)m +
+							d->fields[i].quantifier_offset);
+	return -1;
 }
 
-static int client_hello(struct svc_conn *c, const Pd__ClientMsg *m)
+/* One packet: decoded by the role, handled by the entry of its case. */
+static void conn_dispatch(struct svc_conn *c, const struct svc_conn_role_ops *ops,
+			  const uint8_t *buf, size_t len)
 {
-	Pd__DaemonMsg out = PD__DAEMON_MSG__INIT;
-	Pd__Welcome w = PD__WELCOME__INIT;
-
-	if (c->hello)
-		return -EPROTO;
-	hello_seen(c);
-	w.version = PROF_API_VERSION;
-	w.runtime_socket = (char *)cfg->runtime_socket;
-	w.uid = (uint32_t)c->uid;
-	w.has_max_message_bytes = 1;
-	w.max_message_bytes = WIRE_CLIENT_MAX_MSG;
-	out.msg_case = PD__DAEMON_MSG__MSG_WELCOME;
-	out.welcome = &w;
-	svc_trigger_client_up(c);
-	return svc_conn_send(c, &out.base, -1);
-}
-
-static int client_request(struct svc_conn *c, const Pd__ClientMsg *m)
-{
-	Pd__DaemonMsg out = PD__DAEMON_MSG__INIT;
-	Pd__RequestReply rep = PD__REQUEST_REPLY__INIT;
 	const char *why = NULL;
-	uint64_t id = 0;
-
-	if (client_recheck(c, m->request->token, true) < 0)
-		return 0;
-	int e = svc_session_request(c, m->request, &id, &why);
-	rep.token = m->request->token;
-	rep.request_id = id;
-	rep.error = (uint32_t)e;
-	rep.message = (char *)why;
-	out.msg_case = PD__DAEMON_MSG__MSG_REPLY;
-	out.reply = &rep;
-	if (e)
-		LOG_PEER(c->uid, LOG_INFO, "refused request from pid %d (%s): %s: %s", (int)c->pid,
-			 c->app, prof_strerror(e), why ? why : "");
-	int r = svc_conn_send(c, &out.base, -1);
-	if (r == 0 && e)
-		svc_session_refused(c, id, m->request, e, why);
-	return r;
-}
-
-static int client_cancel(struct svc_conn *c, const Pd__ClientMsg *m)
-{
-	svc_session_cancel(c, m->cancel->request_id);
-	return 0;
-}
-
-static int client_set_listener(struct svc_conn *c, const Pd__ClientMsg *m)
-{
-	c->listener = !m->set_listener->has_enable || m->set_listener->enable;
-	if (c->listener)
-		svc_session_redeliver(c);
-	return 0;
-}
-
-static int reply(struct svc_conn *c, uint64_t token, int error, const char *why)
-{
-	Pd__DaemonMsg out = PD__DAEMON_MSG__INIT;
-	Pd__RequestReply rep = PD__REQUEST_REPLY__INIT;
-	rep.token = token;
-	rep.error = (uint32_t)error;
-	rep.message = (char *)why;
-	out.msg_case = PD__DAEMON_MSG__MSG_REPLY;
-	out.reply = &rep;
-	return svc_conn_send(c, &out.base, -1);
-}
-
-static int client_add_trigger(struct svc_conn *c, const Pd__ClientMsg *m)
-{
-	char why[160] = "";
-	if (client_recheck(c, m->add_trigger->token, true) < 0)
-		return 0;
-	int e = svc_trigger_add(c, m->add_trigger->trigger, why, sizeof(why));
-	return reply(c, m->add_trigger->token, e, e ? why : NULL);
-}
-
-static int client_remove_trigger(struct svc_conn *c, const Pd__ClientMsg *m)
-{
-	const Pd__RemoveTrigger *rt = m->remove_trigger;
-	int e = svc_trigger_remove(c, rt->has_type ? (int)rt->type : -1) < 0 ? PROF_E_UNKNOWN : 0;
-	return reply(c, rt->token, e, NULL);
-}
-
-static int client_signal(struct svc_conn *c, const Pd__ClientMsg *m)
-{
-	if (client_recheck(c, 0, false) < 0)
-		return 0;
-	svc_trigger_signal(c, m->signal);
-	return 0;
-}
-
-static int client_ack(struct svc_conn *c, const Pd__ClientMsg *m)
-{
-	svc_session_ack(c, m->ack->result_id);
-	return 0;
-}
-
-static const struct {
-	Pd__ClientMsg__MsgCase which;
-	bool needs_hello;
-	client_fn fn;
-} client_table[] = {
-	{ PD__CLIENT_MSG__MSG_HELLO, false, client_hello },
-	{ PD__CLIENT_MSG__MSG_REQUEST, true, client_request },
-	{ PD__CLIENT_MSG__MSG_CANCEL, true, client_cancel },
-	{ PD__CLIENT_MSG__MSG_SET_LISTENER, true, client_set_listener },
-	{ PD__CLIENT_MSG__MSG_ACK, true, client_ack },
-	{ PD__CLIENT_MSG__MSG_ADD_TRIGGER, true, client_add_trigger },
-	{ PD__CLIENT_MSG__MSG_REMOVE_TRIGGER, true, client_remove_trigger },
-	{ PD__CLIENT_MSG__MSG_SIGNAL, true, client_signal },
-};
-
-static int client_dispatch(struct svc_conn *c, const uint8_t *buf, size_t len)
-{
-	const char *why;
-	Pd__ClientMsg *m = svc_decode_client(buf, len, &why);
+	ProtobufCMessage *m = ops->decode(buf, len, &why);
 	int r = -EPROTO;
 
 	if (!m) {
-		svc_conn_drop(c, why);
-		return -EPROTO;
+		svc_conn_drop(c, why ? why : "undecodable message");
+		return;
 	}
-	for (size_t i = 0; i < sizeof(client_table) / sizeof(client_table[0]); i++) {
-		if (client_table[i].which != m->msg_case)
+	int which = oneof_case(m);
+	why = "unknown message";
+	for (size_t i = 0; i < ops->nhandlers; i++) {
+		const struct svc_conn_handler *h = &ops->handlers[i];
+		if (h->which != which && h->which != SVC_CONN_ANY)
 			continue;
-		if (client_table[i].needs_hello && !c->hello) {
+		if (h->needs_hello && !c->hello) {
 			why = "message before hello";
 			break;
 		}
-		r = client_table[i].fn(c, m);
-		why = r == -EPROTO ? "protocol violation" : NULL;
+		r = h->fn(c, m);
+		why = r == -EPROTO ? "protocol violation" : r < 0 ? strerror(-r) : NULL;
 		break;
 	}
-	pd__client_msg__free_unpacked(m, NULL);
+	protobuf_c_message_free_unpacked(m, NULL);
 	if (r < 0)
 		svc_conn_drop(c, why);
-	return r;
 }
-
-/* -------------------------------------------------- runtime dispatcher */
-
-static uint32_t parse_caps(const Pd__RuntimeHello *h)
-{
-	uint32_t caps = 0;
-	for (size_t i = 0; i < h->n_capabilities; i++)
-		caps |= names_cap_parse(h->capabilities[i]);
-	return caps;
-}
-
-typedef int (*runtime_fn)(struct svc_conn *c, const Pd__RuntimeMsg *m);
-
-static int runtime_hello(struct svc_conn *c, const Pd__RuntimeMsg *m)
-{
-	Pd__DaemonToRuntime out = PD__DAEMON_TO_RUNTIME__INIT;
-	Pd__HelloAck ack = PD__HELLO_ACK__INIT;
-
-	if (c->hello)
-		return -EPROTO;
-	/* The process that connected, still there with its ids. */
-	int ir = svc_ident_check(&c->ident);
-	if (ir < 0) {
-		LOG_W("runtime hello of pid %d refused: %s", (int)c->pid, ident_why(ir));
-		return ir;
-	}
-	/* The pid is the kernel's word, never the message's. */
-	if ((pid_t)m->hello->pid != c->pid) {
-		LOG_PEER(c->uid, LOG_WARNING, "runtime hello claims pid %u but the peer is pid %d",
-			 m->hello->pid, (int)c->pid);
-		return -EPERM;
-	}
-	if (svc_conn_runtime_for(c->pid)) {
-		LOG_PEER(c->uid, LOG_WARNING, "pid %d already has a runtime connection",
-			 (int)c->pid);
-		return -EEXIST;
-	}
-	svc_conn_set_runtime(c, parse_caps(m->hello));
-	util_strlcpy(c->kind, m->hello->runtime, sizeof(c->kind));
-	/* What the runtime would offer but could not get (a JVMTI capability). */
-	char missing[WIRE_MAX_CAPS * 33 + 2] = "";
-	for (size_t i = 0; i < m->hello->n_missing; i++) {
-		size_t len = strlen(missing);
-		util_fmt(missing + len, sizeof(missing) - len, "%s%s", i ? "," : "",
-			 m->hello->missing[i]);
-	}
-	LOG_PEER(c->uid, LOG_INFO, "runtime up: pid %d uid %u kind %s caps 0x%x missing %s",
-		 (int)c->pid, (unsigned)c->uid, m->hello->runtime, c->caps,
-		 missing[0] ? missing : "-");
-	ack.version = PROF_API_VERSION;
-	out.msg_case = PD__DAEMON_TO_RUNTIME__MSG_HELLO_ACK;
-	out.hello_ack = &ack;
-	int r = svc_conn_send(c, &out.base, -1);
-	if (r == 0) {
-		svc_trigger_runtime_up(c);
-		svc_session_runtime_up(c);
-	}
-	return r;
-}
-
-static int runtime_done(struct svc_conn *c, const Pd__RuntimeMsg *m)
-{
-	return svc_session_capture_done(c, m->done);
-}
-
-static int runtime_event(struct svc_conn *c, const Pd__RuntimeMsg *m)
-{
-	/* It may fire a trigger: only for the process that connected. */
-	if (svc_conn_check(c) < 0)
-		return 0;
-	svc_trigger_runtime_event(c, m->event);
-	return 0;
-}
-
-static const struct {
-	Pd__RuntimeMsg__MsgCase which;
-	bool needs_hello;
-	runtime_fn fn;
-} runtime_table[] = {
-	{ PD__RUNTIME_MSG__MSG_HELLO, false, runtime_hello },
-	{ PD__RUNTIME_MSG__MSG_DONE, true, runtime_done },
-	{ PD__RUNTIME_MSG__MSG_EVENT, true, runtime_event },
-};
-
-static int runtime_dispatch(struct svc_conn *c, const uint8_t *buf, size_t len)
-{
-	const char *why;
-	Pd__RuntimeMsg *m = svc_decode_runtime(buf, len, &why);
-	int r = -EPROTO;
-
-	if (!m) {
-		svc_conn_drop(c, why);
-		return -EPROTO;
-	}
-	for (size_t i = 0; i < sizeof(runtime_table) / sizeof(runtime_table[0]); i++) {
-		if (runtime_table[i].which != m->msg_case)
-			continue;
-		if (runtime_table[i].needs_hello && !c->hello) {
-			why = "message before hello";
-			break;
-		}
-		r = runtime_table[i].fn(c, m);
-		why = r < 0 ? strerror(-r) : NULL;
-		break;
-	}
-	pd__runtime_msg__free_unpacked(m, NULL);
-	if (r < 0)
-		svc_conn_drop(c, why);
-	return r;
-}
-
-/* ------------------------------------------------------------ events */
 
 static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct svc_conn *c = arg;
-	uint8_t buf[WIRE_CLIENT_MAX_MSG > WIRE_RUNTIME_MAX_MSG ? WIRE_CLIENT_MAX_MSG
-							      : WIRE_RUNTIME_MAX_MSG];
-	size_t cap = c->role == SVC_ROLE_CLIENT ? WIRE_CLIENT_MAX_MSG : WIRE_RUNTIME_MAX_MSG;
+	const struct svc_conn_role_ops *ops = role_ops[c->role];
+	uint8_t buf[SVC_CONN_MAX_PACKET];
 
-	/* A bounded batch per wakeup keeps one chatty peer from starving others. */
-	for (int i = 0; i < 16 && !c->dropping && share_take(c->share); i++) {
-		ssize_t n = wire_recv(c->fd, buf, cap, NULL);
+	for (unsigned i = 0; ops && i < socks[c->role].batch && !c->dropping && share_take(c->share);
+	     i++) {
+		ssize_t n = wire_recv(c->fd, buf, ops->max_in, NULL);
 		if (n <= 0)
 			share_refund(c->share);
 		if (n == -EAGAIN)
 			return;
 		if (n == 0) {
-			LOG_PEER(c->uid, LOG_DEBUG, "%s pid %d disconnected",
-				 c->role == SVC_ROLE_CLIENT ? "client" : "runtime", (int)c->pid);
+			LOG_PEER(c->uid, LOG_DEBUG, "%s pid %d disconnected", socks[c->role].name,
+				 (int)c->pid);
 			svc_conn_drop(c, NULL);
 			return;
 		}
@@ -666,10 +417,7 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
 				      : strerror((int)-n));
 			return;
 		}
-		if (c->role == SVC_ROLE_CLIENT)
-			client_dispatch(c, buf, (size_t)n);
-		else
-			runtime_dispatch(c, buf, (size_t)n);
+		conn_dispatch(c, ops, buf, (size_t)n);
 	}
 }
 
@@ -681,6 +429,42 @@ static void conn_write_cb(evutil_socket_t fd, short what, void *arg)
 		svc_conn_drop(c, strerror(-r));
 }
 
+static void hello_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct svc_conn *c = arg;
+	if (!c->hello)
+		svc_conn_drop(c, "no hello within hello_timeout_ms");
+}
+
+/* ------------------------------------------------------------ accepting */
+
+/* A role's caps: connections in all and per uid, queued messages per peer,
+ * and the config keys that set the first two, for the log. */
+struct role_caps {
+	uint32_t total, per_uid, queue;
+	const char *total_key, *uid_key;
+};
+
+static struct role_caps caps_of(enum svc_role role)
+{
+	switch (role) {
+	case SVC_ROLE_CLIENT:
+		return (struct role_caps){ cfg->max_clients, cfg->max_clients_per_uid,
+					   cfg->max_queued_msgs, "max_clients",
+					   "max_clients_per_uid" };
+	case SVC_ROLE_RUNTIME:
+		/* Per uid: one uid's idle connections must not lock every other
+		 * app's agent out. */
+		return (struct role_caps){ cfg->max_runtimes, cfg->max_runtimes_per_uid,
+					   cfg->max_queued_msgs, "max_runtimes",
+					   "max_runtimes_per_uid" };
+	default:
+		return (struct role_caps){ cfg->max_ctl_clients, cfg->max_ctl_per_uid,
+					   SVC_CONN_CTL_QUEUE, "max_control_clients",
+					   "max_control_per_uid" };
+	}
+}
+
 static uint32_t count_uid(enum svc_role role, uid_t uid)
 {
 	uint32_t n = 0;
@@ -690,16 +474,58 @@ static uint32_t count_uid(enum svc_role role, uid_t uid)
 	return n;
 }
 
-static void hello_timeout_cb(evutil_socket_t fd, short what, void *arg)
+/* The peer's state once it is bound; it owns fd and ident from here. 0 or -ENOMEM. */
+static int conn_new(enum svc_role role, int fd, const struct ucred *cred,
+		    struct svc_ident *ident)
 {
-	struct svc_conn *c = arg;
-	if (!c->hello)
-		svc_conn_drop(c, "no hello within hello_timeout_ms");
+	bool hello = role_hello[role];
+	struct svc_conn *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		svc_ident_fini(ident);
+		close(fd);
+		return -ENOMEM;
+	}
+	int qr = svc_outq_init(&c->q, caps_of(role).queue);
+	c->fd = fd;
+	c->id = next_conn_id++;
+	c->role = role;
+	c->uid = cred->uid;
+	c->gid = cred->gid;
+	c->pid = cred->pid;
+	c->ident = *ident; /* c owns its pidfd now */
+	ident->pidfd = -1;
+	svc_app_key(cfg, c->pid, c->uid, c->app, sizeof(c->app));
+	c->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, conn_read_cb, c);
+	c->ev_write = event_new(base, fd, EV_WRITE, conn_write_cb, c);
+	if (hello)
+		c->ev_hello = evtimer_new(base, hello_timeout_cb, c);
+	else
+		c->hello = true; /* nothing to wait for */
+	c->share = share_get(c->uid);
+	c->next = conns;
+	conns = c;
+	npeers[role]++;
+	if (qr < 0 || !c->ev_read || !c->ev_write || (hello && !c->ev_hello) || !c->share) {
+		conn_free(c);
+		return -ENOMEM;
+	}
+	event_add(c->ev_read, NULL);
+	if (hello) {
+		struct timeval hto = { cfg->hello_timeout_ms / 1000,
+				       (cfg->hello_timeout_ms % 1000) * 1000 };
+		evtimer_add(c->ev_hello, &hto);
+	}
+	LOG_PEER(c->uid, LOG_DEBUG, "%s connected: pid %d uid %u", socks[role].name, (int)c->pid,
+		 (unsigned)c->uid);
+	return 0;
 }
 
 static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 {
-	struct listener *l = arg;
+	enum svc_role role = (enum svc_role)(intptr_t)arg;
+	struct svc_listener *l = &listeners[role];
+	struct role_caps caps = caps_of(role);
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
 	struct svc_ident ident;
@@ -713,20 +539,15 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 		close(fd);
 		return;
 	}
-	if (l->role == SVC_ROLE_CLIENT) {
-		if (nclients >= cfg->max_clients)
-			refuse = "max_clients reached";
-		else if (count_uid(SVC_ROLE_CLIENT, cred.uid) >= cfg->max_clients_per_uid)
-			refuse = "max_clients_per_uid reached";
-	} else if (nruntimes >= cfg->max_runtimes) {
-		refuse = "max_runtimes reached";
-	} else if (count_uid(SVC_ROLE_RUNTIME, cred.uid) >= cfg->max_runtimes_per_uid) {
-		/* One uid's idle connections must not lock every other app's agent out. */
-		refuse = "max_runtimes_per_uid reached";
-	}
+	if (!role_ops[role])
+		refuse = "not serving this socket now";
+	else if (npeers[role] >= caps.total)
+		refuse = caps.total_key;
+	else if (count_uid(role, cred.uid) >= caps.per_uid)
+		refuse = caps.uid_key;
 	if (refuse) {
-		LOG_PEER(cred.uid, LOG_WARNING, "refusing pid %d uid %u on %s: %s", (int)cred.pid,
-			 (unsigned)cred.uid, l->path, refuse);
+		LOG_PEER(cred.uid, LOG_WARNING, "refusing pid %d uid %u on %s: %s%s", (int)cred.pid,
+			 (unsigned)cred.uid, l->path, refuse, role_ops[role] ? " reached" : "");
 		close(fd);
 		return;
 	}
@@ -741,57 +562,40 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 		if (svc_acceptor_pause(&l->acc, "binding a peer", ir) == 0)
 			return;
 		LOG_D("refusing pid %d uid %u on %s: %s", (int)cred.pid, (unsigned)cred.uid, l->path,
-		      ir == -EPERM || ir == -ESRCH ? ident_why(ir) : strerror(-ir));
+		      ir == -EPERM || ir == -ESRCH ? svc_conn_ident_why(ir) : strerror(-ir));
 		return;
 	}
-	struct svc_conn *c = calloc(1, sizeof(*c));
-	if (!c)
-		goto fail;
-	int qr = svc_outq_init(&c->q, cfg->max_queued_msgs);
-	c->fd = fd;
-	c->id = next_conn_id++;
-	c->role = l->role;
-	c->uid = cred.uid;
-	c->gid = cred.gid;
-	c->pid = cred.pid;
-	c->ident = ident; /* c owns its pidfd now */
-	ident.pidfd = -1;
-	svc_app_key(cfg, c->pid, c->uid, c->app, sizeof(c->app));
-	c->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, conn_read_cb, c);
-	c->ev_write = event_new(base, fd, EV_WRITE, conn_write_cb, c);
-	c->ev_hello = evtimer_new(base, hello_timeout_cb, c);
-	c->share = share_get(c->uid);
-	if (qr < 0 || !c->ev_read || !c->ev_write || !c->ev_hello || !c->share)
-		goto fail_conn;
-	c->next = conns;
-	conns = c;
-	if (c->role == SVC_ROLE_CLIENT)
-		nclients++;
-	else
-		nruntimes++;
-	event_add(c->ev_read, NULL);
-	struct timeval hto = { cfg->hello_timeout_ms / 1000,
-			       (cfg->hello_timeout_ms % 1000) * 1000 };
-	evtimer_add(c->ev_hello, &hto);
-	LOG_PEER(c->uid, LOG_DEBUG, "%s connected: pid %d uid %u",
-		 l->role == SVC_ROLE_CLIENT ? "client" : "runtime", (int)c->pid, (unsigned)c->uid);
-	return;
-fail_conn:
-	if (c->ev_read)
-		event_free(c->ev_read);
-	if (c->ev_write)
-		event_free(c->ev_write);
-	if (c->ev_hello)
-		event_free(c->ev_hello);
-	share_put(c->share);
-	svc_outq_fini(&c->q);
-	svc_ident_fini(&c->ident);
-	free(c);
-fail:
-	LOG_E("out of memory accepting a connection");
-	svc_ident_fini(&ident);
-	close(fd);
+	if (conn_new(role, fd, &cred, &ident) < 0)
+		LOG_E("out of memory accepting a connection");
 }
+
+/* ------------------------------------------------------------ roles */
+
+int svc_conn_role_register(enum svc_role role, const struct svc_conn_role_ops *ops)
+{
+	if ((unsigned)role >= SVC_ROLE_N || !ops || !ops->decode || !ops->nhandlers ||
+	    ops->max_in > SVC_CONN_MAX_PACKET)
+		return -EINVAL;
+	role_hello[role] = false;
+	for (size_t i = 0; i < ops->nhandlers; i++)
+		role_hello[role] |= ops->handlers[i].needs_hello;
+	role_ops[role] = ops;
+	return 0;
+}
+
+void svc_conn_role_unregister(enum svc_role role)
+{
+	if ((unsigned)role >= SVC_ROLE_N)
+		return;
+	for (struct svc_conn *c = conns, *next; c; c = next) {
+		next = c->next;
+		if (c->role == role)
+			conn_free(c);
+	}
+	role_ops[role] = NULL;
+}
+
+/* ------------------------------------------------------------ init */
 
 /*
  * Every peer holds an fd: make the soft fd limit fit the connection caps
@@ -828,222 +632,41 @@ static void fit_fd_limit(void)
 		      (unsigned long long)old, (unsigned long long)rl.rlim_cur);
 }
 
-static int listen_on(struct listener *l, const char *path, enum svc_role role)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct stat st;
-	char dir[SVC_SUN_MAX];
-	int r;
-
-	l->fd = -1;
-	l->role = role;
-	util_strlcpy(l->path, path, sizeof(l->path));
-	util_strlcpy(sa.sun_path, path, sizeof(sa.sun_path));
-	util_strlcpy(dir, path, sizeof(dir));
-	char *slash = strrchr(dir, '/');
-	if (slash && slash != dir) {
-		*slash = '\0';
-		if ((r = util_mkdir_p(dir, 0755)) < 0) {
-			LOG_E("cannot create %s: %s", dir, strerror(-r));
-			return r;
-		}
-	}
-	/* Replace a stale socket from a previous run, never another file. */
-	if (lstat(path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode)) {
-			LOG_E("%s exists and is not a socket", path);
-			return -EEXIST;
-		}
-		unlink(path);
-	}
-	l->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (l->fd < 0)
-		return -errno;
-	if (bind(l->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l->fd, 128) < 0) {
-		r = -errno;
-		LOG_E("cannot listen on %s: %s", path, strerror(errno));
-		close(l->fd);
-		l->fd = -1;
-		return r;
-	}
-	/* Any local process may connect; authorisation is by peer uid. */
-	chmod(path, 0666);
-	if ((r = svc_acceptor_start(&l->acc, base, l->fd, l->path, accept_cb, l)) < 0)
-		return r;
-	LOG_I("listening on %s", path);
-	return 0;
-}
-
-/* Watch an inherited listening socket as l. */
-/*
- * Ready an inherited listening socket: it must be AF_UNIX SOCK_SEQPACKET;
- * it gets CLOEXEC and O_NONBLOCK (inherited without them, and helpers must
- * not get it); path is its bound path, else name. 0 or -errno.
- */
-static int inherited(int fd, const char *name, char *path, size_t n)
-{
-	struct sockaddr_un sa;
-	socklen_t len = sizeof(sa);
-
-	if (sd_is_socket(fd, AF_UNIX, SOCK_SEQPACKET, 1) <= 0) {
-		LOG_E("activated socket '%s' (fd %d) is not a listening AF_UNIX SOCK_SEQPACKET "
-		      "socket: use ListenSequentialPacket= in the socket unit", name, fd);
-		return -EINVAL;
-	}
-	int fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
-	    fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
-		return -errno;
-	memset(&sa, 0, sizeof(sa));
-	if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0 && sa.sun_path[0])
-		util_strlcpy(path, sa.sun_path, n);
-	else
-		util_strlcpy(path, name, n);
-	return 0;
-}
-
-/* Watch an inherited listening socket as l. */
-static int adopt(struct listener *l, int fd, enum svc_role role, const char *name)
-{
-	int r = inherited(fd, name, l->path, sizeof(l->path));
-	if (r < 0)
-		return r;
-	l->fd = fd;
-	l->role = role;
-	l->activated = true;
-	if ((r = svc_acceptor_start(&l->acc, base, l->fd, l->path, accept_cb, l)) < 0)
-		return r;
-	LOG_I("listening on %s (socket-activated as '%s')", l->path, name);
-	return 0;
-}
-
-/* An activated control.sock and its path, until svc_ctl takes them. */
-static int control_fd = -1;
-static char control_path[SVC_SUN_MAX];
-
-int svc_conn_take_control_fd(char *path, size_t n)
-{
-	int fd = control_fd;
-	control_fd = -1;
-	if (fd >= 0)
-		util_strlcpy(path, control_path, n);
-	return fd;
-}
-
-/* An activated control.sock: readied and kept for svc_ctl, or closed when
- * unusable or a second one. 0 if it is one, else -ENOENT. */
-static int keep_control(int fd, const char *name)
-{
-	if (strcmp(name, "control") && sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, cfg->control_socket, 0) <= 0)
-		return -ENOENT;
-	if (control_fd >= 0 || inherited(fd, name, control_path, sizeof(control_path)) < 0) {
-		LOG_E("activated socket '%s' (fd %d) is not a usable control socket: closed",
-		      name, fd);
-		close(fd);
-		return 0;
-	}
-	control_fd = fd;
-	return 0;
-}
-
-/*
- * Take the sockets systemd passed (LISTEN_FDS). A name "client"/"runtime"
- * decides the role; otherwise the bound path must be the configured one.
- * An fd that matches neither is closed with a warning.
- */
-static int take_activated(void)
-{
-	char **names = NULL;
-	int n = sd_listen_fds_with_names(1, &names), r = 0;
-
-	if (n < 0) {
-		LOG_W("socket activation: %s; binding the sockets here", strerror(-n));
-		return 0;
-	}
-	for (int i = 0; i < n; i++) {
-		int fd = SD_LISTEN_FDS_START + i;
-		const char *name = names && names[i] ? names[i] : "unknown";
-		int role = -1;
-		if (keep_control(fd, name) == 0)
-			continue;
-		if (!strcmp(name, "client"))
-			role = SVC_ROLE_CLIENT;
-		else if (!strcmp(name, "runtime"))
-			role = SVC_ROLE_RUNTIME;
-		else if (sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, cfg->client_socket, 0) > 0)
-			role = SVC_ROLE_CLIENT;
-		else if (sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, cfg->runtime_socket, 0) > 0)
-			role = SVC_ROLE_RUNTIME;
-		if (r < 0 || role < 0 || listeners[role].fd >= 0) {
-			if (r == 0)
-				LOG_W("socket activation: fd %d '%s' is none of client.sock, "
-				      "runtime.sock, control.sock (by name or configured path): closed",
-				      fd, name);
-			close(fd);
-			continue;
-		}
-		r = adopt(&listeners[role], fd, (enum svc_role)role, name);
-		if (r < 0 && listeners[role].fd != fd)
-			close(fd);
-	}
-	if (names)
-		for (int i = 0; i < n; i++)
-			free(names[i]);
-	free(names);
-	return r;
-}
 
 int svc_conn_init(struct event_base *b, const struct svc_config *c)
 {
+	const char *paths[SVC_ROLE_N] = {
+		[SVC_ROLE_CLIENT] = c->client_socket,
+		[SVC_ROLE_RUNTIME] = c->runtime_socket,
+		[SVC_ROLE_CONTROL] = c->control_socket,
+	};
+	struct svc_listen_spec spec[SVC_ROLE_N];
 	int r;
+
 	base = b;
 	cfg = c;
 	if (!(ev_round = evtimer_new(base, round_cb, NULL)))
 		return -ENOMEM;
-	listeners[0].fd = listeners[1].fd = -1;
-	listeners[0].activated = listeners[1].activated = false;
 	fit_fd_limit();
-	if ((r = take_activated()) < 0)
+	for (int i = 0; i < SVC_ROLE_N; i++)
+		spec[i] = (struct svc_listen_spec){ socks[i].name, paths[i], socks[i].label,
+						    socks[i].backlog };
+	if ((r = svc_listen_activated(listeners, spec, SVC_ROLE_N)) < 0)
 		return r;
-	if (listeners[0].fd < 0 &&
-	    (r = listen_on(&listeners[0], cfg->client_socket, SVC_ROLE_CLIENT)) < 0)
-		return r;
-	if (listeners[1].fd < 0)
-		return listen_on(&listeners[1], cfg->runtime_socket, SVC_ROLE_RUNTIME);
+	for (int i = 0; i < SVC_ROLE_N; i++)
+		if ((r = svc_listen_start(&listeners[i], &spec[i], base, accept_cb,
+					  (void *)(intptr_t)i)) < 0)
+			return r;
 	return 0;
 }
 
 void svc_conn_fini(void)
 {
-	if (control_fd >= 0)
-		close(control_fd);
-	control_fd = -1;
-	for (int i = 0; i < 2; i++) {
-		svc_acceptor_stop(&listeners[i].acc);
-		if (listeners[i].fd >= 0) {
-			close(listeners[i].fd);
-			/* An activated socket's path belongs to its socket unit. */
-			if (!listeners[i].activated)
-				unlink(listeners[i].path);
-		}
-		listeners[i].fd = -1;
-	}
+	for (int i = 0; i < SVC_ROLE_N; i++)
+		svc_listen_close(&listeners[i]);
 	while (conns)
 		conn_free(conns);
 	if (ev_round)
 		event_free(ev_round);
 	ev_round = NULL;
 }
-
-/* ------------------------------------------------- read-only queries */
-
-void svc_conn_foreach(void (*fn)(struct svc_conn *c, void *ud), void *ud)
-{
-	for (struct svc_conn *c = conns; c; c = c->next)
-		if (!c->dropping)
-			fn(c, ud);
-}
-
-enum svc_role svc_conn_role(const struct svc_conn *c) { return c->role; }
-bool svc_conn_hello_done(const struct svc_conn *c) { return c->hello; }
-const char *svc_conn_kind(const struct svc_conn *c) { return c->kind; }

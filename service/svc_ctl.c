@@ -1,139 +1,44 @@
 /*
- * control.sock: profctl's view of the daemon (proto/control.proto).
+ * The control role (svc_ctl.h): profctl's requests on control.sock,
+ * answered from the session, trigger, admission and database modules.
+ * The transport (svc_conn.c) accepts, caps, reads and queues; this file
+ * decodes, checks the version and the peer's process, starts captures
+ * for `request` and reports their phases to peers that wait. The
+ * read-only answers are svc_ctl_view.c's.
  *
- * The socket is mode 0666, like client.sock, and every request is
- * authorised by the peer's SO_PEERCRED uid taken at accept, bound to the
- * peer's process (svc_ident) and re-checked before each request: a peer
- * whose process is gone or changed its ids is closed. Root sees and
- * does everything; any other uid sees only what belongs to it (its apps'
- * results, triggers, budgets, runtimes and sessions) and may not `request`
- * captures. This lets an app's developer run `profctl results` without sudo
- * while the file mode stays simple; a root-only 0600 socket would need the
- * same checks anyway the day it is opened up.
- *
- * Caps and what happens at them:
- *   request packet: CTL_MAX_REQ (4 KiB) before decoding; bigger: closed.
- *   reply packet: CTL_MAX_REPLY (64 KiB); lists are cut to fit and say
- *     so (truncated); results at most CTL_MAX_RESULTS, apps CTL_MAX_APPS.
- *   connections: max_control_clients in total, max_control_per_uid per
- *     uid; past either the new connection is closed at once.
- *   queued replies per connection: CTL_MAX_QUEUE; a peer that does not
- *     read is closed.
- *   one waiting request (request --wait) per connection.
+ * Why any uid may ask: an app's developer can run `profctl results`
+ * without sudo while the file mode stays simple; a root-only 0600 socket
+ * would need the same checks anyway the day it is opened up.
  */
 #include "svc.h"
+#include "svc_ctl.h"
 
 #include <errno.h>
-#include <event2/event.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "control.pb-c.h"
 #include "log.h"
-#include "names.h"
 #include "profiling/profiling.h"
+#include "svc_conn.h"
+#include "svc_ctl_view.h"
 #include "svc_ident.h"
 #include "util.h"
 #include "wire.h"
 
-#define CTL_MAX_QUEUE 16
-#define CTL_MAX_RESULTS 200
-#define CTL_MAX_APPS 512
-
-struct ctl_conn {
-	int fd;
-	uid_t uid;
-	pid_t pid;
-	struct svc_ident ident;    /* the process that connected */
-	struct event *ev_read, *ev_write;
-	struct svc_outq q;
-	uint64_t watch;            /* session whose phases this peer waits for */
-	bool dropping;
-	struct ctl_conn *next;
+/*
+ * A peer waiting for a session's phases (request --wait), by connection
+ * id: one per connection, so at most max_control_clients. It goes with
+ * the session's last phase or with its connection (the closed op).
+ */
+struct watch {
+	uint64_t conn, session;
+	struct watch *next;
 };
 
-static struct event_base *base;
 static const struct svc_config *cfg;
-static int lfd = -1;
-static struct svc_acceptor acc; /* accept, paused when out of fds (svc_listen.c) */
-static char lpath[SVC_SUN_MAX];
-static bool activated;            /* from systemd: the socket unit owns the path */
-static struct ctl_conn *conns;
-static unsigned nconns;
-static uint64_t start_ms;
-
-/* ------------------------------------------------------------ arena */
-
-/* Everything a reply points to, freed once it is packed. */
-struct arena {
-	void **p;
-	size_t n, cap;
-	bool oom;
-};
-
-static void *a_keep(struct arena *a, void *p)
-{
-	if (!p) {
-		a->oom = true;
-		return NULL;
-	}
-	if (a->n == a->cap) {
-		size_t nc = a->cap ? a->cap * 2 : 64;
-		void **np = realloc(a->p, nc * sizeof(*np));
-		if (!np) {
-			free(p);
-			a->oom = true;
-			return NULL;
-		}
-		a->p = np;
-		a->cap = nc;
-	}
-	a->p[a->n++] = p;
-	return p;
-}
-
-static void *a_new(struct arena *a, size_t size)
-{
-	return a_keep(a, calloc(1, size));
-}
-
-static char *a_dup(struct arena *a, const char *s)
-{
-	return a_keep(a, strdup(s ? s : ""));
-}
-
-static void a_free(struct arena *a)
-{
-	for (size_t i = 0; i < a->n; i++)
-		free(a->p[i]);
-	free(a->p);
-	memset(a, 0, sizeof(*a));
-}
-
-/* Grow a protobuf-c repeated field of pointers by one; NULL when out of memory. */
-static void *a_push(struct arena *a, void ***arr, size_t *n, size_t *cap, size_t elem)
-{
-	if (*n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 16;
-		void **np = a_new(a, nc * sizeof(*np));
-		if (!np)
-			return NULL;
-		if (*n)
-			memcpy(np, *arr, *n * sizeof(*np));
-		*arr = np;
-		*cap = nc;
-	}
-	void *e = a_new(a, elem);
-	if (e)
-		(*arr)[(*n)++] = e;
-	return e;
-}
+static struct watch *watches;
 
 /* ------------------------------------------------------------ decoding */
 
@@ -187,588 +92,23 @@ Pdctl__CtlRequest *svc_ctl_decode(const uint8_t *buf, size_t len, const char **w
 	return m;
 }
 
-/* ------------------------------------------------------------ sending */
+/* ------------------------------------------------------------ watches */
 
-static void ctl_drop(struct ctl_conn *c, const char *why);
-
-static int ctl_flush(struct ctl_conn *c)
+static struct watch **watch_find(uint64_t conn)
 {
-	int r = svc_outq_flush(&c->q, c->fd);
-	if (r == 1)
-		event_add(c->ev_write, NULL);
-	return r < 0 ? r : 0;
+	struct watch **pp = &watches;
+	while (*pp && (*pp)->conn != conn)
+		pp = &(*pp)->next;
+	return pp;
 }
 
-static int ctl_send(struct ctl_conn *c, const Pdctl__CtlReply *m, int fd)
+static void watch_del(uint64_t conn)
 {
-	if (c->dropping)
-		return -EPIPE;
-	int r = svc_outq_push(&c->q, &m->base, CTL_MAX_REPLY, fd);
-	if (r == -ENOBUFS)
-		ctl_drop(c, "peer does not read: outgoing queue full");
-	if (r < 0)
-		return r;
-	r = ctl_flush(c);
-	if (r < 0)
-		ctl_drop(c, strerror(-r));
-	return r;
-}
-
-static int send_error(struct ctl_conn *c, int error, const char *msg)
-{
-	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
-	rep.error = (uint32_t)error;
-	rep.message = (char *)msg;
-	return ctl_send(c, &rep, -1);
-}
-
-/* ------------------------------------------------------------ closing */
-
-static void ctl_free(struct ctl_conn *c)
-{
-	for (struct ctl_conn **pp = &conns; *pp; pp = &(*pp)->next)
-		if (*pp == c) {
-			*pp = c->next;
-			nconns--;
-			break;
-		}
-	if (c->ev_read)
-		event_free(c->ev_read);
-	if (c->ev_write)
-		event_free(c->ev_write);
-	svc_outq_fini(&c->q);
-	svc_ident_fini(&c->ident);
-	if (c->fd >= 0)
-		close(c->fd);
-	free(c);
-}
-
-static void ctl_reap_cb(evutil_socket_t fd, short what, void *arg)
-{
-	ctl_free(arg);
-}
-
-static void ctl_drop(struct ctl_conn *c, const char *why)
-{
-	if (c->dropping)
-		return;
-	c->dropping = true;
-	c->watch = 0;
-	if (why)
-		LOG_PEER(c->uid, LOG_NOTICE, "closing control peer pid %d uid %u: %s", (int)c->pid,
-			 (unsigned)c->uid, why);
-	event_base_once(base, -1, EV_TIMEOUT, ctl_reap_cb, c, NULL);
-}
-
-/* ------------------------------------------------------------ authorisation */
-
-static bool sees_uid(const struct ctl_conn *c, uid_t uid)
-{
-	return c->uid == 0 || c->uid == uid;
-}
-
-/* The uid an app key names ("uid:<n>" or "uid:<n>/<id>"); -1 for others ("sys:"). */
-static long app_uid(const char *app)
-{
-	char *end;
-	if (strncmp(app, "uid:", 4) != 0 || app[4] < '0' || app[4] > '9')
-		return -1;
-	unsigned long u = strtoul(app + 4, &end, 10);
-	if ((*end != '\0' && *end != '/') || u > 0xffffffffu)
-		return -1;
-	return (long)u;
-}
-
-static bool sees_app(const struct ctl_conn *c, const char *app)
-{
-	long u = app_uid(app);
-	return c->uid == 0 || (u >= 0 && (uid_t)u == c->uid);
-}
-
-/* ------------------------------------------------------------ apps */
-
-struct app_acc {
-	char app[RL_APP_MAX];
-	uid_t uid;
-	uint32_t clients, triggers, results;
-	uint64_t bytes;
-};
-
-struct apps_ctx {
-	const struct ctl_conn *c;
-	struct app_acc *v;
-	size_t n;
-	bool truncated;
-};
-
-static struct app_acc *app_get(struct apps_ctx *ax, const char *app, uid_t uid)
-{
-	if (!sees_app(ax->c, app))
-		return NULL;
-	for (size_t i = 0; i < ax->n; i++)
-		if (!strcmp(ax->v[i].app, app))
-			return &ax->v[i];
-	if (ax->n == CTL_MAX_APPS) {
-		ax->truncated = true;
-		return NULL;
+	struct watch **pp = watch_find(conn), *w = *pp;
+	if (w) {
+		*pp = w->next;
+		free(w);
 	}
-	struct app_acc *a = &ax->v[ax->n++];
-	memset(a, 0, sizeof(*a));
-	util_strlcpy(a->app, app, sizeof(a->app));
-	a->uid = uid;
-	return a;
-}
-
-static void apps_conn(struct svc_conn *sc, void *ud)
-{
-	struct apps_ctx *ax = ud;
-	if (svc_conn_role(sc) != SVC_ROLE_CLIENT || !svc_conn_hello_done(sc))
-		return;
-	struct app_acc *a = app_get(ax, svc_conn_app(sc), svc_conn_uid(sc));
-	if (a)
-		a->clients++;
-}
-
-static void apps_trigger(const struct svc_trigger_info *t, void *ud)
-{
-	struct apps_ctx *ax = ud;
-	struct app_acc *a = app_get(ax, t->app, t->uid);
-	if (a)
-		a->triggers++;
-}
-
-static void apps_result(const char *app, uid_t uid, uint32_t n, uint64_t bytes, void *ud)
-{
-	struct apps_ctx *ax = ud;
-	struct app_acc *a = app_get(ax, app, uid);
-	if (a) {
-		a->results += n;
-		a->bytes += bytes;
-	}
-}
-
-static int cmp_app(const void *x, const void *y)
-{
-	return strcmp(((const struct app_acc *)x)->app, ((const struct app_acc *)y)->app);
-}
-
-/* The apps c may see: connected, with triggers, or with stored results. */
-static int collect_apps(const struct ctl_conn *c, struct apps_ctx *ax)
-{
-	memset(ax, 0, sizeof(*ax));
-	ax->c = c;
-	ax->v = calloc(CTL_MAX_APPS, sizeof(*ax->v));
-	if (!ax->v)
-		return -ENOMEM;
-	svc_conn_foreach(apps_conn, ax);
-	svc_trigger_foreach(apps_trigger, ax);
-	svc_db_apps(apps_result, ax);
-	qsort(ax->v, ax->n, sizeof(*ax->v), cmp_app);
-	return 0;
-}
-
-/* ------------------------------------------------------------ budgets */
-
-static Pdctl__Budget *budget(struct arena *a, const char *app)
-{
-	struct rl_usage u[RL_NWIN];
-	Pdctl__Budget *b = a_new(a, sizeof(*b));
-	if (!b)
-		return NULL;
-	pdctl__budget__init(b);
-	if (app)
-		b->app = a_dup(a, app);
-	if (svc_admit_usage(app, u) < 0) {
-		b->error = "the rate-limit store is unreadable and fails closed "
-			   "(see profilingd --reset-ratelimit)";
-		return b;
-	}
-	b->window = a_new(a, RL_NWIN * sizeof(*b->window));
-	if (!b->window)
-		return NULL;
-	for (int i = 0; i < RL_NWIN; i++) {
-		Pdctl__Window *w = a_new(a, sizeof(*w));
-		if (!w)
-			return NULL;
-		pdctl__window__init(w);
-		w->length_ms = (uint64_t)u[i].length_ms;
-		w->used = app ? u[i].app_used : u[i].system_used;
-		w->cap = app ? u[i].app_cap : u[i].system_cap;
-		b->window[b->n_window++] = w;
-	}
-	return b;
-}
-
-/* Cut a list until the reply fits; says whether it cut. */
-static bool fit(const Pdctl__CtlReply *rep, size_t *n)
-{
-	bool cut = false;
-	while (*n > 0 && pdctl__ctl_reply__get_packed_size(rep) > CTL_MAX_REPLY) {
-		*n = *n / 2;
-		cut = true;
-	}
-	return cut;
-}
-
-/* ------------------------------------------------------------ status */
-
-struct status_ctx {
-	struct ctl_conn *c;
-	struct arena *a;
-	Pdctl__Status *st;
-	size_t cap_w, cap_r, cap_s;
-	uint32_t clients;
-};
-
-static void st_watcher(const char *name, const char *status, void *ud)
-{
-	struct status_ctx *sx = ud;
-	Pdctl__Watcher *w = a_push(sx->a, (void ***)&sx->st->watcher, &sx->st->n_watcher, &sx->cap_w,
-				   sizeof(*w));
-	if (!w)
-		return;
-	pdctl__watcher__init(w);
-	w->name = a_dup(sx->a, name);
-	w->status = a_dup(sx->a, status);
-}
-
-static void st_conn(struct svc_conn *sc, void *ud)
-{
-	struct status_ctx *sx = ud;
-	if (svc_conn_role(sc) == SVC_ROLE_CLIENT) {
-		if (sees_uid(sx->c, svc_conn_uid(sc)))
-			sx->clients++;
-		return;
-	}
-	if (!svc_conn_hello_done(sc) || !sees_uid(sx->c, svc_conn_uid(sc)))
-		return;
-	Pdctl__Runtime *r = a_push(sx->a, (void ***)&sx->st->runtime, &sx->st->n_runtime, &sx->cap_r,
-				   sizeof(*r));
-	if (!r)
-		return;
-	pdctl__runtime__init(r);
-	r->pid = (uint32_t)svc_conn_pid(sc);
-	r->uid = (uint32_t)svc_conn_uid(sc);
-	r->kind = a_dup(sx->a, svc_conn_kind(sc));
-	uint32_t caps = svc_conn_runtime_caps(sc);
-	r->caps = a_new(sx->a, 4 * sizeof(char *));
-	for (uint32_t bit = 1; r->caps && (bit & NAMES_CAP_ALL); bit <<= 1)
-		if (caps & bit)
-			r->caps[r->n_caps++] = (char *)names_cap_str(bit);
-}
-
-static void fill_session(struct arena *a, Pdctl__Session *s, const struct svc_session_info *si)
-{
-	pdctl__session__init(s);
-	s->id = si->id;
-	s->pid = (uint32_t)si->pid;
-	s->uid = (uint32_t)si->uid;
-	s->app = a_dup(a, si->app);
-	s->type = si->type;
-	s->phase = a_dup(a, si->phase);
-	s->elapsed_ms = si->elapsed_ms;
-	s->has_duration_ms = 1;
-	s->duration_ms = si->duration_ms;
-	s->has_trigger = si->trigger != 0;
-	s->trigger = si->trigger;
-	if (si->tag && *si->tag)
-		s->tag = a_dup(a, si->tag);
-}
-
-static void st_session(const struct svc_session_info *si, void *ud)
-{
-	struct status_ctx *sx = ud;
-	if (!sees_uid(sx->c, si->uid))
-		return;
-	Pdctl__Session *s = a_push(sx->a, (void ***)&sx->st->session, &sx->st->n_session,
-				   &sx->cap_s, sizeof(*s));
-	if (s)
-		fill_session(sx->a, s, si);
-}
-
-static int do_status(struct ctl_conn *c, struct arena *a)
-{
-	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
-	Pdctl__Status st = PDCTL__STATUS__INIT;
-	struct status_ctx sx = { .c = c, .a = a, .st = &st };
-	struct apps_ctx ax;
-
-	st.version = PROFILINGD_VERSION;
-	st.uptime_ms = util_mono_ms() - start_ms;
-	st.daemon_pid = (uint32_t)getpid();
-	svc_trigger_status(st_watcher, &sx);
-	svc_conn_foreach(st_conn, &sx);
-	svc_session_foreach(st_session, &sx);
-	st.has_clients = 1;
-	st.clients = sx.clients;
-	if (collect_apps(c, &ax) < 0)
-		return send_error(c, PROF_E_UNKNOWN, "out of memory");
-	st.budget = a_new(a, (ax.n + 1) * sizeof(*st.budget));
-	if (st.budget) {
-		/* The system-wide budget is everyone's business: it decides refusals. */
-		if ((st.budget[st.n_budget] = budget(a, NULL)))
-			st.n_budget++;
-		for (size_t i = 0; i < ax.n; i++)
-			if (strncmp(ax.v[i].app, "sys:", 4) != 0 &&
-			    (st.budget[st.n_budget] = budget(a, ax.v[i].app)))
-				st.n_budget++;
-	}
-	free(ax.v);
-	if (a->oom)
-		return send_error(c, PROF_E_UNKNOWN, "out of memory");
-	rep.body_case = PDCTL__CTL_REPLY__BODY_STATUS;
-	rep.status = &st;
-	/* Per-app budgets go first, then runtimes, then sessions. */
-	bool cut = fit(&rep, &st.n_budget);
-	cut = fit(&rep, &st.n_runtime) || cut;
-	cut = fit(&rep, &st.n_session) || cut;
-	st.has_truncated = cut || ax.truncated;
-	st.truncated = st.has_truncated;
-	return ctl_send(c, &rep, -1);
-}
-
-/* ------------------------------------------------------------ apps */
-
-static int do_apps(struct ctl_conn *c, struct arena *a)
-{
-	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
-	Pdctl__AppList al = PDCTL__APP_LIST__INIT;
-	struct apps_ctx ax;
-
-	if (collect_apps(c, &ax) < 0)
-		return send_error(c, PROF_E_UNKNOWN, "out of memory");
-	al.app = a_new(a, (ax.n + 1) * sizeof(*al.app));
-	for (size_t i = 0; al.app && i < ax.n; i++) {
-		Pdctl__App *p = a_new(a, sizeof(*p));
-		if (!p)
-			break;
-		pdctl__app__init(p);
-		p->app = a_dup(a, ax.v[i].app);
-		p->uid = (uint32_t)ax.v[i].uid;
-		p->has_clients = p->has_triggers = p->has_results = p->has_result_bytes = 1;
-		p->clients = ax.v[i].clients;
-		p->triggers = ax.v[i].triggers;
-		p->results = ax.v[i].results;
-		p->result_bytes = ax.v[i].bytes;
-		al.app[al.n_app++] = p;
-	}
-	bool trunc = ax.truncated;
-	free(ax.v);
-	if (a->oom)
-		return send_error(c, PROF_E_UNKNOWN, "out of memory");
-	rep.body_case = PDCTL__CTL_REPLY__BODY_APPS;
-	rep.apps = &al;
-	al.truncated = fit(&rep, &al.n_app) || trunc;
-	al.has_truncated = al.truncated;
-	return ctl_send(c, &rep, -1);
-}
-
-/* ------------------------------------------------------------ triggers */
-
-/* An app filter the peer may use: 0, or a refusal already sent. */
-static int check_filter(struct ctl_conn *c, const char *app)
-{
-	char msg[RL_APP_MAX + 96];
-	if (!app || sees_app(c, app))
-		return 0;
-	util_fmt(msg, sizeof(msg), "uid %u may only see its own apps (uid:%u...), not %s",
-		 (unsigned)c->uid, (unsigned)c->uid, app);
-	send_error(c, PROF_E_PERMISSION, msg);
-	return -EPERM;
-}
-
-struct trig_ctx {
-	struct ctl_conn *c;
-	struct arena *a;
-	const char *app;
-	Pdctl__TriggerList *tl;
-	size_t cap;
-};
-
-static void tr_one(const struct svc_trigger_info *t, void *ud)
-{
-	struct trig_ctx *tx = ud;
-	if (!sees_app(tx->c, t->app) || (tx->app && strcmp(tx->app, t->app) != 0))
-		return;
-	Pdctl__TriggerInfo *ti = a_push(tx->a, (void ***)&tx->tl->trigger, &tx->tl->n_trigger,
-					&tx->cap, sizeof(*ti));
-	if (!ti)
-		return;
-	pdctl__trigger_info__init(ti);
-	ti->app = a_dup(tx->a, t->app);
-	ti->uid = (uint32_t)t->uid;
-	ti->type = t->type;
-	ti->capture = t->capture;
-#define OPT(f, v) do { ti->has_##f = 1; ti->f = (v); } while (0)
-	OPT(period_s, t->period_s);
-	OPT(fired, t->fired);
-	OPT(coalesced, t->coalesced);
-	OPT(refused, t->refused);
-	OPT(last_ns, t->last_ns);
-	OPT(active_session, t->active);
-#undef OPT
-	if (t->system_name)
-		ti->system_name = a_dup(tx->a, t->system_name);
-	if (t->detail[0])
-		ti->detail = a_dup(tx->a, t->detail);
-}
-
-static int do_triggers(struct ctl_conn *c, struct arena *a, const Pdctl__AppFilter *f)
-{
-	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
-	Pdctl__TriggerList tl = PDCTL__TRIGGER_LIST__INIT;
-	struct trig_ctx tx = { .c = c, .a = a, .app = f->app, .tl = &tl };
-
-	if (check_filter(c, f->app) < 0)
-		return 0;
-	svc_trigger_foreach(tr_one, &tx);
-	if (a->oom)
-		return send_error(c, PROF_E_UNKNOWN, "out of memory");
-	rep.body_case = PDCTL__CTL_REPLY__BODY_TRIGGERS;
-	rep.triggers = &tl;
-	tl.truncated = fit(&rep, &tl.n_trigger);
-	tl.has_truncated = tl.truncated;
-	return ctl_send(c, &rep, -1);
-}
-
-/* ------------------------------------------------------------ ratelimit */
-
-static int do_ratelimit(struct ctl_conn *c, struct arena *a, const Pdctl__AppFilter *f)
-{
-	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
-	Pdctl__RateLimit rl = PDCTL__RATE_LIMIT__INIT;
-	struct apps_ctx ax = { 0 };
-
-	if (check_filter(c, f->app) < 0)
-		return 0;
-	if (!f->app && collect_apps(c, &ax) < 0)
-		return send_error(c, PROF_E_UNKNOWN, "out of memory");
-	rl.budget = a_new(a, (ax.n + 2) * sizeof(*rl.budget));
-	if (rl.budget) {
-		if ((rl.budget[rl.n_budget] = budget(a, NULL)))
-			rl.n_budget++;
-		if (f->app && (rl.budget[rl.n_budget] = budget(a, f->app)))
-			rl.n_budget++;
-		for (size_t i = 0; i < ax.n; i++)
-			if (strncmp(ax.v[i].app, "sys:", 4) != 0 &&
-			    (rl.budget[rl.n_budget] = budget(a, ax.v[i].app)))
-				rl.n_budget++;
-	}
-	free(ax.v);
-	if (a->oom)
-		return send_error(c, PROF_E_UNKNOWN, "out of memory");
-	rep.body_case = PDCTL__CTL_REPLY__BODY_RATELIMIT;
-	rep.ratelimit = &rl;
-	fit(&rep, &rl.n_budget);
-	return ctl_send(c, &rep, -1);
-}
-
-/* ------------------------------------------------------------ results */
-
-static void fill_result(struct arena *a, Pdctl__ResultInfo *ri, const struct svc_db_row *r)
-{
-	pdctl__result_info__init(ri);
-	ri->id = r->id;
-	ri->session_id = r->session_id;
-	ri->app = a_dup(a, r->app);
-	ri->uid = (uint32_t)r->uid;
-	ri->type = r->type;
-	ri->has_trigger = 1;
-	ri->trigger = r->trigger;
-	ri->path = a_dup(a, r->path);
-	ri->size = r->size;
-	ri->format = a_dup(a, r->format);
-#define OPT(f, v) do { ri->has_##f = 1; ri->f = (v); } while (0)
-	OPT(start_ns, r->start_ns);
-	OPT(end_ns, r->end_ns);
-	OPT(delivered, r->delivered);
-	OPT(attempts, r->attempts);
-	OPT(pid, r->pid);
-#undef OPT
-	if (r->tag[0])
-		ri->tag = a_dup(a, r->tag);
-	if (r->note[0])
-		ri->note = a_dup(a, r->note);
-}
-
-struct res_ctx {
-	struct arena *a;
-	Pdctl__ResultList *rl;
-};
-
-static void res_one(const struct svc_db_row *r, void *ud)
-{
-	struct res_ctx *rx = ud;
-	Pdctl__ResultInfo *ri = a_new(rx->a, sizeof(*ri));
-	if (!ri)
-		return;
-	fill_result(rx->a, ri, r);
-	rx->rl->result[rx->rl->n_result++] = ri;
-}
-
-static int do_results(struct ctl_conn *c, struct arena *a, const Pdctl__AppFilter *f)
-{
-	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
-	Pdctl__ResultList rl = PDCTL__RESULT_LIST__INIT;
-	struct res_ctx rx = { .a = a, .rl = &rl };
-
-	if (check_filter(c, f->app) < 0)
-		return 0;
-	rl.result = a_new(a, CTL_MAX_RESULTS * sizeof(*rl.result));
-	if (!rl.result)
-		return send_error(c, PROF_E_UNKNOWN, "out of memory");
-	int total = svc_db_results_list(c->uid == 0, c->uid, f->app, CTL_MAX_RESULTS, res_one, &rx);
-	if (total < 0)
-		return send_error(c, PROF_E_UNKNOWN, "cannot read the result index");
-	if (a->oom)
-		return send_error(c, PROF_E_UNKNOWN, "out of memory");
-	rep.body_case = PDCTL__CTL_REPLY__BODY_RESULTS;
-	rep.results = &rl;
-	rl.has_total = 1;
-	rl.total = (uint32_t)total;
-	rl.truncated = fit(&rep, &rl.n_result) || (size_t)total > rl.n_result;
-	rl.has_truncated = rl.truncated;
-	return ctl_send(c, &rep, -1);
-}
-
-static int do_show(struct ctl_conn *c, struct arena *a, uint64_t id, bool open_it)
-{
-	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
-	Pdctl__ResultInfo ri;
-	struct svc_db_row *r = a_new(a, sizeof(*r));
-	char msg[SVC_PATH_MAX + 128];
-	int fd = -1;
-
-	if (!r)
-		return send_error(c, PROF_E_UNKNOWN, "out of memory");
-	int e = svc_db_result_get(id, r);
-	if (e == -ENOENT || (e == 0 && !sees_uid(c, r->uid))) {
-		/* Another uid's result looks like a missing one: ids are not secrets,
-		 * but its existence is none of this uid's business. */
-		util_fmt(msg, sizeof(msg), "no result %llu%s (see profctl results)",
-			 (unsigned long long)id, c->uid ? " of this uid" : "");
-		return send_error(c, PROF_E_INVALID_REQUEST, msg);
-	}
-	if (e < 0)
-		return send_error(c, PROF_E_UNKNOWN, "cannot read the result index");
-	if (open_it) {
-		/* The app owns its result directory and may have put anything at
-		 * the path: the same checks as a delivery to the app. */
-		char what[96];
-		fd = svc_store_open(r->path, (uid_t)r->uid, what, sizeof(what));
-		if (fd < 0) {
-			util_fmt(msg, sizeof(msg), "result %llu: cannot open %s: %s",
-				 (unsigned long long)id, r->path, what);
-			return send_error(c, PROF_E_UNKNOWN, msg);
-		}
-	}
-	fill_result(a, &ri, r);
-	rep.body_case = PDCTL__CTL_REPLY__BODY_RESULT;
-	rep.result = &ri;
-	int rc = a->oom ? send_error(c, PROF_E_UNKNOWN, "out of memory") : ctl_send(c, &rep, fd);
-	if (fd >= 0)
-		close(fd);
-	return rc;
 }
 
 /* ------------------------------------------------------------ request */
@@ -802,13 +142,20 @@ static void observe(const struct svc_session_info *si)
 	rep.error = p.final ? (uint32_t)si->error : 0;
 	rep.body_case = PDCTL__CTL_REPLY__BODY_PROGRESS;
 	rep.progress = &p;
-	for (struct ctl_conn *c = conns, *next; c; c = next) {
-		next = c->next;
-		if (c->dropping || c->watch != si->id)
+	for (struct watch **pp = &watches, *w; (w = *pp);) {
+		if (w->session != si->id) {
+			pp = &w->next;
 			continue;
-		if (p.final)
-			c->watch = 0;
-		ctl_send(c, &rep, -1);
+		}
+		struct svc_conn *c = svc_conn_by_id(w->conn);
+		if (p.final) {
+			*pp = w->next;
+			free(w);
+		} else {
+			pp = &w->next;
+		}
+		if (c)
+			svc_ctl_send(c, &rep, -1);
 	}
 }
 
@@ -819,7 +166,7 @@ static void find_session(const struct svc_session_info *s, void *ud)
 		want->duration_ms = s->duration_ms;
 }
 
-static int do_request(struct ctl_conn *c, const Pdctl__Capture *cp)
+static int do_request(struct svc_conn *c, const Pdctl__Capture *cp)
 {
 	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
 	Pdctl__Progress p;
@@ -830,19 +177,19 @@ static int do_request(struct ctl_conn *c, const Pdctl__Capture *cp)
 	gid_t gid;
 	uint64_t id = 0;
 
-	if (c->uid != 0)
-		return send_error(c, PROF_E_PERMISSION,
+	if (svc_conn_uid(c) != 0)
+		return svc_ctl_error(c, PROF_E_PERMISSION,
 				  "request is root-only: run profctl as root (an app asks for "
 				  "captures of itself through libprofiling)");
-	if (c->watch)
-		return send_error(c, PROF_E_INVALID_REQUEST,
+	if (*watch_find(svc_conn_id(c)))
+		return svc_ctl_error(c, PROF_E_INVALID_REQUEST,
 				  "this connection already waits for a capture");
 	if (cp->type < PROF_HEAP_DUMP || cp->type > PROF_SYSTEM_TRACE)
-		return send_error(c, PROF_E_INVALID_REQUEST, "unknown capture type");
+		return svc_ctl_error(c, PROF_E_INVALID_REQUEST, "unknown capture type");
 	if (cp->pid == 0 || cp->pid > INT32_MAX ||
 	    svc_ident_of_pid(&target, (pid_t)cp->pid, 0) < 0) {
 		util_fmt(msg, sizeof(msg), "no process %u", cp->pid);
-		return send_error(c, PROF_E_INVALID_REQUEST, msg);
+		return svc_ctl_error(c, PROF_E_INVALID_REQUEST, msg);
 	}
 	/* A setuid process (mixed ids) is root's to capture, and its result
 	 * root's: never delivered to the real uid that started it. */
@@ -861,8 +208,8 @@ static int do_request(struct ctl_conn *c, const Pdctl__Capture *cp)
 				    PROF_TRIGGER_NONE, cp->tag && *cp->tag ? cp->tag : "profctl",
 				    cfg->runtime_wait_ms, &id, msg, sizeof(msg));
 	if (e)
-		return send_error(c, e, msg);
-	LOG_I("profctl (pid %d) asked for session %llu: type %u of pid %u", (int)c->pid,
+		return svc_ctl_error(c, e, msg);
+	LOG_I("profctl (pid %d) asked for session %llu: type %u of pid %u", (int)svc_conn_pid(c),
 	      (unsigned long long)id, cp->type, cp->pid);
 	struct svc_session_info si = { .id = id, .pid = (pid_t)cp->pid, .uid = uid,
 				       .phase = "waiting-for-runtime" };
@@ -872,205 +219,82 @@ static int do_request(struct ctl_conn *c, const Pdctl__Capture *cp)
 	p.final = !cp->wait;
 	rep.body_case = PDCTL__CTL_REPLY__BODY_PROGRESS;
 	rep.progress = &p;
-	if (cp->wait)
-		c->watch = id;
-	return ctl_send(c, &rep, -1);
+	if (cp->wait) {
+		struct watch *w = calloc(1, sizeof(*w));
+		if (!w)
+			return svc_ctl_error(c, PROF_E_UNKNOWN, "out of memory");
+		w->conn = svc_conn_id(c);
+		w->session = id;
+		w->next = watches;
+		watches = w;
+	}
+	return svc_ctl_send(c, &rep, -1);
 }
 
 /* ------------------------------------------------------------ dispatch */
 
-static void ctl_dispatch(struct ctl_conn *c, const uint8_t *buf, size_t len)
+/* Every command: the version and the peer's process are checked first. */
+static int ctl_request(struct svc_conn *c, const void *msg)
 {
-	const char *why;
-	char msg[128];
-	struct arena a = { 0 };
-	Pdctl__CtlRequest *m = svc_ctl_decode(buf, len, &why);
+	const Pdctl__CtlRequest *m = msg;
+	char text[128];
 
-	if (!m) {
-		ctl_drop(c, why);
-		return;
-	}
 	/* Authorised by the uid of the process that connected, while it is that
 	 * process with those ids (not one it passed its socket to, nor a setuid
 	 * exec of it, nor a root process that has dropped its privileges). */
-	int ir = svc_ident_check(&c->ident);
-	if (ir < 0) {
-		pdctl__ctl_request__free_unpacked(m, NULL);
-		ctl_drop(c, ir == -EPERM ? "the connecting process changed its ids"
-			 : "the connecting process is gone");
-		return;
-	}
+	if (svc_conn_check(c) < 0)
+		return 0;
 	if (m->version != CTL_VERSION) {
-		util_fmt(msg, sizeof(msg), "control protocol version %u, this profilingd speaks %u: "
+		util_fmt(text, sizeof(text), "control protocol version %u, this profilingd speaks %u: "
 			 "use the profctl of the same release", m->version, CTL_VERSION);
-		send_error(c, PROF_E_INVALID_REQUEST, msg);
-		pdctl__ctl_request__free_unpacked(m, NULL);
-		return;
+		svc_ctl_error(c, PROF_E_INVALID_REQUEST, text);
+		return 0;
 	}
-	switch (m->cmd_case) {
-	case PDCTL__CTL_REQUEST__CMD_STATUS: do_status(c, &a); break;
-	case PDCTL__CTL_REQUEST__CMD_APPS: do_apps(c, &a); break;
-	case PDCTL__CTL_REQUEST__CMD_TRIGGERS: do_triggers(c, &a, m->triggers); break;
-	case PDCTL__CTL_REQUEST__CMD_RATELIMIT: do_ratelimit(c, &a, m->ratelimit); break;
-	case PDCTL__CTL_REQUEST__CMD_RESULTS: do_results(c, &a, m->results); break;
-	case PDCTL__CTL_REQUEST__CMD_SHOW: do_show(c, &a, m->show->id, false); break;
-	case PDCTL__CTL_REQUEST__CMD_OPEN: do_show(c, &a, m->open->id, true); break;
-	case PDCTL__CTL_REQUEST__CMD_REQUEST: do_request(c, m->request); break;
-	default: break;
-	}
-	a_free(&a);
-	pdctl__ctl_request__free_unpacked(m, NULL);
-}
-
-static void ctl_read_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct ctl_conn *c = arg;
-	uint8_t buf[CTL_MAX_REQ];
-
-	for (int i = 0; i < 8 && !c->dropping; i++) {
-		ssize_t n = wire_recv(c->fd, buf, sizeof(buf), NULL);
-		if (n == -EAGAIN)
-			return;
-		if (n == 0) {
-			ctl_drop(c, NULL);
-			return;
-		}
-		if (n < 0) {
-			ctl_drop(c, n == -EMSGSIZE ? "message over the size cap"
-				 : n == -EPROTO ? "unexpected fds or truncated control data"
-				 : strerror((int)-n));
-			return;
-		}
-		ctl_dispatch(c, buf, (size_t)n);
-	}
-}
-
-static void ctl_write_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct ctl_conn *c = arg;
-	int r = ctl_flush(c);
-	if (r < 0)
-		ctl_drop(c, strerror(-r));
-}
-
-static void ctl_accept_cb(evutil_socket_t fd0, short what, void *arg)
-{
-	struct ucred cred;
-	socklen_t cl = sizeof(cred);
-	struct svc_ident ident;
-	unsigned per_uid = 0;
-
-	int fd = svc_acceptor_accept(&acc);
-	if (fd < 0)
-		return;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
-		close(fd);
-		return;
-	}
-	for (struct ctl_conn *c = conns; c; c = c->next)
-		if (c->uid == cred.uid && !c->dropping)
-			per_uid++;
-	if (nconns >= cfg->max_ctl_clients || per_uid >= cfg->max_ctl_per_uid) {
-		LOG_PEER(cred.uid, LOG_WARNING, "refusing control peer pid %d uid %u: %s reached",
-			 (int)cred.pid, (unsigned)cred.uid,
-			 nconns >= cfg->max_ctl_clients ? "max_control_clients"
-			 : "max_control_per_uid");
-		close(fd);
-		return;
-	}
-	/* Bound to the peer's process (svc_ident.h), after the caps: one gone,
-	 * or with other ids than SO_PEERCRED's, is not served. */
-	int ir = svc_ident_bind(&ident, fd);
-	if (ir < 0) {
-		close(fd);
-		svc_acceptor_pause(&acc, "binding a peer", ir); /* out of fds: as accept */
-		return;
-	}
-	struct ctl_conn *c = calloc(1, sizeof(*c));
-	if (!c) {
-		svc_ident_fini(&ident);
-		close(fd);
-		return;
-	}
-	c->fd = fd;
-	c->uid = cred.uid;
-	c->pid = cred.pid;
-	c->ident = ident; /* c owns the pidfd now */
-	int qr = svc_outq_init(&c->q, CTL_MAX_QUEUE);
-	c->ev_read = event_new(base, fd, EV_READ | EV_PERSIST, ctl_read_cb, c);
-	c->ev_write = event_new(base, fd, EV_WRITE, ctl_write_cb, c);
-	c->next = conns;
-	conns = c;
-	nconns++;
-	if (qr < 0 || !c->ev_read || !c->ev_write) {
-		ctl_free(c);
-		return;
-	}
-	event_add(c->ev_read, NULL);
-	LOG_PEER(c->uid, LOG_DEBUG, "control peer connected: pid %d uid %u", (int)c->pid,
-		 (unsigned)c->uid);
-}
-
-/* Bind and listen at path (lfd); a stale socket is replaced, never a file. */
-static int bind_control(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct stat st;
-
-	util_strlcpy(sa.sun_path, path, sizeof(sa.sun_path));
-	if (lstat(path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode)) {
-			LOG_E("%s exists and is not a socket", path);
-			return -EEXIST;
-		}
-		unlink(path);
-	}
-	lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (lfd < 0)
-		return -errno;
-	if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 16) < 0) {
-		int r = -errno;
-		LOG_E("cannot listen on %s: %s", path, strerror(errno));
-		close(lfd);
-		lfd = -1;
-		return r;
-	}
-	/* Anyone may connect; each request is checked against the peer's uid. */
-	chmod(path, 0666);
+	if (m->cmd_case == PDCTL__CTL_REQUEST__CMD_REQUEST)
+		do_request(c, m->request);
+	else
+		svc_ctl_view(c, m);
 	return 0;
 }
 
-int svc_ctl_init(struct event_base *b, const struct svc_config *c)
-{
-	int r;
+/* svc_ctl_decode has checked the command: one handler takes them all. */
+static const struct svc_conn_handler handlers[] = {
+	{ SVC_CONN_ANY, false, ctl_request },
+};
 
-	base = b;
+static ProtobufCMessage *decode(const uint8_t *buf, size_t len, const char **why)
+{
+	Pdctl__CtlRequest *m = svc_ctl_decode(buf, len, why);
+	return m ? &m->base : NULL;
+}
+
+static void closed(struct svc_conn *c)
+{
+	watch_del(svc_conn_id(c));
+}
+
+static const struct svc_conn_role_ops ops = {
+	.max_in = CTL_MAX_REQ,
+	.max_out = CTL_MAX_REPLY,
+	.decode = decode,
+	.handlers = handlers,
+	.nhandlers = 1,
+	.closed = closed,
+};
+
+int svc_ctl_init(const struct svc_config *c)
+{
 	cfg = c;
-	start_ms = util_mono_ms();
-	util_strlcpy(lpath, c->control_socket, sizeof(lpath));
-	activated = false;
-	/* systemd's socket: its path belongs to the socket unit. */
-	if ((lfd = svc_conn_take_control_fd(lpath, sizeof(lpath))) >= 0)
-		activated = true;
-	else if ((r = bind_control(c->control_socket)) < 0)
-		return r;
-	if ((r = svc_acceptor_start(&acc, base, lfd, lpath, ctl_accept_cb, NULL)) < 0)
-		return r;
+	svc_ctl_view_init();
 	svc_session_set_observer(observe);
-	LOG_I("listening on %s (profctl%s)", lpath, activated ? ", socket-activated" : "");
-	return 0;
+	return svc_conn_role_register(SVC_ROLE_CONTROL, &ops);
 }
 
 void svc_ctl_fini(void)
 {
 	svc_session_set_observer(NULL);
-	svc_acceptor_stop(&acc);
-	if (lfd >= 0) {
-		close(lfd);
-		if (!activated)
-			unlink(lpath);
-	}
-	lfd = -1;
-	while (conns)
-		ctl_free(conns);
+	svc_conn_role_unregister(SVC_ROLE_CONTROL);
+	while (watches)
+		watch_del(watches->conn);
 }
+

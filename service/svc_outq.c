@@ -5,7 +5,7 @@
  * fixed at init; svc_outq_push() refuses at the cap (-ENOBUFS) and the
  * caller closes the peer, which does not read its messages.
  */
-#include "svc.h"
+#include "svc_outq.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,7 +5,7 @@
  * against its cap. Fuzzed by tests/fuzz/fuzz_client_msg.c and
  * fuzz_runtime_msg.c.
  */
-#include "svc.h"
+#include "svc_proto.h"
 
 #include <string.h>
 
@@ -109,4 +109,17 @@ Pd__RuntimeMsg *svc_decode_runtime(const uint8_t *buf, size_t len, const char **
 		return NULL;
 	}
 	return m;
+}
+
+/* Only the pointer's type changes: base is each message's first member. */
+ProtobufCMessage *svc_proto_client(const uint8_t *buf, size_t len, const char **why)
+{
+	Pd__ClientMsg *m = svc_decode_client(buf, len, why);
+	return m ? &m->base : NULL;
+}
+
+ProtobufCMessage *svc_proto_runtime(const uint8_t *buf, size_t len, const char **why)
+{
+	Pd__RuntimeMsg *m = svc_decode_runtime(buf, len, why);
+	return m ? &m->base : NULL;
 }

@@ -1,0 +1,173 @@
+/*
+ * The client role (svc_client.h): client.sock's messages, handed from the
+ * transport (svc_conn.c) to the session and trigger modules.
+ */
+#include "svc.h"
+#include "svc_client.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "log.h"
+#include "profiling/profiling.h"
+#include "svc_conn.h"
+#include "svc_ident.h"
+#include "svc_proto.h"
+#include "wire.h"
+
+static const struct svc_config *cfg;
+
+static int reply(struct svc_conn *c, uint64_t token, int error, const char *why)
+{
+	Pd__DaemonMsg out = PD__DAEMON_MSG__INIT;
+	Pd__RequestReply rep = PD__REQUEST_REPLY__INIT;
+	rep.token = token;
+	rep.error = (uint32_t)error;
+	rep.message = (char *)why;
+	out.msg_case = PD__DAEMON_MSG__MSG_REPLY;
+	out.reply = &rep;
+	return svc_conn_send(c, &out.base, -1);
+}
+
+/*
+ * Before a message that acts for the peer's process: is it still the one
+ * that connected? If not, the refusal (when answer) and the connection
+ * closed. 0 or a negative errno (then the handler stops, and returns 0:
+ * the drop is already under way).
+ */
+static int recheck(struct svc_conn *c, uint64_t token, bool answer)
+{
+	int r = svc_ident_check(svc_conn_ident(c));
+	if (r == 0)
+		return 0;
+	if (answer)
+		reply(c, token, PROF_E_PERMISSION, svc_conn_ident_why(r));
+	svc_conn_drop(c, svc_conn_ident_why(r));
+	return r;
+}
+
+static int client_hello(struct svc_conn *c, const void *msg)
+{
+	Pd__DaemonMsg out = PD__DAEMON_MSG__INIT;
+	Pd__Welcome w = PD__WELCOME__INIT;
+
+	(void)msg;
+	if (svc_conn_hello_done(c))
+		return -EPROTO;
+	svc_conn_hello(c);
+	w.version = PROF_API_VERSION;
+	w.runtime_socket = (char *)cfg->runtime_socket;
+	w.uid = (uint32_t)svc_conn_uid(c);
+	w.has_max_message_bytes = 1;
+	w.max_message_bytes = WIRE_CLIENT_MAX_MSG;
+	out.msg_case = PD__DAEMON_MSG__MSG_WELCOME;
+	out.welcome = &w;
+	svc_trigger_client_up(c);
+	return svc_conn_send(c, &out.base, -1);
+}
+
+static int client_request(struct svc_conn *c, const void *msg)
+{
+	const Pd__ClientMsg *m = msg;
+	Pd__DaemonMsg out = PD__DAEMON_MSG__INIT;
+	Pd__RequestReply rep = PD__REQUEST_REPLY__INIT;
+	const char *why = NULL;
+	uint64_t id = 0;
+
+	if (recheck(c, m->request->token, true) < 0)
+		return 0;
+	int e = svc_session_request(c, m->request, &id, &why);
+	rep.token = m->request->token;
+	rep.request_id = id;
+	rep.error = (uint32_t)e;
+	rep.message = (char *)why;
+	out.msg_case = PD__DAEMON_MSG__MSG_REPLY;
+	out.reply = &rep;
+	if (e)
+		LOG_PEER(svc_conn_uid(c), LOG_INFO, "refused request from pid %d (%s): %s: %s",
+			 (int)svc_conn_pid(c), svc_conn_app(c), prof_strerror(e), why ? why : "");
+	int r = svc_conn_send(c, &out.base, -1);
+	if (r == 0 && e)
+		svc_session_refused(c, id, m->request, e, why);
+	return r;
+}
+
+static int client_cancel(struct svc_conn *c, const void *msg)
+{
+	const Pd__ClientMsg *m = msg;
+	svc_session_cancel(c, m->cancel->request_id);
+	return 0;
+}
+
+static int client_set_listener(struct svc_conn *c, const void *msg)
+{
+	const Pd__SetListener *sl = ((const Pd__ClientMsg *)msg)->set_listener;
+	svc_conn_set_listener(c, !sl->has_enable || sl->enable);
+	if (svc_conn_is_listener(c))
+		svc_session_redeliver(c);
+	return 0;
+}
+
+static int client_ack(struct svc_conn *c, const void *msg)
+{
+	const Pd__ClientMsg *m = msg;
+	svc_session_ack(c, m->ack->result_id);
+	return 0;
+}
+
+static int client_add_trigger(struct svc_conn *c, const void *msg)
+{
+	const Pd__AddTrigger *at = ((const Pd__ClientMsg *)msg)->add_trigger;
+	char why[160] = "";
+	if (recheck(c, at->token, true) < 0)
+		return 0;
+	int e = svc_trigger_add(c, at->trigger, why, sizeof(why));
+	return reply(c, at->token, e, e ? why : NULL);
+}
+
+static int client_remove_trigger(struct svc_conn *c, const void *msg)
+{
+	const Pd__RemoveTrigger *rt = ((const Pd__ClientMsg *)msg)->remove_trigger;
+	int e = svc_trigger_remove(c, rt->has_type ? (int)rt->type : -1) < 0 ? PROF_E_UNKNOWN : 0;
+	return reply(c, rt->token, e, NULL);
+}
+
+static int client_signal(struct svc_conn *c, const void *msg)
+{
+	const Pd__ClientMsg *m = msg;
+	if (recheck(c, 0, false) < 0)
+		return 0;
+	svc_trigger_signal(c, m->signal);
+	return 0;
+}
+
+static const struct svc_conn_handler handlers[] = {
+	{ PD__CLIENT_MSG__MSG_HELLO, false, client_hello },
+	{ PD__CLIENT_MSG__MSG_REQUEST, true, client_request },
+	{ PD__CLIENT_MSG__MSG_CANCEL, true, client_cancel },
+	{ PD__CLIENT_MSG__MSG_SET_LISTENER, true, client_set_listener },
+	{ PD__CLIENT_MSG__MSG_ACK, true, client_ack },
+	{ PD__CLIENT_MSG__MSG_ADD_TRIGGER, true, client_add_trigger },
+	{ PD__CLIENT_MSG__MSG_REMOVE_TRIGGER, true, client_remove_trigger },
+	{ PD__CLIENT_MSG__MSG_SIGNAL, true, client_signal },
+};
+
+static const struct svc_conn_role_ops ops = {
+	.max_in = WIRE_CLIENT_MAX_MSG,
+	.max_out = WIRE_CLIENT_MAX_MSG,
+	.decode = svc_proto_client,
+	.handlers = handlers,
+	.nhandlers = sizeof(handlers) / sizeof(handlers[0]),
+	.closed = svc_trigger_client_down,
+};
+
+int svc_client_init(const struct svc_config *c)
+{
+	cfg = c;
+	return svc_conn_role_register(SVC_ROLE_CLIENT, &ops);
+}
+
+void svc_client_fini(void)
+{
+	svc_conn_role_unregister(SVC_ROLE_CLIENT);
+}

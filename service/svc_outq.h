@@ -1,0 +1,34 @@
+/*
+ * svc_outq: a peer's bounded outgoing queue, used by the transport
+ * (svc_conn.c) for every peer of client.sock, runtime.sock and
+ * control.sock.
+ *
+ * Cap and what happens at it: svc_outq_push() refuses with -ENOBUFS and
+ * the caller closes the peer, which does not read its messages. Each
+ * queued message holds its packed bytes and at most one fd (a dup).
+ */
+#ifndef PD_SVC_OUTQ_H
+#define PD_SVC_OUTQ_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct svc_outq_msg;
+struct svc_outq {
+	struct svc_outq_msg *msg;
+	uint32_t cap, head, len;
+};
+
+/* cap messages at most; 0 or -ENOMEM (cap 0 is -ENOMEM too). */
+int svc_outq_init(struct svc_outq *q, uint32_t cap);
+/* Frees what is queued, closing its fds. NULL and a failed init are fine. */
+void svc_outq_fini(struct svc_outq *q);
+/* Pack m and queue it with a duplicate of fd (-1: none); nothing is sent.
+ * -EMSGSIZE over max bytes, -ENOBUFS at the cap, -ENOMEM, -errno of dup. */
+int svc_outq_push(struct svc_outq *q, const ProtobufCMessage *m, size_t max, int fd);
+/* Send in order until the socket would block: 0 all sent, 1 would block
+ * (wait for EV_WRITE), -errno when sending failed (the message is gone). */
+int svc_outq_flush(struct svc_outq *q, int sock);
+
+#endif
