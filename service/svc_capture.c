@@ -285,7 +285,7 @@ static void agent_load_done(void *ud, int code, const char *msg)
 	}
 	LOG_I("session %llu: JVMTI agent loaded into pid %d; waiting for its hello",
 	      (unsigned long long)s->id, (int)s->pid);
-	/* A hello starts the capture (svc_session_runtime_up); this is the limit. */
+	/* A hello starts the capture (svc_capture_runtime_up); this is the limit. */
 	svc_session_arm(s, s->wait_ms > cfg->runtime_wait_ms ? s->wait_ms : cfg->runtime_wait_ms);
 }
 
