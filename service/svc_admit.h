@@ -46,7 +46,7 @@ struct svc_admit_in {
 	bool gone;                      /* a dead process's artifact: costs and quotas only */
 	bool runtime;                   /* its runtime is connected ... */
 	uint32_t runtime_caps;          /* ... and offers these */
-	bool jvm;                       /* it is a HotSpot JVM */
+	bool jvm;                       /* it is a HotSpot JVM (read for heap dumps only) */
 	/* the config */
 	uint32_t default_duration_ms, default_frequency_hz, max_sessions;
 	/* the state */

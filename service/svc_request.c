@@ -28,7 +28,6 @@ struct target {
 	gid_t gid;
 	bool system;   /* asked by root for another process: a system capture */
 	bool gone;     /* the process is dead: its crash dump only */
-	bool jvm;      /* a HotSpot VM (svc_jvm_detect) */
 	char app[RL_APP_MAX];
 	struct svc_ident ident; /* the process; create_session takes it over */
 };
@@ -112,7 +111,8 @@ static int admit(struct target *t, const Pd__Request *rq, struct svc_admit_out *
 		struct session *busy = svc_session_of_pid(t->pid);
 		in.runtime = rt != NULL;
 		in.runtime_caps = rt ? svc_conn_runtime_caps(rt) : 0;
-		in.jvm = t->jvm = svc_jvm_detect(t->pid);
+		/* Only a heap dump's rules ask: spare the /proc reads otherwise. */
+		in.jvm = rq->type == PROF_HEAP_DUMP && svc_jvm_detect(t->pid);
 		in.busy = busy ? busy->id : 0;
 	}
 	/* The cost windows know the capture types only; rule 1 refuses others. */
@@ -164,7 +164,7 @@ static int create_session(struct target *t, const Pd__Request *rq,
 	/* The session owns the target's ident (and its pidfd) from here. */
 	s->ident = t->ident;
 	svc_ident_init(&t->ident);
-	s->jvm = t->jvm;
+	s->jvm = !t->gone && svc_jvm_detect(s->pid);
 	svc_session_add(s);
 	s->state = S_WAIT_RUNTIME;
 	*out = s;
