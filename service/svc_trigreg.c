@@ -265,7 +265,6 @@ ssize_t svc_trigreg_save_crash(const struct svc_app_pid *p, char *path, size_t n
 	return (ssize_t)off;
 }
 
-
 static uint32_t or_default(bool has, uint32_t v, uint32_t def)
 {
 	return has && v ? v : def;
