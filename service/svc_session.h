@@ -56,7 +56,8 @@ void svc_session_foreach(void (*fn)(const struct svc_session_info *s, void *ud),
 typedef void (*svc_session_observer)(const struct svc_session_info *s);
 void svc_session_set_observer(svc_session_observer fn);
 
-/* A session's end, for its end observers. */
+/* A session's end, for its end observers; app points into the session
+ * and lives only during the call. */
 struct svc_session_end {
 	uint64_t id;
 	const char *app;

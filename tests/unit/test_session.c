@@ -31,6 +31,7 @@ static int phases;
 struct ends {
 	int n;
 	struct svc_session_end last;
+	char app[RL_APP_MAX];   /* e->app lives only during the call */
 };
 
 static void on_end(const struct svc_session_end *e, void *ud)
@@ -38,6 +39,8 @@ static void on_end(const struct svc_session_end *e, void *ud)
 	struct ends *en = ud;
 	en->n++;
 	en->last = *e;
+	snprintf(en->app, sizeof(en->app), "%s", e->app);
+	en->last.app = en->app;
 }
 
 static void on_phase(const struct svc_session_info *si)
