@@ -51,7 +51,8 @@ static int send_result_to(struct svc_conn *c, uint64_t id, uint32_t type, uint32
 		r.path = (char *)path;
 		r.has_size = 1;
 		r.size = size;
-		r.format = (char *)svc_store_type(type)->format;
+		/* type comes from the index for a redelivery: not trusted to be known. */
+		r.format = svc_store_type(type) ? (char *)svc_store_type(type)->format : NULL;
 	}
 	/* A stored result, failure results included: the app acks it by this id. */
 	r.has_result_id = result_id != 0;
