@@ -1,13 +1,16 @@
 /*
- * Admission: the cost windows of ratelimit/ (DESIGN §5) and the disk
- * quota. svc_session calls the checks in DESIGN's order and charges the
- * cost only once every rule has passed, so a refused request costs nothing.
+ * Admission: the rule order (svc_admit_decide), the cost windows of
+ * ratelimit/ (DESIGN §5) and the disk quota. svc_request gathers the
+ * snapshot, asks svc_admit_decide, and charges the cost only once every
+ * rule has passed, so a refused request costs nothing. svc_admit.h has
+ * the contract.
  *
  * The rate-limit store is <state>/ratelimit.db. One that cannot be read
  * fails closed: every request gets RATE_LIMIT_SYSTEM until
  * `profilingd --reset-ratelimit` repairs it (rl logs the file and the fix).
  */
 #include "svc.h"
+#include "svc_admit.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -18,6 +21,125 @@
 #include "log.h"
 #include "profiling/profiling.h"
 #include "util.h"
+
+/* ------------------------------------------------------ the rule order */
+
+/* A parameter: absent or 0 takes the default, else it must be in lo..hi. */
+static int check_param(bool has, uint32_t v, uint32_t def, uint32_t lo, uint32_t hi,
+		       uint32_t *out)
+{
+	if (!has || v == 0) {
+		*out = def;
+		return 0;
+	}
+	if (v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int rule_valid(const struct svc_admit_in *in, struct svc_admit_out *out, char *msg,
+		      size_t n)
+{
+	const Pd__Params *p = in->params;
+	if (in->type < PROF_HEAP_DUMP || in->type > PROF_SYSTEM_TRACE) {
+		util_fmt(msg, n, "unknown capture type %u", in->type);
+		return PROF_E_INVALID_REQUEST;
+	}
+	if (check_param(p && p->has_duration_ms, p ? p->duration_ms : 0, in->default_duration_ms,
+			SVC_DURATION_MIN_MS, SVC_DURATION_MAX_MS, &out->duration_ms) < 0) {
+		util_fmt(msg, n, "duration_ms must be %u..%u", SVC_DURATION_MIN_MS,
+			 SVC_DURATION_MAX_MS);
+		return PROF_E_INVALID_REQUEST;
+	}
+	if (check_param(p && p->has_frequency_hz, p ? p->frequency_hz : 0,
+			in->default_frequency_hz, SVC_HZ_MIN, SVC_HZ_MAX, &out->frequency_hz) < 0) {
+		util_fmt(msg, n, "frequency_hz must be %u..%u", SVC_HZ_MIN, SVC_HZ_MAX);
+		return PROF_E_INVALID_REQUEST;
+	}
+	if (p && p->has_sampling_interval_bytes &&
+	    p->sampling_interval_bytes > SVC_INTERVAL_MAX) {
+		util_fmt(msg, n, "sampling_interval_bytes must be 0..%u", SVC_INTERVAL_MAX);
+		return PROF_E_INVALID_REQUEST;
+	}
+	if (p && p->has_buffer_kb && p->buffer_kb &&
+	    (p->buffer_kb < SVC_BUFFER_KB_MIN || p->buffer_kb > SVC_BUFFER_KB_MAX)) {
+		util_fmt(msg, n, "buffer_kb must be %u..%u", SVC_BUFFER_KB_MIN, SVC_BUFFER_KB_MAX);
+		return PROF_E_INVALID_REQUEST;
+	}
+	return 0;
+}
+
+static int rule_runtime(const struct svc_admit_in *in, struct svc_admit_out *out, char *msg,
+			size_t n)
+{
+	if (in->gone)
+		return 0;
+	if (in->runtime && !(in->runtime_caps & in->type_cap) &&
+	    !(in->type == PROF_HEAP_DUMP && in->jvm)) {
+		util_fmt(msg, n, "%s", in->type == PROF_HEAP_DUMP
+			 ? "this runtime has no heap dump; use PROF_HEAP_PROFILE for native code"
+			 : "the runtime of this process cannot take that capture type");
+		return PROF_E_INVALID_REQUEST;
+	}
+	if (in->type == PROF_HEAP_DUMP && !in->runtime && !in->jvm) {
+		util_fmt(msg, n, "pid %d is not a JVM: heap dumps are of Java heaps; "
+			 "use PROF_HEAP_PROFILE for native code", (int)in->pid);
+		return PROF_E_INVALID_REQUEST;
+	}
+	return 0;
+}
+
+static int rule_rate(const struct svc_admit_in *in, struct svc_admit_out *out, char *msg,
+		     size_t n)
+{
+	if (in->rate)
+		util_fmt(msg, n, "%s", in->rate_why ? in->rate_why : "rate limited");
+	return in->rate;
+}
+
+static int rule_sessions(const struct svc_admit_in *in, struct svc_admit_out *out, char *msg,
+			 size_t n)
+{
+	if (in->gone)
+		return 0;
+	if (in->busy) {
+		util_fmt(msg, n, "session %llu is already capturing pid %d",
+			 (unsigned long long)in->busy, (int)in->pid);
+		return PROF_E_PROFILING_IN_PROGRESS;
+	}
+	if (in->nsessions >= in->max_sessions) {
+		util_fmt(msg, n, "%u captures running system-wide (max_sessions)", in->nsessions);
+		return PROF_E_PROFILING_IN_PROGRESS;
+	}
+	return 0;
+}
+
+static int rule_disk(const struct svc_admit_in *in, struct svc_admit_out *out, char *msg,
+		     size_t n)
+{
+	if (in->disk)
+		util_fmt(msg, n, "%s", in->disk_why ? in->disk_why : "no disk space");
+	return in->disk;
+}
+
+/* DESIGN §2's order; the first refusal wins. */
+static int (*const rules[])(const struct svc_admit_in *, struct svc_admit_out *, char *,
+			    size_t) = {
+	rule_valid, rule_runtime, rule_rate, rule_sessions, rule_disk,
+};
+
+int svc_admit_decide(const struct svc_admit_in *in, struct svc_admit_out *out, char *msg,
+		     size_t n)
+{
+	int e;
+	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
+		if ((e = rules[i](in, out, msg, n)) != 0)
+			return e;
+	return 0;
+}
+
+/* ------------------------------------------------------------ the books */
 
 static struct rl *rl;
 static const struct svc_config *cfg;

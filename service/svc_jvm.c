@@ -6,6 +6,7 @@
  * another mount namespace is found the same way.
  */
 #include "svc.h"
+#include "svc_jvm.h"
 
 #include <errno.h>
 #include <fcntl.h>

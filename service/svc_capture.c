@@ -1,0 +1,523 @@
+/*
+ * Starting captures (a runtime's, agentless, a JVM's heap dump or agent
+ * load, the kernel half of a system trace) and their completions
+ * (svc_capture.h has the contract).
+ *
+ * The runtime writes the artifact into the write end of a pipe; the daemon
+ * drains the read end (svc_sink, capped at max_result_bytes) into
+ * <state>/raw/<id>.raw, a root-owned file no app ever holds an fd to, so
+ * no app can read back what the daemon adds or grow the daemon's disk.
+ *
+ * A runtime is matched only when its own process is the session's (same
+ * pid and start time), and helpers get the start time to re-check on
+ * their side.
+ */
+#include "svc_session_priv.h"
+#include "svc_capture.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "names.h"
+#include "profiling/profiling.h"
+#include "svc_sink.h"
+#include "util.h"
+
+static void start_capture(struct session *s, struct svc_conn *rt);
+static bool start_agentless(struct session *s);
+static void start_jvm_dump(struct session *s);
+static bool start_agent_load(struct session *s);
+
+void svc_capture_cancel(struct session *s)
+{
+	Pd__DaemonToRuntime out = PD__DAEMON_TO_RUNTIME__INIT;
+	Pd__CaptureCancel cc = PD__CAPTURE_CANCEL__INIT;
+
+	if (s->state != S_CAPTURING || !s->rt)
+		return;
+	cc.session_id = s->id;
+	out.msg_case = PD__DAEMON_TO_RUNTIME__MSG_CANCEL;
+	out.cancel = &cc;
+	svc_conn_send(s->rt, &out.base, -1);
+}
+
+/*
+ * Is the target still the process admitted, with the same ids? If not the
+ * session fails (PROF_E_PERMISSION), the requester's connection is closed
+ * when it was that process's, and -ESRCH or -EPERM comes back.
+ */
+static int recheck(struct session *s)
+{
+	char msg[160];
+	if (s->ident.pid <= 0)
+		return 0;
+	int r = svc_ident_check(&s->ident);
+	if (r == 0)
+		return 0;
+	util_fmt(msg, sizeof(msg), r == -EPERM
+		 ? "pid %d changed its ids since the request (a setuid exec?): not capturable"
+		 : "pid %d is gone or is another process now", (int)s->pid);
+	uint64_t client_id = s->client_id;
+	svc_deliver_fail(s, PROF_E_PERMISSION, msg);
+	struct svc_conn *c = svc_conn_by_id(client_id);
+	if (c)
+		svc_conn_check(c);
+	return r;
+}
+
+/* [jvm] heap_dump_via_agent, and pid's agent is connected and offers it. */
+static bool dump_by_agent(const struct session *s)
+{
+	const struct svc_config *cfg = svc_session_config();
+	struct svc_conn *rt = cfg->jvm_dump_via_agent ? svc_session_runtime_of(s) : NULL;
+	return rt && (svc_conn_runtime_caps(rt) & NAMES_CAP_HEAP_DUMP);
+}
+
+/* The wait for a runtime is over, or the deadline has come. */
+void svc_capture_timer(struct session *s)
+{
+	const struct svc_config *cfg = svc_session_config();
+	char msg[192];
+
+	if (s->state == S_WAIT_RUNTIME) {
+		/* A JVM's heap dump is the VM's own, through the attach protocol
+		 * (or its agent's, when configured and connected). */
+		if (s->jvm && s->type == PROF_HEAP_DUMP && !dump_by_agent(s)) {
+			start_jvm_dump(s);
+			return;
+		}
+		struct svc_conn *rt = svc_session_runtime_of(s);
+		if (rt) {
+			start_capture(s, rt);
+			return;
+		}
+		/* A JVM without our agent: load it, then wait for its hello. */
+		if (s->jvm && !s->agent_tried && start_agent_load(s))
+			return;
+		if (s->ja)
+			return; /* the load is still running; its end decides */
+		/* No agent: stack samples the daemon can take itself. */
+		if (s->type == PROF_STACK_SAMPLING && start_agentless(s))
+			return;
+		util_fmt(msg, sizeof(msg), "no runtime agent connected for pid %d within %u ms",
+			 (int)s->pid, s->wait_ms);
+		svc_deliver_fail(s, PROF_E_RUNTIME_UNAVAILABLE, msg);
+		return;
+	}
+	if (s->done_msg)
+		util_fmt(msg, sizeof(msg), "the runtime declared %llu bytes but wrote %llu by its "
+			 "deadline of %u ms", (unsigned long long)s->declared,
+			 (unsigned long long)svc_sink_bytes(s->sink),
+			 s->duration_ms + cfg->deadline_grace_ms);
+	else
+		util_fmt(msg, sizeof(msg), "runtime missed its deadline of %u ms",
+			 s->duration_ms + cfg->deadline_grace_ms);
+	svc_capture_cancel(s);
+	svc_deliver_fail(s, PROF_E_TIMEOUT, msg);
+}
+
+/* profilingd-ftrace finished: the kernel half of a system trace. */
+static void ftrace_done(void *ud, int code, const char *msg)
+{
+	struct session *s = ud;
+	s->ft = NULL;
+	s->ft_running = false;
+	if (code != 0) {
+		LOG_W("session %llu: no kernel sched data in the trace: %s", (unsigned long long)s->id,
+		      msg);
+		if (s->ft_fd >= 0)
+			close(s->ft_fd);
+		s->ft_fd = -1;
+	}
+	if (s->capture_done)
+		svc_deliver_start(s);
+}
+
+static void start_ftrace(struct session *s)
+{
+	if (util_fmt(s->ft_path, sizeof(s->ft_path), "%s/%llu.ftrace", svc_store_raw_dir(),
+		     (unsigned long long)s->id) < 0)
+		return;
+	s->ft_fd = open(s->ft_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (s->ft_fd < 0) {
+		s->ft_path[0] = '\0';
+		return;
+	}
+	int r = svc_ftrace_start(s->id, s->duration_ms, s->buffer_kb, s->ft_fd, ftrace_done, s, &s->ft);
+	if (r < 0) {
+		LOG_W("session %llu: no kernel sched data: %s", (unsigned long long)s->id,
+		      r == -ENOENT ? "profilingd-ftrace is not installed" : strerror(-r));
+		close(s->ft_fd);
+		s->ft_fd = -1;
+		return;
+	}
+	s->ft_running = true;
+}
+
+int svc_capture_open_raw(struct session *s)
+{
+	if (util_fmt(s->raw_path, sizeof(s->raw_path), "%s/%llu.raw", svc_store_raw_dir(),
+		     (unsigned long long)s->id) < 0) {
+		s->raw_path[0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	s->raw_fd = open(s->raw_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (s->raw_fd < 0) {
+		int e = -errno;
+		s->raw_path[0] = '\0';
+		return e;
+	}
+	return 0;
+}
+
+static void perf_done(void *ud, int code, const char *msg)
+{
+	struct session *s = ud;
+	char m[300];
+	s->perf = NULL;
+	/* A process that changed its ids while it was sampled (a setuid exec)
+	 * was not the requester's to sample all along: nothing is kept. */
+	if (recheck(s) < 0)
+		return;
+	if (code != 0) {
+		util_fmt(m, sizeof(m), "agentless sampling failed: %s", msg && *msg ? msg : "?");
+		svc_deliver_fail(s, names_exit_error(code, PROF_E_EXECUTING), m);
+		return;
+	}
+	LOG_I("session %llu: agentless samples: %s", (unsigned long long)s->id, msg);
+	s->capture_done = true;
+	evtimer_del(s->timer);
+	svc_deliver_start(s);
+}
+
+/* Sample pid with profilingd-perf. false when that cannot start. */
+static bool start_agentless(struct session *s)
+{
+	if (recheck(s) < 0)
+		return true; /* the session has failed: nothing else to try */
+	int r = svc_capture_open_raw(s);
+	if (r == 0)
+		r = svc_perf_start(s->pid, s->ident.start, s->hz, s->duration_ms, s->raw_fd,
+				   perf_done, s, &s->perf);
+	if (r < 0) {
+		LOG_I("session %llu: pid %d has no agent and cannot be sampled without one: %s",
+		      (unsigned long long)s->id, (int)s->pid,
+		      r == -ENOENT ? "profilingd-perf is not installed" : strerror(-r));
+		if (s->raw_fd >= 0)
+			close(s->raw_fd);
+		s->raw_fd = -1;
+		if (s->raw_path[0])
+			unlink(s->raw_path);
+		s->raw_path[0] = '\0';
+		return false;
+	}
+	s->state = S_CAPTURING;
+	s->start_ns = util_now_ns(CLOCK_REALTIME);
+	svc_session_notify(s, "capturing", 0, NULL, 0, NULL);
+	LOG_I("session %llu: no agent in pid %d: sampling it with perf_event_open at %u Hz for %u ms",
+	      (unsigned long long)s->id, (int)s->pid, s->hz, s->duration_ms);
+	return true;
+}
+
+/* profilingd-jattach wrote the JVM's heap dump (with its threads) into raw. */
+static void jvm_dump_done(void *ud, int code, const char *msg)
+{
+	struct session *s = ud;
+	char m[300];
+	s->ja = NULL;
+	if (code != 0) {
+		util_fmt(m, sizeof(m), "JVM heap dump failed: %s", msg && *msg ? msg : "?");
+		svc_deliver_fail(s, names_exit_error(code, PROF_E_EXECUTING), m);
+		return;
+	}
+	LOG_I("session %llu: JVM heap dump of pid %d: %s", (unsigned long long)s->id, (int)s->pid,
+	      msg);
+	s->capture_done = true;
+	svc_session_release_hold(s, 0);
+	svc_deliver_start(s);
+}
+
+static void start_jvm_dump(struct session *s)
+{
+	const struct svc_config *cfg = svc_session_config();
+	char msg[160];
+	if (recheck(s) < 0)
+		return;
+	int r = svc_capture_open_raw(s);
+	if (r == 0)
+		r = svc_jattach_start(s->pid, s->ident.start, SVC_JATTACH_HEAPDUMP,
+				      cfg->jvm_attach_timeout_ms, s->raw_fd, jvm_dump_done, s, &s->ja);
+	if (r < 0) {
+		util_fmt(msg, sizeof(msg), "cannot take a JVM heap dump: %s",
+			 r == -ENOENT ? "profilingd-jattach is not installed" : strerror(-r));
+		svc_deliver_fail(s, names_errno_error(r, PROF_E_RUNTIME_UNAVAILABLE), msg);
+		return;
+	}
+	s->state = S_CAPTURING;
+	s->start_ns = util_now_ns(CLOCK_REALTIME);
+	LOG_I("session %llu: heap dump of JVM pid %d through the attach protocol",
+	      (unsigned long long)s->id, (int)s->pid);
+}
+
+static void agent_load_done(void *ud, int code, const char *msg)
+{
+	const struct svc_config *cfg = svc_session_config();
+	struct session *s = ud;
+	s->ja = NULL;
+	if (s->state != S_WAIT_RUNTIME) {
+		/* Its hello came before the helper's exit: the capture runs already. */
+		LOG_I("session %llu: JVMTI agent loaded into pid %d (it said hello already)",
+		      (unsigned long long)s->id, (int)s->pid);
+		return;
+	}
+	if (code != 0) {
+		LOG_I("session %llu: the JVMTI agent could not be loaded into pid %d: %s",
+		      (unsigned long long)s->id, (int)s->pid, msg && *msg ? msg : "?");
+		svc_session_arm(s, 0); /* decide now: agentless samples, or unavailable */
+		return;
+	}
+	LOG_I("session %llu: JVMTI agent loaded into pid %d; waiting for its hello",
+	      (unsigned long long)s->id, (int)s->pid);
+	/* A hello starts the capture (svc_capture_runtime_up); this is the limit. */
+	svc_session_arm(s, s->wait_ms > cfg->runtime_wait_ms ? s->wait_ms : cfg->runtime_wait_ms);
+}
+
+/* Ask the JVM to load the profilingd agent. false when that cannot start. */
+static bool start_agent_load(struct session *s)
+{
+	const struct svc_config *cfg = svc_session_config();
+	s->agent_tried = true;
+	if (!svc_jvm_agent_available())
+		return false;
+	if (recheck(s) < 0)
+		return true; /* the session has failed */
+	int r = svc_jattach_start(s->pid, s->ident.start, SVC_JATTACH_LOAD,
+				  cfg->jvm_attach_timeout_ms, -1, agent_load_done, s, &s->ja);
+	if (r < 0) {
+		LOG_I("session %llu: cannot load the JVMTI agent: %s", (unsigned long long)s->id,
+		      strerror(-r));
+		return false;
+	}
+	return true;
+}
+
+static void capture_drained(struct session *s);
+
+/* The runtime's pipe ended: EOF, its declared bytes, the cap, or an error. */
+static void sink_cb(void *ud, int status)
+{
+	const struct svc_config *cfg = svc_session_config();
+	struct session *s = ud;
+	char msg[160];
+
+	if (status == 0) {
+		/* EOF before CaptureDone: the deadline timer still runs. */
+		if (s->done_msg)
+			capture_drained(s);
+		return;
+	}
+	svc_capture_cancel(s);
+	if (status == -EFBIG) {
+		util_fmt(msg, sizeof(msg), "artifact exceeds max_result_bytes (%llu)",
+			 (unsigned long long)cfg->max_result_bytes);
+		svc_deliver_fail(s, PROF_E_POST_PROCESSING, msg);
+	} else if (status == -EPROTO) {
+		util_fmt(msg, sizeof(msg), "the runtime wrote more than the %llu bytes it declared",
+			 (unsigned long long)s->declared);
+		svc_deliver_fail(s, PROF_E_POST_PROCESSING, msg);
+	} else {
+		util_fmt(msg, sizeof(msg), "cannot store the capture: %s", strerror(-status));
+		svc_deliver_fail(s, names_errno_error(status, PROF_E_UNKNOWN), msg);
+	}
+}
+
+/* CaptureDone came and the sink has all of it: check, then redact. */
+static void capture_drained(struct session *s)
+{
+	char msg[160];
+	uint64_t got = svc_sink_bytes(s->sink);
+
+	evtimer_del(s->timer);
+	svc_sink_free(s->sink); /* the read end goes: a late writer gets EPIPE */
+	s->sink = NULL;
+	if (s->declared != UINT64_MAX && got != s->declared) {
+		util_fmt(msg, sizeof(msg), "the runtime declared %llu bytes but wrote %llu",
+			 (unsigned long long)s->declared, (unsigned long long)got);
+		svc_deliver_fail(s, PROF_E_POST_PROCESSING, msg);
+		return;
+	}
+	s->capture_done = true;
+	/* A system trace waits for its kernel half, which ends on its own. */
+	if (!s->ft_running)
+		svc_deliver_start(s);
+}
+
+/*
+ * The runtime's end of the capture: the write end of a pipe whose read end
+ * the sink drains into the raw file. Returns the write end, or -errno.
+ */
+static int open_sink(struct session *s)
+{
+	const struct svc_config *cfg = svc_session_config();
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	int r = svc_sink_start(svc_session_base(), p[0], s->raw_fd, cfg->max_result_bytes, sink_cb, s, &s->sink);
+	if (r < 0) {
+		close(p[0]);
+		close(p[1]);
+		return r;
+	}
+	return p[1];
+}
+
+static void start_capture(struct session *s, struct svc_conn *rt)
+{
+	const struct svc_config *cfg = svc_session_config();
+	Pd__DaemonToRuntime out = PD__DAEMON_TO_RUNTIME__INIT;
+	Pd__CaptureRequest cr = PD__CAPTURE_REQUEST__INIT;
+	Pd__Params p = PD__PARAMS__INIT;
+	char msg[128];
+	int wfd = -1;
+
+	/* The target, and the runtime's own process, still what they were. */
+	if (recheck(s) < 0)
+		return;
+	if (svc_conn_ident(rt)->start != s->ident.start) {
+		svc_deliver_fail(s, PROF_E_PERMISSION, "the runtime is not the target process's");
+		return;
+	}
+	if (!(svc_conn_runtime_caps(rt) & names_cap_bit(s->type))) {
+		util_fmt(msg, sizeof(msg), "the runtime of pid %d cannot take a %s capture",
+			 (int)s->pid, names_type_str(s->type));
+		svc_deliver_fail(s, PROF_E_INVALID_REQUEST, msg);
+		return;
+	}
+	int r = svc_capture_open_raw(s);
+	if (r == 0 && (wfd = open_sink(s)) < 0)
+		r = wfd;
+	if (r < 0) {
+		util_fmt(msg, sizeof(msg), "cannot create the capture file: %s", strerror(-r));
+		svc_deliver_fail(s, names_errno_error(r, PROF_E_UNKNOWN), msg);
+		return;
+	}
+	if (s->type == PROF_SYSTEM_TRACE)
+		start_ftrace(s);
+	p.has_duration_ms = 1;
+	p.duration_ms = s->duration_ms;
+	p.has_frequency_hz = 1;
+	p.frequency_hz = s->hz;
+	p.has_clock = s->clock != 0;
+	p.clock = s->clock;
+	p.has_sampling_interval_bytes = s->interval != 0;
+	p.sampling_interval_bytes = s->interval;
+	cr.session_id = s->id;
+	cr.type = s->type;
+	cr.params = &p;
+	cr.deadline_ms = s->duration_ms + cfg->deadline_grace_ms;
+	out.msg_case = PD__DAEMON_TO_RUNTIME__MSG_CAPTURE;
+	out.capture = &cr;
+	s->rt = rt;
+	s->state = S_CAPTURING;
+	s->start_ns = util_now_ns(CLOCK_REALTIME);
+	r = svc_conn_send(rt, &out.base, wfd);
+	/* Our copy goes now (the queue keeps its own until sent): EOF then
+	 * means the runtime, and whoever it gave the fd to, closed theirs. */
+	close(wfd);
+	if (r < 0) {
+		svc_deliver_fail(s, PROF_E_EXECUTING, "cannot reach the runtime");
+		return;
+	}
+	svc_session_arm(s, cr.deadline_ms);
+	svc_session_notify(s, "capturing", 0, NULL, 0, NULL);
+	LOG_I("session %llu: %s capture of pid %d for %u ms at %u Hz",
+	      (unsigned long long)s->id, names_type_str(s->type), (int)s->pid,
+	      s->duration_ms, s->hz);
+}
+
+int svc_capture_done(struct svc_conn *rt, const Pd__CaptureDone *d)
+{
+	struct session *s = svc_session_find(d->session_id);
+
+	/* Late answers to sessions that already timed out or were cancelled. */
+	if (!s || s->rt != rt || s->state != S_CAPTURING)
+		return 0;
+	if (d->status != PROF_E_NONE) {
+		int e = d->status <= PROF_E_UNKNOWN ||
+			(d->status >= PROF_E_RUNTIME_UNAVAILABLE && d->status <= PROF_E_PERMISSION)
+			? (int)d->status : PROF_E_EXECUTING;
+		svc_deliver_fail(s, e, d->message ? d->message : "the runtime reported a failure");
+		return 0;
+	}
+	s->samples = d->samples;
+	s->dropped = d->dropped;
+	s->rt = NULL;
+	s->done_msg = true;
+	/*
+	 * Done once the sink has what the runtime declared (or EOF when it
+	 * declared nothing); the deadline timer keeps running until then, so
+	 * a runtime that holds its write end open and stops short times out.
+	 */
+	s->declared = d->has_bytes ? d->bytes : UINT64_MAX;
+	int r = s->declared == UINT64_MAX ? (svc_sink_ended(s->sink) ? 1 : 0)
+					  : svc_sink_expect(s->sink, s->declared);
+	if (r == -EPROTO) {
+		char msg[160];
+		util_fmt(msg, sizeof(msg), "the runtime declared %llu bytes but wrote %llu",
+			 (unsigned long long)s->declared,
+			 (unsigned long long)svc_sink_bytes(s->sink));
+		svc_deliver_fail(s, PROF_E_POST_PROCESSING, msg);
+	} else if (r == 1) {
+		capture_drained(s);
+	}
+	return 0;
+}
+
+int svc_capture_stop(pid_t pid, uint32_t trigger)
+{
+	for (struct session *s = svc_session_first(); s; s = s->next) {
+		if (s->pid != pid || s->trigger != trigger || s->state != S_CAPTURING || !s->rt)
+			continue;
+		Pd__DaemonToRuntime out = PD__DAEMON_TO_RUNTIME__INIT;
+		Pd__CaptureStop cs = PD__CAPTURE_STOP__INIT;
+		cs.session_id = s->id;
+		out.msg_case = PD__DAEMON_TO_RUNTIME__MSG_STOP;
+		out.stop = &cs;
+		svc_conn_send(s->rt, &out.base, -1);
+		return 0;
+	}
+	return -ENOENT;
+}
+
+void svc_capture_runtime_up(struct svc_conn *rt)
+{
+	pid_t pid = svc_conn_pid(rt);
+	uint64_t start = svc_conn_ident(rt)->start;
+	for (struct session *s = svc_session_first(), *next; s; s = next) {
+		next = s->next;
+		/* The session's own process, not another that has its pid now. */
+		if (s->state == S_WAIT_RUNTIME && s->pid == pid && s->ident.start == start &&
+		    !(s->jvm && s->type == PROF_HEAP_DUMP && !dump_by_agent(s))) {
+			evtimer_del(s->timer);
+			start_capture(s, rt);
+		}
+	}
+}
+
+void svc_capture_runtime_down(struct svc_conn *rt)
+{
+	for (struct session *s = svc_session_first(), *next; s; s = next) {
+		next = s->next;
+		if (s->rt == rt && s->state == S_CAPTURING) {
+			s->rt = NULL;
+			svc_deliver_fail(s, PROF_E_EXECUTING, "the runtime disconnected mid-capture");
+		}
+	}
+}

@@ -1,0 +1,246 @@
+/*
+ * The admission rule order (svc_admit_decide): each rule alone, then, with
+ * several refusing at once, that the first in DESIGN §2's order wins.
+ * svc_admit.c is linked alone, with the result index stubbed.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "profiling/profiling.h"
+#include "names.h"
+#include "svc.h"
+
+/* A request that every rule admits: a stack capture of pid 42, whose
+ * runtime offers stack sampling, nothing else running. */
+static struct svc_admit_in clear(void)
+{
+	struct svc_admit_in in = {
+		.type = PROF_STACK_SAMPLING,
+		.params = NULL,
+		.type_cap = NAMES_CAP_STACK_SAMPLING,
+		.pid = 42,
+		.runtime = true,
+		.runtime_caps = NAMES_CAP_STACK_SAMPLING,
+		.default_duration_ms = 5000,
+		.default_frequency_hz = 99,
+		.max_sessions = 4,
+		.rate_why = "budget used up",
+		.disk_why = "disk full",
+	};
+	return in;
+}
+
+/* Every rule refuses at once (the process's rules too). */
+static struct svc_admit_in all_refuse(Pd__Params *p)
+{
+	struct svc_admit_in in = clear();
+	in.params = p;
+	in.runtime_caps = 0;
+	in.rate = PROF_E_RATE_LIMIT_PROCESS;
+	in.busy = 7;
+	in.nsessions = 4;
+	in.disk = PROF_E_NO_DISK_SPACE;
+	return in;
+}
+
+static int decide(const struct svc_admit_in *in, struct svc_admit_out *out, char *msg)
+{
+	memset(out, 0xa5, sizeof(*out));
+	strcpy(msg, "untouched");
+	return svc_admit_decide(in, out, msg, 256);
+}
+
+static void test_admits_with_defaults(void **state)
+{
+	struct svc_admit_in in = clear();
+	struct svc_admit_out out;
+	char msg[256];
+	assert_int_equal(decide(&in, &out, msg), 0);
+	assert_int_equal(out.duration_ms, 5000);
+	assert_int_equal(out.frequency_hz, 99);
+
+	Pd__Params p = PD__PARAMS__INIT;
+	p.has_duration_ms = 1;
+	p.duration_ms = SVC_DURATION_MIN_MS;
+	p.has_frequency_hz = 1;
+	p.frequency_hz = SVC_HZ_MAX;
+	in.params = &p;
+	assert_int_equal(decide(&in, &out, msg), 0);
+	assert_int_equal(out.duration_ms, SVC_DURATION_MIN_MS);
+	assert_int_equal(out.frequency_hz, SVC_HZ_MAX);
+	/* 0 means "the default", not out of range. */
+	p.duration_ms = 0;
+	assert_int_equal(decide(&in, &out, msg), 0);
+	assert_int_equal(out.duration_ms, 5000);
+}
+
+/* Rule 1 first: an unknown type beats every other refusal. */
+static void test_type_first(void **state)
+{
+	struct svc_admit_in in = all_refuse(NULL);
+	struct svc_admit_out out;
+	char msg[256];
+	in.type = 0;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_string_equal(msg, "unknown capture type 0");
+	in.type = PROF_SYSTEM_TRACE + 1;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_non_null(strstr(msg, "unknown capture type"));
+}
+
+/* Within rule 1: duration, frequency, interval, buffer, in that order. */
+static void test_params_in_order(void **state)
+{
+	Pd__Params p = PD__PARAMS__INIT;
+	struct svc_admit_in in = all_refuse(&p);
+	struct svc_admit_out out;
+	char msg[256];
+
+	p.has_duration_ms = 1;
+	p.duration_ms = SVC_DURATION_MAX_MS + 1;
+	p.has_frequency_hz = 1;
+	p.frequency_hz = SVC_HZ_MAX + 1;
+	p.has_sampling_interval_bytes = 1;
+	p.sampling_interval_bytes = SVC_INTERVAL_MAX + 1;
+	p.has_buffer_kb = 1;
+	p.buffer_kb = SVC_BUFFER_KB_MIN - 1;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_non_null(strstr(msg, "duration_ms"));
+	p.duration_ms = SVC_DURATION_MIN_MS - 1;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_non_null(strstr(msg, "duration_ms"));
+	p.duration_ms = 1000;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_non_null(strstr(msg, "frequency_hz"));
+	p.frequency_hz = 100;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_non_null(strstr(msg, "sampling_interval_bytes"));
+	p.sampling_interval_bytes = SVC_INTERVAL_MAX;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_non_null(strstr(msg, "buffer_kb"));
+	p.buffer_kb = SVC_BUFFER_KB_MAX + 1;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_non_null(strstr(msg, "buffer_kb"));
+	/* Valid parameters: the runtime rule is next. */
+	p.buffer_kb = 0;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_non_null(strstr(msg, "cannot take that capture type"));
+}
+
+/* Rule 2: the runtime's capabilities, before the costs and sessions. */
+static void test_runtime_rule(void **state)
+{
+	struct svc_admit_in in = all_refuse(NULL);
+	struct svc_admit_out out;
+	char msg[256];
+
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_string_equal(msg, "the runtime of this process cannot take that capture type");
+
+	/* A heap dump from a runtime without one: refused unless a JVM. */
+	in.type = PROF_HEAP_DUMP;
+	in.type_cap = NAMES_CAP_HEAP_DUMP;
+	in.runtime_caps = NAMES_CAP_HEAP_PROFILE;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_non_null(strstr(msg, "no heap dump"));
+	in.jvm = true;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_RATE_LIMIT_PROCESS);
+
+	/* No runtime at all: a heap dump needs a JVM; other types wait for one. */
+	in.runtime = false;
+	in.runtime_caps = 0;
+	in.jvm = false;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_non_null(strstr(msg, "pid 42 is not a JVM"));
+	in.jvm = true;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_RATE_LIMIT_PROCESS);
+	in.type = PROF_STACK_SAMPLING;
+	in.jvm = false;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_RATE_LIMIT_PROCESS);
+}
+
+/* Rule 3: the cost windows, before one-per-process, max_sessions, disk. */
+static void test_rate_before_sessions(void **state)
+{
+	struct svc_admit_in in = all_refuse(NULL);
+	struct svc_admit_out out;
+	char msg[256];
+	in.runtime_caps = NAMES_CAP_STACK_SAMPLING;
+	in.rate = PROF_E_RATE_LIMIT_SYSTEM;
+	in.rate_why = "system-wide capture budget used up";
+	assert_int_equal(decide(&in, &out, msg), PROF_E_RATE_LIMIT_SYSTEM);
+	assert_string_equal(msg, "system-wide capture budget used up");
+}
+
+/* Rule 4: one session per process, then max_sessions, before the disk. */
+static void test_sessions_before_disk(void **state)
+{
+	struct svc_admit_in in = all_refuse(NULL);
+	struct svc_admit_out out;
+	char msg[256];
+	in.runtime_caps = NAMES_CAP_STACK_SAMPLING;
+	in.rate = 0;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_PROFILING_IN_PROGRESS);
+	assert_string_equal(msg, "session 7 is already capturing pid 42");
+	in.busy = 0;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_PROFILING_IN_PROGRESS);
+	assert_string_equal(msg, "4 captures running system-wide (max_sessions)");
+	in.nsessions = 3;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_NO_DISK_SPACE);
+	assert_string_equal(msg, "disk full");
+	in.disk = 0;
+	assert_int_equal(decide(&in, &out, msg), 0);
+}
+
+/* A dead process's dump: its process rules do not apply, the costs and
+ * the disk do, and validity still comes first. */
+static void test_gone_costs_only(void **state)
+{
+	struct svc_admit_in in = all_refuse(NULL);
+	struct svc_admit_out out;
+	char msg[256];
+	in.gone = true;
+	in.type = PROF_HEAP_DUMP; /* no runtime, not a JVM: rule 2 would refuse */
+	in.runtime = false;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_RATE_LIMIT_PROCESS);
+	in.rate = 0;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_NO_DISK_SPACE);
+	in.disk = 0;
+	assert_int_equal(decide(&in, &out, msg), 0);
+	in.type = 9;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+}
+
+/* A long reason is cut to the caller's buffer, never past it. */
+static void test_message_bounded(void **state)
+{
+	struct svc_admit_in in = clear();
+	struct svc_admit_out out;
+	char msg[8];
+	memset(msg, 'x', sizeof(msg));
+	in.disk = PROF_E_NO_DISK_SPACE;
+	in.disk_why = "a reason far longer than eight bytes";
+	assert_int_equal(svc_admit_decide(&in, &out, msg, sizeof(msg)), PROF_E_NO_DISK_SPACE);
+	assert_int_equal(msg[sizeof(msg) - 1], '\0');
+	assert_int_equal(strncmp(msg, "a reaso", 7), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_admits_with_defaults),
+		cmocka_unit_test(test_type_first),
+		cmocka_unit_test(test_params_in_order),
+		cmocka_unit_test(test_runtime_rule),
+		cmocka_unit_test(test_rate_before_sessions),
+		cmocka_unit_test(test_sessions_before_disk),
+		cmocka_unit_test(test_gone_costs_only),
+		cmocka_unit_test(test_message_bounded),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
