@@ -890,14 +890,28 @@ static void redact_done(void *ud, int code, const char *rmsg)
 	}
 	release_files(s);
 
+	/*
+	 * A stack capture the redactor kept no sample of ("ok ... kept=0", its
+	 * status line) sampled nothing at all: anything else is refused. It is
+	 * an empty profile; the note says why, so the app is not left guessing.
+	 * Stored as the result's note (a fresh result: requeue only sets it).
+	 */
+	const char *note = NULL;
+	if (s->type == PROF_STACK_SAMPLING && rmsg && strstr(rmsg, " kept=0 ")) {
+		note = s->clock ? "no samples: no thread of the process was sampled in the window"
+				: "no samples: the process used no CPU in the window";
+		svc_db_result_requeue(s->id, note);
+	}
 	notify(s, "delivering", 0, NULL, 0, NULL);
 	struct svc_conn *c = result_peer(s);
 	r = c ? deliver_to(c, s->id, s->type, s->trigger, s->tag, path, s->uid,
-			   (uint64_t)st.st_size, result_id, s->start_ns, NULL) : -ENOTCONN;
+			   (uint64_t)st.st_size, result_id, s->start_ns, note) : -ENOTCONN;
 	LOG_I("session %llu: %llu samples (%llu dropped by the runtime); redacted (%s) "
 	      "-> %s, %lld bytes%s", (unsigned long long)s->id, (unsigned long long)s->samples,
 	      (unsigned long long)s->dropped, rmsg, path, (long long)st.st_size,
 	      r == 0 ? "" : " (app not connected; queued)");
+	if (note)
+		LOG_I("session %llu: %s", (unsigned long long)s->id, note);
 	notify(s, "done", 0, NULL, result_id, path);
 	session_free(s);
 }
