@@ -68,6 +68,7 @@ struct session {
 	char out_path[SVC_PATH_MAX + 32];
 	struct svc_redact *rd;
 	uint64_t samples, dropped;       /* from the runtime, for the log */
+	char note[192];                  /* for the app with its result, or "" */
 	/* System traces: kernel sched data recorded beside the runtime's ring. */
 	struct svc_redact *ft;
 	struct svc_redact *perf;         /* agentless stack sampling */
@@ -461,6 +462,13 @@ static void perf_done(void *ud, int code, const char *msg)
 		return;
 	}
 	LOG_I("session %llu: agentless samples: %s", (unsigned long long)s->id, msg);
+	/* profilingd-perf saw our agent library in the target: say why it
+	 * was sampled without it. */
+	const char *lib = msg ? strstr(msg, " unregistered_agent=") : NULL;
+	if (lib)
+		util_fmt(s->note, sizeof(s->note), "sampled agentless: %s is loaded in pid %d but "
+			 "its agent did not register (check PROFILINGD_SOCKET; PROFILING_DEBUG=1 "
+			 "says why)", lib + strlen(" unregistered_agent="), (int)s->pid);
 	s->capture_done = true;
 	evtimer_del(s->timer);
 	start_redaction(s);
@@ -891,17 +899,18 @@ static void redact_done(void *ud, int code, const char *rmsg)
 	release_files(s);
 
 	/*
-	 * A stack capture the redactor kept no sample of ("ok ... kept=0", its
-	 * status line) sampled nothing at all: anything else is refused. It is
-	 * an empty profile; the note says why, so the app is not left guessing.
-	 * Stored as the result's note (a fresh result: requeue only sets it).
+	 * The result's note: the session's own (an agent library that did not
+	 * register), else, for a stack capture the redactor kept no sample of
+	 * ("ok ... kept=0", its status line; samples that are all foreign are
+	 * refused), why the profile is empty. Stored with the result (on a
+	 * fresh result requeue only sets the note) and sent with it.
 	 */
-	const char *note = NULL;
-	if (s->type == PROF_STACK_SAMPLING && rmsg && strstr(rmsg, " kept=0 ")) {
+	const char *note = s->note[0] ? s->note : NULL;
+	if (!note && s->type == PROF_STACK_SAMPLING && rmsg && strstr(rmsg, " kept=0 "))
 		note = s->clock ? "no samples: no thread of the process was sampled in the window"
 				: "no samples: the process used no CPU in the window";
+	if (note)
 		svc_db_result_requeue(s->id, note);
-	}
 	notify(s, "delivering", 0, NULL, 0, NULL);
 	struct svc_conn *c = result_peer(s);
 	r = c ? deliver_to(c, s->id, s->type, s->trigger, s->tag, path, s->uid,
@@ -1225,6 +1234,34 @@ static int create_session(struct target *t, const Pd__Request *rq, uint32_t dur,
 	return 0;
 }
 
+struct conn_probe {
+	const struct svc_ident *of;
+	bool found;
+};
+
+static void probe_conn(struct svc_conn *c, void *ud)
+{
+	struct conn_probe *p = ud;
+	const struct svc_ident *id = svc_conn_ident(c);
+	if (id && id->pid == p->of->pid && id->start == p->of->start)
+		p->found = true;
+}
+
+/*
+ * Can a runtime still come for the process? Only one with libprofiling or
+ * the preload agent in it, and those connect to the daemon (a client, or a
+ * runtime before its hello). A process with no connection at all will not
+ * say hello: waiting runtime_wait_ms for it only delays an agentless
+ * capture. Triggers keep the wait: they fire at exec, before a preloaded
+ * agent has had the time to connect.
+ */
+static bool runtime_may_come(const struct svc_ident *t)
+{
+	struct conn_probe p = { .of = t };
+	svc_conn_foreach(probe_conn, &p);
+	return p.found;
+}
+
 int svc_session_request(struct svc_conn *client, const Pd__Request *rq, uint64_t *id,
 			const char **why)
 {
@@ -1246,8 +1283,14 @@ int svc_session_request(struct svc_conn *client, const Pd__Request *rq, uint64_t
 			*id = 0;
 		return e;
 	}
+	uint32_t wait_ms = cfg->runtime_wait_ms;
+	if (rq->type == PROF_STACK_SAMPLING && wait_ms && !runtime_may_come(&t.ident)) {
+		LOG_I("pid %d has no connection to the daemon, so no runtime: not waiting %u ms "
+		      "for one", (int)t.pid, wait_ms);
+		wait_ms = 0;
+	}
 	e = create_session(&t, rq, dur, hz, svc_conn_id(client), PROF_TRIGGER_NONE,
-			   cfg->runtime_wait_ms, id, why);
+			   wait_ms, id, why);
 	svc_ident_fini(&t.ident);
 	return e;
 }

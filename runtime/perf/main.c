@@ -10,7 +10,9 @@
  * "error: target replaced: ..." and exit 70, before a sample is taken.
  *
  * fd 1 gets gzip'd pprof; the last line on fd 2 is the status,
- * "ok samples=N short=M unwinder=dwarf|fp threads=T" or "error: ...".
+ * "ok samples=N short=M unwinder=dwarf|fp threads=T[ unregistered_agent=LIB]"
+ * or "error: ...". unregistered_agent: the target maps libprofiling_preload.so
+ * or libprofiling.so, whose agent should have registered with the daemon.
  * Exit 0, 70 on an error, 65 when nothing was sampled (no profile written).
  */
 #include "pf.h"
@@ -248,6 +250,34 @@ static int drop_setup_caps(bool as_target, char *how, size_t n)
 	return sbx_drop(keep, 1, (uid_t)-1, (gid_t)-1);
 }
 
+/*
+ * Does the target map one of profilingd's own agent libraries? Then its
+ * agent should have registered with the daemon and did not (a wrong or
+ * missing PROFILINGD_SOCKET, another daemon): the status line says so and
+ * the daemon puts it in the result's note. Read as the target's user;
+ * at most PF_MAPS_MAX_LINES lines.
+ */
+#define PF_MAPS_MAX_LINES 65536
+static const char *agent_lib_of(pid_t pid)
+{
+	static const char *const libs[] = { "libprofiling_preload.so", "libprofiling.so" };
+	static char found[32];
+	char path[64], line[4096];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return NULL;
+	found[0] = '\0';
+	for (int n = 0; !found[0] && n < PF_MAPS_MAX_LINES && fgets(line, sizeof(line), f); n++) {
+		const char *base = strrchr(line, '/');
+		for (size_t i = 0; base && i < sizeof(libs) / sizeof(libs[0]); i++)
+			if (!strncmp(base + 1, libs[i], strlen(libs[i])))
+				snprintf(found, sizeof(found), "%s", libs[i]);
+	}
+	fclose(f);
+	return found[0] ? found : NULL;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -354,6 +384,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	LOG_D("sampling as %s", how);
+	const char *agent_lib = agent_lib_of((pid_t)pid);
 	/* Sandbox last: what is left is polling, rescans and reading ELF files. */
 	if ((r = sbx_install(perf_policy, perf_policy_count, debug_seccomp)) < 0) {
 		rc = fail("cannot install the seccomp filter: %s", strerror(-r));
@@ -408,9 +439,9 @@ int main(int argc, char **argv)
 			rc = EXIT_NOSPACE;
 		goto out;
 	}
-	fprintf(stderr, "ok samples=%" PRIu64 " short=%" PRIu64 " unwinder=%s threads=%u\n",
+	fprintf(stderr, "ok samples=%" PRIu64 " short=%" PRIu64 " unwinder=%s threads=%u%s%s\n",
 		run.c.samples, run.c.short_, run.c.dwarf >= run.c.fp ? "dwarf" : "fp",
-		run.c.threads);
+		run.c.threads, agent_lib ? " unregistered_agent=" : "", agent_lib ? agent_lib : "");
 	rc = 0;
 out:
 	pf_events_close(ev);

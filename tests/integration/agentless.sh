@@ -80,8 +80,10 @@ rc=0
 tail -n 1 "$T/err" | grep -q "^error: " || fail "missing target status: $(tail -n 1 "$T/err")"
 
 # Through the daemon: a root request for a process with no agent is taken
-# with profilingd-perf after the runtime wait, redacted and delivered.
-start_daemon "[capture]" "runtime_wait_ms = 200"
+# with profilingd-perf, redacted and delivered. The process has no
+# connection to the daemon, so no runtime can come: the capture starts at
+# once, not after runtime_wait_ms (the longest the config allows here).
+start_daemon "[capture]" "runtime_wait_ms = 60000"
 "$SPIN" 5 &
 SP2=$!
 for _ in $(seq 100); do [ "$(readlink -f /proc/$SP2/exe 2>/dev/null)" = "$want" ] && break; sleep 0.01; done
@@ -92,8 +94,17 @@ go tool pprof -top "$out" 2>/dev/null > "$T/d.txt"
 dtop=$(awk '/flat%/ { getline; print $NF; exit }' "$T/d.txt")
 [ "$dtop" = spin_here ] || { cat "$T/d.txt"; fail "daemon's agentless capture top is '$dtop'"; }
 grep -q "no agent in pid $SP2: sampling it with perf_event_open" "$T/daemon.log" || fail "daemon did not go agentless"
+grep -q "pid $SP2 has no connection to the daemon, so no runtime: not waiting 60000 ms" "$T/daemon.log" ||
+	fail "the daemon waited runtime_wait_ms for a process that cannot have a runtime"
+# The profile covers the requested 800 ms (profilingd-perf's own window).
+dur=$(go tool pprof -raw "$out" 2>/dev/null | sed -n 's/^Duration: //p' | head -1)
+echo "agentless capture through the daemon: Duration: $dur"
+# go prints it as e.g. "800m" or "801.2ms"; at least the 800 ms asked for.
+case $dur in 8[0-9][0-9]m* | 9[0-9][0-9]m* | [1-9].*s | [1-9]s) ;;
+*) fail "profile duration '$dur', not the requested 800 ms" ;;
+esac
 stop_daemon
-echo "ok: through the daemon too: $out"
+echo "ok: through the daemon too, started at once: $out"
 
 # A system trigger from the config: an unmodified program is matched by its
 # executable on exec, watched, and sampled agentless when it spins.
