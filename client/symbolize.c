@@ -1,5 +1,6 @@
 #include "symbolize.h"
 
+#include "perfmap.h"
 #include "pprof.h"
 
 #include <dlfcn.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 
 struct sym_mod {
@@ -20,6 +22,7 @@ struct sym_ctx {
 	Dwfl *dwfl;
 	struct sym_mod *mods;
 	int nmods;
+	struct pmap *jit; /* /tmp/perf-<pid>.map, or NULL */
 };
 
 static const Dwfl_Callbacks sym_callbacks = {
@@ -75,6 +78,12 @@ int sym_open(int pid, struct sym_ctx **out)
 		dwfl_report_end(s->dwfl, NULL, NULL);
 		dwfl_getmodules(s->dwfl, sym_collect, s, 0);
 	}
+	/*
+	 * A JIT's map names code in no file. Ours only if this process's user
+	 * made it (/tmp is anyone's); none, or a bad one, leaves bare addresses.
+	 */
+	if (pmap_load(pid, geteuid(), &s->jit) < 0)
+		s->jit = NULL;
 	*out = s;
 	return 0;
 nomem:
@@ -88,6 +97,7 @@ void sym_close(struct sym_ctx *s)
 		return;
 	if (s->dwfl)
 		dwfl_end(s->dwfl);
+	pmap_free(s->jit);
 	free(s->mods);
 	free(s);
 }
@@ -126,6 +136,16 @@ int sym_lookup(struct sym_ctx *s, uint64_t pc, struct sym_frame *out)
 		Dl_info di;
 		if (dladdr((void *)(uintptr_t)pc, &di) && di.dli_sname)
 			out->function = di.dli_sname;
+	}
+	/*
+	 * Code nothing else names: a JIT's, named by its perf map if it has
+	 * one (libdw's module ranges can span the anonymous code a JIT maps
+	 * between a module's segments). Such a frame is in no file.
+	 */
+	if (!out->function && (out->function = pmap_lookup(s->jit, pc, NULL))) {
+		out->module = -1;
+		out->file = NULL;
+		out->line = 0;
 	}
 	return 0;
 }

@@ -33,6 +33,7 @@
 
 #include "log.h"
 #include "perf_policy.h"
+#include "perfmap.h"
 #include "sandbox.h"
 #include "util.h"
 
@@ -385,6 +386,8 @@ int main(int argc, char **argv)
 	}
 	LOG_D("sampling as %s", how);
 	const char *agent_lib = agent_lib_of((pid_t)pid);
+	unsigned cu[4], cg[4];
+	uid_t jit_owner = util_proc_creds((int)pid, cu, cg) == 0 ? (uid_t)cu[3] : (uid_t)-1;
 	/* Sandbox last: what is left is polling, rescans and reading ELF files. */
 	if ((r = sbx_install(perf_policy, perf_policy_count, debug_seccomp)) < 0) {
 		rc = fail("cannot install the seccomp filter: %s", strerror(-r));
@@ -427,13 +430,26 @@ int main(int argc, char **argv)
 		rc = EXIT_NOTHING;
 		goto out;
 	}
+	/*
+	 * JIT frames (code in no mapped file) are named from the target's
+	 * /tmp/perf-<pid>.map, read after the capture so that code compiled
+	 * during it is in, as the target's user (or as root for a root or
+	 * setuid target), and only if the target's own fs uid owns it.
+	 */
+	struct pmap *jit = NULL;
+	if (jit_owner != (uid_t)-1 && (r = pmap_load((pid_t)pid, jit_owner, &jit)) < 0 &&
+	    r != -ENOENT)
+		LOG_I("/tmp/perf-%lu.map not used: %s", pid, strerror(-r));
 	struct pf_capture_info ci = {
 		.pid = (pid_t)pid,
 		.hz = (unsigned)hz,
 		.start_ns = start_real,
 		.duration_ns = (int64_t)(t1 - t0) * 1000000,
+		.jit = jit,
 	};
-	if ((r = pf_output_write(1, &ci, run.agg, run.u, ev, &run.c)) < 0) {
+	r = pf_output_write(1, &ci, run.agg, run.u, ev, &run.c);
+	pmap_free(jit);
+	if (r < 0) {
 		rc = fail("writing the profile: %s", strerror(-r));
 		if (r == -ENOSPC || r == -EDQUOT)
 			rc = EXIT_NOSPACE;
