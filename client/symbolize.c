@@ -16,6 +16,7 @@ struct sym_mod {
 	Dwfl_Module *m;
 	struct sym_module pub;
 	char build_id[2 * 64 + 1];
+	bool own_lines; /* the module's file carries its own .debug_line */
 };
 
 struct sym_ctx {
@@ -29,6 +30,24 @@ static const Dwfl_Callbacks sym_callbacks = {
 	.find_elf = dwfl_linux_proc_find_elf,
 	.find_debuginfo = dwfl_standard_find_debuginfo,
 };
+
+/* Does the ELF itself hold line tables (built with -g, not stripped)? */
+static bool sym_has_lines(Elf *elf)
+{
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx) < 0)
+		return false;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *n;
+		if (gelf_getshdr(scn, &sh) && (n = elf_strptr(elf, shstrndx, sh.sh_name)) &&
+		    !strcmp(n, ".debug_line"))
+			return true;
+	}
+	return false;
+}
 
 static int sym_collect(Dwfl_Module *m, void **userdata, const char *name,
 		       Dwarf_Addr start, void *arg)
@@ -46,7 +65,7 @@ static int sym_collect(Dwfl_Module *m, void **userdata, const char *name,
 	memset(sm, 0, sizeof(*sm));
 	/* Opening the ELF fills in the main file name and the build id. */
 	GElf_Addr bias;
-	dwfl_module_getelf(m, &bias);
+	sm->own_lines = sym_has_lines(dwfl_module_getelf(m, &bias));
 	dwfl_module_info(m, NULL, &lo, &hi, NULL, NULL, &mainfile, NULL);
 	sm->m = m;
 	sm->pub.start = lo;
@@ -122,7 +141,15 @@ int sym_lookup(struct sym_ctx *s, uint64_t pc, struct sym_frame *out)
 		GElf_Sym sym;
 		out->module = sym_module_index(s, m);
 		out->function = dwfl_module_addrinfo(m, pc, &off, &sym, NULL, NULL, NULL);
-		Dwfl_Line *l = dwfl_module_getsrc(m, pc);
+		/*
+		 * Line numbers only from a module's own DWARF. A system library's
+		 * come from a separate debug file (libc6-dbg) whose sections are
+		 * zlib-compressed: inflating them was about 60 % of the agent's
+		 * CPU per capture (bench/stack_overhead.sh, perf record), for
+		 * lines of libc internals. Names still come from its .symtab.
+		 */
+		int mi = out->module;
+		Dwfl_Line *l = mi >= 0 && s->mods[mi].own_lines ? dwfl_module_getsrc(m, pc) : NULL;
 		if (l) {
 			int line = 0;
 			const char *f = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
