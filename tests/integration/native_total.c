@@ -1,22 +1,24 @@
 /*
  * native_total: a target for the in-process sampler's totals (it_native_total).
  * N threads spin (N may be 0: an idle process) while the app asks profilingd
- * for a CPU stack sample of itself. A recorder thread logs the pair
- * (CLOCK_REALTIME, CLOCK_PROCESS_CPUTIME_ID) every 2 ms: the process CPU
- * clock is the kernel's own sum that /proc/<pid>/stat shows as utime+stime,
- * at nanosecond resolution. When the result comes, the app reads the
+ * for a CPU stack sample of itself. A recorder thread logs
+ * (CLOCK_REALTIME, CLOCK_PROCESS_CPUTIME_ID, utime+stime of /proc/self/stat)
+ * every 2 ms: the process CPU clock is the kernel's own sum at nanosecond
+ * resolution, /proc/<pid>/stat the figure tools read (in clock ticks). When the result comes, the app reads the
  * delivered pprof, takes its window (time_nanos, duration_nanos) and
  * interpolates its log at both ends, so the CPU it compares with is that of
  * the capture's own window, whatever the machine's load.
  *
  * Prints one line on stdout:
- *   samples=N profile_cpu_ms=X process_cpu_ms=Y ratio=X/Y duration_ms=D note=<note>
+ *   samples=N profile_cpu_ms=X process_cpu_ms=Y ratio=X/Y duration_ms=D
+ *   has_cpu_type=0|1 proc_stat_cpu_ms=Z proc_stat_ratio=X/Z note=<note>
  * and exits 0 when a result was delivered and parsed, 1 otherwise. The
  * script decides what is good enough.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +37,7 @@
 struct cpu_point {
 	int64_t rt_ns;
 	int64_t cpu_ns;
+	int64_t stat_ns; /* utime + stime from /proc/self/stat */
 };
 
 static struct cpu_point cpu_log[LOG_MAX];
@@ -65,6 +68,27 @@ static void *spinner(void *arg)
 	return NULL;
 }
 
+/* utime + stime of /proc/self/stat (fields 14 and 15), in ns; -1 on error. */
+static int64_t proc_stat_ns(void)
+{
+	static long tck;
+	char buf[1024], *p;
+	unsigned long ut, st;
+	FILE *f = fopen("/proc/self/stat", "re");
+	if (!tck)
+		tck = sysconf(_SC_CLK_TCK);
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* The name (field 2) may hold anything: count fields after its ')'. */
+	if (!(p = strrchr(buf, ')')) ||
+	    sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return -1;
+	return (int64_t)(ut + st) * (1000000000 / tck);
+}
+
 static void *recorder(void *arg)
 {
 	(void)arg;
@@ -73,6 +97,7 @@ static void *recorder(void *arg)
 		if (i < LOG_MAX) {
 			cpu_log[i].rt_ns = now_ns(CLOCK_REALTIME);
 			cpu_log[i].cpu_ns = now_ns(CLOCK_PROCESS_CPUTIME_ID);
+			cpu_log[i].stat_ns = proc_stat_ns();
 			atomic_store(&cpu_n, i + 1);
 		}
 		struct timespec ts = { 0, 2000000 };
@@ -81,18 +106,23 @@ static void *recorder(void *arg)
 	return NULL;
 }
 
-/* The process CPU time at realtime t, interpolated in the log; -1 outside it. */
-static double cpu_at(int64_t t)
+/* The process CPU time at realtime t, interpolated in the log (the /proc
+ * figure with stat); -1 outside it. */
+static double cpu_at(int64_t t, bool stat)
 {
 	uint32_t n = atomic_load(&cpu_n);
 	for (uint32_t i = 1; i < n; i++) {
 		const struct cpu_point *a = &cpu_log[i - 1], *b = &cpu_log[i];
 		if (t < a->rt_ns || t > b->rt_ns)
 			continue;
+		if (stat && (a->stat_ns < 0 || b->stat_ns < 0))
+			return -1;
+		double ca = (double)(stat ? a->stat_ns : a->cpu_ns);
+		double cb = (double)(stat ? b->stat_ns : b->cpu_ns);
 		if (b->rt_ns == a->rt_ns)
-			return (double)a->cpu_ns;
+			return ca;
 		double f = (double)(t - a->rt_ns) / (double)(b->rt_ns - a->rt_ns);
-		return (double)a->cpu_ns + f * (double)(b->cpu_ns - a->cpu_ns);
+		return ca + f * (cb - ca);
 	}
 	return -1;
 }
@@ -258,18 +288,22 @@ int main(int argc, char **argv)
 			prof_ns += (double)p->sample[i]->value[vi];
 		samples++;
 	}
-	double c0 = 0, c1 = 0;
-	if (nthreads > 0 && ((c0 = cpu_at(p->time_nanos)) < 0 ||
-			     (c1 = cpu_at(p->time_nanos + p->duration_nanos)) < 0)) {
+	double c0 = 0, c1 = 0, s0 = 0, s1 = 0;
+	int64_t t_end = p->time_nanos + p->duration_nanos;
+	if (nthreads > 0 && ((c0 = cpu_at(p->time_nanos, false)) < 0 ||
+			     (c1 = cpu_at(t_end, false)) < 0 ||
+			     (s0 = cpu_at(p->time_nanos, true)) < 0 ||
+			     (s1 = cpu_at(t_end, true)) < 0)) {
 		fprintf(stderr, "native_total: the profile's window is outside the CPU log\n");
 		perftools__profiles__profile__free_unpacked(p, NULL);
 		return 1;
 	}
-	double proc_ns = c1 - c0;
+	double proc_ns = c1 - c0, stat_ns = s1 - s0;
 	printf("samples=%llu profile_cpu_ms=%.1f process_cpu_ms=%.1f ratio=%.4f duration_ms=%.1f "
-	       "has_cpu_type=%d note=%s\n", (unsigned long long)samples, prof_ns / 1e6, proc_ns / 1e6,
+	       "has_cpu_type=%d proc_stat_cpu_ms=%.1f proc_stat_ratio=%.4f note=%s\n",
+	       (unsigned long long)samples, prof_ns / 1e6, proc_ns / 1e6,
 	       proc_ns > 0 ? prof_ns / proc_ns : 0.0, (double)p->duration_nanos / 1e6,
-	       vi != SIZE_MAX, o.note);
+	       vi != SIZE_MAX, stat_ns / 1e6, stat_ns > 0 ? prof_ns / stat_ns : 0.0, o.note);
 	perftools__profiles__profile__free_unpacked(p, NULL);
 	return 0;
 }

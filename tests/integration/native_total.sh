@@ -3,7 +3,8 @@
 # in-process agent's profile of two spinning threads must total the CPU
 # time the process used in the capture's own window within 5 %
 # (native_total.c measures it from inside, at both ends of the profile's
-# window). Before the samples were weighted by the timer's overrun, it read
+# window, with the process CPU clock and with /proc/self/stat's
+# utime+stime). Before the samples were weighted by the timer's overrun, it read
 # about a quarter. A ratio, not a wall time: a loaded machine gives the
 # threads less CPU, and both sides see the same less.
 #
@@ -26,6 +27,9 @@ for hz in 1000 250; do
 	awk -v c="$pcpu" 'BEGIN { exit !(c >= 300) }' || skip "the machine gave the spinners only $pcpu ms of CPU in 3 s"
 	awk -v r="$ratio" 'BEGIN { exit !(r >= 0.95 && r <= 1.05) }' ||
 		fail "$hz Hz: the profile totals ${ratio} of the process's CPU time, not 1 +-5 %: $line"
+	[[ $line =~ proc_stat_ratio=([0-9.]+) ]] || fail "no /proc figure: $line"
+	awk -v r="${BASH_REMATCH[1]}" 'BEGIN { exit !(r >= 0.95 && r <= 1.05) }' ||
+		fail "$hz Hz: the profile totals ${BASH_REMATCH[1]} of /proc/<pid>/stat's CPU time, not 1 +-5 %: $line"
 done
 
 # An idle process: no samples, a valid profile, and the note says why.
