@@ -13,7 +13,8 @@
  * "ok samples=N short=M unwinder=dwarf|fp threads=T[ unregistered_agent=LIB]"
  * or "error: ...". unregistered_agent: the target maps libprofiling_preload.so
  * or libprofiling.so, whose agent should have registered with the daemon.
- * Exit 0, 70 on an error, 65 when nothing was sampled (no profile written).
+ * Exit 0, 70 on an error. A process that used no CPU gets an empty profile
+ * (samples=0), not an error.
  */
 #include "pf.h"
 
@@ -38,7 +39,6 @@
 #include "util.h"
 
 #define EXIT_ERROR   70 /* EX_SOFTWARE */
-#define EXIT_NOTHING 65 /* EX_DATAERR */
 #define EXIT_NOSPACE 73 /* the output did not fit: the daemon says NO_DISK_SPACE */
 
 struct run {
@@ -423,13 +423,15 @@ int main(int argc, char **argv)
 	      " threads seen=%u skipped=%u", run.c.samples, run.c.dwarf, run.c.fp, run.c.short_,
 	      run.c.empty, run.c.lost, run.c.dropped, run.c.bad, run.c.threads_seen,
 	      run.c.threads_skipped);
-	if (run.c.samples == 0) {
-		fprintf(stderr, "error: nothing sampled: %u threads seen, %" PRIu64 " lost, %" PRIu64
-			" without a user frame (an idle or exited process takes no CPU samples)\n",
-			run.c.threads_seen, run.c.lost, run.c.empty);
-		rc = EXIT_NOTHING;
-		goto out;
-	}
+	/*
+	 * An idle process takes no CPU samples: that is an answer too. Its
+	 * profile is written empty (header and comments), and the daemon
+	 * delivers it with a note that says why.
+	 */
+	if (run.c.samples == 0)
+		LOG_I("nothing sampled: %u threads seen, %" PRIu64 " lost, %" PRIu64 " without a "
+		      "user frame (an idle or exited process takes no CPU samples)",
+		      run.c.threads_seen, run.c.lost, run.c.empty);
 	/*
 	 * JIT frames (code in no mapped file) are named from the target's
 	 * /tmp/perf-<pid>.map, read after the capture so that code compiled

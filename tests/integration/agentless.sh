@@ -64,14 +64,18 @@ awk -v p="$SPID" '/^ *pid:/ { on=1; next } on && /^ *$/ { on=0 } on && $NF == p 
 grep -q "thread_id:" "$T/tags.txt" || fail "no thread_id label"
 grep -q "thread_name:" "$T/tags.txt" || fail "no thread_name label"
 
-# An idle process takes no CPU samples: exit 65, no profile.
-sleep 10 &
+# An idle process takes no CPU samples: a valid empty profile, exit 0.
+sleep 30 &
 SLEEPER=$!
 rc=0
 "$PERF" --pid "$SLEEPER" --hz 99 --duration-ms 300 > "$T/idle.pb.gz" 2> "$T/err" || rc=$?
-[ "$rc" -eq 65 ] || fail "idle target: exit $rc, expected 65: $(tail -n 1 "$T/err")"
-tail -n 1 "$T/err" | grep -q "^error: nothing sampled" || fail "idle target status: $(tail -n 1 "$T/err")"
-[ ! -s "$T/idle.pb.gz" ] || fail "idle target: a profile was written"
+[ "$rc" -eq 0 ] || fail "idle target: exit $rc, expected 0: $(tail -n 1 "$T/err")"
+tail -n 1 "$T/err" | grep -q "^ok samples=0 " || fail "idle target status: $(tail -n 1 "$T/err")"
+go tool pprof -raw "$T/idle.pb.gz" > "$T/idle.txt" 2>&1 || { cat "$T/idle.txt"; fail "idle target: not a valid profile"; }
+grep -q "^Samples:" "$T/idle.txt" || fail "idle target: no Samples section"
+awk '/^Samples:/ { s=1; next } /^Locations/ { s=0 } s && /^ *[0-9]+ / { n++ } END { exit n != 0 }' "$T/idle.txt" ||
+	fail "idle target: the profile has samples"
+echo "ok: an idle target gives an empty profile"
 
 # A process that does not exist: exit 70 with a reason.
 rc=0
@@ -103,8 +107,13 @@ echo "agentless capture through the daemon: Duration: $dur"
 case $dur in 8[0-9][0-9]m* | 9[0-9][0-9]m* | [1-9].*s | [1-9]s) ;;
 *) fail "profile duration '$dur', not the requested 800 ms" ;;
 esac
+# An idle process through the daemon: an empty profile, with a note.
+"$BUILD/tests/integration/it_request" --pid "$SLEEPER" --type stack --duration-ms 300 \
+	> "$T/idle.path" 2> "$T/idle.err" || fail "idle target through the daemon: $(cat "$T/idle.err")"
+grep -q "it_request: note: no samples: the process used no CPU in the window" "$T/idle.err" ||
+	fail "idle target through the daemon: no note: $(cat "$T/idle.err")"
 stop_daemon
-echo "ok: through the daemon too, started at once: $out"
+echo "ok: through the daemon too, started at once: $out; an idle process: an empty profile with a note"
 
 # A system trigger from the config: an unmodified program is matched by its
 # executable on exec, watched, and sampled agentless when it spins.
