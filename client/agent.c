@@ -100,6 +100,7 @@ static void agent_send_oom(int sock)
 	agent_send(sock, &rm.base);
 }
 static char agent_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static bool agent_ask; /* agent_path is client.sock: ask it for the runtime socket */
 
 static uint32_t clamp_u32(uint32_t v, uint32_t def, uint32_t lo, uint32_t hi)
 {
@@ -393,11 +394,82 @@ static void agent_set_ready(void)
 	pthread_mutex_unlock(&agent_lock);
 }
 
+/*
+ * agent_path is the daemon's client socket (PROFILINGD_SOCKET): learn its
+ * runtime socket the way libprofiling does, from the Welcome to a
+ * ClientHello, then hang up. The daemon's answer is waited for at most
+ * AGENT_ASK_MS; a path that does not fit is refused. 0 or -errno.
+ */
+#define AGENT_ASK_MS 5000
+static int agent_ask_runtime_socket(void)
+{
+	Pd__ClientMsg m = PD__CLIENT_MSG__INIT;
+	Pd__ClientHello h = PD__CLIENT_HELLO__INIT;
+	uint8_t buf[WIRE_CLIENT_MAX_MSG];
+	int fd = -1, r, s = agent_connect();
+
+	if (s < 0)
+		return s;
+	h.version = PROF_API_VERSION;
+	m.msg_case = PD__CLIENT_MSG__MSG_HELLO;
+	m.hello = &h;
+	if ((r = wire_send_msg(s, &m.base, WIRE_CLIENT_MAX_MSG, -1)) < 0)
+		goto out;
+	for (;;) {
+		struct pollfd pf[2] = { { .fd = s, .events = POLLIN },
+					{ .fd = agent_stopfd, .events = POLLIN } };
+		int pr = poll(pf, 2, AGENT_ASK_MS);
+		if (pr < 0 && errno == EINTR)
+			continue;
+		r = pr < 0 ? -errno : pr == 0 ? -ETIMEDOUT : pf[1].revents ? -ECANCELED : 0;
+		if (r < 0)
+			goto out;
+		ssize_t n = wire_recv(s, buf, sizeof(buf), &fd);
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+		if (n <= 0) {
+			r = n < 0 ? (int)n : -ECONNRESET;
+			goto out;
+		}
+		Pd__DaemonMsg *d = pd__daemon_msg__unpack(NULL, (size_t)n, buf);
+		if (!d) {
+			r = -EBADMSG;
+			goto out;
+		}
+		/* Anything before the Welcome (none is sent today) is skipped. */
+		if (d->msg_case != PD__DAEMON_MSG__MSG_WELCOME) {
+			pd__daemon_msg__free_unpacked(d, NULL);
+			continue;
+		}
+		const char *rt = d->welcome->runtime_socket;
+		r = rt && *rt && util_strlcpy(agent_path, rt, sizeof(agent_path)) < sizeof(agent_path)
+			? 0 : -ENAMETOOLONG;
+		pd__daemon_msg__free_unpacked(d, NULL);
+		goto out;
+	}
+out:
+	close(s);
+	return r;
+}
+
 static void *agent_main(void *arg)
 {
-	int sock = agent_connect();
+	int sock = -1, r;
+	bool acked = false;
+	char asked[sizeof(agent_path)];
+
+	util_strlcpy(asked, agent_path, sizeof(asked));
+	if (agent_ask && (r = agent_ask_runtime_socket()) < 0) {
+		LOG_D("not registered with profilingd: no runtime socket from %s: %s; a capture "
+		      "of this process will be agentless", asked, strerror(-r));
+		goto out;
+	}
+	sock = agent_connect();
 	if (sock < 0) {
-		LOG_D("cannot connect to %s: %s", agent_path, strerror(-sock));
+		LOG_D("not registered with profilingd: cannot connect to %s: %s; a capture of "
+		      "this process will be agentless (is PROFILINGD_SOCKET the daemon's client "
+		      "socket?)", agent_path, strerror(-sock));
 		goto out;
 	}
 	if (agent_hello(sock) < 0)
@@ -422,12 +494,18 @@ static void *agent_main(void *arg)
 		if (!m) {
 			if (fd >= 0)
 				close(fd);
-			LOG_D("daemon closed the runtime connection");
+			if (acked)
+				LOG_D("daemon closed the runtime connection");
+			else
+				LOG_D("not registered with profilingd: the daemon at %s refused the "
+				      "hello; a capture of this process will be agentless", agent_path);
 			break;
 		}
-		int r = 0;
+		r = 0;
 		switch (m->msg_case) {
 		case PD__DAEMON_TO_RUNTIME__MSG_HELLO_ACK:
+			acked = true;
+			LOG_D("registered with profilingd at %s", agent_path);
 			agent_set_ready();
 			break;
 		case PD__DAEMON_TO_RUNTIME__MSG_CRASH_FD:
@@ -464,7 +542,19 @@ out:
 	return NULL;
 }
 
+static int agent_launch(const char *path, bool ask, int wait_ms);
+
 int agent_start(const char *runtime_socket, int wait_ms)
+{
+	return agent_launch(runtime_socket, false, wait_ms);
+}
+
+int agent_start_via_client(const char *client_socket, int wait_ms)
+{
+	return agent_launch(client_socket, true, wait_ms);
+}
+
+static int agent_launch(const char *runtime_socket, bool ask, int wait_ms)
 {
 	sigset_t all, old;
 	int r = 0;
@@ -486,6 +576,7 @@ int agent_start(const char *runtime_socket, int wait_ms)
 		r = -ENAMETOOLONG;
 		goto out;
 	}
+	agent_ask = ask;
 	agent_stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (agent_oomfd < 0) {
 		agent_oomfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -13,6 +13,13 @@
  * 0 or -errno.
  */
 int agent_start(const char *runtime_socket, int wait_ms);
+/*
+ * The same, given the daemon's client socket instead: the agent thread
+ * first asks it for the runtime socket (ClientHello -> Welcome, then hangs
+ * up), as libprofiling does, so one variable (PROFILINGD_SOCKET) serves
+ * both libraries.
+ */
+int agent_start_via_client(const char *client_socket, int wait_ms);
 void agent_stop(void);
 
 #endif

@@ -7,8 +7,12 @@
  *
  *   PROFILING_HEAP_FROM_START=1   sample from load (until the first capture ends)
  *   PROFILING_HEAP_INTERVAL=N     its interval in bytes (default 4096)
- *   PROFILINGD_RUNTIME_SOCKET     the daemon's runtime socket
- *   PROFILING_DEBUG=1             log to stderr
+ *   PROFILINGD_SOCKET             the daemon's client socket, as for libprofiling:
+ *                                 the agent asks it for the runtime socket
+ *   PROFILINGD_RUNTIME_SOCKET     the old name, kept: the runtime socket itself;
+ *                                 when set it wins
+ *   PROFILING_DEBUG=1             log to stderr (e.g. an agent that could not
+ *                                 register); nothing is printed otherwise
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -49,7 +53,8 @@ __attribute__((constructor)) static void preload_init(void)
 {
 	const char *d = preload_env("PROFILING_DEBUG");
 	const char *from_start = preload_env("PROFILING_HEAP_FROM_START");
-	const char *sock = preload_env("PROFILINGD_RUNTIME_SOCKET");
+	const char *rt_sock = preload_env("PROFILINGD_RUNTIME_SOCKET");
+	const char *sock = preload_env("PROFILINGD_SOCKET");
 	int r;
 
 	if (d && !strcmp(d, "1"))
@@ -57,7 +62,12 @@ __attribute__((constructor)) static void preload_init(void)
 	if (from_start && !strcmp(from_start, "1") && (r = heap_start(preload_interval())) < 0)
 		LOG_D("heap_start: %s", strerror(-r));
 	/* The daemon may not be up yet: the agent connects on its own thread, don't wait. */
-	r = agent_start(sock ? sock : PRELOAD_RUNTIME_SOCKET, 0);
+	if (rt_sock)
+		r = agent_start(rt_sock, 0);
+	else if (sock)
+		r = agent_start_via_client(sock, 0);
+	else
+		r = agent_start(PRELOAD_RUNTIME_SOCKET, 0);
 	if (r < 0) {
 		/* Nobody could ever collect the samples: don't pay for them. */
 		LOG_D("agent_start: %s", strerror(-r));

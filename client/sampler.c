@@ -26,11 +26,14 @@
 
 #define SMP_SIGNAL SIGPROF
 #define SMP_COMM_LEN 16
+/* One sample stands for at most this many periods (10 s at 100 Hz). */
+#define SMP_MAX_WEIGHT 1000u
 
 struct smp_record {
 	_Atomic uint32_t ready;
 	int32_t tid;
 	uint32_t nframes;
+	uint32_t weight; /* periods this sample stands for: 1 + the timer's overrun */
 	uint64_t ips[SMP_MAX_FRAMES];
 };
 
@@ -61,6 +64,21 @@ static struct sigaction old_action;
 static pid_t smp_gettid(void)
 {
 	return (pid_t)syscall(SYS_gettid);
+}
+
+/*
+ * A CPU-clock timer is only checked at the scheduler tick (250 Hz here), so
+ * at 1000 Hz one signal stands for about four expired periods. The kernel
+ * counts the periods it skipped when it re-arms the timer, as it dequeues
+ * the signal (posixtimer_rearm / posixtimer_deliver_signal), and puts that
+ * count in si_overrun: the same figure timer_getoverrun() would return,
+ * without a system call. Capped, so a bogus count cannot wrap the sums.
+ */
+static uint32_t smp_weight(const siginfo_t *si)
+{
+	if (!si || si->si_code != SI_TIMER || si->si_overrun <= 0)
+		return 1;
+	return (uint32_t)si->si_overrun >= SMP_MAX_WEIGHT ? SMP_MAX_WEIGHT : 1u + (uint32_t)si->si_overrun;
 }
 
 static void smp_handler(int sig, siginfo_t *si, void *ucv)
@@ -97,6 +115,7 @@ static void smp_handler(int sig, siginfo_t *si, void *ucv)
 	}
 	r->tid = (int32_t)smp_gettid();
 	r->nframes = n;
+	r->weight = smp_weight(si);
 	atomic_store_explicit(&r->ready, 1, memory_order_release);
 out:
 	atomic_fetch_sub(&inflight, 1);
@@ -270,7 +289,8 @@ void smp_discard(void)
 
 struct smp_agg {
 	uint32_t rec;    /* index of the first record with this key */
-	uint32_t count;
+	uint32_t count;  /* signals taken with this key */
+	uint64_t weight; /* timer periods they stand for (overruns included) */
 };
 
 static uint64_t smp_hash(const struct smp_record *r)
@@ -332,13 +352,16 @@ int smp_write_pprof(int fd, int64_t start_ns, int64_t duration_ns,
 		stats->samples++;
 		uint64_t h = smp_hash(rec);
 		for (uint32_t j = (uint32_t)h & (cap - 1);; j = (j + 1) & (cap - 1)) {
+			uint32_t w = rec->weight ? rec->weight : 1;
 			if (tab[j].count == 0) {
 				tab[j].rec = i;
 				tab[j].count = 1;
+				tab[j].weight = w;
 				break;
 			}
 			if (smp_same(&recs[tab[j].rec], rec)) {
 				tab[j].count++;
+				tab[j].weight += w;
 				break;
 			}
 		}
@@ -369,7 +392,7 @@ int smp_write_pprof(int fd, int64_t start_ns, int64_t duration_ns,
 			if ((r = sym_pprof_location(b, sym, mapids, pc, &locs[k])) < 0)
 				goto out;
 		}
-		int64_t vals[2] = { tab[j].count, (int64_t)(tab[j].count * interval_ns) };
+		int64_t vals[2] = { tab[j].count, (int64_t)(tab[j].weight * interval_ns) };
 		/* The redactor keeps a sample by its pid label. */
 		struct pp_label labels[3] = {
 			{ .key = "pid", .num = getpid() },

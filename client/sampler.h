@@ -3,6 +3,11 @@
  * process (but the caller) gets a POSIX timer on its own CPU clock that
  * delivers SIGPROF to that thread; the handler unwinds with libunwind into a
  * preallocated record array. The handler takes no lock and calls no malloc.
+ * Each sample is weighted by 1 + the timer's overrun (si_overrun): CPU-clock
+ * timers fire on scheduler ticks, so above the tick rate one signal stands
+ * for several periods, and the profile's CPU total stays the process's CPU
+ * time at any rate. The "samples" value counts signals, the "cpu" (or
+ * "wall") value the periods they stand for.
  *
  * Caps: SMP_MAX_FRAMES frames per sample (deeper stacks are cut at the
  * root end), SMP_MAX_RECORDS samples per capture (later ones are counted as

@@ -1,5 +1,6 @@
 #include "symbolize.h"
 
+#include "perfmap.h"
 #include "pprof.h"
 
 #include <dlfcn.h>
@@ -8,24 +9,45 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 
 struct sym_mod {
 	Dwfl_Module *m;
 	struct sym_module pub;
 	char build_id[2 * 64 + 1];
+	bool own_lines; /* the module's file carries its own .debug_line */
 };
 
 struct sym_ctx {
 	Dwfl *dwfl;
 	struct sym_mod *mods;
 	int nmods;
+	struct pmap *jit; /* /tmp/perf-<pid>.map, or NULL */
 };
 
 static const Dwfl_Callbacks sym_callbacks = {
 	.find_elf = dwfl_linux_proc_find_elf,
 	.find_debuginfo = dwfl_standard_find_debuginfo,
 };
+
+/* Does the ELF itself hold line tables (built with -g, not stripped)? */
+static bool sym_has_lines(Elf *elf)
+{
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx) < 0)
+		return false;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *n;
+		if (gelf_getshdr(scn, &sh) && (n = elf_strptr(elf, shstrndx, sh.sh_name)) &&
+		    !strcmp(n, ".debug_line"))
+			return true;
+	}
+	return false;
+}
 
 static int sym_collect(Dwfl_Module *m, void **userdata, const char *name,
 		       Dwarf_Addr start, void *arg)
@@ -43,7 +65,7 @@ static int sym_collect(Dwfl_Module *m, void **userdata, const char *name,
 	memset(sm, 0, sizeof(*sm));
 	/* Opening the ELF fills in the main file name and the build id. */
 	GElf_Addr bias;
-	dwfl_module_getelf(m, &bias);
+	sm->own_lines = sym_has_lines(dwfl_module_getelf(m, &bias));
 	dwfl_module_info(m, NULL, &lo, &hi, NULL, NULL, &mainfile, NULL);
 	sm->m = m;
 	sm->pub.start = lo;
@@ -75,6 +97,12 @@ int sym_open(int pid, struct sym_ctx **out)
 		dwfl_report_end(s->dwfl, NULL, NULL);
 		dwfl_getmodules(s->dwfl, sym_collect, s, 0);
 	}
+	/*
+	 * A JIT's map names code in no file. Ours only if this process's user
+	 * made it (/tmp is anyone's); none, or a bad one, leaves bare addresses.
+	 */
+	if (pmap_load(pid, geteuid(), &s->jit) < 0)
+		s->jit = NULL;
 	*out = s;
 	return 0;
 nomem:
@@ -88,6 +116,7 @@ void sym_close(struct sym_ctx *s)
 		return;
 	if (s->dwfl)
 		dwfl_end(s->dwfl);
+	pmap_free(s->jit);
 	free(s->mods);
 	free(s);
 }
@@ -112,7 +141,15 @@ int sym_lookup(struct sym_ctx *s, uint64_t pc, struct sym_frame *out)
 		GElf_Sym sym;
 		out->module = sym_module_index(s, m);
 		out->function = dwfl_module_addrinfo(m, pc, &off, &sym, NULL, NULL, NULL);
-		Dwfl_Line *l = dwfl_module_getsrc(m, pc);
+		/*
+		 * Line numbers only from a module's own DWARF. A system library's
+		 * come from a separate debug file (libc6-dbg) whose sections are
+		 * zlib-compressed: inflating them was about 60 % of the agent's
+		 * CPU per capture (bench/stack_overhead.sh, perf record), for
+		 * lines of libc internals. Names still come from its .symtab.
+		 */
+		int mi = out->module;
+		Dwfl_Line *l = mi >= 0 && s->mods[mi].own_lines ? dwfl_module_getsrc(m, pc) : NULL;
 		if (l) {
 			int line = 0;
 			const char *f = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
@@ -126,6 +163,16 @@ int sym_lookup(struct sym_ctx *s, uint64_t pc, struct sym_frame *out)
 		Dl_info di;
 		if (dladdr((void *)(uintptr_t)pc, &di) && di.dli_sname)
 			out->function = di.dli_sname;
+	}
+	/*
+	 * Code nothing else names: a JIT's, named by its perf map if it has
+	 * one (libdw's module ranges can span the anonymous code a JIT maps
+	 * between a module's segments). Such a frame is in no file.
+	 */
+	if (!out->function && (out->function = pmap_lookup(s->jit, pc, NULL))) {
+		out->module = -1;
+		out->file = NULL;
+		out->line = 0;
 	}
 	return 0;
 }

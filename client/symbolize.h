@@ -1,7 +1,12 @@
 /*
  * Address symbolisation for the agent, after a capture (never in a signal
  * handler): libdw over the process's own modules (.symtab and DWARF lines,
- * so static functions of an executable are named), dladdr as the fallback.
+ * so static functions of an executable are named; line numbers only from a
+ * module that carries its own .debug_line, never from a separate debug
+ * file, whose compressed DWARF cost most of a capture's CPU), dladdr as
+ * the fallback,
+ * and for code in no mapped file a JIT's /tmp/perf-<pid>.map (common/
+ * perfmap.h: read at sym_open, only when the process's own user owns it).
  */
 #ifndef PD_SYMBOLIZE_H
 #define PD_SYMBOLIZE_H

@@ -353,8 +353,14 @@ static int rebuild(const Profile *pr, const struct rdc_policy *p, struct rdc_sta
 			goto out;
 		st->kept++;
 	}
-	if (st->kept == 0) {
-		r = -ENODATA; /* nothing of the app: never an empty result */
+	/*
+	 * Samples, none of them the app's: refused, never written empty. A
+	 * capture that sampled nothing at all (an idle process) holds nothing
+	 * of anyone: it is delivered as a valid empty profile, its header
+	 * only, and the daemon's note says why.
+	 */
+	if (st->kept == 0 && pr->n_sample > 0) {
+		r = -ENODATA;
 		goto out;
 	}
 	r = pp_write_gz(b, out_fd, &st->out_bytes);

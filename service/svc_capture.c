@@ -192,6 +192,13 @@ static void perf_done(void *ud, int code, const char *msg)
 		return;
 	}
 	LOG_I("session %llu: agentless samples: %s", (unsigned long long)s->id, msg);
+	/* profilingd-perf saw our agent library in the target: say why it
+	 * was sampled without it. */
+	const char *lib = msg ? strstr(msg, " unregistered_agent=") : NULL;
+	if (lib)
+		util_fmt(s->note, sizeof(s->note), "sampled agentless: %s is loaded in pid %d but "
+			 "its agent did not register (check PROFILINGD_SOCKET; PROFILING_DEBUG=1 "
+			 "says why)", lib + strlen(" unregistered_agent="), (int)s->pid);
 	s->capture_done = true;
 	evtimer_del(s->timer);
 	svc_deliver_start(s);

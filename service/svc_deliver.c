@@ -215,14 +215,29 @@ static void redact_done(void *ud, int code, const char *rmsg)
 	}
 	svc_session_release_files(s);
 
+	/*
+	 * The result's note: the session's own (an agent library that did not
+	 * register), else, for a stack capture the redactor kept no sample of
+	 * ("ok ... kept=0", its status line; samples that are all foreign are
+	 * refused), why the profile is empty. Stored with the result (on a
+	 * fresh result requeue only sets the note) and sent with it.
+	 */
+	const char *note = s->note[0] ? s->note : NULL;
+	if (!note && s->type == PROF_STACK_SAMPLING && rmsg && strstr(rmsg, " kept=0 "))
+		note = s->clock ? "no samples: no thread of the process was sampled in the window"
+				: "no samples: the process used no CPU in the window";
+	if (note)
+		svc_db_result_requeue(s->id, note);
 	svc_session_notify(s, "delivering", 0, NULL, 0, NULL);
 	struct svc_conn *c = result_peer(s);
 	r = c ? deliver_to(c, s->id, s->type, s->trigger, s->tag, path, s->uid,
-			   (uint64_t)st.st_size, result_id, s->start_ns, NULL) : -ENOTCONN;
+			   (uint64_t)st.st_size, result_id, s->start_ns, note) : -ENOTCONN;
 	LOG_I("session %llu: %llu samples (%llu dropped by the runtime); redacted (%s) "
 	      "-> %s, %lld bytes%s", (unsigned long long)s->id, (unsigned long long)s->samples,
 	      (unsigned long long)s->dropped, rmsg, path, (long long)st.st_size,
 	      r == 0 ? "" : " (app not connected; queued)");
+	if (note)
+		LOG_I("session %llu: %s", (unsigned long long)s->id, note);
 	svc_session_notify(s, "done", 0, NULL, result_id, path);
 	svc_session_free(s);
 }

@@ -179,6 +179,34 @@ static int create_session(struct target *t, const Pd__Request *rq,
 	return 0;
 }
 
+struct conn_probe {
+	const struct svc_ident *of;
+	bool found;
+};
+
+static void probe_conn(struct svc_conn *c, void *ud)
+{
+	struct conn_probe *p = ud;
+	const struct svc_ident *id = svc_conn_ident(c);
+	if (id && id->pid == p->of->pid && id->start == p->of->start)
+		p->found = true;
+}
+
+/*
+ * Can a runtime still come for the process? Only one with libprofiling or
+ * the preload agent in it, and those connect to the daemon (a client, or a
+ * runtime before its hello). A process with no connection at all will not
+ * say hello: waiting runtime_wait_ms for it only delays an agentless
+ * capture. Triggers keep the wait: they fire at exec, before a preloaded
+ * agent has had the time to connect.
+ */
+static bool runtime_may_come(const struct svc_ident *t)
+{
+	struct conn_probe p = { .of = t };
+	svc_conn_foreach(probe_conn, &p);
+	return p.found;
+}
+
 int svc_request_client(struct svc_conn *client, const Pd__Request *rq, uint64_t *id,
 		       const char **why)
 {
@@ -201,8 +229,13 @@ int svc_request_client(struct svc_conn *client, const Pd__Request *rq, uint64_t 
 			*id = 0;
 		return e;
 	}
-	e = create_session(&t, rq, &ad, svc_conn_id(client), PROF_TRIGGER_NONE,
-			   svc_session_config()->runtime_wait_ms, &s, why);
+	uint32_t wait_ms = svc_session_config()->runtime_wait_ms;
+	if (rq->type == PROF_STACK_SAMPLING && wait_ms && !runtime_may_come(&t.ident)) {
+		LOG_I("pid %d has no connection to the daemon, so no runtime: not waiting %u ms "
+		      "for one", (int)t.pid, wait_ms);
+		wait_ms = 0;
+	}
+	e = create_session(&t, rq, &ad, svc_conn_id(client), PROF_TRIGGER_NONE, wait_ms, &s, why);
 	if (!e)
 		*id = s->id;
 	svc_ident_fini(&t.ident);

@@ -41,6 +41,7 @@ struct session {
 	char out_path[SVC_PATH_MAX + 32];
 	struct svc_helper *rd;
 	uint64_t samples, dropped;       /* from the runtime, for the log */
+	char note[192];                  /* for the app with its result, or "" */
 	/* System traces: kernel sched data recorded beside the runtime's ring. */
 	struct svc_helper *ft;
 	struct svc_helper *perf;         /* agentless stack sampling */

@@ -10,8 +10,11 @@
  * "error: target replaced: ..." and exit 70, before a sample is taken.
  *
  * fd 1 gets gzip'd pprof; the last line on fd 2 is the status,
- * "ok samples=N short=M unwinder=dwarf|fp threads=T" or "error: ...".
- * Exit 0, 70 on an error, 65 when nothing was sampled (no profile written).
+ * "ok samples=N short=M unwinder=dwarf|fp threads=T[ unregistered_agent=LIB]"
+ * or "error: ...". unregistered_agent: the target maps libprofiling_preload.so
+ * or libprofiling.so, whose agent should have registered with the daemon.
+ * Exit 0, 70 on an error. A process that used no CPU gets an empty profile
+ * (samples=0), not an error.
  */
 #include "pf.h"
 
@@ -33,6 +36,7 @@
 #include "log.h"
 #include "perf_policy.h"
 #include "names.h"
+#include "perfmap.h"
 #include "sandbox.h"
 #include "util.h"
 
@@ -246,6 +250,34 @@ static int drop_setup_caps(bool as_target, char *how, size_t n)
 	return sbx_drop(keep, 1, (uid_t)-1, (gid_t)-1);
 }
 
+/*
+ * Does the target map one of profilingd's own agent libraries? Then its
+ * agent should have registered with the daemon and did not (a wrong or
+ * missing PROFILINGD_SOCKET, another daemon): the status line says so and
+ * the daemon puts it in the result's note. Read as the target's user;
+ * at most PF_MAPS_MAX_LINES lines.
+ */
+#define PF_MAPS_MAX_LINES 65536
+static const char *agent_lib_of(pid_t pid)
+{
+	static const char *const libs[] = { "libprofiling_preload.so", "libprofiling.so" };
+	static char found[32];
+	char path[64], line[4096];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return NULL;
+	found[0] = '\0';
+	for (int n = 0; !found[0] && n < PF_MAPS_MAX_LINES && fgets(line, sizeof(line), f); n++) {
+		const char *base = strrchr(line, '/');
+		for (size_t i = 0; base && i < sizeof(libs) / sizeof(libs[0]); i++)
+			if (!strncmp(base + 1, libs[i], strlen(libs[i])))
+				snprintf(found, sizeof(found), "%s", libs[i]);
+	}
+	fclose(f);
+	return found[0] ? found : NULL;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -352,6 +384,9 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	LOG_D("sampling as %s", how);
+	const char *agent_lib = agent_lib_of((pid_t)pid);
+	unsigned cu[4], cg[4];
+	uid_t jit_owner = util_proc_creds((int)pid, cu, cg) == 0 ? (uid_t)cu[3] : (uid_t)-1;
 	/* Sandbox last: what is left is polling, rescans and reading ELF files. */
 	if ((r = sbx_install(perf_policy, perf_policy_count, debug_seccomp)) < 0) {
 		rc = fail("cannot install the seccomp filter: %s", strerror(-r));
@@ -387,27 +422,42 @@ int main(int argc, char **argv)
 	      " threads seen=%u skipped=%u", run.c.samples, run.c.dwarf, run.c.fp, run.c.short_,
 	      run.c.empty, run.c.lost, run.c.dropped, run.c.bad, run.c.threads_seen,
 	      run.c.threads_skipped);
-	if (run.c.samples == 0) {
-		fprintf(stderr, "error: nothing sampled: %u threads seen, %" PRIu64 " lost, %" PRIu64
-			" without a user frame (an idle or exited process takes no CPU samples)\n",
-			run.c.threads_seen, run.c.lost, run.c.empty);
-		rc = EX_DATAERR;
-		goto out;
-	}
+	/*
+	 * An idle process takes no CPU samples: that is an answer too. Its
+	 * profile is written empty (header and comments), and the daemon
+	 * delivers it with a note that says why.
+	 */
+	if (run.c.samples == 0)
+		LOG_I("nothing sampled: %u threads seen, %" PRIu64 " lost, %" PRIu64 " without a "
+		      "user frame (an idle or exited process takes no CPU samples)",
+		      run.c.threads_seen, run.c.lost, run.c.empty);
+	/*
+	 * JIT frames (code in no mapped file) are named from the target's
+	 * /tmp/perf-<pid>.map, read after the capture so that code compiled
+	 * during it is in, as the target's user (or as root for a root or
+	 * setuid target), and only if the target's own fs uid owns it.
+	 */
+	struct pmap *jit = NULL;
+	if (jit_owner != (uid_t)-1 && (r = pmap_load((pid_t)pid, jit_owner, &jit)) < 0 &&
+	    r != -ENOENT)
+		LOG_I("/tmp/perf-%lu.map not used: %s", pid, strerror(-r));
 	struct pf_capture_info ci = {
 		.pid = (pid_t)pid,
 		.hz = (unsigned)hz,
 		.start_ns = start_real,
 		.duration_ns = (int64_t)(t1 - t0) * 1000000,
+		.jit = jit,
 	};
-	if ((r = pf_output_write(1, &ci, run.agg, run.u, ev, &run.c)) < 0) {
-		fail("writing the profile: %s", strerror(-r));
+	r = pf_output_write(1, &ci, run.agg, run.u, ev, &run.c);
+	pmap_free(jit);
+	if (r < 0) {
+		rc = fail("writing the profile: %s", strerror(-r));
 		rc = names_errno_exit(r);
 		goto out;
 	}
-	fprintf(stderr, "ok samples=%" PRIu64 " short=%" PRIu64 " unwinder=%s threads=%u\n",
+	fprintf(stderr, "ok samples=%" PRIu64 " short=%" PRIu64 " unwinder=%s threads=%u%s%s\n",
 		run.c.samples, run.c.short_, run.c.dwarf >= run.c.fp ? "dwarf" : "fp",
-		run.c.threads);
+		run.c.threads, agent_lib ? " unregistered_agent=" : "", agent_lib ? agent_lib : "");
 	rc = 0;
 out:
 	pf_events_close(ev);

@@ -180,11 +180,13 @@ struct pf_counts {
 	unsigned threads_seen, threads_skipped;
 };
 
+struct pmap;
 struct pf_capture_info {
 	pid_t pid;
 	unsigned hz;
 	int64_t start_ns;     /* CLOCK_REALTIME */
 	int64_t duration_ns;
+	const struct pmap *jit; /* the target's /tmp/perf-<pid>.map, or NULL */
 };
 
 /* Write the gzip'd profile to fd. 0 or negative errno. */

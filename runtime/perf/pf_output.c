@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "perfmap.h"
 #include "pprof.h"
 
 /* frame -> location id, so each distinct frame is symbolised once */
@@ -45,8 +46,8 @@ static int cache_grow(struct loc_cache *c)
 	return 0;
 }
 
-static int location(struct pp_builder *b, struct pf_unwind *u, uint64_t *mapids,
-		    struct loc_cache *c, uint64_t frame, uint64_t *loc)
+static int location(struct pp_builder *b, struct pf_unwind *u, const struct pmap *jit,
+		    uint64_t *mapids, struct loc_cache *c, uint64_t frame, uint64_t *loc)
 {
 	struct pf_sym s;
 	uint64_t fid = 0, mid = 0, pc = PF_FRAME_PC(frame);
@@ -62,6 +63,17 @@ static int location(struct pp_builder *b, struct pf_unwind *u, uint64_t *mapids,
 		return 0;
 	}
 	pf_unwind_symbolize(u, frame, &s);
+	/*
+	 * Code no module names: a JIT's, named by its perf map if it has one.
+	 * Not only outside every module: libdw's module ranges can span the
+	 * anonymous code V8 maps between a module's segments. A frame the map
+	 * names is JIT code, in no file: it gets no mapping.
+	 */
+	if (!s.function) {
+		uint64_t call = pc - ((frame & PF_FRAME_RET) ? 1 : 0);
+		if ((s.function = pmap_lookup(jit, call, NULL)))
+			s.module = -1;
+	}
 	if (s.module >= 0) {
 		if (!mapids[s.module]) {
 			struct pf_module m;
@@ -116,6 +128,14 @@ static void comments(struct pp_builder *b, const struct pf_capture_info *ci,
 	snprintf(line, sizeof(line), "threads: %u seen, %u not sampled, %u with samples",
 		 c->threads_seen, c->threads_skipped, c->threads);
 	pp_add_comment(b, line);
+	if (ci->jit) {
+		struct pmap_stats ps;
+		pmap_get_stats(ci->jit, &ps);
+		snprintf(line, sizeof(line), "JIT names: /tmp/perf-%d.map, %u entries (%u malformed "
+			 "lines skipped, %u past the cap%s)", (int)ci->pid, ps.entries, ps.bad,
+			 ps.dropped, ps.truncated ? ", file cut at 64 MiB" : "");
+		pp_add_comment(b, line);
+	}
 }
 
 int pf_output_write(int fd, const struct pf_capture_info *ci, const struct pf_agg *agg,
@@ -151,7 +171,7 @@ int pf_output_write(int fd, const struct pf_capture_info *ci, const struct pf_ag
 		struct pf_stack st;
 		pf_agg_get(agg, i, &st);
 		for (size_t k = 0; k < st.nframes; k++)
-			if ((r = location(b, u, mapids, &cache, st.frames[k], &locs[k])) < 0)
+			if ((r = location(b, u, ci->jit, mapids, &cache, st.frames[k], &locs[k])) < 0)
 				goto out;
 		int64_t vals[2] = { (int64_t)st.count, (int64_t)st.cpu_ns };
 		/* The redactor keeps a sample by its pid label. */

@@ -64,14 +64,18 @@ awk -v p="$SPID" '/^ *pid:/ { on=1; next } on && /^ *$/ { on=0 } on && $NF == p 
 grep -q "thread_id:" "$T/tags.txt" || fail "no thread_id label"
 grep -q "thread_name:" "$T/tags.txt" || fail "no thread_name label"
 
-# An idle process takes no CPU samples: exit 65, no profile.
-sleep 10 &
+# An idle process takes no CPU samples: a valid empty profile, exit 0.
+sleep 30 &
 SLEEPER=$!
 rc=0
 "$PERF" --pid "$SLEEPER" --hz 99 --duration-ms 300 > "$T/idle.pb.gz" 2> "$T/err" || rc=$?
-[ "$rc" -eq 65 ] || fail "idle target: exit $rc, expected 65: $(tail -n 1 "$T/err")"
-tail -n 1 "$T/err" | grep -q "^error: nothing sampled" || fail "idle target status: $(tail -n 1 "$T/err")"
-[ ! -s "$T/idle.pb.gz" ] || fail "idle target: a profile was written"
+[ "$rc" -eq 0 ] || fail "idle target: exit $rc, expected 0: $(tail -n 1 "$T/err")"
+tail -n 1 "$T/err" | grep -q "^ok samples=0 " || fail "idle target status: $(tail -n 1 "$T/err")"
+go tool pprof -raw "$T/idle.pb.gz" > "$T/idle.txt" 2>&1 || { cat "$T/idle.txt"; fail "idle target: not a valid profile"; }
+grep -q "^Samples:" "$T/idle.txt" || fail "idle target: no Samples section"
+awk '/^Samples:/ { s=1; next } /^Locations/ { s=0 } s && /^ *[0-9]+ / { n++ } END { exit n != 0 }' "$T/idle.txt" ||
+	fail "idle target: the profile has samples"
+echo "ok: an idle target gives an empty profile"
 
 # A process that does not exist: exit 70 with a reason.
 rc=0
@@ -80,8 +84,10 @@ rc=0
 tail -n 1 "$T/err" | grep -q "^error: " || fail "missing target status: $(tail -n 1 "$T/err")"
 
 # Through the daemon: a root request for a process with no agent is taken
-# with profilingd-perf after the runtime wait, redacted and delivered.
-start_daemon "[capture]" "runtime_wait_ms = 200"
+# with profilingd-perf, redacted and delivered. The process has no
+# connection to the daemon, so no runtime can come: the capture starts at
+# once, not after runtime_wait_ms (the longest the config allows here).
+start_daemon "[capture]" "runtime_wait_ms = 60000"
 "$SPIN" 5 &
 SP2=$!
 for _ in $(seq 100); do [ "$(readlink -f /proc/$SP2/exe 2>/dev/null)" = "$want" ] && break; sleep 0.01; done
@@ -92,8 +98,22 @@ go tool pprof -top "$out" 2>/dev/null > "$T/d.txt"
 dtop=$(awk '/flat%/ { getline; print $NF; exit }' "$T/d.txt")
 [ "$dtop" = spin_here ] || { cat "$T/d.txt"; fail "daemon's agentless capture top is '$dtop'"; }
 grep -q "no agent in pid $SP2: sampling it with perf_event_open" "$T/daemon.log" || fail "daemon did not go agentless"
+grep -q "pid $SP2 has no connection to the daemon, so no runtime: not waiting 60000 ms" "$T/daemon.log" ||
+	fail "the daemon waited runtime_wait_ms for a process that cannot have a runtime"
+# The profile covers the requested 800 ms (profilingd-perf's own window).
+dur=$(go tool pprof -raw "$out" 2>/dev/null | sed -n 's/^Duration: //p' | head -1)
+echo "agentless capture through the daemon: Duration: $dur"
+# go prints it as e.g. "800m" or "801.2ms"; at least the 800 ms asked for.
+case $dur in 8[0-9][0-9]m* | 9[0-9][0-9]m* | [1-9].*s | [1-9]s) ;;
+*) fail "profile duration '$dur', not the requested 800 ms" ;;
+esac
+# An idle process through the daemon: an empty profile, with a note.
+"$APPS/it_request" --pid "$SLEEPER" --type stack --duration-ms 300 \
+	> "$T/idle.path" 2> "$T/idle.err" || fail "idle target through the daemon: $(cat "$T/idle.err")"
+grep -q "it_request: note: no samples: the process used no CPU in the window" "$T/idle.err" ||
+	fail "idle target through the daemon: no note: $(cat "$T/idle.err")"
 stop_daemon
-echo "ok: through the daemon too: $out"
+echo "ok: through the daemon too, started at once: $out; an idle process: an empty profile with a note"
 
 # A system trigger from the config: an unmodified program is matched by its
 # executable on exec, watched, and sampled agentless when it spins.

@@ -11,9 +11,9 @@
 # - at the next start nothing is recovered (the stop closed the sessions),
 #   and the app's result listener gets its failure once.
 . "$(dirname "$0")/lib.sh"
-IT=$BUILD/tests/integration/it_faults
-REQ=$BUILD/tests/integration/it_request
-SPIN=$BUILD/tests/integration/spinner
+IT=$APPS/it_faults
+REQ=$APPS/it_request
+SPIN=$APPS/spinner
 command -v sqlite3 > /dev/null || skip "sqlite3 (the CLI) is not installed"
 export PROFILINGD_RUNTIME_SOCKET=$RUNTIME_SOCKET IT_STATE=$T/state PROFILING_NO_AGENT=1
 S=$T/state

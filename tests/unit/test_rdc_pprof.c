@@ -143,6 +143,44 @@ static void test_no_app_samples(void **state)
 	close(out);
 }
 
+/* An idle process's capture: no samples at all is an empty profile, kept. */
+static void test_no_samples_at_all(void **state)
+{
+	int32_t pids[] = { APP };
+	struct rdc_policy pol = { .pids = pids, .npids = 1 };
+	struct pp_builder *b;
+	uint64_t m;
+	(void)state;
+	assert_int_equal(pp_new(&b), 0);
+	assert_int_equal(pp_add_sample_type(b, "samples", "count"), 0);
+	assert_int_equal(pp_add_sample_type(b, "cpu", "nanoseconds"), 0);
+	assert_int_equal(pp_set_period(b, "cpu", "nanoseconds", 10000000), 0);
+	/* A mapping no sample refers to does not reach the output. */
+	assert_int_equal(pp_add_mapping(b, 0x400000, 0x500000, 0, "/home/other/secret", NULL, true,
+					false, &m), 0);
+	pp_set_time(b, 1000, 2000);
+	int in = memfd(), out = memfd();
+	assert_int_equal(pp_write_gz(b, in, NULL), 0);
+	pp_free(b);
+	lseek(in, 0, SEEK_SET);
+	struct rdc_stats st;
+	assert_int_equal(rdc_pprof(in, out, &pol, &st), 0);
+	assert_int_equal(st.kept, 0);
+	uint8_t *raw;
+	size_t rawn;
+	Perftools__Profiles__Profile *p = decode(out, &raw, &rawn);
+	assert_int_equal(p->n_sample, 0);
+	assert_int_equal(p->n_sample_type, 2);
+	assert_int_equal(p->n_mapping, 0);
+	assert_int_equal(p->time_nanos, 1000);
+	assert_int_equal(p->duration_nanos, 2000);
+	assert_null(memmem(raw, rawn, "secret", 6));
+	perftools__profiles__profile__free_unpacked(p, NULL);
+	free(raw);
+	close(in);
+	close(out);
+}
+
 static void test_malformed(void **state)
 {
 	int32_t pids[] = { APP };
@@ -211,6 +249,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_keeps_only_app),
 		cmocka_unit_test(test_no_app_samples),
+		cmocka_unit_test(test_no_samples_at_all),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_dlp),
 	};

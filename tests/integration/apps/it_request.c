@@ -1,7 +1,8 @@
 /*
  * it_request --pid N --type stack|heap|trace|heapdump [--duration-ms MS] [--hz H]
  * [--interval B]: as root, ask profilingd for a capture of another process
- * (the target_pid request) and print the delivered result's path.
+ * (the target_pid request) and print the delivered result's path (and its
+ * note, if any, as "it_request: note: ..." on stderr).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -14,7 +15,7 @@
 
 struct outcome {
 	int done, error;
-	char path[4096], msg[256];
+	char path[4096], msg[256], note[256];
 };
 
 static void on_result(const struct prof_result *r, void *ud)
@@ -24,6 +25,7 @@ static void on_result(const struct prof_result *r, void *ud)
 	o->error = r->error;
 	snprintf(o->path, sizeof(o->path), "%s", r->path);
 	snprintf(o->msg, sizeof(o->msg), "%s", r->error_message);
+	snprintf(o->note, sizeof(o->note), "%s", r->note);
 }
 
 int main(int argc, char **argv)
@@ -78,6 +80,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "it_request: capture failed: %s: %s\n", prof_strerror(o.error), o.msg);
 		return 1;
 	}
+	if (o.note[0])
+		fprintf(stderr, "it_request: note: %s\n", o.note);
 	printf("%s\n", o.path);
 	return 0;
 }
