@@ -24,7 +24,18 @@
 #endif
 
 #include "log.h"
-#include "svc.h"
+#include "svc_config.h"
+#include "svc_db.h"
+#include "svc_conn.h"
+#include "svc_client.h"
+#include "svc_runtime.h"
+#include "svc_admit.h"
+#include "svc_redact.h"
+#include "svc_spawn.h"
+#include "svc_sandbox.h"
+#include "svc_session.h"
+#include "svc_trigger.h"
+#include "svc_ctl.h"
 #include "util.h"
 
 /* /etc/profilingd/profilingd.conf for an install prefix of /usr. */

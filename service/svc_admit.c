@@ -9,7 +9,7 @@
  * fails closed: every request gets RATE_LIMIT_SYSTEM until
  * `profilingd --reset-ratelimit` repairs it (rl logs the file and the fix).
  */
-#include "svc.h"
+#include "svc_db_result.h"
 #include "svc_admit.h"
 
 #include <errno.h>

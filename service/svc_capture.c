@@ -12,6 +12,9 @@
  * pid and start time), and helpers get the start time to re-check on
  * their side.
  */
+#include "svc_conn.h"
+#include "svc_helper.h"
+#include "svc_store.h"
 #include "svc_session_priv.h"
 #include "svc_capture.h"
 

@@ -2,7 +2,10 @@
  * The client role (svc_client.h): client.sock's messages, handed from the
  * transport (svc_conn.c) to the session and trigger modules.
  */
-#include "svc.h"
+#include "svc_config.h"
+#include "svc_deliver.h"
+#include "svc_request.h"
+#include "svc_trigger.h"
 #include "svc_client.h"
 
 #include <errno.h>
@@ -76,7 +79,7 @@ static int client_request(struct svc_conn *c, const void *msg)
 
 	if (recheck(c, m->request->token, true) < 0)
 		return 0;
-	int e = svc_session_request(c, m->request, &id, &why);
+	int e = svc_request_client(c, m->request, &id, &why);
 	rep.token = m->request->token;
 	rep.request_id = id;
 	rep.error = (uint32_t)e;
@@ -88,14 +91,14 @@ static int client_request(struct svc_conn *c, const void *msg)
 			 (int)svc_conn_pid(c), svc_conn_app(c), prof_strerror(e), why ? why : "");
 	int r = svc_conn_send(c, &out.base, -1);
 	if (r == 0 && e)
-		svc_session_refused(c, id, m->request, e, why);
+		svc_deliver_refused(c, id, m->request, e, why);
 	return r;
 }
 
 static int client_cancel(struct svc_conn *c, const void *msg)
 {
 	const Pd__ClientMsg *m = msg;
-	svc_session_cancel(c, m->cancel->request_id);
+	svc_request_cancel(c, m->cancel->request_id);
 	return 0;
 }
 
@@ -104,14 +107,14 @@ static int client_set_listener(struct svc_conn *c, const void *msg)
 	const Pd__SetListener *sl = ((const Pd__ClientMsg *)msg)->set_listener;
 	svc_conn_set_listener(c, !sl->has_enable || sl->enable);
 	if (svc_conn_is_listener(c))
-		svc_session_redeliver(c);
+		svc_deliver_redeliver(c);
 	return 0;
 }
 
 static int client_ack(struct svc_conn *c, const void *msg)
 {
 	const Pd__ClientMsg *m = msg;
-	svc_session_ack(c, m->ack->result_id);
+	svc_deliver_ack(c, m->ack->result_id);
 	return 0;
 }
 

@@ -19,7 +19,7 @@
  * limit is lower than that. A peer accepted when no fd is left for its
  * pidfd is closed and the listener pauses the same way.
  */
-#include "svc.h"
+#include "svc_config.h"
 #include "svc_conn.h"
 
 #include <errno.h>

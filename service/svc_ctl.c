@@ -10,7 +10,9 @@
  * without sudo while the file mode stays simple; a root-only 0600 socket
  * would need the same checks anyway the day it is opened up.
  */
-#include "svc.h"
+#include "svc_config.h"
+#include "svc_session.h"
+#include "svc_request.h"
 #include "svc_ctl.h"
 
 #include <errno.h>
@@ -204,7 +206,7 @@ static int do_request(struct svc_conn *c, const Pdctl__Capture *cp)
 	svc_app_key(cfg, (pid_t)cp->pid, (uid_t)uid, app, sizeof(app));
 	/* Root asking for another process: a system capture of that process's
 	 * app, as prof_request with target_pid is; the result goes to the app. */
-	int e = svc_session_trigger((pid_t)cp->pid, start, uid, gid, app, cp->type, &prm,
+	int e = svc_request_trigger((pid_t)cp->pid, start, uid, gid, app, cp->type, &prm,
 				    PROF_TRIGGER_NONE, cp->tag && *cp->tag ? cp->tag : "profctl",
 				    cfg->runtime_wait_ms, &id, msg, sizeof(msg));
 	if (e)

@@ -4,7 +4,10 @@
  * uid. Apart from svc_ctl.c so that the role (dispatch, request --wait)
  * reads on its own and each file stays one job.
  */
-#include "svc.h"
+#include "svc_db_result.h"
+#include "svc_admit.h"
+#include "svc_session.h"
+#include "svc_trigger.h"
 #include "svc_ctl_view.h"
 
 #include <errno.h>

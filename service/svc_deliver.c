@@ -7,6 +7,12 @@
  * into <state>/results/<uid>/, so a result file is either absent or
  * complete; the index row is the commit point.
  */
+#include "svc_db.h"
+#include "svc_db_result.h"
+#include "svc_conn.h"
+#include "svc_admit.h"
+#include "svc_redact.h"
+#include "svc_store.h"
 #include "svc_session_priv.h"
 #include "svc_deliver.h"
 

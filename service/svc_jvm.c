@@ -5,7 +5,7 @@
  * started with -XX:-UsePerfData. Both are read through /proc, so a JVM in
  * another mount namespace is found the same way.
  */
-#include "svc.h"
+#include "svc_config.h"
 #include "svc_jvm.h"
 
 #include <errno.h>

@@ -4,6 +4,9 @@
  * svc_admit_decide, the charge, and the new session armed to start from
  * the event loop.
  */
+#include "svc_db.h"
+#include "svc_conn.h"
+#include "svc_jvm.h"
 #include "svc_session_priv.h"
 #include "svc_admit.h"
 #include "svc_capture.h"

@@ -2,7 +2,8 @@
  * The runtime role (svc_runtime.h): runtime.sock's messages, handed from
  * the transport (svc_conn.c) to the session and trigger modules.
  */
-#include "svc.h"
+#include "svc_capture.h"
+#include "svc_trigger.h"
 #include "svc_runtime.h"
 
 #include <errno.h>
@@ -67,14 +68,14 @@ static int runtime_hello(struct svc_conn *c, const void *msg)
 	int r = svc_conn_send(c, &out.base, -1);
 	if (r == 0) {
 		svc_trigger_runtime_up(c);
-		svc_session_runtime_up(c);
+		svc_capture_runtime_up(c);
 	}
 	return r;
 }
 
 static int runtime_done(struct svc_conn *c, const void *msg)
 {
-	return svc_session_capture_done(c, ((const Pd__RuntimeMsg *)msg)->done);
+	return svc_capture_done(c, ((const Pd__RuntimeMsg *)msg)->done);
 }
 
 static int runtime_event(struct svc_conn *c, const void *msg)
@@ -98,7 +99,7 @@ static const struct svc_conn_role_ops ops = {
 	.decode = svc_proto_runtime,
 	.handlers = handlers,
 	.nhandlers = sizeof(handlers) / sizeof(handlers[0]),
-	.closed = svc_session_runtime_down,
+	.closed = svc_capture_runtime_down,
 };
 
 int svc_runtime_init(void)

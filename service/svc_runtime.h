@@ -8,7 +8,7 @@
  * A hello is accepted once per process (pid and start time): the pid is
  * the kernel's (SO_PEERCRED), never the message's, and the process must
  * still be the one that connected. A runtime's going away fails what it
- * was capturing (svc_session_runtime_down).
+ * was capturing (svc_capture_runtime_down).
  */
 #ifndef PD_SVC_RUNTIME_H
 #define PD_SVC_RUNTIME_H

@@ -14,6 +14,11 @@
  * start time, its ids), not to a pid; svc_capture re-checks it before the
  * capture starts.
  */
+#include "profilingd.pb-c.h"
+#include "svc_db.h"
+#include "svc_conn.h"
+#include "svc_helper.h"
+#include "svc_session.h"
 #include "svc_session_priv.h"
 
 #include <errno.h>

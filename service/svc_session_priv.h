@@ -12,7 +12,7 @@
 #ifndef PD_SVC_SESSION_PRIV_H
 #define PD_SVC_SESSION_PRIV_H
 
-#include "svc.h"
+#include "svc_config.h"
 #include "svc_ident.h"
 #include "wire.h"
 

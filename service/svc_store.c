@@ -5,7 +5,10 @@
  * max_app_result_bytes; the index row goes with the file), and the checked
  * open of a result for delivery. svc_store.h has the contract.
  */
-#include "svc.h"
+#include "svc_db.h"
+#include "svc_db_result.h"
+#include "svc_admit.h"
+#include "svc_store.h"
 
 #include <dirent.h>
 #include <errno.h>

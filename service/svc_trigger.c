@@ -10,7 +10,16 @@
  * per-uid cap on tracked processes bounds one uid's share of the
  * watchers' tables (TRG_MAX_PIDS each) and of their work per tick.
  */
-#include "svc.h"
+#include "svc_db.h"
+#include "svc_db_result.h"
+#include "svc_conn.h"
+#include "svc_admit.h"
+#include "svc_helper.h"
+#include "svc_session.h"
+#include "svc_capture.h"
+#include "svc_request.h"
+#include "svc_trigger.h"
+#include "svc_jvm.h"
 #include "svc_trigreg.h"
 
 #include <errno.h>

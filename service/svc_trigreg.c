@@ -4,7 +4,9 @@
  * glue (svc_trigger.c) so that the tables, their caps and what a process
  * is given (heap arming, crash rings) read on their own.
  */
-#include "svc.h"
+#include "svc_conn.h"
+#include "svc_store.h"
+#include "svc_trigger.h"
 #include "svc_trigreg.h"
 
 #include <errno.h>

@@ -22,7 +22,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "svc.h"
+#include "profilingd.pb-c.h"
+#include "svc_config.h"
 
 struct svc_reg {
 	bool used;

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "fuzz_util.h"
-#include "svc.h"
+#include "svc_config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,7 +3,7 @@
 #include <stdint.h>
 
 #include "control.pb-c.h"
-#include "svc.h"
+#include "svc_ctl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -2,7 +2,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "svc.h"
+#include "svc_proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -13,7 +13,8 @@
 
 #include "profiling/profiling.h"
 #include "names.h"
-#include "svc.h"
+#include "svc_config.h"
+#include "svc_admit.h"
 
 /* A request that every rule admits: a stack capture of pid 42, whose
  * runtime offers stack sampling, nothing else running. */

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "profiling/profiling.h"
-#include "svc.h"
+#include "svc_config.h"
 
 /* Write text to a temp file; returns its path (static buffer). */
 static const char *conf_file(const char *text)

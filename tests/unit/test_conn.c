@@ -22,7 +22,9 @@
 #include <unistd.h>
 
 #include "control.pb-c.h"
-#include "svc.h"
+#include "svc_config.h"
+#include "svc_proto.h"
+#include "svc_conn.h"
 
 static struct {
 	struct event_base *base;

@@ -19,7 +19,7 @@
 #include "perfetto_trace.pb-c.h"
 #include "pprof.h"
 #include "profile.pb-c.h"
-#include "svc.h"
+#include "svc_ctl.h"
 
 /* main -> a -> leaf x30, main -> b x10 (cpu ns = 1e6 per sample). */
 static void build(uint8_t **buf, size_t *len, bool gz)

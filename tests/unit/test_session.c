@@ -22,6 +22,8 @@
 #include "names.h"
 #include "profiling/profiling.h"
 #include "stubs/session_stubs.h"
+#include "svc_capture.h"
+#include "svc_session.h"
 
 static struct event_base *base;
 static struct svc_config cfg;

@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "svc.h"
+#include "svc_spawn.h"
 
 static void test_codec_roundtrip(void **state)
 {

@@ -12,7 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "svc.h"
+#include "svc_db.h"
+#include "svc_db_result.h"
+#include "svc_store.h"
 
 #define DAY_NS (86400ull * 1000000000ull)
 #define NOW (20000 * DAY_NS)

@@ -18,6 +18,8 @@
 
 #include "profiling/profiling.h"
 #include "stubs/trigger_stubs.h"
+#include "svc_config.h"
+#include "svc_trigger.h"
 #include "util.h"
 
 static struct event_base *base;

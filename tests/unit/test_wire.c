@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "profilingd.pb-c.h"
-#include "svc.h"
+#include "svc_proto.h"
 #include "wire.h"
 
 static int sp[2];

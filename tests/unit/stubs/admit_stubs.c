@@ -1,5 +1,5 @@
 /* svc_admit.c's neighbour for test_admit: the result index (svc_db). */
-#include "svc.h"
+#include "svc_db_result.h"
 
 uint64_t stub_result_bytes;
 

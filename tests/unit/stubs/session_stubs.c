@@ -6,6 +6,11 @@
 #include <unistd.h>
 
 #include "profiling/profiling.h"
+#include "profilingd.pb-c.h"
+#include "svc_db.h"
+#include "svc_conn.h"
+#include "svc_helper.h"
+#include "svc_store.h"
 #include "svc_sink.h"
 #include "util.h"
 

@@ -5,6 +5,14 @@
 #include <string.h>
 
 #include "profiling/profiling.h"
+#include "svc_db.h"
+#include "svc_db_result.h"
+#include "svc_conn.h"
+#include "svc_admit.h"
+#include "svc_helper.h"
+#include "svc_capture.h"
+#include "svc_request.h"
+#include "svc_jvm.h"
 #include "util.h"
 
 const struct trg_ops *stub_ops;

@@ -7,8 +7,9 @@
 #ifndef PD_TRIGGER_STUBS_H
 #define PD_TRIGGER_STUBS_H
 
-#include "svc.h"
+#include "profilingd.pb-c.h"
 #include "svc_ident.h"
+#include "svc_session.h"
 #include "trg.h"
 
 struct svc_conn {
