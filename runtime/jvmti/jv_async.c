@@ -608,9 +608,12 @@ static void free_all(void)
 	if (ring)
 		munmap(ring, JVA_RING * sizeof(*ring));
 	ring = NULL;
+	/* Under the lock: a ThreadStart/ThreadEnd callback may be looking. */
+	pthread_mutex_lock(&lock);
 	free(threads);
 	threads = NULL;
 	nthreads = 0;
+	pthread_mutex_unlock(&lock);
 }
 
 int jva_start(JNIEnv *jni, uint32_t hz, bool wall_clock)

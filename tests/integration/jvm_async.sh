@@ -28,7 +28,7 @@ run() {
 	local jdk=$1 what=$2
 	shift 2
 	jvm_start "$jdk" sb "$@" "-agentpath:$AGENT=socket=$RUNTIME_SOCKET" -cp "$CLASSES" \
-		SafepointBias $((CAPTURE_MS / 1000 + 4))
+		SafepointBias $((CAPTURE_MS / 1000 + 4)) 1500 # its split from about when the capture starts
 	wait_runtime "$JPID"
 	local line
 	line=$(grep "runtime up: pid $JPID " "$T/daemon.log" | head -1)
