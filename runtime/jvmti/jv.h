@@ -88,6 +88,9 @@ void jva_tick(JNIEnv *jni);
 int jva_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns,
 		    struct jvs_stats *st, uint64_t *bytes);
 void jva_discard(void);
+/* From any thread (VMDeath): stop the timers and the handler; the agent
+ * thread frees the rest. */
+void jva_halt(void);
 
 /* ---- heap profile (jv_heap.c) */
 

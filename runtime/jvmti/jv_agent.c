@@ -641,6 +641,8 @@ static void JNICALL on_vm_init(jvmtiEnv *j, JNIEnv *jni, jthread thread)
 static void JNICALL on_vm_death(jvmtiEnv *j, JNIEnv *jni)
 {
 	atomic_store(&dying, true);
+	/* No signal may walk the stacks of a VM that is shutting down. */
+	jva_halt();
 	oom_release();
 	if (wake_fd >= 0)
 		wake();

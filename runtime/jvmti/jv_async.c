@@ -687,6 +687,10 @@ static void stop(void)
 	if (!atomic_load(&running))
 		return;
 	pthread_mutex_lock(&lock);
+	if (!atomic_load(&running)) { /* VMDeath and the agent thread at once */
+		pthread_mutex_unlock(&lock);
+		return;
+	}
 	for (uint32_t i = 0; i < nthreads; i++)
 		if (threads[i].armed) {
 			timer_delete(threads[i].timer);
@@ -706,6 +710,11 @@ static void stop(void)
 	} else {
 		sigaction(JVA_SIGNAL, &old_action, NULL);
 	}
+}
+
+void jva_halt(void)
+{
+	stop();
 }
 
 void jva_tick(JNIEnv *jni)
