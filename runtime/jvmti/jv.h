@@ -73,8 +73,10 @@ void jvs_discard(void);
  * At setup: finds AsyncGetCallTrace in libjvm.so and, when it is there,
  * sets the ClassLoad, ClassPrepare, CompiledMethodLoad, ThreadStart and
  * ThreadEnd callbacks in cb. false: no AGCT (the GetStackTrace sampler only).
+ * time_handler: measure the handler's CPU time (two system calls a sample)
+ * for the debug log.
  */
-bool jva_init(JavaVM *vm, jvmtiEventCallbacks *cb);
+bool jva_init(JavaVM *vm, jvmtiEventCallbacks *cb, bool time_handler);
 bool jva_available(void);
 /* After SetEventCallbacks: enable the events AGCT needs. 0 or -EIO. */
 int jva_enable_events(void);

@@ -751,7 +751,7 @@ static jint setup(JavaVM *vm, char *options, bool onload)
 	cb.GarbageCollectionFinish = jvg_on_gc_finish;
 	cb.SampledObjectAlloc = jvh_on_alloc;
 	cb.ObjectFree = jvh_on_free;
-	use_async = !opt.no_async && !opt.no_agct && jva_init(vm, &cb);
+	use_async = !opt.no_async && !opt.no_agct && jva_init(vm, &cb, opt.debug);
 	(*jv_jvmti)->SetEventCallbacks(jv_jvmti, &cb, (jint)sizeof(cb));
 	if (use_async && jva_enable_events() < 0) {
 		LOG_W("cannot enable the events AsyncGetCallTrace needs: GetStackTrace sampler");
