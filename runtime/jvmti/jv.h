@@ -68,6 +68,7 @@ void jvs_discard(void);
 #define JVA_MAX_RANGES  1024   /* executable file mappings the handler unwinds through */
 #define JVA_AGCT_ERRORS 11     /* AGCT's codes 0 .. -10 (forte.cpp) */
 #define JVA_DRAIN_NS    50000000ull
+#define JVA_WALL_BUDGET 10000  /* wall clock: signals a second at most; more threads, longer interval */
 
 /*
  * At setup: finds AsyncGetCallTrace in libjvm.so and, when it is there,

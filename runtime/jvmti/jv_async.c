@@ -427,6 +427,20 @@ static void rescan_locked(void)
 	closedir(d);
 }
 
+static uint32_t count_tasks(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	uint32_t n = 0;
+	if (!d)
+		return 0;
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
 /* Executable file mappings, sorted (the kernel lists them by address). */
 static void read_ranges(void)
 {
@@ -661,6 +675,13 @@ int jva_start(JNIEnv *jni, uint32_t hz, bool wall_clock)
 	}
 	interval_ns = 1000000000ull / hz;
 	wall = wall_clock;
+	if (wall) {
+		/* Every thread every interval, idle or not: past the budget the
+		 * interval grows, the same for all, and the period says so. */
+		uint32_t n = count_tasks();
+		if ((uint64_t)n * hz > JVA_WALL_BUDGET)
+			interval_ns = (uint64_t)n * 1000000000ull / JVA_WALL_BUDGET;
+	}
 	samples = dropped = 0;
 	threads_skipped = 0;
 	atomic_store(&ring_head, 0);
