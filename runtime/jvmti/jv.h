@@ -5,7 +5,8 @@
  * ticks and writes every artifact. Event callbacks (allocation samples, GC,
  * ResourceExhausted) run on JVM threads and only record into bounded tables.
  *
- * Module prefixes: jv_ (agent), jvs_ (stack sampler), jvh_ (heap profile),
+ * Module prefixes: jv_ (agent), jvs_ (stack sampler, GetStackTrace), jva_
+ * (stack sampler, AsyncGetCallTrace from signals), jvh_ (heap profile),
  * jvg_ (GC ring), jvm_ (method names, shared by the pprof writers).
  */
 #ifndef PD_JV_H
@@ -22,6 +23,7 @@ struct jv_caps {
 	bool line_numbers, source_files, thread_cpu;
 	bool sampled_alloc, tag_objects, object_free;
 	bool gc_events, resource_exhausted;
+	bool compiled_load; /* CompiledMethodLoad: debug info at non-safepoint pcs */
 };
 
 extern jvmtiEnv *jv_jvmti;
@@ -58,6 +60,40 @@ void jvs_tick(JNIEnv *jni);
 int jvs_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns,
 		    struct jvs_stats *st, uint64_t *bytes);
 void jvs_discard(void);
+
+/* ---- signal sampler with AsyncGetCallTrace (jv_async.c) */
+
+#define JVA_RING        4096   /* samples between two drains (every 50 ms); more: dropped */
+#define JVA_MAX_NATIVE  32     /* native frames above the top Java frame */
+#define JVA_MAX_RANGES  1024   /* executable file mappings the handler unwinds through */
+#define JVA_AGCT_ERRORS 11     /* AGCT's codes 0 .. -10 (forte.cpp) */
+#define JVA_DRAIN_NS    50000000ull
+#define JVA_WALL_BUDGET 10000  /* wall clock: signals a second at most; more threads, longer interval */
+
+/*
+ * At setup: finds AsyncGetCallTrace in libjvm.so and, when it is there,
+ * sets the ClassLoad, ClassPrepare, CompiledMethodLoad, ThreadStart and
+ * ThreadEnd callbacks in cb. false: no AGCT (the GetStackTrace sampler only).
+ * time_handler: measure the handler's CPU time (two system calls a sample)
+ * for the debug log.
+ */
+bool jva_init(JavaVM *vm, jvmtiEventCallbacks *cb, bool time_handler);
+bool jva_available(void);
+/* After SetEventCallbacks: enable the events AGCT needs. 0 or -EIO. */
+int jva_enable_events(void);
+/* Allocate the jmethodIDs of every class loaded so far (once). */
+int jva_prepare_loaded(void);
+/* On the agent thread: arm a timer per thread (CPU clock, or wall). */
+int jva_start(JNIEnv *jni, uint32_t hz, bool wall);
+/* Every JVA_DRAIN_NS: move the handlers' samples into the stack table. */
+void jva_tick(JNIEnv *jni);
+/* Stops the timers, writes the gzip'd pprof, frees everything. */
+int jva_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns,
+		    struct jvs_stats *st, uint64_t *bytes);
+void jva_discard(void);
+/* From any thread (VMDeath): stop the timers and the handler; the agent
+ * thread frees the rest. */
+void jva_halt(void);
 
 /* ---- heap profile (jv_heap.c) */
 

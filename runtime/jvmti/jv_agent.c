@@ -9,8 +9,11 @@
  *   debug=1          log to stderr; otherwise the agent never prints
  *   oom_hold_ms=N    how long a Java heap OOM holds its thread for the
  *                    daemon's heap dump (default 60000, at most 600000)
- *   sampler=all      stack samples with GetAllStackTraces (one safepoint)
- *                    instead of per-thread GetStackTrace; for measurements
+ *   sampler=async    stack samples from signals with AsyncGetCallTrace (the
+ *                    default where libjvm.so exports it; jv_async.c)
+ *   sampler=thread   per-thread GetStackTrace (the default without AGCT)
+ *   sampler=all      GetAllStackTraces (one safepoint); for measurements
+ *   asgct=0          behave as a JVM without AsyncGetCallTrace (tests)
  *
  * The agent thread is a JVMTI agent thread (a Java daemon thread running
  * native code): it owns the runtime.sock connection, reconnects when the
@@ -55,9 +58,12 @@ struct jv_caps jv_caps;
 
 static struct {
 	char socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	bool debug, all_at_once;
+	bool debug, all_at_once, no_async, no_agct;
 	uint32_t oom_hold_ms;
 } opt = { .oom_hold_ms = 60000 };
+
+/* Stack samples come from jv_async.c: AGCT found and its events enabled. */
+static bool use_async;
 
 static _Atomic bool loaded, started, dying;
 static int wake_fd = -1;           /* eventfd: an OOM to report, or VM death */
@@ -102,9 +108,14 @@ static int parse_options(const char *s)
 				return -ERANGE;
 			opt.oom_hold_ms = (uint32_t)n;
 		} else if (!strcmp(kv, "sampler")) {
-			if (strcmp(v, "all") && strcmp(v, "thread"))
+			if (strcmp(v, "all") && strcmp(v, "thread") && strcmp(v, "async"))
 				return -EINVAL;
 			opt.all_at_once = !strcmp(v, "all");
+			opt.no_async = strcmp(v, "async") != 0;
+		} else if (!strcmp(kv, "asgct")) {
+			if (strcmp(v, "0") && strcmp(v, "1"))
+				return -EINVAL;
+			opt.no_agct = !strcmp(v, "0");
 		} else {
 			return -EINVAL;
 		}
@@ -145,7 +156,7 @@ static int send_hello(int sock)
 {
 	Pd__RuntimeMsg rm = PD__RUNTIME_MSG__INIT;
 	Pd__RuntimeHello h = PD__RUNTIME_HELLO__INIT;
-	char *caps[4], *missing[3];
+	char *caps[5], *missing[4];
 	size_t nc = 0, nm = 0;
 
 	/* stack_sampling and heap_dump (JNI) need no optional capability; the others do. */
@@ -163,6 +174,12 @@ static int send_hello(int sock)
 		caps[nc++] = ring;
 	else
 		missing[nm++] = ring;
+	/* Stack samples without safepoint bias (the daemon logs both lists);
+	 * without them stack_sampling is the GetStackTrace sampler. */
+	if (use_async)
+		caps[nc++] = "async_stacks";
+	else
+		missing[nm++] = "async_stacks";
 	h.pid = (uint32_t)getpid();
 	h.runtime = "jvm";
 	h.version = vm_version;
@@ -394,16 +411,24 @@ static int capture_stack(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, in
 	int r;
 
 	int64_t start = (int64_t)util_now_ns(CLOCK_REALTIME);
-	if ((r = jvs_start(jni, hz, wall, opt.all_at_once)) < 0)
+	if ((r = use_async ? jva_start(jni, hz, wall) : jvs_start(jni, hz, wall, opt.all_at_once)) < 0)
 		return send_done(sock, cr->session_id, PROF_E_EXECUTING, strerror(-r), 0, 0, 0, NULL);
-	LOG_D("session %llu: Java stacks at %u Hz for %u ms (%s)",
-	      (unsigned long long)cr->session_id, hz, dur, wall ? "wall" : "cpu");
-	if ((r = wait_capture(jni, sock, cr->session_id, dur, 1000000000ull / hz, jvs_tick)) != 0) {
+	LOG_D("session %llu: Java stacks at %u Hz for %u ms (%s, %s)",
+	      (unsigned long long)cr->session_id, hz, dur, wall ? "wall" : "cpu",
+	      use_async ? "AsyncGetCallTrace" : opt.all_at_once ? "GetAllStackTraces"
+							    : "GetStackTrace");
+	/* The signal sampler's tick only drains its ring; the timers sample. */
+	r = use_async ? wait_capture(jni, sock, cr->session_id, dur, JVA_DRAIN_NS, jva_tick)
+		      : wait_capture(jni, sock, cr->session_id, dur, 1000000000ull / hz, jvs_tick);
+	if (r != 0) {
+		jva_discard();
 		jvs_discard();
 		return r < 0 ? r : 0;
 	}
 	int64_t dur_ns = (int64_t)util_now_ns(CLOCK_REALTIME) - start;
-	if ((r = jvs_write_pprof(jni, fd, start, dur_ns, &st, &bytes)) < 0)
+	r = use_async ? jva_write_pprof(jni, fd, start, dur_ns, &st, &bytes)
+		      : jvs_write_pprof(jni, fd, start, dur_ns, &st, &bytes);
+	if (r < 0)
 		return send_done(sock, cr->session_id, PROF_E_EXECUTING, strerror(-r), 0, 0, 0, NULL);
 	LOG_D("session %llu: %llu samples in %llu ticks, %llu dropped, %llu bytes",
 	      (unsigned long long)cr->session_id, (unsigned long long)st.samples,
@@ -561,6 +586,7 @@ static void JNICALL agent_main(jvmtiEnv *j, JNIEnv *jni, void *arg)
 			atomic_store(&connected, false);
 			close(sock);
 			oom_release(); /* nobody is left to say done */
+			jva_discard();
 			jvs_discard();
 			if (heap_armed) {
 				jvh_stop();
@@ -611,12 +637,17 @@ static int start_thread(JNIEnv *jni)
 
 static void JNICALL on_vm_init(jvmtiEnv *j, JNIEnv *jni, jthread thread)
 {
+	/* Before the first capture, so that it does not pay for the sweep. */
+	if (use_async)
+		jva_prepare_loaded();
 	start_thread(jni);
 }
 
 static void JNICALL on_vm_death(jvmtiEnv *j, JNIEnv *jni)
 {
 	atomic_store(&dying, true);
+	/* No signal may walk the stacks of a VM that is shutting down. */
+	jva_halt();
 	oom_release();
 	if (wake_fd >= 0)
 		wake();
@@ -645,6 +676,9 @@ static int add_caps(void)
 	want.can_generate_garbage_collection_events = pot.can_generate_garbage_collection_events;
 	want.can_generate_resource_exhaustion_heap_events =
 		pot.can_generate_resource_exhaustion_heap_events;
+	/* For AGCT: HotSpot keeps debug info at every pc while CompiledMethodLoad is on. */
+	want.can_generate_compiled_method_load_events =
+		!opt.no_async && !opt.no_agct && pot.can_generate_compiled_method_load_events;
 	if ((*j)->AddCapabilities(j, &want) != JVMTI_ERROR_NONE)
 		return -EIO;
 	jvmtiCapabilities got;
@@ -658,6 +692,7 @@ static int add_caps(void)
 	jv_caps.object_free = got.can_generate_object_free_events;
 	jv_caps.gc_events = got.can_generate_garbage_collection_events;
 	jv_caps.resource_exhausted = got.can_generate_resource_exhaustion_heap_events;
+	jv_caps.compiled_load = got.can_generate_compiled_method_load_events;
 	LOG_I("capabilities: line numbers %d, source files %d, thread cpu time %d, sampled "
 	      "allocations %d, tags %d, object free %d, gc events %d, heap exhaustion %d",
 	      jv_caps.line_numbers, jv_caps.source_files, jv_caps.thread_cpu, jv_caps.sampled_alloc,
@@ -721,7 +756,15 @@ static jint setup(JavaVM *vm, char *options, bool onload)
 	cb.GarbageCollectionFinish = jvg_on_gc_finish;
 	cb.SampledObjectAlloc = jvh_on_alloc;
 	cb.ObjectFree = jvh_on_free;
+	use_async = !opt.no_async && !opt.no_agct && jva_init(vm, &cb, opt.debug);
 	(*jv_jvmti)->SetEventCallbacks(jv_jvmti, &cb, (jint)sizeof(cb));
+	if (use_async && jva_enable_events() < 0) {
+		LOG_W("cannot enable the events AsyncGetCallTrace needs: GetStackTrace sampler");
+		use_async = false;
+	}
+	LOG_I("stack sampler: %s", use_async ? "AsyncGetCallTrace from signals"
+		: opt.no_async ? (opt.all_at_once ? "GetAllStackTraces" : "GetStackTrace")
+			       : "GetStackTrace (no AsyncGetCallTrace in this VM)");
 	enable(JVMTI_EVENT_VM_DEATH);
 	if (jv_caps.resource_exhausted)
 		enable(JVMTI_EVENT_RESOURCE_EXHAUSTED);
@@ -734,6 +777,8 @@ static jint setup(JavaVM *vm, char *options, bool onload)
 		return JNI_OK;
 	}
 	JNIEnv *jni = NULL;
+	if (use_async)
+		jva_prepare_loaded();
 	if ((*vm)->GetEnv(vm, (void **)&jni, JNI_VERSION_1_8) != JNI_OK || start_thread(jni) < 0) {
 		LOG_E("cannot start the agent thread");
 		return JNI_ERR;

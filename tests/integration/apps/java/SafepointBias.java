@@ -2,7 +2,9 @@
 // alternates countedLoop(), a long int-counted loop with no calls (no
 // safepoint poll inside once C2 drops them, -XX:-UseCountedLoopSafepoints),
 // and withCalls(), a loop around a call that is never inlined. It times
-// both itself and prints the true shares at the end.
+// both itself and prints the true shares at the end. args: seconds
+// (default 10), then milliseconds of warm-up not counted in the shares
+// (default 0), so that they cover about the window a capture samples.
 public class SafepointBias {
     static volatile long sink;
 
@@ -29,7 +31,9 @@ public class SafepointBias {
 
     public static void main(String[] args) {
         long secs = args.length > 0 ? Long.parseLong(args[0]) : 10;
-        long end = System.nanoTime() + secs * 1_000_000_000L;
+        long skipMs = args.length > 1 ? Long.parseLong(args[1]) : 0;
+        long begin = System.nanoTime();
+        long end = begin + secs * 1_000_000_000L, from = begin + skipMs * 1_000_000L;
         long x = 1, tCounted = 0, tCalls = 0;
         System.out.println("pid " + ProcessHandle.current().pid());
         while (System.nanoTime() < end) {
@@ -38,8 +42,10 @@ public class SafepointBias {
             long t1 = System.nanoTime();
             x = withCalls(x);
             long t2 = System.nanoTime();
-            tCounted += t1 - t0;
-            tCalls += t2 - t1;
+            if (t0 >= from) {
+                tCounted += t1 - t0;
+                tCalls += t2 - t1;
+            }
         }
         sink = x;
         double all = tCounted + tCalls;
