@@ -527,12 +527,11 @@ static void test_generated_faults(void **state)
 	free(raw);
 	g->s[1].n_value = g->p.n_sample_type;
 	/* A string table that does not start with "". */
-	g->strs[0][0] = 'x';
-	g->strs[0][1] = '\0';
+	free(g->strs[0]);
+	g->strs[0] = strdup("x");
 	raw = pack(&g->p, false, &n);
 	assert_int_equal(same(raw, n, &pol, "string 0"), -EBADMSG);
 	free(raw);
-	g->strs[0][0] = '\0';
 	gen_free(g);
 	free(g);
 }
