@@ -1345,6 +1345,8 @@ static uint8_t *fast_put_event(uint8_t *o, const struct fev *ev)
  */
 static int fast_bundle(struct pf *c, const uint8_t *p, size_t n)
 {
+	if (!n)
+		return 0; /* an empty packet: p may be NULL */
 	const uint8_t *e = p + n, *bundle = NULL;
 	uint64_t blen = 0, ts = 0, seq = 0, cpu = 0;
 	bool has_ts = false, has_seq = false, has_tpid = false, has_cpu = false;

@@ -1253,10 +1253,12 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 			return -EBADMSG;
 		if (num == 1 || num == 2) {
 			/* Packed, or one number per field: both are valid. */
-			struct rd pk = { x, x + v };
+			struct rd pk = { NULL, NULL };
 			uint64_t one = v;
 			if (wt != WT_LEN && wt != WT_VARINT)
 				return -EBADMSG;
+			if (wt == WT_LEN)
+				pk = (struct rd){ x, x + v };
 			while (wt == WT_VARINT || pk.p < pk.e) {
 				if (wt == WT_LEN && rd_varint(&pk, &one))
 					return -EBADMSG;
