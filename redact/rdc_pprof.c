@@ -13,7 +13,7 @@
  * unpacks it whole. Samples come first in every writer's output and the
  * string table last, and a sample can be judged only once the string
  * table says which label key is "pid", so the input (a file: pread, never
- * read whole) is inflated twice:
+ * read whole; a pipe is read whole first) is inflated twice:
  *   pass 1  the tables: mappings, locations and functions (their numbers,
  *           by id), a flag byte per string ("pid", "tid", empty...), the
  *           header (sample types, period, comments); samples are skipped.
@@ -90,6 +90,7 @@ enum {
 struct src {
 	int fd;
 	off_t base;          /* where the artifact starts in fd */
+	uint8_t *mem;        /* a pipe's bytes, read whole; NULL for a file */
 	uint64_t size;       /* its bytes, from fstat */
 	uint64_t in_off;     /* bytes of it consumed */
 	bool gz, zinit, zend;
@@ -100,23 +101,91 @@ struct src {
 	uint64_t raw_base;   /* inflated offset of buf[0] */
 };
 
+static int src_pread(struct src *s, uint8_t *dst, size_t want, size_t *got)
+{
+	uint64_t left = s->size - s->in_off;
+
+	if (want > left)
+		want = (size_t)left;
+	if (s->mem) {
+		memcpy(dst, s->mem + s->in_off, want);
+		s->in_off += want;
+		*got = want;
+		return 0;
+	}
+	for (;;) {
+		ssize_t n = pread(s->fd, dst, want, s->base + (off_t)s->in_off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		s->in_off += (uint64_t)n;
+		*got = (size_t)n;
+		return 0;
+	}
+}
+
+/*
+ * A pipe cannot be read twice: its bytes are read whole into memory, up to
+ * the input cap, as the old redactor did with every input. The daemon
+ * always hands a file; a pipe is for people and tests.
+ */
+static int src_slurp(struct src *s)
+{
+	size_t cap = 1 << 16, n = 0;
+
+	s->mem = malloc(cap);
+	if (!s->mem)
+		return -ENOMEM;
+	for (;;) {
+		if (n == cap) {
+			if (cap >= RDC_PPROF_MAX_IN)
+				return -E2BIG;
+			uint8_t *g = realloc(s->mem, cap * 2);
+			if (!g)
+				return -ENOMEM;
+			s->mem = g;
+			cap *= 2;
+		}
+		ssize_t r = read(s->fd, s->mem + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	s->size = n;
+	return 0;
+}
+
 static int src_open(struct src *s, int fd)
 {
 	struct stat sb;
-	uint8_t magic[2];
+	int r;
 
 	s->fd = fd;
 	s->base = lseek(fd, 0, SEEK_CUR);
-	if (s->base < 0)
-		return -errno; /* a pipe: two passes need a file */
-	if (fstat(fd, &sb) < 0)
+	if (s->base < 0 && errno != ESPIPE)
 		return -errno;
-	s->size = (uint64_t)sb.st_size > (uint64_t)s->base ? (uint64_t)(sb.st_size - s->base) : 0;
-	if (s->size > RDC_PPROF_MAX_IN)
-		return -E2BIG;
-	ssize_t n = s->size >= 2 ? pread(fd, magic, 2, s->base) : 0;
-	if (n < 0)
-		return -errno;
+	if (s->base < 0) {
+		s->base = 0;
+		if ((r = src_slurp(s)))
+			return r;
+	} else {
+		if (fstat(fd, &sb) < 0)
+			return -errno;
+		s->size = (uint64_t)sb.st_size > (uint64_t)s->base ?
+			  (uint64_t)(sb.st_size - s->base) : 0;
+		if (s->size > RDC_PPROF_MAX_IN)
+			return -E2BIG;
+	}
+	uint8_t magic[2];
+	size_t n = 0;
+	if (s->size >= 2 && (r = src_pread(s, magic, 2, &n)) < 0)
+		return r;
+	s->in_off = 0;
 	s->gz = n == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
 	s->cap = PR_CHUNK;
 	s->buf = malloc(s->cap);
@@ -132,6 +201,7 @@ static void src_close(struct src *s)
 		inflateEnd(&s->z);
 	free(s->buf);
 	free(s->in);
+	free(s->mem);
 }
 
 /* Back to the first byte, for the next pass. */
@@ -153,24 +223,6 @@ static int src_rewind(struct src *s)
 		return -ENOMEM;
 	s->zinit = true;
 	return 0;
-}
-
-static int src_pread(struct src *s, uint8_t *dst, size_t want, size_t *got)
-{
-	uint64_t left = s->size - s->in_off;
-
-	if (want > left)
-		want = (size_t)left;
-	for (;;) {
-		ssize_t n = pread(s->fd, dst, want, s->base + (off_t)s->in_off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		s->in_off += (uint64_t)n;
-		*got = (size_t)n;
-		return 0;
-	}
 }
 
 /* More inflated bytes at buf[end..cap): 1 some came, 0 end of data, -errno. */

@@ -536,6 +536,46 @@ static void test_generated_faults(void **state)
 	free(g);
 }
 
+/* A pipe is read whole, then the same two passes: the same result as a file. */
+static void test_pipe(void **state)
+{
+	static const int32_t pids[] = { 100 };
+	struct rdc_policy pol = { .pids = pids, .npids = 1 };
+	struct gen *g = malloc(sizeof(*g));
+	size_t n, gzn, a, b;
+	int fds[2];
+
+	rng = 7;
+	gen_profile(g, false);
+	uint8_t *raw = pack(&g->p, true, &n);
+	uint8_t *gz = gzip_buf(raw, n, &gzn);
+	assert_true(gzn < 65536); /* fits the pipe: written before the read */
+	assert_int_equal(pipe(fds), 0);
+	assert_int_equal(write(fds[1], gz, gzn), (ssize_t)gzn);
+	close(fds[1]);
+	int fin = memfd_with(gz, gzn), fout = memfd_with(NULL, 0), pout = memfd_with(NULL, 0);
+	struct rdc_stats st, pst;
+	assert_int_equal(rdc_pprof(fin, fout, &pol, &st), 0);
+	assert_int_equal(rdc_pprof(fds[0], pout, &pol, &pst), 0);
+	assert_int_equal(pst.in_bytes, gzn);
+	assert_int_equal(pst.kept, st.kept);
+	uint8_t *oa = slurp(fout, &a), *ob = slurp(pout, &b);
+	char *ma = meaning(oa, a), *mb = meaning(ob, b);
+	assert_string_equal(ma, mb);
+	free(ma);
+	free(mb);
+	free(oa);
+	free(ob);
+	free(raw);
+	free(gz);
+	close(fds[0]);
+	close(fin);
+	close(fout);
+	close(pout);
+	gen_free(g);
+	free(g);
+}
+
 /* The seed corpus of fuzz_pprof, for each pid its samples name. */
 static void test_corpus(void **state)
 {
@@ -591,6 +631,7 @@ int main(void)
 		cmocka_unit_test(test_generated),
 		cmocka_unit_test(test_generated_faults),
 		cmocka_unit_test(test_corpus),
+		cmocka_unit_test(test_pipe),
 	};
 	return cmocka_run_group_tests_name("rdc_pprof_diff", tests, NULL, NULL);
 }
