@@ -45,6 +45,9 @@
 #define PF_SYNTH_BASE 1000000000
 
 #define PF_IOBUF (64u << 10)
+/* Reads are larger: a kernel packet wholly in the buffer is rewritten from
+ * there, without a copy (bundles are about 20 KiB). */
+#define PF_RBUF (256u << 10)
 #define ARENA_BLK (1u << 20)
 #define ARENA_KEEP (4u << 20)
 
@@ -244,7 +247,7 @@ struct rbuf {
 	int fd;
 	size_t pos, len;
 	uint64_t total;
-	uint8_t buf[PF_IOBUF];
+	uint8_t buf[PF_RBUF];
 };
 
 struct wbuf {
@@ -1089,7 +1092,7 @@ struct fev {
 	bool keep;
 };
 
-static inline int fw_varint(const uint8_t **p, const uint8_t *e, uint64_t *v)
+static inline __attribute__((always_inline)) int fw_varint(const uint8_t **p, const uint8_t *e, uint64_t *v)
 {
 	uint64_t x = 0;
 	/* Tags, lengths, pids and prios: one byte nearly always. */
@@ -1109,7 +1112,7 @@ static inline int fw_varint(const uint8_t **p, const uint8_t *e, uint64_t *v)
 }
 
 /* tag, then the value (varint) or the length (with *d at the bytes). */
-static inline int fw_field(const uint8_t **p, const uint8_t *e, uint32_t *num, unsigned *wt,
+static inline __attribute__((always_inline)) int fw_field(const uint8_t **p, const uint8_t *e, uint32_t *num, unsigned *wt,
 		    uint64_t *v, const uint8_t **d)
 {
 	uint64_t tag;
@@ -1428,15 +1431,19 @@ static int fast_bundle(struct pf *c, const uint8_t *p, size_t n)
 	size_t psize = 1 + vsize(bsize) + bsize + (has_ts ? 1 + vsize(ts) : 0) +
 		       (has_seq ? 1 + vsize(seq) : 0);
 	size_t need = 1 + vsize(psize) + psize;
-	if (need > c->outcap) {
-		uint8_t *o = realloc(c->out, need);
-		if (!o)
+	/* Written straight into the write buffer when it fits there. */
+	bool direct = need <= sizeof(c->wb.buf);
+	if (direct && sizeof(c->wb.buf) - c->wb.len < need && (r = wb_flush(&c->wb)))
+		return r;
+	if (!direct && need > c->outcap) {
+		uint8_t *g = realloc(c->out, need);
+		if (!g)
 			return -ENOMEM;
-		c->out = o;
+		c->out = g;
 		c->outcap = need;
 	}
 	/* Pass 3: the bytes, in protobuf-c's field order. */
-	uint8_t *o = c->out;
+	uint8_t *start = direct ? c->wb.buf + c->wb.len : c->out, *o = start;
 	*o++ = 0x0a; /* Trace.packet */
 	o = vput(o, psize);
 	*o++ = 0x0a; /* TracePacket.ftrace_events */
@@ -1460,8 +1467,12 @@ static int fast_bundle(struct pf *c, const uint8_t *p, size_t n)
 		*o++ = 0x50;
 		o = vput(o, seq);
 	}
-	if ((size_t)(o - c->out) != need)
+	if ((size_t)(o - start) != need)
 		return -EIO; /* a size and its bytes disagree: a bug, never output */
+	if (direct) {
+		c->wb.len += need;
+		return 1;
+	}
 	r = wb_put(&c->wb, c->out, need);
 	return r ? r : 1;
 }
@@ -1527,11 +1538,12 @@ static int kernel_packet(struct pf *c, Packet *pkt)
 	return write_packet(c, pkt);
 }
 
-static int packet(struct pf *c, const uint8_t *buf, size_t len)
+/* fast: the kernel's fast path may take it (not yet tried on it). */
+static int packet(struct pf *c, const uint8_t *buf, size_t len, bool fast)
 {
 	ar_reset(&c->ar);
 	int r;
-	if (c->kernel && (r = fast_bundle(c, buf, len)))
+	if (fast && c->kernel && (r = fast_bundle(c, buf, len)))
 		return r < 0 ? r : 0;
 	r = wire_check(&perfetto__protos__trace_packet__descriptor, buf, len, 0);
 	if (r)
@@ -1665,6 +1677,19 @@ static int stream(struct pf *c, int fd, bool kernel)
 			return r;
 		if (len > PF_MAX_PACKET)
 			return -E2BIG;
+		bool fast = c->kernel;
+		if (fast && len && c->rb.len - c->rb.pos >= len) {
+			c->packets++;
+			ar_reset(&c->ar);
+			if ((r = fast_bundle(c, c->rb.buf + c->rb.pos, (size_t)len)) < 0)
+				return r;
+			if (r) {
+				c->rb.pos += (size_t)len;
+				continue;
+			}
+			c->packets--; /* counted again below */
+			fast = false; /* tried: the general path's */
+		}
 		if (len > c->pktcap) {
 			uint8_t *b = realloc(c->pkt, (size_t)len);
 			if (!b)
@@ -1675,7 +1700,7 @@ static int stream(struct pf *c, int fd, bool kernel)
 		if ((r = rb_take(&c->rb, c->pkt, len)))
 			return r;
 		c->packets++;
-		if ((r = packet(c, c->pkt, (size_t)len)))
+		if ((r = packet(c, c->pkt, (size_t)len, fast)))
 			return r;
 	}
 	return 0;
