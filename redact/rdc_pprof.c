@@ -37,8 +37,8 @@
  * malformed (-EBADMSG), and so is a function name or sample type out of
  * the string table (was -EINVAL).
  *
- * Memory: never the samples. The input's tables by id (a mapping 72
- * bytes, a location 48, a function 48, a string 1), the output's tables
+ * Memory: never the samples. The input's tables by position (a mapping 56
+ * bytes, a location 52, a function 48, a string 5), the output's tables
  * sized by what is kept, one inflate window, one field at a time. Caps,
  * each -E2BIG when passed (exit 66): input 256 MiB gzip'd and 1 GiB
  * inflated; one top-level field (a sample, a string...) 16 MiB; 2^20
@@ -71,6 +71,7 @@
 #define PR_CHUNK        (256u << 10) /* pread and inflate granule */
 #define PR_OUT_STAGE    (256u << 10)
 #define PR_COMMENT_MAX  512          /* a scrubbed comment, with its NUL */
+#define LOC_KERNEL      UINT32_MAX
 
 /* Wire types. */
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
@@ -484,6 +485,10 @@ struct pr {
 	struct in_fn *fns;
 	size_t nfns, fns_cap;
 	struct id_index map_ix, loc_ix, fn_ix;
+	/* Output id of each input location by position (LOC_KERNEL: a kernel
+	 * frame, dropped), apart from the tables so the lookup per frame stays
+	 * in cache. */
+	uint32_t *loc_out;
 	int64_t types[PP_MAX_VALUES][2];
 	size_t ntypes;
 	int64_t period_type[2], period, default_type, time_nanos, duration_nanos;
@@ -1376,14 +1381,20 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 		return r;
 	size_t on = 0;
 	for (size_t i = 0; i < nl; i++) {
-		ssize_t li = find_id(&c->loc_ix, c->locs, c->nlocs, sizeof(*c->locs), c->sl[i]);
+		uint64_t lid = c->sl[i];
+		ssize_t li = c->loc_ix.dense && lid - 1 < c->nlocs ? (ssize_t)(lid - 1) :
+			     find_id(&c->loc_ix, c->locs, c->nlocs, sizeof(*c->locs), lid);
 		if (li < 0)
 			return -EBADMSG;
-		uint64_t id;
-		if ((r = out_location(c, &c->locs[li], &id)))
-			return r;
-		if (id)
-			c->olocs_tmp[on++] = id;
+		uint32_t o = c->loc_out[li];
+		if (!o) {
+			uint64_t id;
+			if ((r = out_location(c, &c->locs[li], &id)))
+				return r;
+			o = c->loc_out[li] = id ? (uint32_t)id : LOC_KERNEL;
+		}
+		if (o != LOC_KERNEL)
+			c->olocs_tmp[on++] = o;
 		else
 			c->st->anonymised++; /* a kernel frame removed */
 	}
@@ -1684,7 +1695,8 @@ static int run(struct pr *c, int in_fd, int out_fd)
 	    (r = index_ids(&c->fn_ix, c->fns, c->nfns, sizeof(*c->fns))))
 		return r;
 
-	if (!(c->snew = calloc(c->nstr, sizeof(*c->snew))))
+	if (!(c->snew = calloc(c->nstr, sizeof(*c->snew))) ||
+	    !(c->loc_out = calloc(c->nlocs + 1, sizeof(*c->loc_out))))
 		return -ENOMEM;
 	if ((r = grow(&c->kstr, &c->kstr_cap, 1, sizeof(*c->kstr), PR_MAX_STRINGS)))
 		return r;
@@ -1758,6 +1770,7 @@ int rdc_pprof(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stat
 	free(c->fn_ix.slot);
 	free(c->comments);
 	free(c->snew);
+	free(c->loc_out);
 	free(c->kstr);
 	free(c->chars);
 	free(c->omaps);
