@@ -477,6 +477,10 @@ struct pf {
 	struct dlp_ent *cache;
 	struct fev *fev;           /* the fast path's events, reused */
 	size_t fevcap;
+	/* The fast path's answers of is_app_tid, by tid's low byte: a switch
+	 * names 2-3 tasks and a trace few hundred. Emptied when learn()
+	 * changes who the app is. */
+	struct { int32_t tid; bool set, app; } tidc[256];
 	struct rbuf rb;
 	struct wbuf wb;
 };
@@ -502,6 +506,7 @@ static bool is_app_pid(const struct pf *c, int32_t pid)
 static int learn(struct pf *c, int32_t id, bool app)
 {
 	uint8_t cur = map_get(&c->learned, (uint32_t)id);
+	memset(c->tidc, 0, sizeof(c->tidc));
 	if (app) {
 		if (cur == LEARN_APP || map_get(&c->ids, (uint32_t)id))
 			return 0;
@@ -1248,6 +1253,17 @@ static int fast_scrub(struct pf *c, struct fev *ev, int k)
 	return 0;
 }
 
+static bool fast_app_tid(struct pf *c, int32_t tid)
+{
+	uint32_t k = (uint32_t)tid & 255;
+	if (!c->tidc[k].set || c->tidc[k].tid != tid) {
+		c->tidc[k].tid = tid;
+		c->tidc[k].set = true;
+		c->tidc[k].app = is_app_tid(c, tid);
+	}
+	return c->tidc[k].app;
+}
+
 /* The rules of ftrace_event() for these kinds, on the parsed fields. */
 static int fast_judge(struct pf *c, struct fev *ev, int32_t synth)
 {
@@ -1258,7 +1274,7 @@ static int fast_judge(struct pf *c, struct fev *ev, int32_t synth)
 		for (int k = 0; k < 2; k++) {
 			int ps = k ? 4 : 0; /* pid slot */
 			bool has = ev->has & FH_SLOT(ps);
-			side[k] = has && is_app_tid(c, (int32_t)ev->v[ps]);
+			side[k] = has && fast_app_tid(c, (int32_t)ev->v[ps]);
 			if (side[k]) {
 				if ((r = fast_scrub(c, ev, k)))
 					return r;
@@ -1275,13 +1291,13 @@ static int fast_judge(struct pf *c, struct fev *ev, int32_t synth)
 			c->st->anonymised++;
 		ev->keep = true;
 	} else {
-		ev->keep = (ev->has & FH_SLOT(0)) && is_app_tid(c, (int32_t)ev->v[0]);
+		ev->keep = (ev->has & FH_SLOT(0)) && fast_app_tid(c, (int32_t)ev->v[0]);
 		if (ev->keep && (r = fast_scrub(c, ev, 0)))
 			return r;
 		if (ev->keep)
 			c->app_records++;
 	}
-	if (ev->keep && (ev->has & FH_PID) && ev->pid != 0 && !is_app_tid(c, (int32_t)ev->pid))
+	if (ev->keep && (ev->has & FH_PID) && ev->pid != 0 && !fast_app_tid(c, (int32_t)ev->pid))
 		ev->pid = (uint32_t)synth;
 	return 0;
 }
