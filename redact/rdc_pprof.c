@@ -41,9 +41,10 @@
  * bytes, a location 52, a function 48, a string 5), the output's tables
  * sized by what is kept, one inflate window, one field at a time. Caps,
  * each -E2BIG when passed (exit 66): input 256 MiB gzip'd and 1 GiB
- * inflated; one top-level field (a sample, a string...) 16 MiB; 2^20
- * strings, locations and functions, 2^16 mappings (vm.max_map_count is
- * 65530), 4096 comments, 64 MiB of kept string bytes.
+ * inflated; one top-level field (a sample, a string...) 16 MiB; 2^16
+ * frames and 4096 labels in one sample (the agents write at most 512 and
+ * 8); 2^20 strings, locations and functions, 2^16 mappings
+ * (vm.max_map_count is 65530), 4096 comments, 64 MiB of kept strings.
  */
 #include "rdc.h"
 
@@ -67,6 +68,8 @@
 #define PR_MAX_ENTRIES  (1u << 20)
 #define PR_MAX_MAPPINGS (1u << 16)
 #define PR_MAX_COMMENTS 4096u
+#define PR_MAX_FRAMES   (1u << 16)   /* location ids of one sample */
+#define PR_MAX_SLABELS  4096u        /* labels of one sample */
 #define PR_MAX_CHARS    (64u << 20)
 #define PR_CHUNK        (256u << 10) /* pread and inflate granule */
 #define PR_OUT_STAGE    (256u << 10)
@@ -1321,7 +1324,7 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 					return -EBADMSG;
 				if (num == 1) {
 					if ((r = grow(&c->sl, &c->sl_cap, nl + 1, sizeof(*c->sl),
-						      PR_MAX_FIELD)))
+						      PR_MAX_FRAMES)))
 						return r;
 					c->sl[nl++] = one;
 				} else {
@@ -1334,7 +1337,7 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 			}
 		} else if (num == 3) {
 			WANT_LEN(wt);
-			if ((r = grow(&c->lab, &c->lab_cap, nlab + 1, sizeof(*c->lab), PR_MAX_FIELD)))
+			if ((r = grow(&c->lab, &c->lab_cap, nlab + 1, sizeof(*c->lab), PR_MAX_SLABELS)))
 				return r;
 			int64_t lv[4] = { 0, 0, 0, 0 };
 			struct rd lr = { x, x + v };

@@ -576,6 +576,43 @@ static void test_pipe(void **state)
 	free(g);
 }
 
+/* The caps of one sample (redact/rdc_pprof.c): past them -E2BIG, where the
+ * old redactor had none. */
+static void test_sample_caps(void **state)
+{
+	static const int32_t pids[] = { 100 };
+	struct rdc_policy pol = { .pids = pids, .npids = 1 };
+	struct gen *g = malloc(sizeof(*g));
+	uint64_t *many = calloc(70000, sizeof(*many));
+	size_t n;
+
+	rng = 9;
+	gen_profile(g, false);
+	for (size_t i = 0; i < 70000; i++)
+		many[i] = g->loc[i % 48].id;
+	g->s[0].location_id = many;
+	g->s[0].n_location_id = 70000;
+	uint8_t *raw = pack(&g->p, false, &n);
+	int in = memfd_with(raw, n), out = memfd_with(NULL, 0);
+	assert_int_equal(rdc_pprof(in, out, &pol, NULL), -E2BIG);
+	close(in);
+	close(out);
+	free(raw);
+	/* 65,536 frames are still taken. */
+	g->s[0].n_location_id = 65536;
+	raw = pack(&g->p, false, &n);
+	in = memfd_with(raw, n);
+	out = memfd_with(NULL, 0);
+	int r = rdc_pprof(in, out, &pol, NULL);
+	assert_true(r == 0 || r == -ENODATA);
+	close(in);
+	close(out);
+	free(raw);
+	free(many);
+	gen_free(g);
+	free(g);
+}
+
 /* The seed corpus of fuzz_pprof, for each pid its samples name. */
 static void test_corpus(void **state)
 {
@@ -632,6 +669,7 @@ int main(void)
 		cmocka_unit_test(test_generated_faults),
 		cmocka_unit_test(test_corpus),
 		cmocka_unit_test(test_pipe),
+		cmocka_unit_test(test_sample_caps),
 	};
 	return cmocka_run_group_tests_name("rdc_pprof_diff", tests, NULL, NULL);
 }
