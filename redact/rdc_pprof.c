@@ -566,11 +566,8 @@ static uint64_t mix64(uint64_t x)
 
 /* ---- pass 1: the tables */
 
-static int str_classify(struct pr *c, const uint8_t *s, size_t len)
+static uint8_t str_flags(const uint8_t *s, size_t len)
 {
-	int r = grow(&c->sflags, &c->sflags_cap, c->nstr + 1, 1, PR_MAX_STRINGS);
-	if (r)
-		return r;
 	const uint8_t *nul = memchr(s, 0, len);
 	if (nul)
 		len = (size_t)(nul - s);
@@ -583,6 +580,15 @@ static int str_classify(struct pr *c, const uint8_t *s, size_t len)
 		f |= S_OWNID;
 	if (memmem(s, len, "pid", 3) || memmem(s, len, "tid", 3))
 		f |= S_IDKEY;
+	return f;
+}
+
+static int str_classify(struct pr *c, const uint8_t *s, size_t len)
+{
+	int r = grow(&c->sflags, &c->sflags_cap, c->nstr + 1, 1, PR_MAX_STRINGS);
+	if (r)
+		return r;
+	uint8_t f = str_flags(s, len);
 	/* pprof requires string_table[0] == "". */
 	if (c->nstr == 0 && !(f & S_EMPTY))
 		return -EBADMSG;
@@ -1467,6 +1473,10 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 /* Copy input string i if the output uses it. */
 static int capture_string(struct pr *c, size_t i, const uint8_t *p, size_t len)
 {
+	/* The samples were judged by pass 1's reading of the strings: a file
+	 * that says something else now (it is root's alone, but) is refused. */
+	if (i >= c->nstr || str_flags(p, len) != (c->sflags[i] & ~S_COMMENT))
+		return -EBADMSG;
 	if (c->comment_text && (c->sflags[i] & S_COMMENT)) {
 		for (size_t k = 0; k < c->ncomments; k++) {
 			if (c->comments[k] != (int64_t)i || c->comment_text[k])
@@ -1506,8 +1516,10 @@ static int pass_out(struct pr *c, bool want_samples, bool want_strings)
 		uint64_t v;
 		const uint8_t *p;
 
-		if ((r = next_field(s, &num, &wt, &v)) <= 0)
+		if ((r = next_field(s, &num, &wt, &v)) < 0)
 			return r;
+		if (!r) /* the same number of strings as pass 1 saw, or refused */
+			return want_strings && si != c->nstr ? -EBADMSG : 0;
 		if (num == 2 && want_samples) {
 			if ((r = field_bytes(s, v, &p)) || (r = sample(c, p, (size_t)v)))
 				return r;
@@ -1518,7 +1530,8 @@ static int pass_out(struct pr *c, bool want_samples, bool want_strings)
 			return r;
 		}
 		/* Pass 1 has seen everything: stop once nothing more is wanted. */
-		if (!want_strings && src_offset(s) >= c->samples_end)
+		if ((!want_samples || src_offset(s) >= c->samples_end) &&
+		    (!want_strings || si == c->nstr))
 			return 0;
 	}
 }
