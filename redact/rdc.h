@@ -36,6 +36,9 @@ struct rdc_stats {
 	uint64_t scrubbed;         /* strings changed by DLP rules */
 };
 
+/* A file in_fd is read twice, from its current offset to its end, never
+ * whole in memory; a pipe is read whole first (up to the 256 MiB input
+ * cap). Output gzip'd, at Z_BEST_SPEED. */
 int rdc_pprof(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stats *st);
 /*
  * in_fd: the runtime's trace, the app's word only: kernel-origin packets

@@ -45,6 +45,9 @@
 #define PF_SYNTH_BASE 1000000000
 
 #define PF_IOBUF (64u << 10)
+/* Reads are larger: a kernel packet wholly in the buffer is rewritten from
+ * there, without a copy (bundles are about 20 KiB). */
+#define PF_RBUF (256u << 10)
 #define ARENA_BLK (1u << 20)
 #define ARENA_KEEP (4u << 20)
 
@@ -244,7 +247,7 @@ struct rbuf {
 	int fd;
 	size_t pos, len;
 	uint64_t total;
-	uint8_t buf[PF_IOBUF];
+	uint8_t buf[PF_RBUF];
 };
 
 struct wbuf {
@@ -472,6 +475,12 @@ struct pf {
 	uint8_t *pkt, *out;
 	size_t pktcap, outcap;
 	struct dlp_ent *cache;
+	struct fev *fev;           /* the fast path's events, reused */
+	size_t fevcap;
+	/* The fast path's answers of is_app_tid, by tid's low byte: a switch
+	 * names 2-3 tasks and a trace few hundred. Emptied when learn()
+	 * changes who the app is. */
+	struct { int32_t tid; bool set, app; } tidc[256];
 	struct rbuf rb;
 	struct wbuf wb;
 };
@@ -498,6 +507,7 @@ static bool is_app_pid(const struct pf *c, int32_t pid)
 static int learn(struct pf *c, int32_t id, bool app)
 {
 	uint8_t cur = map_get(&c->learned, (uint32_t)id);
+	memset(c->tidc, 0, sizeof(c->tidc));
 	if (app) {
 		if (cur == LEARN_APP || map_get(&c->ids, (uint32_t)id))
 			return 0;
@@ -1047,6 +1057,443 @@ static int track_event(struct pf *c, TEvent *ev, uint32_t seq)
 	return 1;
 }
 
+/* ---- the kernel's bundles on the wire (the fast path)
+ *
+ * Nearly all of a system trace is the kernel's FtraceEventBundles of
+ * sched_switch and wakeup events. Unpacking each with protobuf-c and
+ * packing it again was most of this redactor's time, so a bundle made
+ * only of those is read and rewritten here on the wire, with the same
+ * rules and the same bytes out as the general path below (the order of
+ * fields, proto2 presence, int32 sign extension and strings cut at a NUL,
+ * as protobuf-c writes them). Anything else in the packet (another event
+ * type, an unknown or repeated field, more than PF_FAST_EVENTS events,
+ * malformed bytes) sends the whole packet to the general path, and the
+ * fast path decides nothing before it knows it can do the whole packet.
+ * test_rdc_perfetto's fast_equals_general holds the two equal. */
+
+#define PF_FAST_EVENTS 8192
+
+enum { FK_SWITCH = 4, FK_WAKEUP = 17, FK_WAKING = 20, FK_WAKEUP_NEW = 114 };
+
+/* A comm string: into the packet or the arena. */
+struct fstr {
+	const char *s;
+	size_t len;
+};
+
+/* Which optional fields an event has (proto2 presence), one bit each:
+ * value slots 0-7, then the rest. */
+enum { FH_TS = 1 << 8, FH_PID = 1 << 9, FH_COMM0 = 1 << 10, FH_COMM1 = 1 << 11 };
+#define FH_SLOT(i) (1u << (i))
+#define FH_COMM(k) (FH_COMM0 << (k))
+
+struct fev {
+	uint64_t ts;
+	/* sched_switch: prev pid, prio, state in slots 0-2, next pid, prio in
+	 * 4-5; wakeups: pid, prio, success, target_cpu in 0-3. */
+	int64_t v[8];
+	struct fstr comm[2]; /* switch: prev, next; wakeups: comm */
+	size_t body, size;   /* the inner event's bytes, the event message's */
+	uint32_t pid, kind, has;
+	bool keep;
+};
+
+static inline __attribute__((always_inline)) int fw_varint(const uint8_t **p, const uint8_t *e, uint64_t *v)
+{
+	uint64_t x = 0;
+	/* Tags, lengths, pids and prios: one byte nearly always. */
+	if (*p < e && !(**p & 0x80)) {
+		*v = *(*p)++;
+		return 0;
+	}
+	for (unsigned k = 0; k < 10 && *p < e; k++) {
+		uint8_t b = *(*p)++;
+		x |= (uint64_t)(b & 0x7f) << (7 * k);
+		if (!(b & 0x80)) {
+			*v = x;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* tag, then the value (varint) or the length (with *d at the bytes). */
+static inline __attribute__((always_inline)) int fw_field(const uint8_t **p, const uint8_t *e, uint32_t *num, unsigned *wt,
+		    uint64_t *v, const uint8_t **d)
+{
+	uint64_t tag;
+	if (fw_varint(p, e, &tag) || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff)
+		return -1;
+	*num = (uint32_t)(tag >> 3);
+	*wt = tag & 7;
+	if (*wt == 0)
+		return fw_varint(p, e, v);
+	if (*wt != 2 || fw_varint(p, e, v) || *v > (uint64_t)(e - *p))
+		return -1; /* fixed-width fields: none here are */
+	*d = *p;
+	*p += *v;
+	return 0;
+}
+
+static size_t vsize(uint64_t v)
+{
+	size_t n = 1;
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+static uint8_t *vput(uint8_t *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	return p;
+}
+
+/* protobuf-c writes an int32 as its int64 sign extension (10 bytes when
+ * negative), a uint32 as itself. */
+static uint64_t as_int32(int64_t v)
+{
+	return (uint64_t)(int64_t)(int32_t)v;
+}
+
+/* One event's fields; 0 when it is of a shape the fast path takes. */
+static int fast_parse_event(struct fev *ev, const uint8_t *p, size_t n)
+{
+	const uint8_t *e = p + n, *body = NULL;
+	uint64_t blen = 0;
+
+	ev->kind = 0;
+	ev->has = 0;
+	while (p < e) {
+		uint32_t num;
+		unsigned wt;
+		uint64_t v;
+		const uint8_t *d = NULL;
+		if (fw_field(&p, e, &num, &wt, &v, &d))
+			return -1;
+		if (num == 1 && wt == 0 && !(ev->has & FH_TS)) {
+			ev->ts = v;
+			ev->has |= FH_TS;
+		} else if (num == 2 && wt == 0 && !(ev->has & FH_PID)) {
+			ev->pid = (uint32_t)v;
+			ev->has |= FH_PID;
+		} else if ((num == FK_SWITCH || num == FK_WAKEUP || num == FK_WAKING ||
+			    num == FK_WAKEUP_NEW) && wt == 2 && !ev->kind) {
+			ev->kind = num;
+			body = d;
+			blen = v;
+		} else {
+			return -1;
+		}
+	}
+	if (!ev->kind)
+		return -1;
+	p = body;
+	e = body + blen;
+	while (p < e) {
+		uint32_t num;
+		unsigned wt;
+		uint64_t v;
+		const uint8_t *d = NULL;
+		if (fw_field(&p, e, &num, &wt, &v, &d))
+			return -1;
+		int slot = -1, comm = -1;
+		if (ev->kind == FK_SWITCH) {
+			/* prev_comm 1, prev_pid 2, prev_prio 3, prev_state 4,
+			 * next_comm 5, next_pid 6, next_prio 7 */
+			if (num == 1 || num == 5)
+				comm = num == 5;
+			else if (num >= 2 && num <= 4)
+				slot = (int)num - 2;
+			else if (num == 6 || num == 7)
+				slot = (int)num - 2;
+		} else {
+			/* comm 1, pid 2, prio 3, success 4, target_cpu 5 */
+			if (num == 1)
+				comm = 0;
+			else if (num >= 2 && num <= 5)
+				slot = (int)num - 2;
+		}
+		if (comm >= 0 && wt == 2 && !(ev->has & FH_COMM(comm))) {
+			const uint8_t *nul = memchr(d, 0, (size_t)v);
+			ev->comm[comm] = (struct fstr){ (const char *)d,
+							nul ? (size_t)(nul - d) : (size_t)v };
+			ev->has |= FH_COMM(comm);
+		} else if (slot >= 0 && wt == 0 && !(ev->has & FH_SLOT(slot))) {
+			/* prev_state is an int64, the rest int32 */
+			ev->v[slot] = ev->kind == FK_SWITCH && slot == 2 ? (int64_t)v :
+				      (int64_t)(int32_t)(uint32_t)v;
+			ev->has |= FH_SLOT(slot);
+		} else {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* DLP on an event's comm, as scrub() does on a C string. */
+static int fast_scrub(struct pf *c, struct fev *ev, int k)
+{
+	struct fstr *f = &ev->comm[k];
+	if (!c->p->dlp || !(ev->has & FH_COMM(k)) || !f->len)
+		return 0;
+	char *s = ar_strndup(c, f->s, f->len);
+	if (!s)
+		return ar_err(c);
+	int r = scrub(c, &s);
+	if (r)
+		return r;
+	f->s = s;
+	f->len = strlen(s);
+	return 0;
+}
+
+static bool fast_app_tid(struct pf *c, int32_t tid)
+{
+	uint32_t k = (uint32_t)tid & 255;
+	if (!c->tidc[k].set || c->tidc[k].tid != tid) {
+		c->tidc[k].tid = tid;
+		c->tidc[k].set = true;
+		c->tidc[k].app = is_app_tid(c, tid);
+	}
+	return c->tidc[k].app;
+}
+
+/* The rules of ftrace_event() for these kinds, on the parsed fields. */
+static int fast_judge(struct pf *c, struct fev *ev, int32_t synth)
+{
+	int r;
+
+	if (ev->kind == FK_SWITCH) {
+		bool side[2];
+		for (int k = 0; k < 2; k++) {
+			int ps = k ? 4 : 0; /* pid slot */
+			bool has = ev->has & FH_SLOT(ps);
+			side[k] = has && fast_app_tid(c, (int32_t)ev->v[ps]);
+			if (side[k]) {
+				if ((r = fast_scrub(c, ev, k)))
+					return r;
+				continue;
+			}
+			if (has && ev->v[ps] != 0)
+				ev->v[ps] = synth;
+			ev->comm[k] = (struct fstr){ "", 0 };
+			ev->has |= FH_COMM(k);
+		}
+		if (side[0] || side[1])
+			c->app_records++;
+		if (!side[0] || !side[1])
+			c->st->anonymised++;
+		ev->keep = true;
+	} else {
+		ev->keep = (ev->has & FH_SLOT(0)) && fast_app_tid(c, (int32_t)ev->v[0]);
+		if (ev->keep && (r = fast_scrub(c, ev, 0)))
+			return r;
+		if (ev->keep)
+			c->app_records++;
+	}
+	if (ev->keep && (ev->has & FH_PID) && ev->pid != 0 && !fast_app_tid(c, (int32_t)ev->pid))
+		ev->pid = (uint32_t)synth;
+	return 0;
+}
+
+/* The event message's body size, and the size of its inner event. */
+static void fast_size(struct fev *ev)
+{
+	size_t in = 0;
+	for (int k = 0; k < 2; k++)
+		if (ev->has & FH_COMM(k))
+			in += 1 + vsize(ev->comm[k].len) + ev->comm[k].len;
+	for (int s = 0; s < 8; s++) {
+		if (!(ev->has & FH_SLOT(s)))
+			continue;
+		bool i64 = ev->kind == FK_SWITCH && s == 2;
+		in += 1 + vsize(i64 ? (uint64_t)ev->v[s] : as_int32(ev->v[s]));
+	}
+	ev->body = in;
+	ev->size = (ev->has & FH_TS ? 1 + vsize(ev->ts) : 0) +
+		   (ev->has & FH_PID ? 1 + vsize(ev->pid) : 0) +
+		   vsize((uint64_t)ev->kind << 3 | 2) + vsize(in) + in;
+}
+
+static uint8_t *fast_put_event(uint8_t *o, const struct fev *ev)
+{
+	if (ev->has & FH_TS) {
+		*o++ = 0x08;
+		o = vput(o, ev->ts);
+	}
+	if (ev->has & FH_PID) {
+		*o++ = 0x10;
+		o = vput(o, ev->pid);
+	}
+	o = vput(o, (uint64_t)ev->kind << 3 | 2);
+	o = vput(o, ev->body);
+	/* Field order: switch 1 prev_comm, 2-4, 5 next_comm, 6-7; wakeups
+	 * 1 comm, 2-5. Slot s is field s + 2. */
+	for (uint32_t num = 1; num <= 7; num++) {
+		int comm = -1, s = -1;
+		if (num == 1)
+			comm = 0;
+		else if (ev->kind == FK_SWITCH && num == 5)
+			comm = 1;
+		else
+			s = (int)num - 2;
+		if (comm >= 0 && (ev->has & FH_COMM(comm))) {
+			*o++ = (uint8_t)(num << 3 | 2);
+			o = vput(o, ev->comm[comm].len);
+			memcpy(o, ev->comm[comm].s, ev->comm[comm].len);
+			o += ev->comm[comm].len;
+		} else if (s >= 0 && s < 8 && (ev->has & FH_SLOT(s))) {
+			bool i64 = ev->kind == FK_SWITCH && s == 2;
+			*o++ = (uint8_t)(num << 3);
+			o = vput(o, i64 ? (uint64_t)ev->v[s] : as_int32(ev->v[s]));
+		}
+	}
+	return o;
+}
+
+/*
+ * A kernel packet of one bundle of switch and wakeup events: 1 done
+ * (written or dropped), 0 not of that shape (the general path takes it),
+ * or -errno.
+ */
+static int fast_bundle(struct pf *c, const uint8_t *p, size_t n)
+{
+	if (!n)
+		return 0; /* an empty packet: p may be NULL */
+	const uint8_t *e = p + n, *bundle = NULL;
+	uint64_t blen = 0, ts = 0, seq = 0, cpu = 0;
+	bool has_ts = false, has_seq = false, has_tpid = false, has_cpu = false;
+	size_t nev = 0;
+	int r;
+
+	while (p < e) {
+		uint32_t num;
+		unsigned wt;
+		uint64_t v;
+		const uint8_t *d = NULL;
+		if (fw_field(&p, e, &num, &wt, &v, &d))
+			return 0;
+		if (num == 1 && wt == 2 && !bundle) {
+			bundle = d;
+			blen = v;
+		} else if (num == 8 && wt == 0 && !has_ts) {
+			ts = v;
+			has_ts = true;
+		} else if (num == 10 && wt == 0 && !has_seq) {
+			seq = (uint32_t)v;
+			has_seq = true;
+		} else if (num == 79 && wt == 0 && !has_tpid) {
+			has_tpid = true; /* trusted_pid: not carried from the kernel's */
+		} else {
+			return 0;
+		}
+	}
+	if (!bundle)
+		return 0;
+	/* Pass 1: every event parsed, nothing decided. */
+	for (p = bundle, e = bundle + blen; p < e;) {
+		uint32_t num;
+		unsigned wt;
+		uint64_t v;
+		const uint8_t *d = NULL;
+		if (fw_field(&p, e, &num, &wt, &v, &d))
+			return 0;
+		if (num == 1 && wt == 0 && !has_cpu) {
+			cpu = (uint32_t)v;
+			has_cpu = true;
+			continue;
+		}
+		if (num != 2 || wt != 2 || nev >= PF_FAST_EVENTS)
+			return 0;
+		if (nev == c->fevcap) {
+			size_t ncap = c->fevcap ? c->fevcap * 2 : 512;
+			struct fev *g = realloc(c->fev, ncap * sizeof(*g));
+			if (!g)
+				return -ENOMEM;
+			c->fev = g;
+			c->fevcap = ncap;
+		}
+		if (fast_parse_event(&c->fev[nev], d, (size_t)v))
+			return 0;
+		nev++;
+	}
+	if (!nev || cpu > PF_MAX_CPU)
+		return 0; /* the general path's answer: dropped, or malformed */
+
+	/* Pass 2: the rules, then the sizes. */
+	int32_t synth = PF_SYNTH_BASE + (int32_t)cpu;
+	size_t kept = 0, bsize = has_cpu ? 1 + vsize(cpu) : 0;
+	for (size_t i = 0; i < nev; i++) {
+		struct fev *ev = &c->fev[i];
+		if ((r = fast_judge(c, ev, synth)))
+			return r;
+		if (!ev->keep) {
+			c->st->dropped++;
+			continue;
+		}
+		c->st->kept++;
+		kept++;
+		fast_size(ev);
+		bsize += 1 + vsize(ev->size) + ev->size;
+	}
+	if (!kept)
+		return 1;
+	size_t psize = 1 + vsize(bsize) + bsize + (has_ts ? 1 + vsize(ts) : 0) +
+		       (has_seq ? 1 + vsize(seq) : 0);
+	size_t need = 1 + vsize(psize) + psize;
+	/* Written straight into the write buffer when it fits there. */
+	bool direct = need <= sizeof(c->wb.buf);
+	if (direct && sizeof(c->wb.buf) - c->wb.len < need && (r = wb_flush(&c->wb)))
+		return r;
+	if (!direct && need > c->outcap) {
+		uint8_t *g = realloc(c->out, need);
+		if (!g)
+			return -ENOMEM;
+		c->out = g;
+		c->outcap = need;
+	}
+	/* Pass 3: the bytes, in protobuf-c's field order. */
+	uint8_t *start = direct ? c->wb.buf + c->wb.len : c->out, *o = start;
+	*o++ = 0x0a; /* Trace.packet */
+	o = vput(o, psize);
+	*o++ = 0x0a; /* TracePacket.ftrace_events */
+	o = vput(o, bsize);
+	if (has_cpu) {
+		*o++ = 0x08;
+		o = vput(o, cpu);
+	}
+	for (size_t i = 0; i < nev; i++) {
+		if (!c->fev[i].keep)
+			continue;
+		*o++ = 0x12;
+		o = vput(o, c->fev[i].size);
+		o = fast_put_event(o, &c->fev[i]);
+	}
+	if (has_ts) {
+		*o++ = 0x40;
+		o = vput(o, ts);
+	}
+	if (has_seq) {
+		*o++ = 0x50;
+		o = vput(o, seq);
+	}
+	if ((size_t)(o - start) != need)
+		return -EIO; /* a size and its bytes disagree: a bug, never output */
+	if (direct) {
+		c->wb.len += need;
+		return 1;
+	}
+	r = wb_put(&c->wb, c->out, need);
+	return r ? r : 1;
+}
+
 /* ---- one packet */
 
 static int write_packet(struct pf *c, const Packet *pkt)
@@ -1108,10 +1555,14 @@ static int kernel_packet(struct pf *c, Packet *pkt)
 	return write_packet(c, pkt);
 }
 
-static int packet(struct pf *c, const uint8_t *buf, size_t len)
+/* fast: the kernel's fast path may take it (not yet tried on it). */
+static int packet(struct pf *c, const uint8_t *buf, size_t len, bool fast)
 {
 	ar_reset(&c->ar);
-	int r = wire_check(&perfetto__protos__trace_packet__descriptor, buf, len, 0);
+	int r;
+	if (fast && c->kernel && (r = fast_bundle(c, buf, len)))
+		return r < 0 ? r : 0;
+	r = wire_check(&perfetto__protos__trace_packet__descriptor, buf, len, 0);
 	if (r)
 		return r;
 	Packet *pkt = perfetto__protos__trace_packet__unpack(&c->pa, len, buf);
@@ -1243,6 +1694,19 @@ static int stream(struct pf *c, int fd, bool kernel)
 			return r;
 		if (len > PF_MAX_PACKET)
 			return -E2BIG;
+		bool fast = c->kernel;
+		if (fast && len && c->rb.len - c->rb.pos >= len) {
+			c->packets++;
+			ar_reset(&c->ar);
+			if ((r = fast_bundle(c, c->rb.buf + c->rb.pos, (size_t)len)) < 0)
+				return r;
+			if (r) {
+				c->rb.pos += (size_t)len;
+				continue;
+			}
+			c->packets--; /* counted again below */
+			fast = false; /* tried: the general path's */
+		}
 		if (len > c->pktcap) {
 			uint8_t *b = realloc(c->pkt, (size_t)len);
 			if (!b)
@@ -1253,7 +1717,7 @@ static int stream(struct pf *c, int fd, bool kernel)
 		if ((r = rb_take(&c->rb, c->pkt, len)))
 			return r;
 		c->packets++;
-		if ((r = packet(c, c->pkt, (size_t)len)))
+		if ((r = packet(c, c->pkt, (size_t)len, fast)))
 			return r;
 	}
 	return 0;
@@ -1317,6 +1781,7 @@ int rdc_perfetto(int in_fd, int kernel_fd, int out_fd, const struct rdc_policy *
 	map_fini(&c->seqs);
 	map_fini(&c->tracks);
 	free(c->cache);
+	free(c->fev);
 	free(c->pkt);
 	free(c->out);
 	free(c);

@@ -1,16 +1,50 @@
 /*
  * pprof redaction: keep only samples of the app's processes, strip kernel
- * frames, drop labels that name other processes, and rebuild the profile
- * from scratch so that no string of a dropped sample survives (the string
- * table is re-indexed by the writer in common/pprof.c).
+ * frames, drop labels that name other processes, and write a new profile
+ * whose string table holds only what the kept samples, their frames and
+ * the header use, so no string of a dropped sample survives.
  *
  * A sample is the app's when its numeric "pid" label is one of the app's
  * pids. A sample with no pid label is dropped: every producer in profilingd
  * labels its samples. Kernel addresses are those at or above
  * RDC_KERNEL_START (the upper half on x86-64 and arm64).
  *
- * Memory: the compressed input is capped at RDC_PPROF_MAX_IN and the
- * inflated profile at RDC_PPROF_MAX_RAW; pprof is not streamable.
+ * Streaming. The profile is walked on the wire, field by field; nothing
+ * unpacks it whole. Samples come first in every writer's output and the
+ * string table last, and a sample can be judged only once the string
+ * table says which label key is "pid", so the input (a file: pread, never
+ * read whole; a pipe is read whole first) is inflated twice:
+ *   pass 1  the tables: mappings, locations and functions (their numbers,
+ *           by id), a flag byte per string ("pid", "tid", empty...), the
+ *           header (sample types, period, comments); samples are skipped.
+ *   pass 2  the samples, one at a time: judged, their frames and labels
+ *           renumbered into the output's tables as first used, and written
+ *           out at once; then the string table goes by again and the
+ *           strings the output uses are copied (by their input index, so
+ *           no string content is held before it is known to be kept).
+ *   pass 3  only for a profile whose string table comes before or among
+ *           its samples: the strings, once the samples have been judged.
+ * The output is written in field order (sample types, samples, mappings,
+ * locations, functions, strings, header) and gzip'd at Z_BEST_SPEED.
+ *
+ * Same rules as the unpack-and-rebuild redactor this replaced (kept in
+ * tests/unit/rdc_pprof_ref.c, and test_rdc_pprof_diff holds them equal):
+ * functions are merged by (name, file), locations by (mapping, address),
+ * a location's last (outermost) line is its function, a label with a
+ * string has no number, at most PP_MAX_LABELS labels per sample, comments
+ * DLP-scrubbed (cut to 511 bytes), drop_frames/keep_frames and unknown
+ * fields not carried. Stricter: a table entry whose id repeats is
+ * malformed (-EBADMSG), and so is a function name or sample type out of
+ * the string table (was -EINVAL).
+ *
+ * Memory: never the samples. The input's tables by position (a mapping 56
+ * bytes, a location 52, a function 48, a string 5), the output's tables
+ * sized by what is kept, one inflate window, one field at a time. Caps,
+ * each -E2BIG when passed (exit 66): input 256 MiB gzip'd and 1 GiB
+ * inflated; one top-level field (a sample, a string...) 16 MiB; 2^16
+ * frames and 4096 labels in one sample (the agents write at most 512 and
+ * 8); 2^20 strings, locations and functions, 2^16 mappings
+ * (vm.max_map_count is 65530), 4096 comments, 64 MiB of kept strings.
  */
 #include "rdc.h"
 
@@ -18,394 +52,1760 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include "pprof.h"
-#include "profile.pb-c.h"
+#include "util.h"
 
-#define RDC_PPROF_MAX_IN  (256u << 20)
-#define RDC_PPROF_MAX_RAW (1024u << 20)
+#define RDC_PPROF_MAX_IN  (256ull << 20)
+#define RDC_PPROF_MAX_RAW (1024ull << 20)
 #define RDC_KERNEL_START  0xffff800000000000ull
 
-typedef Perftools__Profiles__Profile Profile;
+#define PR_MAX_FIELD    (16u << 20)
+#define PR_MAX_STRINGS  (1u << 20)
+#define PR_MAX_ENTRIES  (1u << 20)
+#define PR_MAX_MAPPINGS (1u << 16)
+#define PR_MAX_COMMENTS 4096u
+#define PR_MAX_FRAMES   (1u << 16)   /* location ids of one sample */
+#define PR_MAX_SLABELS  4096u        /* labels of one sample */
+#define PR_MAX_CHARS    (64u << 20)
+#define PR_CHUNK        (256u << 10) /* pread and inflate granule */
+#define PR_OUT_STAGE    (256u << 10)
+#define PR_COMMENT_MAX  512          /* a scrubbed comment, with its NUL */
+#define LOC_KERNEL      UINT32_MAX
 
-static int read_all(int fd, uint8_t **out, size_t *len)
+/* Wire types. */
+enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
+
+/* ---- flags of an input string, from its text up to a first NUL (the old
+ * redactor compared C strings, and so does every pprof reader in C) */
+enum {
+	S_EMPTY = 1, /* "" : written as index 0 */
+	S_PID = 2,   /* "pid": the sample's process */
+	S_OWNID = 4, /* "pid", "tid" or "thread_id": the sample's own ids */
+	S_IDKEY = 8, /* holds "pid" or "tid": may name another process */
+	S_COMMENT = 16, /* a comment's text, wanted for DLP */
+};
+
+/* ---- the input, inflated through one window */
+
+struct src {
+	int fd;
+	off_t base;          /* where the artifact starts in fd */
+	uint8_t *mem;        /* a pipe's bytes, read whole; NULL for a file */
+	uint64_t size;       /* its bytes, from fstat */
+	uint64_t in_off;     /* bytes of it consumed */
+	bool gz, zinit, zend;
+	z_stream z;
+	uint8_t *in;         /* PR_CHUNK compressed bytes */
+	uint8_t *buf;        /* the window: inflated bytes [pos, end) unread */
+	size_t cap, pos, end;
+	uint64_t raw_base;   /* inflated offset of buf[0] */
+};
+
+static int src_pread(struct src *s, uint8_t *dst, size_t want, size_t *got)
+{
+	uint64_t left = s->size - s->in_off;
+
+	if (want > left)
+		want = (size_t)left;
+	if (s->mem) {
+		memcpy(dst, s->mem + s->in_off, want);
+		s->in_off += want;
+		*got = want;
+		return 0;
+	}
+	for (;;) {
+		ssize_t n = pread(s->fd, dst, want, s->base + (off_t)s->in_off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		s->in_off += (uint64_t)n;
+		*got = (size_t)n;
+		return 0;
+	}
+}
+
+/*
+ * A pipe cannot be read twice: its bytes are read whole into memory, up to
+ * the input cap, as the old redactor did with every input. The daemon
+ * always hands a file; a pipe is for people and tests.
+ */
+static int src_slurp(struct src *s)
 {
 	size_t cap = 1 << 16, n = 0;
-	uint8_t *buf = malloc(cap);
-	if (!buf)
+
+	s->mem = malloc(cap);
+	if (!s->mem)
 		return -ENOMEM;
 	for (;;) {
 		if (n == cap) {
-			if (cap >= RDC_PPROF_MAX_IN) {
-				free(buf);
+			if (cap >= RDC_PPROF_MAX_IN)
 				return -E2BIG;
-			}
-			uint8_t *g = realloc(buf, cap * 2);
-			if (!g) {
-				free(buf);
+			uint8_t *g = realloc(s->mem, cap * 2);
+			if (!g)
 				return -ENOMEM;
-			}
-			buf = g;
+			s->mem = g;
 			cap *= 2;
 		}
-		ssize_t r = read(fd, buf + n, cap - n);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			free(buf);
+		ssize_t r = read(s->fd, s->mem + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
 			return -errno;
-		}
 		if (r == 0)
 			break;
 		n += (size_t)r;
 	}
-	*out = buf;
-	*len = n;
+	s->size = n;
 	return 0;
 }
 
-/* gunzip (or take as is, when the input is not gzip'd) into a new buffer. */
-static int inflate_all(const uint8_t *in, size_t len, uint8_t **out, size_t *olen)
+static int src_open(struct src *s, int fd)
 {
-	if (len < 2 || in[0] != 0x1f || in[1] != 0x8b) {
-		uint8_t *c = malloc(len ? len : 1);
-		if (!c)
-			return -ENOMEM;
-		memcpy(c, in, len);
-		*out = c;
-		*olen = len;
-		return 0;
+	struct stat sb;
+	int r;
+
+	s->fd = fd;
+	s->base = lseek(fd, 0, SEEK_CUR);
+	if (s->base < 0 && errno != ESPIPE)
+		return -errno;
+	if (s->base < 0) {
+		s->base = 0;
+		if ((r = src_slurp(s)))
+			return r;
+	} else {
+		if (fstat(fd, &sb) < 0)
+			return -errno;
+		s->size = (uint64_t)sb.st_size > (uint64_t)s->base ?
+			  (uint64_t)(sb.st_size - s->base) : 0;
+		if (s->size > RDC_PPROF_MAX_IN)
+			return -E2BIG;
 	}
-	z_stream z;
-	memset(&z, 0, sizeof(z));
-	if (inflateInit2(&z, 15 + 16) != Z_OK)
+	uint8_t magic[2];
+	size_t n = 0;
+	if (s->size >= 2 && (r = src_pread(s, magic, 2, &n)) < 0)
+		return r;
+	s->in_off = 0;
+	s->gz = n == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+	s->cap = PR_CHUNK;
+	s->buf = malloc(s->cap);
+	s->in = s->gz ? malloc(PR_CHUNK) : NULL;
+	if (!s->buf || (s->gz && !s->in))
 		return -ENOMEM;
-	size_t cap = len * 4 + 1024, n = 0;
-	uint8_t *buf = malloc(cap);
-	int r = -ENOMEM, zr = Z_OK;
-	if (!buf)
-		goto out;
-	z.next_in = (Bytef *)in;
-	z.avail_in = (uInt)len;
-	while (zr != Z_STREAM_END) {
-		if (n == cap) {
-			if (cap >= RDC_PPROF_MAX_RAW) {
-				r = -E2BIG;
-				goto out;
-			}
-			size_t ncap = cap * 2 > RDC_PPROF_MAX_RAW ? RDC_PPROF_MAX_RAW : cap * 2;
-			uint8_t *g = realloc(buf, ncap);
-			if (!g)
-				goto out;
-			buf = g;
-			cap = ncap;
-		}
-		z.next_out = buf + n;
-		z.avail_out = (uInt)(cap - n);
-		zr = inflate(&z, Z_NO_FLUSH);
-		n = cap - z.avail_out;
-		if (zr != Z_OK && zr != Z_STREAM_END) {
-			r = -EBADMSG; /* corrupt or truncated gzip */
-			goto out;
-		}
-		if (zr == Z_OK && z.avail_in == 0 && z.avail_out != 0) {
-			r = -EBADMSG; /* input ended before the stream did */
-			goto out;
-		}
-	}
-	*out = buf;
-	*olen = n;
-	buf = NULL;
-	r = 0;
-out:
-	free(buf);
-	inflateEnd(&z);
-	return r;
+	return 0;
 }
 
-static const char *str_at(const Profile *pr, int64_t i)
+static void src_close(struct src *s)
 {
-	return i >= 0 && (size_t)i < pr->n_string_table ? pr->string_table[i] : NULL;
+	if (s->zinit)
+		inflateEnd(&s->z);
+	free(s->buf);
+	free(s->in);
+	free(s->mem);
+}
+
+/* Back to the first byte, for the next pass. */
+static int src_rewind(struct src *s)
+{
+	s->in_off = 0;
+	s->pos = s->end = 0;
+	s->raw_base = 0;
+	s->zend = false;
+	if (!s->gz)
+		return 0;
+	s->z.next_in = NULL;
+	s->z.avail_in = 0;
+	if (s->zinit)
+		return inflateReset(&s->z) == Z_OK ? 0 : -ENOMEM;
+	memset(&s->z, 0, sizeof(s->z));
+	/* windowBits 15 + 16: gzip only, which is what the magic promised. */
+	if (inflateInit2(&s->z, 15 + 16) != Z_OK)
+		return -ENOMEM;
+	s->zinit = true;
+	return 0;
+}
+
+/* More inflated bytes at buf[end..cap): 1 some came, 0 end of data, -errno. */
+static int src_fill(struct src *s)
+{
+	size_t room = s->cap - s->end, got;
+	int r;
+
+	if (!room)
+		return -E2BIG;
+	if (!s->gz) {
+		if ((r = src_pread(s, s->buf + s->end, room, &got)) < 0)
+			return r;
+		s->end += got;
+		return got > 0;
+	}
+	if (s->zend)
+		return 0;
+	for (;;) {
+		if (!s->z.avail_in) {
+			if ((r = src_pread(s, s->in, PR_CHUNK, &got)) < 0)
+				return r;
+			if (!got)
+				return -EBADMSG; /* the file ended before the stream did */
+			s->z.next_in = s->in;
+			s->z.avail_in = (uInt)got;
+		}
+		s->z.next_out = s->buf + s->end;
+		s->z.avail_out = (uInt)room;
+		int zr = inflate(&s->z, Z_NO_FLUSH);
+		size_t made = room - s->z.avail_out;
+		s->end += made;
+		if (s->raw_base + s->end > RDC_PPROF_MAX_RAW)
+			return -E2BIG;
+		if (zr == Z_STREAM_END) {
+			/* One gzip member, as before; what follows it is ignored. */
+			s->zend = true;
+			return made > 0;
+		}
+		if (zr == Z_MEM_ERROR)
+			return -ENOMEM;
+		if (zr != Z_OK && (zr != Z_BUF_ERROR || s->z.avail_in))
+			return -EBADMSG;
+		if (made)
+			return 1;
+	}
+}
+
+/* Slide the unread bytes to the front of the window. */
+static void src_slide(struct src *s)
+{
+	if (!s->pos)
+		return;
+	memmove(s->buf, s->buf + s->pos, s->end - s->pos);
+	s->raw_base += s->pos;
+	s->end -= s->pos;
+	s->pos = 0;
 }
 
 /*
- * A numeric label that names another process or thread (say "peer_pid").
- * The sample's own pid/tid/thread_id are the app's once the sample is kept.
+ * At least n unread bytes in the window (fewer only at the end of the
+ * data, when *short_ok). 0, -EBADMSG (the data ended), -E2BIG, -errno.
  */
-static bool foreign_id_label(const struct rdc_policy *p, const char *key, int64_t num)
+static int src_want(struct src *s, size_t n, bool short_ok)
 {
-	if (!strcmp(key, "pid") || !strcmp(key, "tid") || !strcmp(key, "thread_id"))
-		return false;
-	if (!strstr(key, "pid") && !strstr(key, "tid"))
-		return false;
-	return !rdc_is_app_pid(p, (int32_t)num) && !rdc_is_app_tid(p, (int32_t)num);
-}
-
-/* The sample's pid label, or -1. */
-static int64_t sample_pid(const Profile *pr, const Perftools__Profiles__Sample *s)
-{
-	for (size_t i = 0; i < s->n_label; i++) {
-		const char *k = str_at(pr, s->label[i]->key);
-		if (k && strcmp(k, "pid") == 0 && s->label[i]->str == 0)
-			return s->label[i]->num;
-	}
-	return -1;
-}
-
-struct maps {
-	/* old id -> new id, indexed by position in the input arrays */
-	uint64_t *mapping, *function, *location;
-};
-
-static const Perftools__Profiles__Location *find_loc(const Profile *pr, uint64_t id, size_t *idx)
-{
-	/* Ids are usually 1..n in order; fall back to a scan. */
-	if (id >= 1 && id <= pr->n_location && pr->location[id - 1]->id == id) {
-		*idx = id - 1;
-		return pr->location[id - 1];
-	}
-	for (size_t i = 0; i < pr->n_location; i++)
-		if (pr->location[i]->id == id) {
-			*idx = i;
-			return pr->location[i];
-		}
-	return NULL;
-}
-
-static ssize_t find_by_id_mapping(const Profile *pr, uint64_t id)
-{
-	if (id >= 1 && id <= pr->n_mapping && pr->mapping[id - 1]->id == id)
-		return (ssize_t)(id - 1);
-	for (size_t i = 0; i < pr->n_mapping; i++)
-		if (pr->mapping[i]->id == id)
-			return (ssize_t)i;
-	return -1;
-}
-
-static ssize_t find_by_id_function(const Profile *pr, uint64_t id)
-{
-	if (id >= 1 && id <= pr->n_function && pr->function[id - 1]->id == id)
-		return (ssize_t)(id - 1);
-	for (size_t i = 0; i < pr->n_function; i++)
-		if (pr->function[i]->id == id)
-			return (ssize_t)i;
-	return -1;
-}
-
-/* New location id for old location idx (0 when it is a kernel frame). */
-static int map_location(struct pp_builder *b, const Profile *pr, struct maps *m, size_t idx,
-			uint64_t *out)
-{
-	const Perftools__Profiles__Location *l = pr->location[idx];
-	int r;
-
-	if (m->location[idx]) {
-		*out = m->location[idx];
+	if (s->end - s->pos >= n)
 		return 0;
+	if (n > PR_MAX_FIELD)
+		return -E2BIG;
+	if (s->cap - s->pos < n + 16 || s->cap - s->end < PR_CHUNK / 4)
+		src_slide(s);
+	if (s->cap < n + 16) {
+		size_t ncap = s->cap;
+		while (ncap < n + 16)
+			ncap *= 2;
+		uint8_t *g = realloc(s->buf, ncap);
+		if (!g)
+			return -ENOMEM;
+		s->buf = g;
+		s->cap = ncap;
 	}
-	*out = 0;
-	if (l->address >= RDC_KERNEL_START)
-		return 0;
-	uint64_t mid = 0;
-	if (l->mapping_id) {
-		ssize_t mi = find_by_id_mapping(pr, l->mapping_id);
-		if (mi < 0)
-			return -EBADMSG;
-		const Perftools__Profiles__Mapping *mp = pr->mapping[mi];
-		if (mp->memory_start >= RDC_KERNEL_START)
-			return 0;
-		if (!m->mapping[mi]) {
-			const char *bid = str_at(pr, mp->build_id);
-			if ((r = pp_add_mapping(b, mp->memory_start, mp->memory_limit, mp->file_offset,
-						str_at(pr, mp->filename), bid && *bid ? bid : NULL,
-						mp->has_functions, mp->has_line_numbers,
-						&m->mapping[mi])) < 0)
-				return r;
-		}
-		mid = m->mapping[mi];
-	}
-	uint64_t fid = 0;
-	int64_t line = 0;
-	if (l->n_line) {
-		/* The outermost (last) line is the real function; inlined callees
-		 * (earlier lines) are folded into it. */
-		const Perftools__Profiles__Line *ln = l->line[l->n_line - 1];
-		ssize_t fi = find_by_id_function(pr, ln->function_id);
-		if (fi < 0)
-			return -EBADMSG;
-		const Perftools__Profiles__Function *f = pr->function[fi];
-		if (!m->function[fi] &&
-		    (r = pp_add_function(b, str_at(pr, f->name), str_at(pr, f->system_name),
-					 str_at(pr, f->filename), f->start_line,
-					 &m->function[fi])) < 0)
+	while (s->end - s->pos < n) {
+		int r = src_fill(s);
+		if (r < 0)
 			return r;
-		fid = m->function[fi];
-		line = ln->line;
+		if (!r)
+			return short_ok ? 0 : -EBADMSG;
 	}
-	if ((r = pp_add_location(b, mid, l->address, fid, line, &m->location[idx])) < 0)
-		return r;
-	*out = m->location[idx];
 	return 0;
 }
 
-static int rebuild(const Profile *pr, const struct rdc_policy *p, struct rdc_stats *st, int out_fd)
+/* Consume n bytes without needing them contiguous. */
+static int src_skip(struct src *s, uint64_t n)
 {
-	struct pp_builder *b = NULL;
-	struct maps m = { 0 };
-	uint64_t *locs = NULL;
+	while (n) {
+		if (s->pos == s->end) {
+			s->raw_base += s->end;
+			s->pos = s->end = 0;
+			int r = src_fill(s);
+			if (r < 0)
+				return r;
+			if (!r)
+				return -EBADMSG;
+		}
+		size_t k = s->end - s->pos;
+		if (k > n)
+			k = (size_t)n;
+		s->pos += k;
+		n -= k;
+	}
+	return 0;
+}
+
+/* ---- wire reading from a contiguous buffer */
+
+struct rd {
+	const uint8_t *p, *e;
+};
+
+static inline int rd_varint(struct rd *r, uint64_t *v)
+{
+	const uint8_t *p = r->p;
+	uint64_t x = 0;
+
+	for (unsigned i = 0; i < 10 && p < r->e; i++) {
+		uint8_t b = *p++;
+		x |= (uint64_t)(b & 0x7f) << (7 * i);
+		if (!(b & 0x80)) {
+			r->p = p;
+			*v = x;
+			return 0;
+		}
+	}
+	return -EBADMSG;
+}
+
+/*
+ * One field: its number, wire type, and the varint value or, for a
+ * length-delimited one, its length with *data at its bytes. Groups, field
+ * 0 and anything running past the end are malformed, as for protobuf-c.
+ */
+static inline int rd_field(struct rd *r, uint32_t *num, unsigned *wt, uint64_t *v,
+			   const uint8_t **data)
+{
+	uint64_t tag;
+
+	if (rd_varint(r, &tag) || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff)
+		return -EBADMSG;
+	*num = (uint32_t)(tag >> 3);
+	*wt = tag & 7;
+	switch (*wt) {
+	case WT_VARINT:
+		return rd_varint(r, v);
+	case WT_I64:
+	case WT_I32: {
+		size_t w = *wt == WT_I64 ? 8 : 4;
+		if ((size_t)(r->e - r->p) < w)
+			return -EBADMSG;
+		r->p += w;
+		*v = 0;
+		return 0;
+	}
+	case WT_LEN:
+		if (rd_varint(r, v) || *v > (uint64_t)(r->e - r->p))
+			return -EBADMSG;
+		*data = r->p;
+		r->p += *v;
+		return 0;
+	default:
+		return -EBADMSG;
+	}
+}
+
+/* A known scalar field must come as a varint. */
+#define WANT_VARINT(wt) do { if ((wt) != WT_VARINT) return -EBADMSG; } while (0)
+#define WANT_LEN(wt) do { if ((wt) != WT_LEN) return -EBADMSG; } while (0)
+
+/* ---- input tables */
+
+struct in_map {
+	uint64_t id, start, limit, offset;
+	int64_t file, build_id;
+	bool has_functions, has_line_numbers;
+	uint32_t out; /* output id, 0 not yet */
+};
+
+struct in_loc {
+	uint64_t id, mapping_id, address, function_id;
+	int64_t line;
+	uint32_t out;
+	bool has_line;
+};
+
+struct in_fn {
+	uint64_t id;
+	int64_t name, system_name, file, start_line;
+	uint32_t out;
+};
+
+/* id -> position: positions themselves when ids are 1..n in order (every
+ * writer's case), else a hash of the ids. */
+struct id_index {
+	bool dense;
+	uint32_t *slot; /* position + 1, 0 empty */
+	size_t mask;
+};
+
+/* ---- output tables */
+
+struct out_map {
+	uint64_t start, limit, offset;
+	uint32_t file, build_id;
+	bool has_functions, has_line_numbers;
+};
+
+struct out_loc {
+	uint64_t mapping_id, address, function_id;
+	int64_t line;
+};
+
+struct out_fn {
+	uint32_t name, system_name, file;
+	int64_t start_line;
+};
+
+/* Open addressing over an output array: slot holds index + 1. */
+struct htab {
+	uint32_t *slot;
+	size_t cap, used;
+};
+
+struct kstr {
+	uint32_t off, len;
+};
+
+/* ---- the gzip'd output */
+
+struct sink {
+	int fd;
+	z_stream z;
+	bool zinit;
+	uint8_t *stage, *zout;
+	size_t len;
+	uint64_t written;
+};
+
+struct pr {
+	const struct rdc_policy *p;
+	struct rdc_stats *st;
+	struct src src;
+
+	/* pass 1 */
+	uint8_t *sflags;
+	size_t nstr, sflags_cap;
+	struct in_map *maps;
+	size_t nmaps, maps_cap;
+	struct in_loc *locs;
+	size_t nlocs, locs_cap;
+	struct in_fn *fns;
+	size_t nfns, fns_cap;
+	struct id_index map_ix, loc_ix, fn_ix;
+	/* Output id of each input location by position (LOC_KERNEL: a kernel
+	 * frame, dropped), apart from the tables so the lookup per frame stays
+	 * in cache. */
+	uint32_t *loc_out;
+	int64_t types[PP_MAX_VALUES][2];
+	size_t ntypes;
+	int64_t period_type[2], period, default_type, time_nanos, duration_nanos;
+	bool has_period;
+	int64_t *comments;
+	size_t ncomments;
+	uint64_t samples_end;  /* inflated offset past the last sample field */
+	uint64_t nsamples;     /* sample fields seen by pass 1 */
+	uint64_t strings_start;
+	bool any_string;
+
+	/* pass 2: input string -> output string (0: not used yet; "" is 0) */
+	uint32_t *snew;
+	struct kstr *kstr;
+	size_t nk, kstr_cap;
+	char *chars;
+	size_t nchars, chars_cap;
+	char **comment_text; /* with DLP: the comments' input text */
+
+	struct out_map *omaps;
+	size_t nomaps, omaps_cap;
+	struct out_loc *olocs;
+	size_t nolocs, olocs_cap;
+	struct htab oloc_ht;
+	struct out_fn *ofns;
+	size_t nofns, ofns_cap;
+	struct htab ofn_ht;
+
+	/* one sample's fields, reused */
+	uint64_t *sl;
+	size_t sl_cap;
+	struct { int64_t key, str, num, unit; } *lab;
+	size_t lab_cap;
+	uint64_t *olocs_tmp;
+	size_t olocs_tmp_cap;
+	uint8_t *enc;
+	size_t enc_cap;
+
+	struct sink out;
+};
+
+/* Room for need elements in *arr (doubling, at most max). */
+static int grow(void *arr, size_t *cap, size_t need, size_t elem, size_t max)
+{
+	void **a = arr;
+	size_t n = *cap ? *cap : 64;
+
+	if (need <= *cap)
+		return 0;
+	if (need > max)
+		return -E2BIG;
+	while (n < need)
+		n *= 2;
+	if (n > max)
+		n = max;
+	void *g = realloc(*a, n * elem);
+	if (!g)
+		return -ENOMEM;
+	*a = g;
+	*cap = n;
+	return 0;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return x;
+}
+
+/* ---- pass 1: the tables */
+
+static uint8_t str_flags(const uint8_t *s, size_t len)
+{
+	const uint8_t *nul = memchr(s, 0, len);
+	if (nul)
+		len = (size_t)(nul - s);
+	uint8_t f = 0;
+	if (!len)
+		f |= S_EMPTY;
+	if (len == 3 && !memcmp(s, "pid", 3))
+		f |= S_PID | S_OWNID;
+	if ((len == 3 && !memcmp(s, "tid", 3)) || (len == 9 && !memcmp(s, "thread_id", 9)))
+		f |= S_OWNID;
+	if (memmem(s, len, "pid", 3) || memmem(s, len, "tid", 3))
+		f |= S_IDKEY;
+	return f;
+}
+
+static int str_classify(struct pr *c, const uint8_t *s, size_t len)
+{
+	int r = grow(&c->sflags, &c->sflags_cap, c->nstr + 1, 1, PR_MAX_STRINGS);
+	if (r)
+		return r;
+	uint8_t f = str_flags(s, len);
+	/* pprof requires string_table[0] == "". */
+	if (c->nstr == 0 && !(f & S_EMPTY))
+		return -EBADMSG;
+	c->sflags[c->nstr++] = f;
+	return 0;
+}
+
+static int parse_vt(const uint8_t *p, size_t n, int64_t vt[2])
+{
+	struct rd r = { p, p + n };
+	while (r.p < r.e) {
+		uint32_t num;
+		unsigned wt;
+		uint64_t v;
+		const uint8_t *d;
+		if (rd_field(&r, &num, &wt, &v, &d))
+			return -EBADMSG;
+		if (num == 1 || num == 2) {
+			WANT_VARINT(wt);
+			vt[num - 1] = (int64_t)v;
+		}
+	}
+	return 0;
+}
+
+static int parse_mapping(struct pr *c, const uint8_t *p, size_t n)
+{
+	int r = grow(&c->maps, &c->maps_cap, c->nmaps + 1, sizeof(*c->maps), PR_MAX_MAPPINGS);
+	if (r)
+		return r;
+	struct in_map *m = &c->maps[c->nmaps];
+	memset(m, 0, sizeof(*m));
+	struct rd d = { p, p + n };
+	while (d.p < d.e) {
+		uint32_t num;
+		unsigned wt;
+		uint64_t v;
+		const uint8_t *x;
+		if (rd_field(&d, &num, &wt, &v, &x))
+			return -EBADMSG;
+		if (num > 10)
+			continue;
+		WANT_VARINT(wt);
+		switch (num) {
+		case 1: m->id = v; break;
+		case 2: m->start = v; break;
+		case 3: m->limit = v; break;
+		case 4: m->offset = v; break;
+		case 5: m->file = (int64_t)v; break;
+		case 6: m->build_id = (int64_t)v; break;
+		case 7: m->has_functions = v != 0; break;
+		case 9: m->has_line_numbers = v != 0; break;
+		default: break; /* has_filenames, has_inline_frames: not carried */
+		}
+	}
+	c->nmaps++;
+	return 0;
+}
+
+static int parse_location(struct pr *c, const uint8_t *p, size_t n)
+{
+	int r = grow(&c->locs, &c->locs_cap, c->nlocs + 1, sizeof(*c->locs), PR_MAX_ENTRIES);
+	if (r)
+		return r;
+	struct in_loc *l = &c->locs[c->nlocs];
+	memset(l, 0, sizeof(*l));
+	struct rd d = { p, p + n };
+	while (d.p < d.e) {
+		uint32_t num;
+		unsigned wt;
+		uint64_t v;
+		const uint8_t *x = NULL;
+		if (rd_field(&d, &num, &wt, &v, &x))
+			return -EBADMSG;
+		switch (num) {
+		case 1: WANT_VARINT(wt); l->id = v; break;
+		case 2: WANT_VARINT(wt); l->mapping_id = v; break;
+		case 3: WANT_VARINT(wt); l->address = v; break;
+		case 5: WANT_VARINT(wt); break; /* is_folded */
+		case 4: {
+			/* The last line is the outermost: the real function. */
+			WANT_LEN(wt);
+			struct rd ln = { x, x + v };
+			uint64_t fid = 0, line = 0;
+			while (ln.p < ln.e) {
+				uint32_t lnum;
+				unsigned lwt;
+				uint64_t lv;
+				const uint8_t *y;
+				if (rd_field(&ln, &lnum, &lwt, &lv, &y))
+					return -EBADMSG;
+				if (lnum == 1 || lnum == 2)
+					WANT_VARINT(lwt);
+				if (lnum == 1)
+					fid = lv;
+				else if (lnum == 2)
+					line = lv;
+			}
+			l->function_id = fid;
+			l->line = (int64_t)line;
+			l->has_line = true;
+			break;
+		}
+		default: break;
+		}
+	}
+	c->nlocs++;
+	return 0;
+}
+
+static int parse_function(struct pr *c, const uint8_t *p, size_t n)
+{
+	int r = grow(&c->fns, &c->fns_cap, c->nfns + 1, sizeof(*c->fns), PR_MAX_ENTRIES);
+	if (r)
+		return r;
+	struct in_fn *f = &c->fns[c->nfns];
+	memset(f, 0, sizeof(*f));
+	struct rd d = { p, p + n };
+	while (d.p < d.e) {
+		uint32_t num;
+		unsigned wt;
+		uint64_t v;
+		const uint8_t *x;
+		if (rd_field(&d, &num, &wt, &v, &x))
+			return -EBADMSG;
+		if (num > 5)
+			continue;
+		WANT_VARINT(wt);
+		switch (num) {
+		case 1: f->id = v; break;
+		case 2: f->name = (int64_t)v; break;
+		case 3: f->system_name = (int64_t)v; break;
+		case 4: f->file = (int64_t)v; break;
+		case 5: f->start_line = (int64_t)v; break;
+		}
+	}
+	c->nfns++;
+	return 0;
+}
+
+static int add_comment(struct pr *c, int64_t idx)
+{
+	if (c->ncomments >= PR_MAX_COMMENTS)
+		return -E2BIG;
+	if (!c->comments && !(c->comments = malloc(PR_MAX_COMMENTS * sizeof(*c->comments))))
+		return -ENOMEM;
+	c->comments[c->ncomments++] = idx;
+	return 0;
+}
+
+/*
+ * The next top-level field's header. 1 a field (for WT_LEN, *v is its
+ * length, its bytes next in the source), 0 the end, or -errno.
+ */
+static int next_field(struct src *s, uint32_t *num, unsigned *wt, uint64_t *v)
+{
+	int r = src_want(s, 32, true);
+	if (r)
+		return r;
+	if (s->pos == s->end)
+		return 0;
+	struct rd d = { s->buf + s->pos, s->buf + s->end };
+	uint64_t tag;
+	if (rd_varint(&d, &tag) || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff)
+		return -EBADMSG;
+	*num = (uint32_t)(tag >> 3);
+	*wt = tag & 7;
+	*v = 0;
+	switch (*wt) {
+	case WT_VARINT:
+	case WT_LEN:
+		if (rd_varint(&d, v))
+			return -EBADMSG;
+		break;
+	case WT_I64:
+		if (d.e - d.p < 8)
+			return -EBADMSG;
+		d.p += 8;
+		break;
+	case WT_I32:
+		if (d.e - d.p < 4)
+			return -EBADMSG;
+		d.p += 4;
+		break;
+	default:
+		return -EBADMSG;
+	}
+	s->pos = (size_t)(d.p - s->buf);
+	return 1;
+}
+
+/* The field's bytes, contiguous in the window, consumed. */
+static int field_bytes(struct src *s, uint64_t len, const uint8_t **p)
+{
+	if (len > PR_MAX_FIELD)
+		return -E2BIG;
+	int r = src_want(s, (size_t)len, false);
+	if (r)
+		return r;
+	*p = s->buf + s->pos;
+	s->pos += (size_t)len;
+	return 0;
+}
+
+static uint64_t src_offset(const struct src *s)
+{
+	return s->raw_base + s->pos;
+}
+
+/* Packed or single repeated int64: the comments. */
+static int take_comments(struct pr *c, unsigned wt, uint64_t v)
+{
+	if (wt == WT_VARINT)
+		return add_comment(c, (int64_t)v);
+	if (wt != WT_LEN)
+		return -EBADMSG;
+	const uint8_t *p;
+	int r = field_bytes(&c->src, v, &p);
+	if (r)
+		return r;
+	struct rd d = { p, p + v };
+	while (d.p < d.e) {
+		uint64_t x;
+		if (rd_varint(&d, &x))
+			return -EBADMSG;
+		if ((r = add_comment(c, (int64_t)x)))
+			return r;
+	}
+	return 0;
+}
+
+/* A field nobody reads in this pass: checked and passed over. */
+static int skip_field(struct src *s, unsigned wt, uint64_t v)
+{
+	return wt == WT_LEN ? src_skip(s, v) : 0;
+}
+
+static int pass1(struct pr *c)
+{
+	struct src *s = &c->src;
 	int r;
 
-	if (pr->n_sample_type == 0 || pr->n_sample_type > PP_MAX_VALUES)
-		return -EBADMSG;
-	m.mapping = calloc(pr->n_mapping + 1, sizeof(uint64_t));
-	m.function = calloc(pr->n_function + 1, sizeof(uint64_t));
-	m.location = calloc(pr->n_location + 1, sizeof(uint64_t));
-	if (!m.mapping || !m.function || !m.location || (r = pp_new(&b)) < 0) {
-		r = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < pr->n_sample_type; i++)
-		if ((r = pp_add_sample_type(b, str_at(pr, pr->sample_type[i]->type),
-					    str_at(pr, pr->sample_type[i]->unit))) < 0)
-			goto out;
-	if (pr->period_type &&
-	    (r = pp_set_period(b, str_at(pr, pr->period_type->type),
-			       str_at(pr, pr->period_type->unit), pr->period)) < 0)
-		goto out;
-	if (pr->default_sample_type && (r = pp_set_default_sample_type(
-						 b, str_at(pr, pr->default_sample_type))) < 0)
-		goto out;
-	pp_set_time(b, pr->time_nanos, pr->duration_nanos);
-	for (size_t i = 0; i < pr->n_comment; i++) {
-		const char *c = str_at(pr, pr->comment[i]);
-		char clean[512];
-		int changed = 0;
-		if (!c)
-			continue;
-		if (p->dlp && rdc_dlp_scrub(p->dlp, c, clean, sizeof(clean), &changed) == 0) {
-			pp_add_comment(b, clean);
-			st->scrubbed += (uint64_t)changed;
-		} else {
-			pp_add_comment(b, c);
-		}
-	}
+	for (;;) {
+		uint32_t num;
+		unsigned wt;
+		uint64_t v;
+		const uint8_t *p;
+		uint64_t at = src_offset(s);
 
-	for (size_t si = 0; si < pr->n_sample; si++) {
-		const Perftools__Profiles__Sample *s = pr->sample[si];
-		int64_t pid = sample_pid(pr, s);
-		if (s->n_value != pr->n_sample_type) {
-			r = -EBADMSG;
-			goto out;
-		}
-		if (pid < 0 || !rdc_is_app_pid(p, (int32_t)pid)) {
-			st->dropped++;
-			continue;
-		}
-		uint64_t *g = realloc(locs, (s->n_location_id + 1) * sizeof(*locs));
-		if (!g) {
-			r = -ENOMEM;
-			goto out;
-		}
-		locs = g;
-		size_t nl = 0;
-		for (size_t k = 0; k < s->n_location_id; k++) {
-			size_t idx;
-			if (!find_loc(pr, s->location_id[k], &idx)) {
-				r = -EBADMSG;
-				goto out;
+		if ((r = next_field(s, &num, &wt, &v)) <= 0)
+			return r;
+		switch (num) {
+		case 1: { /* sample_type */
+			int64_t vt[2] = { 0, 0 };
+			WANT_LEN(wt);
+			if ((r = field_bytes(s, v, &p)) || (r = parse_vt(p, (size_t)v, vt)))
+				return r;
+			if (c->ntypes < PP_MAX_VALUES) {
+				c->types[c->ntypes][0] = vt[0];
+				c->types[c->ntypes][1] = vt[1];
 			}
-			uint64_t nid;
-			if ((r = map_location(b, pr, &m, idx, &nid)) < 0)
-				goto out;
-			if (nid)
-				locs[nl++] = nid;
-			else
-				st->anonymised++; /* a kernel frame removed */
+			if (c->ntypes <= PP_MAX_VALUES)
+				c->ntypes++; /* one too many is enough to refuse */
+			break;
 		}
-		struct pp_label labels[PP_MAX_LABELS];
-		size_t nlab = 0;
-		for (size_t k = 0; k < s->n_label && nlab < PP_MAX_LABELS; k++) {
-			const Perftools__Profiles__Label *lb = s->label[k];
-			const char *key = str_at(pr, lb->key);
-			/*
-			 * A string index past the table is malformed, not "no
-			 * string": read as a numeric label it would slip a foreign
-			 * pid past foreign_id_label.
-			 */
-			if (!key || (lb->str && !str_at(pr, lb->str)) ||
-			    (lb->num_unit && !str_at(pr, lb->num_unit))) {
-				r = -EBADMSG;
-				goto out;
+		case 2: /* sample: pass 2's */
+			WANT_LEN(wt);
+			if ((r = src_skip(s, v)))
+				return r;
+			c->samples_end = src_offset(s);
+			c->nsamples++;
+			break;
+		case 3:
+		case 4:
+		case 5:
+			WANT_LEN(wt);
+			if ((r = field_bytes(s, v, &p)))
+				return r;
+			r = num == 3 ? parse_mapping(c, p, (size_t)v) :
+			    num == 4 ? parse_location(c, p, (size_t)v) : parse_function(c, p, (size_t)v);
+			if (r)
+				return r;
+			break;
+		case 6: /* string_table */
+			WANT_LEN(wt);
+			if (!c->any_string) {
+				c->any_string = true;
+				c->strings_start = at;
 			}
-			if (!lb->str && foreign_id_label(p, key, lb->num)) {
-				st->anonymised++;
-				continue;
+			if ((r = field_bytes(s, v, &p)) || (r = str_classify(c, p, (size_t)v)))
+				return r;
+			break;
+		case 7: /* drop_frames, keep_frames: not carried */
+		case 8:
+			WANT_VARINT(wt);
+			break;
+		case 9:
+			WANT_VARINT(wt);
+			c->time_nanos = (int64_t)v;
+			break;
+		case 10:
+			WANT_VARINT(wt);
+			c->duration_nanos = (int64_t)v;
+			break;
+		case 11: /* period_type: a second one merges into the first */
+			WANT_LEN(wt);
+			if ((r = field_bytes(s, v, &p)) || (r = parse_vt(p, (size_t)v, c->period_type)))
+				return r;
+			c->has_period = true;
+			break;
+		case 12:
+			WANT_VARINT(wt);
+			c->period = (int64_t)v;
+			break;
+		case 13:
+			if ((r = take_comments(c, wt, v)))
+				return r;
+			break;
+		case 14:
+			WANT_VARINT(wt);
+			c->default_type = (int64_t)v;
+			break;
+		default:
+			if ((r = skip_field(s, wt, v)))
+				return r;
+		}
+	}
+}
+
+/* Index the ids of one table; a repeated id is malformed. */
+static int index_ids(struct id_index *ix, const void *arr, size_t n, size_t elem)
+{
+	/* Every table struct starts with its uint64 id. */
+#define ID_AT(i) (*(const uint64_t *)((const char *)arr + (i) * elem))
+	ix->dense = true;
+	for (size_t i = 0; i < n && ix->dense; i++)
+		ix->dense = ID_AT(i) == i + 1;
+	if (ix->dense)
+		return 0;
+	size_t cap = 64;
+	while (cap < n * 2)
+		cap *= 2;
+	ix->slot = calloc(cap, sizeof(*ix->slot));
+	if (!ix->slot)
+		return -ENOMEM;
+	ix->mask = cap - 1;
+	for (size_t i = 0; i < n; i++) {
+		size_t j = mix64(ID_AT(i)) & ix->mask;
+		for (; ix->slot[j]; j = (j + 1) & ix->mask)
+			if (ID_AT(ix->slot[j] - 1) == ID_AT(i))
+				return -EBADMSG;
+		ix->slot[j] = (uint32_t)(i + 1);
+	}
+	return 0;
+}
+
+/* Position of id in its table, or -1. */
+static ssize_t find_id(const struct id_index *ix, const void *arr, size_t n, size_t elem,
+		       uint64_t id)
+{
+	if (ix->dense)
+		return id >= 1 && id <= n ? (ssize_t)(id - 1) : -1;
+	for (size_t j = mix64(id) & ix->mask; ix->slot[j]; j = (j + 1) & ix->mask)
+		if (ID_AT(ix->slot[j] - 1) == id)
+			return (ssize_t)(ix->slot[j] - 1);
+	return -1;
+#undef ID_AT
+}
+
+/* ---- output strings */
+
+static bool in_table(const struct pr *c, int64_t i)
+{
+	return i >= 0 && (uint64_t)i < c->nstr;
+}
+
+/* Output index of input string i (marked for copying), 0 for "", or
+ * -EBADMSG when i is not in the table. */
+static int64_t str_use(struct pr *c, int64_t i)
+{
+	if (!in_table(c, i))
+		return -EBADMSG;
+	if (c->sflags[i] & S_EMPTY)
+		return 0;
+	if (c->snew[i])
+		return c->snew[i];
+	int r = grow(&c->kstr, &c->kstr_cap, c->nk + 1, sizeof(*c->kstr), PR_MAX_STRINGS);
+	if (r)
+		return r;
+	c->kstr[c->nk] = (struct kstr){ UINT32_MAX, 0 }; /* copied when it goes by */
+	c->snew[i] = (uint32_t)c->nk;
+	return (int64_t)c->nk++;
+}
+
+/* Like str_use, but an index out of the table is "" (the old NULL). */
+static int64_t str_use_or_empty(struct pr *c, int64_t i)
+{
+	int64_t r = str_use(c, i);
+	return r == -EBADMSG ? 0 : r;
+}
+
+static int chars_put(struct pr *c, const void *s, size_t len, uint32_t *off)
+{
+	int r = grow(&c->chars, &c->chars_cap, c->nchars + len + 1, 1, PR_MAX_CHARS);
+	if (r)
+		return r;
+	memcpy(c->chars + c->nchars, s, len);
+	*off = (uint32_t)c->nchars;
+	c->nchars += len;
+	return 0;
+}
+
+/* A new output string of our own making (a scrubbed comment). */
+static int64_t str_new(struct pr *c, const char *s)
+{
+	size_t len = strlen(s);
+	uint32_t off;
+	int r;
+
+	if (!len)
+		return 0;
+	if ((r = grow(&c->kstr, &c->kstr_cap, c->nk + 1, sizeof(*c->kstr), PR_MAX_STRINGS)) ||
+	    (r = chars_put(c, s, len, &off)))
+		return r;
+	c->kstr[c->nk] = (struct kstr){ off, (uint32_t)len };
+	return (int64_t)c->nk++;
+}
+
+/* ---- output: staged, deflated, written */
+
+static int sink_pump(struct sink *o, int flush)
+{
+	int zr;
+
+	o->z.next_in = o->stage;
+	o->z.avail_in = (uInt)o->len;
+	do {
+		o->z.next_out = o->zout;
+		o->z.avail_out = PR_OUT_STAGE;
+		zr = deflate(&o->z, flush);
+		if (zr == Z_STREAM_ERROR)
+			return -EIO;
+		size_t have = PR_OUT_STAGE - o->z.avail_out;
+		if (have) {
+			int r = util_write_all(o->fd, o->zout, have);
+			if (r)
+				return r;
+			o->written += have;
+		}
+	} while (o->z.avail_out == 0);
+	o->len = 0;
+	if (flush == Z_FINISH && zr != Z_STREAM_END)
+		return -EIO;
+	return 0;
+}
+
+static int sink_put(struct sink *o, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	while (n) {
+		size_t k = PR_OUT_STAGE - o->len;
+		if (k > n)
+			k = n;
+		memcpy(o->stage + o->len, b, k);
+		o->len += k;
+		b += k;
+		n -= k;
+		if (o->len == PR_OUT_STAGE) {
+			int r = sink_pump(o, Z_NO_FLUSH);
+			if (r)
+				return r;
+		}
+	}
+	return 0;
+}
+
+static int sink_open(struct sink *o, int fd)
+{
+	o->fd = fd;
+	o->stage = malloc(PR_OUT_STAGE);
+	o->zout = malloc(PR_OUT_STAGE);
+	if (!o->stage || !o->zout)
+		return -ENOMEM;
+	/* Fastest level: half of deflate-6's time for ~6 % more bytes, and
+	 * deflate is most of this redactor's time (bench/redact_throughput). */
+	if (deflateInit2(&o->z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return -ENOMEM;
+	o->zinit = true;
+	return 0;
+}
+
+static void sink_close(struct sink *o)
+{
+	if (o->zinit)
+		deflateEnd(&o->z);
+	free(o->stage);
+	free(o->zout);
+}
+
+static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	return p;
+}
+
+/* A scalar field, left out when zero (proto3, as protobuf-c writes it). */
+static inline uint8_t *put_uint(uint8_t *p, unsigned num, uint64_t v)
+{
+	if (!v)
+		return p;
+	*p++ = (uint8_t)(num << 3);
+	return put_varint(p, v);
+}
+
+/* Top-level field num (< 16) holding body[0..n). */
+static int put_msg(struct pr *c, unsigned num, const uint8_t *body, size_t n)
+{
+	uint8_t hdr[11], *h = hdr;
+	*h++ = (uint8_t)(num << 3 | WT_LEN);
+	h = put_varint(h, n);
+	int r = sink_put(&c->out, hdr, (size_t)(h - hdr));
+	return r ? r : sink_put(&c->out, body, n);
+}
+
+/* Scratch space for one encoded message of at most n bytes. */
+static int enc_room(struct pr *c, size_t n)
+{
+	return grow(&c->enc, &c->enc_cap, n, 1, SIZE_MAX / 2);
+}
+
+/* ---- pass 2: the samples */
+
+static bool is_foreign_label(const struct pr *c, uint8_t kf, int64_t num)
+{
+	if ((kf & S_OWNID) || !(kf & S_IDKEY))
+		return false;
+	return !rdc_is_app_pid(c->p, (int32_t)num) && !rdc_is_app_tid(c->p, (int32_t)num);
+}
+
+static uint32_t loc_hash(const struct out_loc *k)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ull;
+	h = mix64(h ^ k->mapping_id) + 0x9e3779b97f4a7c15ull;
+	h = mix64(h ^ k->address) + 0x9e3779b97f4a7c15ull;
+	h = mix64(h ^ k->function_id) + 0x9e3779b97f4a7c15ull;
+	h = mix64(h ^ (uint64_t)k->line);
+	return (uint32_t)(h ^ (h >> 32));
+}
+
+/* Room for one more at load <= 1/2: 0, or 1 when the table was replaced
+ * by an empty one twice the size (the caller re-inserts), or -ENOMEM. */
+static int ht_reserve(struct htab *h)
+{
+	if ((h->used + 1) * 2 <= h->cap)
+		return 0;
+	size_t ncap = h->cap ? h->cap * 2 : 256;
+	uint32_t *ns = calloc(ncap, sizeof(*ns));
+	if (!ns)
+		return -ENOMEM;
+	free(h->slot);
+	h->slot = ns;
+	h->cap = ncap;
+	h->used = 0;
+	return 1; /* rehash needed */
+}
+
+static uint32_t fn_hash(uint32_t name, uint32_t file)
+{
+	uint64_t h = mix64(((uint64_t)name << 32 | file) ^ 0x9e3779b97f4a7c15ull);
+	return (uint32_t)(h ^ (h >> 32));
+}
+
+static void ht_insert(struct htab *h, uint32_t hash, size_t idx)
+{
+	size_t j = hash & (h->cap - 1);
+	while (h->slot[j])
+		j = (j + 1) & (h->cap - 1);
+	h->slot[j] = (uint32_t)(idx + 1);
+	h->used++;
+}
+
+/* Output function for (name, file), made from input function f if new. */
+static int out_function(struct pr *c, const struct in_fn *f, uint32_t *id)
+{
+	int64_t name = str_use(c, f->name), file, sys;
+	int r;
+
+	if (name < 0)
+		return (int)name; /* a function with no name: malformed */
+	if ((file = str_use_or_empty(c, f->file)) < 0)
+		return (int)file;
+	uint32_t h = fn_hash((uint32_t)name, (uint32_t)file);
+	if ((r = ht_reserve(&c->ofn_ht)) < 0)
+		return r;
+	if (r)
+		for (size_t i = 0; i < c->nofns; i++)
+			ht_insert(&c->ofn_ht, fn_hash(c->ofns[i].name, c->ofns[i].file), i);
+	size_t j = h & (c->ofn_ht.cap - 1);
+	for (; c->ofn_ht.slot[j]; j = (j + 1) & (c->ofn_ht.cap - 1)) {
+		const struct out_fn *o = &c->ofns[c->ofn_ht.slot[j] - 1];
+		if (o->name == (uint32_t)name && o->file == (uint32_t)file) {
+			*id = c->ofn_ht.slot[j];
+			return 0;
+		}
+	}
+	/* system_name out of the table means "same as name", as it did. */
+	sys = f->system_name < 0 || (uint64_t)f->system_name >= c->nstr ? name :
+	      str_use(c, f->system_name);
+	if (sys < 0)
+		return (int)sys;
+	if ((r = grow(&c->ofns, &c->ofns_cap, c->nofns + 1, sizeof(*c->ofns), PR_MAX_ENTRIES)))
+		return r;
+	c->ofns[c->nofns] = (struct out_fn){ (uint32_t)name, (uint32_t)sys, (uint32_t)file,
+					     f->start_line };
+	ht_insert(&c->ofn_ht, h, c->nofns);
+	*id = (uint32_t)++c->nofns;
+	return 0;
+}
+
+static int out_mapping(struct pr *c, struct in_map *m, uint32_t *id)
+{
+	int64_t file, bid;
+	int r;
+
+	if (m->out) {
+		*id = m->out;
+		return 0;
+	}
+	if (m->limit < m->start)
+		return -EBADMSG;
+	if ((file = str_use_or_empty(c, m->file)) < 0)
+		return (int)file;
+	if ((bid = str_use_or_empty(c, m->build_id)) < 0)
+		return (int)bid;
+	if ((r = grow(&c->omaps, &c->omaps_cap, c->nomaps + 1, sizeof(*c->omaps), PR_MAX_MAPPINGS)))
+		return r;
+	c->omaps[c->nomaps] = (struct out_map){ m->start, m->limit, m->offset, (uint32_t)file,
+						(uint32_t)bid, m->has_functions,
+						m->has_line_numbers };
+	m->out = *id = (uint32_t)++c->nomaps;
+	return 0;
+}
+
+/* Output location of input location l, 0 for a kernel frame. */
+static int out_location(struct pr *c, struct in_loc *l, uint64_t *id)
+{
+	uint32_t mid = 0, fid = 0;
+	int r;
+
+	if (l->out) {
+		*id = l->out;
+		return 0;
+	}
+	*id = 0;
+	if (l->address >= RDC_KERNEL_START)
+		return 0;
+	if (l->mapping_id) {
+		ssize_t mi = find_id(&c->map_ix, c->maps, c->nmaps, sizeof(*c->maps), l->mapping_id);
+		if (mi < 0)
+			return -EBADMSG;
+		if (c->maps[mi].start >= RDC_KERNEL_START)
+			return 0;
+		if ((r = out_mapping(c, &c->maps[mi], &mid)))
+			return r;
+	}
+	struct out_loc k = { mid, l->address, 0, 0 };
+	if (l->has_line) {
+		ssize_t fi = find_id(&c->fn_ix, c->fns, c->nfns, sizeof(*c->fns), l->function_id);
+		if (fi < 0)
+			return -EBADMSG;
+		struct in_fn *f = &c->fns[fi];
+		if (!f->out && (r = out_function(c, f, &f->out)))
+			return r;
+		fid = f->out;
+		k.function_id = fid;
+		k.line = l->line;
+	}
+	/* Keyed by (mapping, address); address 0 (no real address) by its
+	 * function and line too, as common/pprof.c does. */
+	struct out_loc key = { mid, l->address, l->address ? 0 : fid, l->address ? 0 : k.line };
+	uint32_t h = loc_hash(&key);
+	if ((r = ht_reserve(&c->oloc_ht)) < 0)
+		return r;
+	if (r)
+		for (size_t i = 0; i < c->nolocs; i++) {
+			const struct out_loc *o = &c->olocs[i];
+			struct out_loc ok = { o->mapping_id, o->address, o->address ? 0 : o->function_id,
+					      o->address ? 0 : o->line };
+			ht_insert(&c->oloc_ht, loc_hash(&ok), i);
+		}
+	size_t j = h & (c->oloc_ht.cap - 1);
+	for (; c->oloc_ht.slot[j]; j = (j + 1) & (c->oloc_ht.cap - 1)) {
+		const struct out_loc *o = &c->olocs[c->oloc_ht.slot[j] - 1];
+		if (o->mapping_id == key.mapping_id && o->address == key.address &&
+		    (key.address || (o->function_id == key.function_id && o->line == key.line))) {
+			l->out = c->oloc_ht.slot[j];
+			*id = l->out;
+			return 0;
+		}
+	}
+	if ((r = grow(&c->olocs, &c->olocs_cap, c->nolocs + 1, sizeof(*c->olocs), PR_MAX_ENTRIES)))
+		return r;
+	c->olocs[c->nolocs] = k;
+	ht_insert(&c->oloc_ht, h, c->nolocs);
+	l->out = (uint32_t)++c->nolocs;
+	*id = l->out;
+	return 0;
+}
+
+/* One sample: judged, and written when it is the app's. */
+static int sample(struct pr *c, const uint8_t *p, size_t n)
+{
+	size_t nl = 0, nv = 0, nlab = 0;
+	int64_t values[PP_MAX_VALUES];
+	struct rd d = { p, p + n };
+	int r;
+
+	while (d.p < d.e) {
+		uint32_t num;
+		unsigned wt;
+		uint64_t v;
+		const uint8_t *x = NULL;
+		if (rd_field(&d, &num, &wt, &v, &x))
+			return -EBADMSG;
+		if (num == 1 || num == 2) {
+			/* Packed, or one number per field: both are valid. */
+			struct rd pk = { NULL, NULL };
+			uint64_t one = v;
+			if (wt != WT_LEN && wt != WT_VARINT)
+				return -EBADMSG;
+			if (wt == WT_LEN)
+				pk = (struct rd){ x, x + v };
+			while (wt == WT_VARINT || pk.p < pk.e) {
+				if (wt == WT_LEN && rd_varint(&pk, &one))
+					return -EBADMSG;
+				if (num == 1) {
+					if ((r = grow(&c->sl, &c->sl_cap, nl + 1, sizeof(*c->sl),
+						      PR_MAX_FRAMES)))
+						return r;
+					c->sl[nl++] = one;
+				} else {
+					if (nv < PP_MAX_VALUES)
+						values[nv] = (int64_t)one;
+					nv++;
+				}
+				if (wt == WT_VARINT)
+					break;
 			}
-			labels[nlab].key = key;
-			labels[nlab].str = lb->str ? str_at(pr, lb->str) : NULL;
-			labels[nlab].num = lb->num;
-			labels[nlab].num_unit = lb->num_unit ? str_at(pr, lb->num_unit) : NULL;
+		} else if (num == 3) {
+			WANT_LEN(wt);
+			if ((r = grow(&c->lab, &c->lab_cap, nlab + 1, sizeof(*c->lab), PR_MAX_SLABELS)))
+				return r;
+			int64_t lv[4] = { 0, 0, 0, 0 };
+			struct rd lr = { x, x + v };
+			while (lr.p < lr.e) {
+				uint32_t ln;
+				unsigned lwt;
+				uint64_t lval;
+				const uint8_t *y;
+				if (rd_field(&lr, &ln, &lwt, &lval, &y))
+					return -EBADMSG;
+				if (ln >= 1 && ln <= 4) {
+					WANT_VARINT(lwt);
+					lv[ln - 1] = (int64_t)lval;
+				}
+			}
+			c->lab[nlab].key = lv[0];
+			c->lab[nlab].str = lv[1];
+			c->lab[nlab].num = lv[2];
+			c->lab[nlab].unit = lv[3];
 			nlab++;
 		}
-		if ((r = pp_add_sample(b, locs, nl, s->value, s->n_value, labels, nlab)) < 0)
-			goto out;
-		st->kept++;
 	}
+	if (nv != c->ntypes)
+		return -EBADMSG;
+
+	/* The sample's process: its first numeric "pid" label. */
+	int64_t pid = -1;
+	for (size_t i = 0; i < nlab; i++) {
+		int64_t k = c->lab[i].key;
+		if (in_table(c, k) && (c->sflags[k] & S_PID) && !c->lab[i].str) {
+			pid = c->lab[i].num;
+			break;
+		}
+	}
+	if (pid < 0 || !rdc_is_app_pid(c->p, (int32_t)pid)) {
+		c->st->dropped++;
+		return 0;
+	}
+
+	/* Worst case: every frame, value and label a 10-byte varint. */
+	size_t bound = 32 + nl * 10 + PP_MAX_VALUES * 10 + PP_MAX_LABELS * 48;
+	if ((r = enc_room(c, bound)) ||
+	    (r = grow(&c->olocs_tmp, &c->olocs_tmp_cap, nl + 1, sizeof(*c->olocs_tmp), SIZE_MAX / 16)))
+		return r;
+	size_t on = 0;
+	for (size_t i = 0; i < nl; i++) {
+		uint64_t lid = c->sl[i];
+		ssize_t li = c->loc_ix.dense && lid - 1 < c->nlocs ? (ssize_t)(lid - 1) :
+			     find_id(&c->loc_ix, c->locs, c->nlocs, sizeof(*c->locs), lid);
+		if (li < 0)
+			return -EBADMSG;
+		uint32_t o = c->loc_out[li];
+		if (!o) {
+			uint64_t id;
+			if ((r = out_location(c, &c->locs[li], &id)))
+				return r;
+			o = c->loc_out[li] = id ? (uint32_t)id : LOC_KERNEL;
+		}
+		if (o != LOC_KERNEL)
+			c->olocs_tmp[on++] = o;
+		else
+			c->st->anonymised++; /* a kernel frame removed */
+	}
+
+	uint8_t *e = c->enc, *q;
+	/* location_id and value, packed, as protobuf-c writes proto3. */
+	if (on) {
+		uint8_t tmp[10];
+		size_t blen = 0;
+		for (size_t i = 0; i < on; i++)
+			blen += (size_t)(put_varint(tmp, c->olocs_tmp[i]) - tmp);
+		*e++ = 0x0a;
+		e = put_varint(e, blen);
+		for (size_t i = 0; i < on; i++)
+			e = put_varint(e, c->olocs_tmp[i]);
+	}
+	*e++ = 0x12;
+	q = e++;
+	uint8_t *vs = e;
+	for (size_t i = 0; i < nv; i++)
+		e = put_varint(e, (uint64_t)values[i]);
+	/* nv == ntypes <= 8, at most 80 bytes: one length byte suffices */
+	*q = (uint8_t)(e - vs);
+
+	size_t kept_labels = 0;
+	for (size_t i = 0; i < nlab && kept_labels < PP_MAX_LABELS; i++) {
+		int64_t key = c->lab[i].key, str = 0, unit = 0, num = 0;
+		/* A string index past the table is malformed, not "no string":
+		 * read as a numeric label it would slip a foreign pid past
+		 * is_foreign_label. Checked before anything is marked used, so
+		 * a dropped label leaves no string behind. */
+		if (!in_table(c, key) || (c->lab[i].str && !in_table(c, c->lab[i].str)) ||
+		    (c->lab[i].unit && !in_table(c, c->lab[i].unit)))
+			return -EBADMSG;
+		if (!c->lab[i].str && is_foreign_label(c, c->sflags[key], c->lab[i].num)) {
+			c->st->anonymised++;
+			continue;
+		}
+		if ((key = str_use(c, key)) < 0)
+			return (int)key;
+		if (c->lab[i].str) {
+			if ((str = str_use(c, c->lab[i].str)) < 0)
+				return (int)str;
+		} else {
+			num = c->lab[i].num;
+			if (c->lab[i].unit && (unit = str_use(c, c->lab[i].unit)) < 0)
+				return (int)unit;
+		}
+		/* A label is either a string or a number (with its unit). */
+		uint8_t body[48], *b = body;
+		b = put_uint(b, 1, (uint64_t)key);
+		b = put_uint(b, 2, (uint64_t)str);
+		b = put_uint(b, 3, (uint64_t)num);
+		b = put_uint(b, 4, (uint64_t)unit);
+		*e++ = 0x1a;
+		*e++ = (uint8_t)(b - body);
+		memcpy(e, body, (size_t)(b - body));
+		e += b - body;
+		kept_labels++;
+	}
+	if ((r = put_msg(c, 2, c->enc, (size_t)(e - c->enc))))
+		return r;
+	c->st->kept++;
+	return 0;
+}
+
+/* Copy input string i if the output uses it. */
+static int capture_string(struct pr *c, size_t i, const uint8_t *p, size_t len)
+{
+	/* The samples were judged by pass 1's reading of the strings: a file
+	 * that says something else now (it is root's alone, but) is refused. */
+	if (i >= c->nstr || str_flags(p, len) != (c->sflags[i] & ~S_COMMENT))
+		return -EBADMSG;
+	if (c->comment_text && (c->sflags[i] & S_COMMENT)) {
+		for (size_t k = 0; k < c->ncomments; k++) {
+			if (c->comments[k] != (int64_t)i || c->comment_text[k])
+				continue;
+			const uint8_t *nul = memchr(p, 0, len);
+			size_t l = nul ? (size_t)(nul - p) : len;
+			if (!(c->comment_text[k] = malloc(l + 1)))
+				return -ENOMEM;
+			memcpy(c->comment_text[k], p, l);
+			c->comment_text[k][l] = '\0';
+		}
+	}
+	if (!c->snew[i])
+		return 0;
+	const uint8_t *nul = memchr(p, 0, len);
+	if (nul)
+		len = (size_t)(nul - p);
+	struct kstr *k = &c->kstr[c->snew[i]];
+	int r = chars_put(c, p, len, &k->off);
+	if (!r)
+		k->len = (uint32_t)len;
+	return r;
+}
+
+/* Pass 2 (samples, and strings when want_strings) or 3 (strings only). */
+static int pass_out(struct pr *c, bool want_samples, bool want_strings)
+{
+	struct src *s = &c->src;
+	size_t si = 0;
+	int r;
+
+	if ((r = src_rewind(s)))
+		return r;
+	for (;;) {
+		uint32_t num;
+		unsigned wt;
+		uint64_t v;
+		const uint8_t *p;
+
+		if ((r = next_field(s, &num, &wt, &v)) < 0)
+			return r;
+		if (!r) /* the same number of strings as pass 1 saw, or refused */
+			return want_strings && si != c->nstr ? -EBADMSG : 0;
+		if (num == 2 && want_samples) {
+			if ((r = field_bytes(s, v, &p)) || (r = sample(c, p, (size_t)v)))
+				return r;
+		} else if (num == 6 && want_strings) {
+			if ((r = field_bytes(s, v, &p)) || (r = capture_string(c, si++, p, (size_t)v)))
+				return r;
+		} else if ((r = skip_field(s, wt, v))) {
+			return r;
+		}
+		/* Pass 1 has seen everything: stop once nothing more is wanted. */
+		if ((!want_samples || src_offset(s) >= c->samples_end) &&
+		    (!want_strings || si == c->nstr))
+			return 0;
+	}
+}
+
+/* ---- the rest of the output, once the samples are written */
+
+static int write_tables(struct pr *c)
+{
+	uint8_t buf[128], *b;
+	int r;
+
+	for (size_t i = 0; i < c->nomaps; i++) {
+		const struct out_map *m = &c->omaps[i];
+		b = put_uint(buf, 1, i + 1);
+		b = put_uint(b, 2, m->start);
+		b = put_uint(b, 3, m->limit);
+		b = put_uint(b, 4, m->offset);
+		b = put_uint(b, 5, m->file);
+		b = put_uint(b, 6, m->build_id);
+		b = put_uint(b, 7, m->has_functions);
+		/* Our symbolisers yield file names exactly when they yield lines. */
+		b = put_uint(b, 8, m->has_line_numbers);
+		b = put_uint(b, 9, m->has_line_numbers);
+		if ((r = put_msg(c, 3, buf, (size_t)(b - buf))))
+			return r;
+	}
+	for (size_t i = 0; i < c->nolocs; i++) {
+		const struct out_loc *l = &c->olocs[i];
+		b = put_uint(buf, 1, i + 1);
+		b = put_uint(b, 2, l->mapping_id);
+		b = put_uint(b, 3, l->address);
+		if (l->function_id) {
+			uint8_t ln[24], *e = put_uint(ln, 1, l->function_id);
+			e = put_uint(e, 2, (uint64_t)l->line);
+			*b++ = 0x22;
+			*b++ = (uint8_t)(e - ln);
+			memcpy(b, ln, (size_t)(e - ln));
+			b += e - ln;
+		}
+		if ((r = put_msg(c, 4, buf, (size_t)(b - buf))))
+			return r;
+	}
+	for (size_t i = 0; i < c->nofns; i++) {
+		const struct out_fn *f = &c->ofns[i];
+		b = put_uint(buf, 1, i + 1);
+		b = put_uint(b, 2, f->name);
+		b = put_uint(b, 3, f->system_name);
+		b = put_uint(b, 4, f->file);
+		b = put_uint(b, 5, (uint64_t)f->start_line);
+		if ((r = put_msg(c, 5, buf, (size_t)(b - buf))))
+			return r;
+	}
+	for (size_t i = 0; i < c->nk; i++) {
+		const struct kstr *k = &c->kstr[i];
+		if (i && k->off == UINT32_MAX)
+			return -EBADMSG; /* used but never went by: cannot be */
+		if ((r = put_msg(c, 6, i ? (const uint8_t *)c->chars + k->off : buf, i ? k->len : 0)))
+			return r;
+	}
+	b = put_uint(buf, 9, (uint64_t)c->time_nanos);
+	b = put_uint(b, 10, (uint64_t)c->duration_nanos);
+	if ((r = sink_put(&c->out, buf, (size_t)(b - buf))))
+		return r;
+	if (c->has_period) {
+		uint8_t vt[24], *e = put_uint(vt, 1, (uint64_t)c->period_type[0]);
+		e = put_uint(e, 2, (uint64_t)c->period_type[1]);
+		if ((r = put_msg(c, 11, vt, (size_t)(e - vt))))
+			return r;
+		b = put_uint(buf, 12, (uint64_t)c->period);
+		if ((r = sink_put(&c->out, buf, (size_t)(b - buf))))
+			return r;
+	}
+	return 0;
+}
+
+/* Comments (scrubbed: new strings) and the default sample type. */
+static int write_trailer(struct pr *c, const int64_t *cidx)
+{
+	uint8_t buf[16], *b;
+	int r;
+
+	if (c->ncomments) {
+		size_t blen = 0;
+		uint8_t *enc, *e;
+		if ((r = enc_room(c, c->ncomments * 10)))
+			return r;
+		enc = e = c->enc;
+		for (size_t i = 0; i < c->ncomments; i++)
+			if (cidx[i] >= 0)
+				e = put_varint(e, (uint64_t)cidx[i]);
+		blen = (size_t)(e - enc);
+		if (blen && (r = put_msg(c, 13, enc, blen)))
+			return r;
+	}
+	b = put_uint(buf, 14, (uint64_t)c->default_type);
+	return sink_put(&c->out, buf, (size_t)(b - buf));
+}
+
+/* The header's strings, first into the output's table as they were. */
+static int header_strings(struct pr *c, int64_t vt_out[PP_MAX_VALUES][2], int64_t *def_out,
+			  int64_t *cidx)
+{
+	int64_t v = 0;
+
+	for (size_t i = 0; i < c->ntypes; i++) {
+		if ((v = str_use(c, c->types[i][0])) < 0)
+			return (int)v; /* a sample type with no name */
+		vt_out[i][0] = v;
+		if ((v = str_use_or_empty(c, c->types[i][1])) < 0)
+			return (int)v;
+		vt_out[i][1] = v;
+	}
+	if (c->has_period) {
+		if ((v = str_use(c, c->period_type[0])) < 0)
+			return (int)v;
+		c->period_type[0] = v;
+		if ((v = str_use_or_empty(c, c->period_type[1])) < 0)
+			return (int)v;
+		c->period_type[1] = v;
+	}
+	if (c->default_type && (v = str_use_or_empty(c, c->default_type)) < 0)
+		return (int)v;
+	*def_out = c->default_type ? v : 0;
+	for (size_t i = 0; i < c->ncomments; i++) {
+		int64_t k = c->comments[i];
+		cidx[i] = -1; /* out of the table: no comment, as before */
+		if (k < 0 || (uint64_t)k >= c->nstr)
+			continue;
+		/* With DLP the text is scrubbed later into a string of its own;
+		 * the input's is then never copied. */
+		if (c->p->dlp) {
+			cidx[i] = 0;
+			c->sflags[k] |= S_COMMENT;
+		}
+		else if ((cidx[i] = str_use(c, k)) < 0)
+			return (int)cidx[i];
+	}
+	return 0;
+}
+
+static int scrub_comments(struct pr *c, int64_t *cidx)
+{
+	for (size_t i = 0; c->p->dlp && i < c->ncomments; i++) {
+		char clean[PR_COMMENT_MAX];
+		const char *t = c->comment_text[i];
+		int changed = 0;
+		if (cidx[i] < 0 || !t)
+			continue;
+		int64_t v;
+		if (rdc_dlp_scrub(c->p->dlp, t, clean, sizeof(clean), &changed) == 0) {
+			c->st->scrubbed += (uint64_t)changed;
+			v = str_new(c, clean);
+		} else {
+			v = str_new(c, t);
+		}
+		if (v < 0)
+			return (int)v;
+		cidx[i] = v;
+	}
+	return 0;
+}
+
+static int run(struct pr *c, int in_fd, int out_fd)
+{
+	int64_t vt[PP_MAX_VALUES][2], def = 0, *cidx = NULL;
+	int r;
+
+	if ((r = src_open(&c->src, in_fd)))
+		return r;
+	c->st->in_bytes = c->src.size;
+	if ((r = src_rewind(&c->src)) || (r = pass1(c)))
+		return r;
+	if (c->nstr == 0 || c->ntypes == 0 || c->ntypes > PP_MAX_VALUES)
+		return -EBADMSG;
+	if ((r = index_ids(&c->map_ix, c->maps, c->nmaps, sizeof(*c->maps))) ||
+	    (r = index_ids(&c->loc_ix, c->locs, c->nlocs, sizeof(*c->locs))) ||
+	    (r = index_ids(&c->fn_ix, c->fns, c->nfns, sizeof(*c->fns))))
+		return r;
+
+	if (!(c->snew = calloc(c->nstr, sizeof(*c->snew))) ||
+	    !(c->loc_out = calloc(c->nlocs + 1, sizeof(*c->loc_out))))
+		return -ENOMEM;
+	if ((r = grow(&c->kstr, &c->kstr_cap, 1, sizeof(*c->kstr), PR_MAX_STRINGS)))
+		return r;
+	c->kstr[0] = (struct kstr){ 0, 0 };
+	c->nk = 1;
+	if (c->ncomments && c->p->dlp &&
+	    !(c->comment_text = calloc(c->ncomments, sizeof(*c->comment_text))))
+		return -ENOMEM;
+	if (c->ncomments && !(cidx = calloc(c->ncomments, sizeof(*cidx))))
+		return -ENOMEM;
+	if ((r = header_strings(c, vt, &def, cidx)))
+		goto out;
+	c->default_type = def;
+
+	if ((r = sink_open(&c->out, out_fd)))
+		goto out;
+	for (size_t i = 0; i < c->ntypes; i++) {
+		uint8_t b[24], *e = put_uint(b, 1, (uint64_t)vt[i][0]);
+		e = put_uint(e, 2, (uint64_t)vt[i][1]);
+		if ((r = put_msg(c, 1, b, (size_t)(e - b))))
+			goto out;
+	}
+	/* Strings after the last sample (every writer's order) are copied in
+	 * the same pass; anything else takes a third. */
+	bool strings_late = !c->any_string || c->strings_start >= c->samples_end;
+	if ((r = pass_out(c, true, strings_late)))
+		goto out;
+	if (!strings_late && (r = pass_out(c, false, true)))
+		goto out;
 	/*
 	 * Samples, none of them the app's: refused, never written empty. A
 	 * capture that sampled nothing at all (an idle process) holds nothing
 	 * of anyone: it is delivered as a valid empty profile, its header
 	 * only, and the daemon's note says why.
 	 */
-	if (st->kept == 0 && pr->n_sample > 0) {
+	if (c->st->kept == 0 && c->nsamples > 0) {
 		r = -ENODATA;
 		goto out;
 	}
-	r = pp_write_gz(b, out_fd, &st->out_bytes);
+	if ((r = scrub_comments(c, cidx)) || (r = write_tables(c)) || (r = write_trailer(c, cidx)))
+		goto out;
+	if (c->out.zinit && !(r = sink_pump(&c->out, Z_FINISH)))
+		c->st->out_bytes = c->out.written;
 out:
-	pp_free(b);
-	free(m.mapping);
-	free(m.function);
-	free(m.location);
-	free(locs);
+	free(cidx);
 	return r;
 }
 
 int rdc_pprof(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stats *st)
 {
-	uint8_t *in = NULL, *raw = NULL;
-	size_t len = 0, rlen = 0;
-	Profile *pr = NULL;
 	struct rdc_stats dummy;
+	struct pr *c;
 	int r;
 
 	if (!st)
 		st = &dummy;
 	memset(st, 0, sizeof(*st));
-	if (!p)
+	if (!p || in_fd < 0 || out_fd < 0)
 		return -EINVAL;
-	if ((r = read_all(in_fd, &in, &len)) < 0)
-		return r;
-	st->in_bytes = len;
-	if ((r = inflate_all(in, len, &raw, &rlen)) < 0)
-		goto out;
-	pr = perftools__profiles__profile__unpack(NULL, rlen, raw);
-	if (!pr) {
-		r = -EBADMSG;
-		goto out;
-	}
-	/* pprof requires string_table[0] == "". */
-	if (pr->n_string_table == 0 || pr->string_table[0][0] != '\0') {
-		r = -EBADMSG;
-		goto out;
-	}
-	r = rebuild(pr, p, st, out_fd);
-out:
-	if (pr)
-		perftools__profiles__profile__free_unpacked(pr, NULL);
-	free(in);
-	free(raw);
+	if (!(c = calloc(1, sizeof(*c))))
+		return -ENOMEM;
+	c->p = p;
+	c->st = st;
+	r = run(c, in_fd, out_fd);
+	src_close(&c->src);
+	sink_close(&c->out);
+	if (c->comment_text)
+		for (size_t i = 0; i < c->ncomments; i++)
+			free(c->comment_text[i]);
+	free(c->comment_text);
+	free(c->sflags);
+	free(c->maps);
+	free(c->locs);
+	free(c->fns);
+	free(c->map_ix.slot);
+	free(c->loc_ix.slot);
+	free(c->fn_ix.slot);
+	free(c->comments);
+	free(c->snew);
+	free(c->loc_out);
+	free(c->kstr);
+	free(c->chars);
+	free(c->omaps);
+	free(c->olocs);
+	free(c->oloc_ht.slot);
+	free(c->ofns);
+	free(c->ofn_ht.slot);
+	free(c->sl);
+	free(c->lab);
+	free(c->olocs_tmp);
+	free(c->enc);
+	free(c);
 	return r;
 }
