@@ -342,23 +342,56 @@ static void fill_garbage(int fd)
 	CHECK(write(fd, "\x1f\x8b\x08\x00garbage-not-deflate", 24) == 24, "write");
 }
 
-/* A gzip bomb: 512 MiB of zeros, a few hundred KiB compressed. */
+/*
+ * A gzip bomb that the streaming redactor must read to its end: 600,000
+ * locations with distinct ids (a table of ~30 MiB that doubles to 52, past
+ * a 32 MiB address-space cap), then 512 MiB of empty samples, which take
+ * far longer than 100 ms to inflate and walk. A few MiB compressed.
+ */
+static void bomb_put(z_stream *z, const uint8_t *in, size_t n, int flush, int fd)
+{
+	static uint8_t out[1 << 16];
+	z->next_in = (uint8_t *)in;
+	z->avail_in = (uInt)n;
+	do {
+		z->next_out = out;
+		z->avail_out = sizeof(out);
+		deflate(z, flush);
+		CHECK(write(fd, out, sizeof(out) - z->avail_out) >= 0, "write");
+	} while (z->avail_out == 0);
+}
+
 static void fill_bomb(int fd)
 {
-	static uint8_t zeros[1 << 20], out[1 << 16];
+	static uint8_t buf[1 << 20];
 	z_stream z;
+	size_t n = 0;
 	memset(&z, 0, sizeof(z));
 	CHECK(deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK, "deflateInit");
-	for (int i = 0; i < 512; i++) {
-		z.next_in = zeros;
-		z.avail_in = sizeof(zeros);
-		do {
-			z.next_out = out;
-			z.avail_out = sizeof(out);
-			deflate(&z, i == 511 ? Z_FINISH : Z_NO_FLUSH);
-			CHECK(write(fd, out, sizeof(out) - z.avail_out) >= 0, "write");
-		} while (z.avail_out == 0);
+	for (uint32_t id = 1; id <= 600000; id++) {
+		uint8_t loc[8], *e = loc + 2;
+		*e++ = 0x08; /* Location.id, a varint */
+		for (uint32_t v = id; ; v >>= 7) {
+			*e++ = (uint8_t)(v < 0x80 ? v : (v & 0x7f) | 0x80);
+			if (v < 0x80)
+				break;
+		}
+		loc[0] = 0x22; /* Profile.location, length-delimited */
+		loc[1] = (uint8_t)(e - loc - 2);
+		if (n + (size_t)(e - loc) > sizeof(buf)) {
+			bomb_put(&z, buf, n, Z_NO_FLUSH, fd);
+			n = 0;
+		}
+		memcpy(buf + n, loc, (size_t)(e - loc));
+		n += (size_t)(e - loc);
 	}
+	bomb_put(&z, buf, n, Z_NO_FLUSH, fd);
+	for (size_t i = 0; i < sizeof(buf); i += 2) {
+		buf[i] = 0x12; /* Profile.sample, empty */
+		buf[i + 1] = 0x00;
+	}
+	for (int i = 0; i < 512; i++)
+		bomb_put(&z, buf, sizeof(buf), i == 511 ? Z_FINISH : Z_NO_FLUSH, fd);
 	deflateEnd(&z);
 }
 
