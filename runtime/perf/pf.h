@@ -143,7 +143,6 @@ void pf_unwind_symbolize(struct pf_unwind *u, uint64_t frame, struct pf_sym *out
 int pf_unwind_module(struct pf_unwind *u, int idx, struct pf_module *out);
 /* The executable's module index (registering it), or -1. */
 int pf_unwind_main_module(struct pf_unwind *u);
-int pf_unwind_nmodules(const struct pf_unwind *u);
 void pf_unwind_close(struct pf_unwind *u);
 
 /* pf_agg.c: identical (thread, unwinder, stack) samples merged */

@@ -348,11 +348,6 @@ int pf_unwind_module(struct pf_unwind *u, int idx, struct pf_module *out)
 	return 0;
 }
 
-int pf_unwind_nmodules(const struct pf_unwind *u)
-{
-	return u->nmods;
-}
-
 void pf_unwind_close(struct pf_unwind *u)
 {
 	if (!u)
