@@ -676,7 +676,7 @@ static void usage(void)
 static uint8_t *load(const char *path, size_t *n)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	off_t end;
+	off_t end = -1;
 	uint8_t *b;
 
 	if (fd < 0 || (end = lseek(fd, 0, SEEK_END)) < 0)
