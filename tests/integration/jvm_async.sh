@@ -11,8 +11,8 @@
 . "$(dirname "$0")/jvm_lib.sh"
 need_go
 [ -f "$CLASSES/SafepointBias.class" ] || skip "SafepointBias.class was not built"
-SPIN=$BUILD/tests/integration/spinner
-[ -x "$SPIN" ] || skip "tests/integration/spinner was not built"
+SPIN=$APPS/spinner
+[ -x "$SPIN" ] || skip "tests/integration/apps/spinner was not built"
 start_daemon
 
 CAPTURE_MS=8000 HZ=250 # 250 Hz is the tick rate here: ~1000+ samples, a 5-point window is > 3 sigma
