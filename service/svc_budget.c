@@ -12,13 +12,9 @@
 
 #include "util.h"
 
-struct trig_ctx {
-	struct svc_budget *b;
-};
-
 static void one_trigger(const struct svc_trigger_info *t, void *ud)
 {
-	struct svc_budget *b = ((struct trig_ctx *)ud)->b;
+	struct svc_budget *b = ud;
 	/* One registration per (app, type): the cap is never met, but checked. */
 	if (strcmp(t->app, b->app) != 0 || b->ntrig >= SVC_BUDGET_MAX_TRIGGERS)
 		return;
@@ -33,7 +29,6 @@ static void one_trigger(const struct svc_trigger_info *t, void *ud)
 /* Everything but the decision, for b->app once the dry run has named it. */
 static void books(struct svc_budget *b, uint32_t type, bool system, bool waits)
 {
-	struct trig_ctx tx = { .b = b };
 	int64_t at;
 
 	b->now_ms = svc_admit_now_ms();
@@ -46,7 +41,7 @@ static void books(struct svc_budget *b, uint32_t type, bool system, bool waits)
 		b->has_admit = true;
 		b->admit_ms = at;
 	}
-	svc_trigger_foreach(one_trigger, &tx);
+	svc_trigger_foreach(one_trigger, b);
 }
 
 void svc_budget_client(struct svc_conn *c, const Pd__Request *rq, struct svc_budget *b)
