@@ -427,6 +427,93 @@ int prof_request(prof_client *c, enum prof_type type, const struct prof_params *
 	return 0;
 }
 
+/* ------------------------------------------------------------ budget query */
+
+static void budget_fill(struct prof_budget *b, const Pd__BudgetReply *r)
+{
+	memset(b, 0, sizeof(*b));
+	b->error = (int)r->error;
+	util_strlcpy(b->message, r->message && r->error ? r->message : "", sizeof(b->message));
+	b->cost = r->has_cost ? r->cost : 0;
+	for (size_t i = 0; i < r->n_window && b->nwindows < PROF_BUDGET_MAX_WINDOWS; i++) {
+		struct prof_budget_window *w = &b->windows[b->nwindows++];
+		w->length_ms = r->window[i]->length_ms;
+		w->app_left = r->window[i]->app_left;
+		w->app_cap = r->window[i]->app_cap;
+		w->system_left = r->window[i]->system_left;
+		w->system_cap = r->window[i]->system_cap;
+	}
+	for (size_t i = 0; i < r->n_trigger && b->ntriggers < PROF_BUDGET_MAX_TRIGGERS; i++) {
+		struct prof_budget_trigger *t = &b->triggers[b->ntriggers++];
+		t->type = (enum prof_trigger_type)r->trigger[i]->type;
+		t->capture = (enum prof_type)r->trigger[i]->capture;
+		t->rate_limit_period_s = r->trigger[i]->period_s;
+		t->ready_ms = r->trigger[i]->has_ready_ms ? r->trigger[i]->ready_ms : 0;
+	}
+	b->admit_ms = r->has_admit_ms ? r->admit_ms : 0;
+	b->now_ms = r->now_ms;
+}
+
+int prof_get_budget(prof_client *c, enum prof_type type, const struct prof_params *params,
+		    struct prof_budget *out, size_t size)
+{
+	Pd__ClientMsg m = PD__CLIENT_MSG__INIT;
+	Pd__BudgetQuery q = PD__BUDGET_QUERY__INIT;
+	Pd__Params pp = PD__PARAMS__INIT;
+	struct prof_budget b;
+	int r;
+
+	/* A caller built against a larger struct gets this one's fields; a
+	 * smaller one than this first version is not a prof_budget. */
+	if (!c || !out || size < sizeof(b))
+		return -PROF_E_INVALID_REQUEST;
+	q.token = c->next_token++;
+	q.type = (uint32_t)type;
+	if (params) {
+		fill_params(&pp, params);
+		q.params = &pp;
+		q.has_target_pid = params->target_pid != 0;
+		q.target_pid = params->target_pid;
+	}
+	m.msg_case = PD__CLIENT_MSG__MSG_BUDGET_QUERY;
+	m.budget_query = &q;
+	if ((r = prof_send(c, &m)) < 0) {
+		LOG_D("send: %s", strerror(-r));
+		return -PROF_E_UNKNOWN;
+	}
+	/* A refusal of the query itself (the process is no longer the one
+	 * that connected) comes as a RequestReply with the token. */
+	uint64_t deadline = util_mono_ms() + PROF_REPLY_TIMEOUT_MS;
+	for (;;) {
+		uint64_t now = util_mono_ms();
+		int fd;
+		if (now >= deadline)
+			return -PROF_E_UNKNOWN;
+		Pd__DaemonMsg *d = prof_read(c, (int)(deadline - now), &fd, &r);
+		if (!d) {
+			LOG_D("no budget reply: %s", strerror(-r));
+			return -PROF_E_UNKNOWN;
+		}
+		if (d->msg_case == PD__DAEMON_MSG__MSG_BUDGET_REPLY && d->budget_reply->token == q.token) {
+			budget_fill(&b, d->budget_reply);
+		} else if (d->msg_case == PD__DAEMON_MSG__MSG_REPLY && d->reply->token == q.token) {
+			memset(&b, 0, sizeof(b));
+			b.error = d->reply->error ? (int)d->reply->error : PROF_E_UNKNOWN;
+			util_strlcpy(b.message, d->reply->message ? d->reply->message : "",
+				     sizeof(b.message));
+		} else {
+			prof_park(c, d, fd);
+			continue;
+		}
+		if (fd >= 0)
+			close(fd);
+		pd__daemon_msg__free_unpacked(d, NULL);
+		memset(out, 0, size);
+		memcpy(out, &b, sizeof(b));
+		return 0;
+	}
+}
+
 int prof_cancel(prof_client *c, uint64_t request_id)
 {
 	Pd__ClientMsg m = PD__CLIENT_MSG__INIT;

@@ -860,6 +860,77 @@ int rl_usage(struct rl *rl, const char *app, int64_t now_ms,
 	return 0;
 }
 
+int rl_cost(const struct rl *rl, const char *app, int type, bool system_triggered)
+{
+	if (!rl || !app_ok(app) || type < 1 || type > RL_TYPE_MAX)
+		return -EINVAL;
+	if (rl->cfg.exempt_app[0] && strcmp(app, rl->cfg.exempt_app) == 0)
+		return 0;
+	return (int)(system_triggered ? rl->cfg.system_cost[type] : rl->cfg.app_cost[type]);
+}
+
+/*
+ * When window w has room for cost: walk its entries oldest first (app < 0:
+ * all of them, else only that app's) until what is left plus cost fits.
+ * An entry leaves the window at t + length (it is inside while
+ * t > now - length).
+ */
+static int64_t room_at(const struct rl *rl, int w, int app, uint64_t sum, uint32_t cap,
+		       uint32_t cost, int64_t now)
+{
+	if (cost > cap)
+		return INT64_MAX;
+	int64_t at = now;
+	for (size_t i = rl->cur[w]; i < rl->n && sum + cost > cap; i++) {
+		const struct entry *e = &rl->ent[i];
+		if (app >= 0 && e->app != (uint32_t)app)
+			continue;
+		sum -= e->cost;
+		at = e->t > INT64_MAX - rl->cfg.win[w].length_ms ? INT64_MAX
+			: e->t + rl->cfg.win[w].length_ms;
+	}
+	return at < now ? now : at;
+}
+
+int rl_next_admit(struct rl *rl, const char *app, int type, bool system_triggered,
+		  int64_t now_ms, int64_t *at_ms)
+{
+	int cost = rl_cost(rl, app, type, system_triggered);
+	if (cost < 0 || !at_ms)
+		return -EINVAL;
+	if (rl->failed)
+		return -EIO;
+	*at_ms = now_ms;
+	if (!cost)
+		return 0;
+	advance(rl, now_ms);
+	int a = app_find(rl, app);
+	for (int w = 0; w < RL_NWIN; w++) {
+		const struct rl_window_cfg *wc = &rl->cfg.win[w];
+		int64_t s = room_at(rl, w, -1, rl->sum[w], wc->system_cap, (uint32_t)cost, now_ms);
+		int64_t p = room_at(rl, w, a, a >= 0 ? rl->apps[a].sum[w] : 0, wc->app_cap,
+				    (uint32_t)cost, now_ms);
+		if (s > *at_ms)
+			*at_ms = s;
+		if (p > *at_ms)
+			*at_ms = p;
+	}
+	return 0;
+}
+
+int rl_trigger_last(const struct rl *rl, const char *app, int trigger, int64_t *fire_ms)
+{
+	if (!rl || !app_ok(app) || trigger < 1 || trigger > RL_TRIGGER_MAX || !fire_ms)
+		return -EINVAL;
+	if (rl->failed)
+		return -EIO;
+	int a = app_find(rl, app);
+	if (a < 0 || !(rl->apps[a].fired & (1u << trigger)))
+		return -ENOENT;
+	*fire_ms = rl->apps[a].fire_ms[trigger];
+	return 0;
+}
+
 int rl_prune(struct rl *rl, int64_t now_ms)
 {
 	if (!rl)

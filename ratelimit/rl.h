@@ -139,6 +139,21 @@ int rl_trigger_record(struct rl *rl, const char *app, int trigger,
 int rl_usage(struct rl *rl, const char *app, int64_t now_ms,
 	     struct rl_usage out[RL_NWIN]);
 
+/*
+ * The budget query (issue #21), reads only. rl_cost: what rl_admit of type
+ * would charge app (0: free, also for the exempt app; -EINVAL).
+ * rl_next_admit: the earliest time >= now_ms at which rl_check would pass
+ * if nothing else were admitted meanwhile, in *at_ms; INT64_MAX when the
+ * cost exceeds a cap (never). It walks the entries inside the windows:
+ * O(entries) at worst. -EINVAL, or -EIO in the failed state.
+ * rl_trigger_last: the last recorded fire of (app, trigger) in *fire_ms;
+ * -ENOENT if none is kept, -EINVAL, -EIO in the failed state.
+ */
+int rl_cost(const struct rl *rl, const char *app, int type, bool system_triggered);
+int rl_next_admit(struct rl *rl, const char *app, int type, bool system_triggered,
+		  int64_t now_ms, int64_t *at_ms);
+int rl_trigger_last(const struct rl *rl, const char *app, int trigger, int64_t *fire_ms);
+
 /* Delete entries outside every window and cooldown records older than
  * RL_TRIGGER_KEEP_MS; free idle apps. rl_admit prunes the file itself
  * about once an hour. 0, -EINVAL, or -EIO. */

@@ -73,7 +73,7 @@ static int rule_valid(const struct svc_admit_in *in, struct svc_admit_out *out, 
 static int rule_runtime(const struct svc_admit_in *in, struct svc_admit_out *out, char *msg,
 			size_t n)
 {
-	if (in->gone)
+	if (in->gone || in->app_only)
 		return 0;
 	if (in->runtime && !(in->runtime_caps & in->type_cap) &&
 	    !(in->type == PROF_HEAP_DUMP && in->jvm)) {
@@ -103,7 +103,7 @@ static int rule_sessions(const struct svc_admit_in *in, struct svc_admit_out *ou
 {
 	if (in->gone)
 		return 0;
-	if (in->busy) {
+	if (in->busy && !in->app_only) {
 		util_fmt(msg, n, "session %llu is already capturing pid %d",
 			 (unsigned long long)in->busy, (int)in->pid);
 		return PROF_E_PROFILING_IN_PROGRESS;
@@ -137,6 +137,22 @@ int svc_admit_decide(const struct svc_admit_in *in, struct svc_admit_out *out, c
 		if ((e = rules[i](in, out, msg, n)) != 0)
 			return e;
 	return 0;
+}
+
+int svc_admit_query(const struct svc_admit_in *in, char *msg, size_t n, bool *waits)
+{
+	struct svc_admit_out out;
+	char other[8];
+	int e = svc_admit_decide(in, &out, msg, n);
+	/*
+	 * Run the same rules once more with the windows' dry run passing: 0
+	 * means every other rule passes, so the request waits on the windows
+	 * alone (or on nothing). Any other rule's refusal has no time in it.
+	 */
+	struct svc_admit_in rest = *in;
+	rest.rate = 0;
+	*waits = svc_admit_decide(&rest, &out, other, sizeof(other)) == 0;
+	return e;
 }
 
 /* ------------------------------------------------------------ the books */
@@ -264,6 +280,38 @@ int svc_admit_result_reserve(const char *app, uint64_t size, char *why, size_t n
 int svc_admit_recount(void)
 {
 	return svc_db_result_bytes(NULL, &total_bytes);
+}
+
+int svc_admit_cost(const char *app, uint32_t type, bool system)
+{
+	return rl_cost(rl, app, (int)type, system);
+}
+
+int svc_admit_next(const char *app, uint32_t type, bool system, int64_t *at_ms)
+{
+	return rl_next_admit(rl, app, (int)type, system, now_ms(), at_ms);
+}
+
+int svc_admit_cooldown_ready(const char *app, uint32_t trigger, uint32_t period_s,
+			     int64_t *ready_ms)
+{
+	int64_t last;
+	*ready_ms = 0;
+	int r = rl_trigger_last(rl, app, (int)trigger, &last);
+	if (r == -ENOENT || (r == 0 && !period_s))
+		return 0;
+	if (r < 0)
+		return r;
+	/* As rl_trigger_check: cooling down while last > now - period. */
+	int64_t until = last + (int64_t)period_s * 1000;
+	if (until > now_ms())
+		*ready_ms = until;
+	return 0;
+}
+
+int64_t svc_admit_now_ms(void)
+{
+	return now_ms();
 }
 
 int svc_admit_usage(const char *app, struct rl_usage out[RL_NWIN])

@@ -13,7 +13,12 @@
  *        (PROFILING_IN_PROGRESS);
  *     5. the disk quota and free space (NO_DISK_SPACE).
  *   The first rule that refuses wins. A dead process's artifact (a crash
- *   dump, `gone`) meets only the costs and quotas (1, 3, 5). Nothing is
+ *   dump, `gone`) meets only the costs and quotas (1, 3, 5). An app's
+ *   budget asked with no process (`app_only`, profctl budget) meets all
+ *   but the rules about the process: 2 and 4's one per process.
+ * - svc_admit_query is the budget query's dry run (issue #21): the same
+ *   decision, and whether the cost windows are all that stand in the way
+ *   (then the time they free up is when it would be admitted). Nothing is
  *   charged: the caller charges (svc_admit_charge) only when all passed,
  *   so a refused request costs nothing.
  * - The rest gathers what the snapshot holds and keeps the books: the
@@ -44,6 +49,7 @@ struct svc_admit_in {
 	/* the target */
 	pid_t pid;
 	bool gone;                      /* a dead process's artifact: costs and quotas only */
+	bool app_only;                  /* an app's budget, no process: rules 2 and 4a skipped */
 	bool runtime;                   /* its runtime is connected ... */
 	uint32_t runtime_caps;          /* ... and offers these */
 	bool jvm;                       /* it is a HotSpot JVM (read for heap dumps only) */
@@ -66,6 +72,13 @@ struct svc_admit_out {
 int svc_admit_decide(const struct svc_admit_in *in, struct svc_admit_out *out, char *msg,
 		     size_t n);
 
+/*
+ * The budget query: svc_admit_decide's answer, and in *waits whether it
+ * would be 0 with the cost windows' dry run passing (so only time stands
+ * in the way, or nothing does). No side effects.
+ */
+int svc_admit_query(const struct svc_admit_in *in, char *msg, size_t n, bool *waits);
+
 int svc_admit_init(const struct svc_config *cfg);
 void svc_admit_fini(void);
 /* Config reload: new caps and costs for the next admissions. */
@@ -82,6 +95,19 @@ int svc_admit_cooldown_check(const char *app, uint32_t trigger, uint32_t period_
 void svc_admit_cooldown_record(const char *app, uint32_t trigger);
 /* Stored results changed outside admission (retention): recount. */
 int svc_admit_recount(void);
+/*
+ * The budget query's reads (issue #21), none of which records anything.
+ * cost: what an admission of type charges app (0: free or exempt), or a
+ * negative errno. next: when the cost windows admit type for app
+ * (CLOCK_REALTIME ms; INT64_MAX: never, the cost exceeds a cap), -EIO when
+ * the store fails closed. cooldown_ready: when (app, trigger) may fire
+ * again, 0 when it may now. now_ms: the clock all of these read.
+ */
+int svc_admit_cost(const char *app, uint32_t type, bool system);
+int svc_admit_next(const char *app, uint32_t type, bool system, int64_t *at_ms);
+int svc_admit_cooldown_ready(const char *app, uint32_t trigger, uint32_t period_s,
+			     int64_t *ready_ms);
+int64_t svc_admit_now_ms(void);
 /* Fill usage for status and tests. */
 int svc_admit_usage(const char *app, struct rl_usage out[RL_NWIN]);
 

@@ -2,6 +2,7 @@
  * The client role (svc_client.h): client.sock's messages, handed from the
  * transport (svc_conn.c) to the session and trigger modules.
  */
+#include "svc_budget.h"
 #include "svc_config.h"
 #include "svc_deliver.h"
 #include "svc_request.h"
@@ -144,6 +145,66 @@ static int client_signal(struct svc_conn *c, const void *msg)
 	return 0;
 }
 
+/*
+ * The budget query: what a Request with these fields would get now, from
+ * the same dry run, spending nothing (svc_budget.h). The reply holds at
+ * most RL_NWIN windows and SVC_BUDGET_MAX_TRIGGERS triggers: it fits.
+ */
+static int client_budget(struct svc_conn *c, const void *msg)
+{
+	const Pd__BudgetQuery *q = ((const Pd__ClientMsg *)msg)->budget_query;
+	Pd__DaemonMsg out = PD__DAEMON_MSG__INIT;
+	Pd__BudgetReply rep = PD__BUDGET_REPLY__INIT;
+	Pd__Request rq = PD__REQUEST__INIT;
+	Pd__BudgetWindow wv[RL_NWIN], *wp[RL_NWIN];
+	Pd__BudgetTrigger tv[SVC_BUDGET_MAX_TRIGGERS], *tp[SVC_BUDGET_MAX_TRIGGERS];
+	static struct svc_budget b; /* 5 KiB: off the stack; one loop thread */
+
+	/* An answer for a process that is no longer the one that connected
+	 * would be the wrong one: refused and closed, as a Request is. */
+	if (recheck(c, q->token, true) < 0)
+		return 0;
+	rq.type = q->type;
+	rq.params = q->params;
+	rq.has_target_pid = q->has_target_pid;
+	rq.target_pid = q->target_pid;
+	svc_budget_client(c, &rq, &b);
+	rep.token = q->token;
+	rep.error = (uint32_t)b.error;
+	rep.message = b.error ? b.msg : NULL;
+	rep.has_cost = b.cost >= 0;
+	rep.cost = b.cost >= 0 ? (uint32_t)b.cost : 0;
+	rep.has_admit_ms = b.has_admit;
+	rep.admit_ms = (uint64_t)b.admit_ms;
+	rep.now_ms = (uint64_t)b.now_ms;
+	for (int i = 0; b.windows && i < RL_NWIN; i++) {
+		const struct rl_usage *u = &b.win[i];
+		pd__budget_window__init(&wv[i]);
+		wv[i].length_ms = (uint64_t)u->length_ms;
+		wv[i].app_cap = u->app_cap;
+		wv[i].app_left = u->app_used < u->app_cap ? u->app_cap - (uint32_t)u->app_used : 0;
+		wv[i].system_cap = u->system_cap;
+		wv[i].system_left = u->system_used < u->system_cap
+			? u->system_cap - (uint32_t)u->system_used : 0;
+		wp[rep.n_window++] = &wv[i];
+	}
+	rep.window = wp;
+	for (unsigned i = 0; i < b.ntrig; i++) {
+		pd__budget_trigger__init(&tv[i]);
+		tv[i].type = b.trig[i].type;
+		tv[i].capture = b.trig[i].capture;
+		tv[i].has_period_s = 1;
+		tv[i].period_s = b.trig[i].period_s;
+		tv[i].has_ready_ms = b.trig[i].ready_ms != 0;
+		tv[i].ready_ms = (uint64_t)b.trig[i].ready_ms;
+		tp[rep.n_trigger++] = &tv[i];
+	}
+	rep.trigger = tp;
+	out.msg_case = PD__DAEMON_MSG__MSG_BUDGET_REPLY;
+	out.budget_reply = &rep;
+	return svc_conn_send(c, &out.base, -1);
+}
+
 static const struct svc_conn_handler handlers[] = {
 	{ PD__CLIENT_MSG__MSG_HELLO, false, client_hello },
 	{ PD__CLIENT_MSG__MSG_REQUEST, true, client_request },
@@ -153,6 +214,7 @@ static const struct svc_conn_handler handlers[] = {
 	{ PD__CLIENT_MSG__MSG_ADD_TRIGGER, true, client_add_trigger },
 	{ PD__CLIENT_MSG__MSG_REMOVE_TRIGGER, true, client_remove_trigger },
 	{ PD__CLIENT_MSG__MSG_SIGNAL, true, client_signal },
+	{ PD__CLIENT_MSG__MSG_BUDGET_QUERY, true, client_budget },
 };
 
 static const struct svc_conn_role_ops ops = {

@@ -79,6 +79,10 @@ Pdctl__CtlRequest *svc_ctl_decode(const uint8_t *buf, size_t len, const char **w
 			*why = "app key too long";
 		break;
 	}
+	case PDCTL__CTL_REQUEST__CMD_BUDGET:
+		if (!str_ok(m->budget->app, RL_APP_MAX - 1))
+			*why = "app key too long";
+		break;
 	case PDCTL__CTL_REQUEST__CMD_REQUEST:
 		if (!str_ok(m->request->tag, WIRE_MAX_TAG))
 			*why = "tag too long";

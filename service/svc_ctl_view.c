@@ -6,6 +6,7 @@
  */
 #include "svc_db_result.h"
 #include "svc_admit.h"
+#include "svc_budget.h"
 #include "svc_session.h"
 #include "svc_trigger.h"
 #include "svc_ctl_view.h"
@@ -512,6 +513,54 @@ static int do_ratelimit(struct svc_conn *c, struct arena *a, const Pdctl__AppFil
 	return svc_ctl_send(c, &rep, -1);
 }
 
+/* ------------------------------------------------------------ budget */
+
+/* profctl budget (issue #21): an app's request of a type, dry run. */
+static int do_budget(struct svc_conn *c, struct arena *a, const Pdctl__BudgetAsk *q)
+{
+	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
+	Pdctl__BudgetAnswer ba = PDCTL__BUDGET_ANSWER__INIT;
+	Pdctl__BudgetCooldown tv[SVC_BUDGET_MAX_TRIGGERS], *tp[SVC_BUDGET_MAX_TRIGGERS];
+	Pdctl__Budget *bp[2];
+	static struct svc_budget b; /* 5 KiB: off the stack; one loop thread */
+	char own[32];
+
+	if (check_filter(c, q->app) < 0)
+		return 0;
+	util_fmt(own, sizeof(own), "uid:%u", (unsigned)svc_conn_uid(c));
+	svc_budget_app(q->app ? q->app : own, q->type, &b);
+	ba.app = b.app;
+	ba.type = q->type;
+	ba.error = (uint32_t)b.error;
+	ba.message = b.error ? b.msg : NULL;
+	ba.has_cost = b.cost >= 0;
+	ba.cost = b.cost >= 0 ? (uint32_t)b.cost : 0;
+	ba.has_admit_ms = b.has_admit;
+	ba.admit_ms = (uint64_t)b.admit_ms;
+	ba.now_ms = (uint64_t)b.now_ms;
+	/* The same windows as profctl ratelimit: the app's, then the system's. */
+	if (b.windows && (bp[0] = budget(a, b.app)) && (bp[1] = budget(a, NULL))) {
+		ba.budget = bp;
+		ba.n_budget = 2;
+	}
+	for (unsigned i = 0; i < b.ntrig; i++) {
+		pdctl__budget_cooldown__init(&tv[i]);
+		tv[i].type = b.trig[i].type;
+		tv[i].capture = b.trig[i].capture;
+		tv[i].has_period_s = 1;
+		tv[i].period_s = b.trig[i].period_s;
+		tv[i].has_ready_ms = b.trig[i].ready_ms != 0;
+		tv[i].ready_ms = (uint64_t)b.trig[i].ready_ms;
+		tp[ba.n_trigger++] = &tv[i];
+	}
+	ba.trigger = tp;
+	if (a->oom)
+		return svc_ctl_error(c, PROF_E_UNKNOWN, "out of memory");
+	rep.body_case = PDCTL__CTL_REPLY__BODY_BUDGET;
+	rep.budget = &ba;
+	return svc_ctl_send(c, &rep, -1);
+}
+
 /* ------------------------------------------------------------ results */
 
 static void fill_result(struct arena *a, Pdctl__ResultInfo *ri, const struct svc_db_row *r)
@@ -638,6 +687,7 @@ int svc_ctl_view(struct svc_conn *c, const Pdctl__CtlRequest *m)
 	case PDCTL__CTL_REQUEST__CMD_APPS: r = do_apps(c, &a); break;
 	case PDCTL__CTL_REQUEST__CMD_TRIGGERS: r = do_triggers(c, &a, m->triggers); break;
 	case PDCTL__CTL_REQUEST__CMD_RATELIMIT: r = do_ratelimit(c, &a, m->ratelimit); break;
+	case PDCTL__CTL_REQUEST__CMD_BUDGET: r = do_budget(c, &a, m->budget); break;
 	case PDCTL__CTL_REQUEST__CMD_RESULTS: r = do_results(c, &a, m->results); break;
 	case PDCTL__CTL_REQUEST__CMD_SHOW: r = do_show(c, &a, m->show->id, false); break;
 	case PDCTL__CTL_REQUEST__CMD_OPEN: r = do_show(c, &a, m->open->id, true); break;

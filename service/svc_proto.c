@@ -48,6 +48,7 @@ Pd__ClientMsg *svc_decode_client(const uint8_t *buf, size_t len, const char **wh
 	case PD__CLIENT_MSG__MSG_ACK:
 	case PD__CLIENT_MSG__MSG_ADD_TRIGGER:
 	case PD__CLIENT_MSG__MSG_REMOVE_TRIGGER:
+	case PD__CLIENT_MSG__MSG_BUDGET_QUERY:
 		break;
 	case PD__CLIENT_MSG__MSG_SIGNAL:
 		if (!str_ok(m->signal->name, WIRE_MAX_TAG))

@@ -87,43 +87,61 @@ static int resolve_target(struct svc_conn *client, const Pd__Request *rq, struct
 	return 0;
 }
 
+/* Why-buffers a snapshot points into: they live as long as it does. */
+struct why {
+	char rate[160], disk[160];
+};
+
 /*
- * Take the snapshot the rules look at, run them (svc_admit_decide), and
- * charge the cost when all passed. 0 or a positive PROF_E_* with msg.
+ * Take the snapshot the rules look at (svc_admit_decide): the request,
+ * the target's process (none for an app-only query), and the reads of the
+ * cost windows (a dry run) and the disk.
  */
-static int admit(struct target *t, const Pd__Request *rq, struct svc_admit_out *out, char *msg,
-		 size_t n)
+static void snapshot(const struct target *t, const Pd__Request *rq, bool app_only,
+		     struct svc_admit_in *in, struct why *w)
 {
 	const struct svc_config *cfg = svc_session_config();
 	bool known = names_type_valid(rq->type);
-	char rate_why[160], disk_why[160];
-	struct svc_admit_in in = {
+	*in = (struct svc_admit_in){
 		.type = rq->type,
 		.params = rq->params,
 		.type_cap = known ? names_cap_bit(rq->type) : 0,
 		.pid = t->pid,
 		.gone = t->gone,
+		.app_only = app_only,
 		.default_duration_ms = cfg->default_duration_ms,
 		.default_frequency_hz = cfg->default_frequency_hz,
 		.max_sessions = cfg->max_sessions,
 		.nsessions = svc_session_count(),
-		.rate_why = rate_why,
-		.disk_why = disk_why,
+		.rate_why = w->rate,
+		.disk_why = w->disk,
 	};
-	if (!t->gone) {
+	if (!t->gone && !app_only) {
 		struct svc_conn *rt = svc_conn_runtime_for(t->pid);
 		struct session *busy = svc_session_of_pid(t->pid);
-		in.runtime = rt != NULL;
-		in.runtime_caps = rt ? svc_conn_runtime_caps(rt) : 0;
+		in->runtime = rt != NULL;
+		in->runtime_caps = rt ? svc_conn_runtime_caps(rt) : 0;
 		/* Only a heap dump's rules ask: spare the /proc reads otherwise. */
-		in.jvm = rq->type == PROF_HEAP_DUMP && svc_jvm_detect(t->pid);
-		in.busy = busy ? busy->id : 0;
+		in->jvm = rq->type == PROF_HEAP_DUMP && svc_jvm_detect(t->pid);
+		in->busy = busy ? busy->id : 0;
 	}
 	/* The cost windows know the capture types only; rule 1 refuses others. */
 	if (known)
-		in.rate = svc_admit_rate_check(t->app, rq->type, t->system, rate_why,
-					       sizeof(rate_why));
-	in.disk = svc_admit_disk_check(t->app, disk_why, sizeof(disk_why));
+		in->rate = svc_admit_rate_check(t->app, rq->type, t->system, w->rate,
+						sizeof(w->rate));
+	in->disk = svc_admit_disk_check(t->app, w->disk, sizeof(w->disk));
+}
+
+/*
+ * Run the rules over the snapshot and charge the cost when all passed.
+ * 0 or a positive PROF_E_* with msg.
+ */
+static int admit(struct target *t, const Pd__Request *rq, struct svc_admit_out *out, char *msg,
+		 size_t n)
+{
+	struct svc_admit_in in;
+	struct why w;
+	snapshot(t, rq, false, &in, &w);
 	int e = svc_admit_decide(&in, out, msg, n);
 	return e ? e : svc_admit_charge(t->app, rq->type, t->system, msg, n);
 }
@@ -243,6 +261,41 @@ int svc_request_client(struct svc_conn *client, const Pd__Request *rq, uint64_t 
 		*id = s->id;
 	svc_ident_fini(&t.ident);
 	return e;
+}
+
+int svc_request_dry_run(struct svc_conn *client, const Pd__Request *rq,
+			struct svc_request_dry *dry, char *msg, size_t n)
+{
+	struct target t = { 0 };
+	struct svc_admit_in in;
+	struct why w;
+
+	svc_ident_init(&t.ident);
+	dry->waits = false;
+	/* The target exactly as svc_request_client resolves it. */
+	int e = resolve_target(client, rq, &t, msg, n);
+	util_strlcpy(dry->app, t.app, sizeof(dry->app));
+	dry->system = t.system;
+	if (!e) {
+		snapshot(&t, rq, false, &in, &w);
+		e = svc_admit_query(&in, msg, n, &dry->waits);
+	}
+	svc_ident_fini(&t.ident);
+	return e;
+}
+
+int svc_request_dry_run_app(const char *app, const Pd__Request *rq, struct svc_request_dry *dry,
+			    char *msg, size_t n)
+{
+	struct target t = { 0 };
+	struct svc_admit_in in;
+	struct why w;
+
+	util_strlcpy(t.app, app, sizeof(t.app));
+	util_strlcpy(dry->app, app, sizeof(dry->app));
+	dry->system = false;
+	snapshot(&t, rq, true, &in, &w);
+	return svc_admit_query(&in, msg, n, &dry->waits);
 }
 
 int svc_request_trigger(pid_t pid, uint64_t start, uid_t uid, gid_t gid, const char *app,

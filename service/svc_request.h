@@ -20,11 +20,13 @@
 #ifndef PD_SVC_REQUEST_H
 #define PD_SVC_REQUEST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "profilingd.pb-c.h"
+#include "rl.h"
 
 struct svc_conn;
 
@@ -34,6 +36,24 @@ struct svc_conn;
  */
 int svc_request_client(struct svc_conn *client, const Pd__Request *rq, uint64_t *id,
 		       const char **why);
+/*
+ * The budget query (issue #21): the answer svc_request_client would give
+ * rq now, from the same snapshot and the same rules, spending nothing (no
+ * charge, no request id, no session). 0 or a positive PROF_E_* with msg;
+ * dry says whose budget it is and whether the cost windows alone stand in
+ * the way (svc_admit_query).
+ */
+struct svc_request_dry {
+	char app[RL_APP_MAX];           /* the app the cost would be charged to */
+	bool system;                    /* a system capture (root, another process) */
+	bool waits;                     /* only the cost windows refuse, or nothing does */
+};
+int svc_request_dry_run(struct svc_conn *client, const Pd__Request *rq,
+			struct svc_request_dry *dry, char *msg, size_t n);
+/* The same for an app's request with no process in view (profctl budget):
+ * the process's rules (svc_admit_in.app_only) are not asked. */
+int svc_request_dry_run_app(const char *app, const Pd__Request *rq, struct svc_request_dry *dry,
+			    char *msg, size_t n);
 /* The app cancels its request id: CANCELLED. 0 or -ENOENT (not its own, or over). */
 int svc_request_cancel(struct svc_conn *client, uint64_t id);
 /*

@@ -217,6 +217,68 @@ static void test_gone_costs_only(void **state)
 	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
 }
 
+/* An app's budget with no process (profctl budget): the process's rules
+ * (runtime, one per process) are not asked; max_sessions, costs and disk
+ * are, in order. */
+static void test_app_only(void **state)
+{
+	struct svc_admit_in in = all_refuse(NULL);
+	struct svc_admit_out out;
+	char msg[256];
+	in.app_only = true;
+	in.runtime = false;
+	in.type = PROF_HEAP_DUMP; /* no runtime, not a JVM: rule 2 would refuse */
+	assert_int_equal(decide(&in, &out, msg), PROF_E_RATE_LIMIT_PROCESS);
+	in.rate = 0;
+	/* busy is the process's rule; max_sessions (4 of 4) still refuses */
+	assert_int_equal(decide(&in, &out, msg), PROF_E_PROFILING_IN_PROGRESS);
+	assert_non_null(strstr(msg, "max_sessions"));
+	in.nsessions = 3;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_NO_DISK_SPACE);
+	in.disk = 0;
+	assert_int_equal(decide(&in, &out, msg), 0);
+}
+
+/* The budget query: the same answer as svc_admit_decide, and "waits" only
+ * when nothing but the cost windows refuses. */
+static void test_query(void **state)
+{
+	struct svc_admit_in in = clear();
+	struct svc_admit_out out;
+	char msg[256], qmsg[256];
+	bool waits = false;
+	assert_int_equal(svc_admit_query(&in, qmsg, sizeof(qmsg), &waits), 0);
+	assert_true(waits);
+
+	in.rate = PROF_E_RATE_LIMIT_SYSTEM;
+	assert_int_equal(svc_admit_query(&in, qmsg, sizeof(qmsg), &waits), PROF_E_RATE_LIMIT_SYSTEM);
+	assert_true(waits);
+	assert_string_equal(qmsg, "budget used up");
+
+	/* A later rule refuses too: the windows freeing up would not do. */
+	in.disk = PROF_E_NO_DISK_SPACE;
+	assert_int_equal(svc_admit_query(&in, qmsg, sizeof(qmsg), &waits), PROF_E_RATE_LIMIT_SYSTEM);
+	assert_false(waits);
+	in.rate = 0;
+	assert_int_equal(svc_admit_query(&in, qmsg, sizeof(qmsg), &waits), PROF_E_NO_DISK_SPACE);
+	assert_false(waits);
+
+	/* Every state of all_refuse, rule by rule: the query agrees with decide. */
+	in = all_refuse(NULL);
+	for (int step = 0; step < 5; step++) {
+		int e = decide(&in, &out, msg);
+		assert_int_equal(svc_admit_query(&in, qmsg, sizeof(qmsg), &waits), e);
+		assert_string_equal(qmsg, e ? msg : qmsg);
+		switch (step) {
+		case 0: in.runtime_caps = NAMES_CAP_STACK_SAMPLING; break;
+		case 1: assert_false(waits); in.busy = 0; in.nsessions = 0; break;
+		case 2: assert_false(waits); in.disk = 0; break;
+		case 3: assert_true(waits); in.rate = 0; break;
+		default: assert_int_equal(e, 0); assert_true(waits); break;
+		}
+	}
+}
+
 /* A long reason is cut to the caller's buffer, never past it. */
 static void test_message_bounded(void **state)
 {
@@ -242,6 +304,8 @@ int main(void)
 		cmocka_unit_test(test_sessions_before_disk),
 		cmocka_unit_test(test_gone_costs_only),
 		cmocka_unit_test(test_message_bounded),
+		cmocka_unit_test(test_app_only),
+		cmocka_unit_test(test_query),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -265,6 +265,66 @@ static void test_window_edges(void **state)
 	rl_close(rl);
 }
 
+/* rl_next_admit (the budget query): the first time rl_admit passes again,
+ * exactly: refused 1 ms before, admitted at it; nothing recorded. */
+static void test_next_admit(void **state)
+{
+	struct fx *f = *state;
+	struct rl_config cfg;
+	const char *a = "uid:1000/com.example";
+	int64_t at;
+
+	rl_config_defaults(&cfg);
+	struct rl *rl = open_ok(f->path, &cfg, T0);
+	assert_int_equal(rl_next_admit(rl, a, PROF_HEAP_DUMP, false, T0, &at), 0);
+	assert_int_equal(at, T0);
+	assert_int_equal(rl_admit(rl, a, PROF_HEAP_DUMP, false, T0), 0);
+	/* 1 h holds 10 of 10: free again when T0 leaves it. */
+	assert_int_equal(rl_next_admit(rl, a, PROF_HEAP_DUMP, false, T0 + 5, &at), 0);
+	assert_int_equal(at, T0 + H);
+	assert_int_equal(rl_next_admit(rl, a, PROF_HEAP_DUMP, false, T0 + 5, &at), 0);
+	assert_int_equal(at, T0 + H); /* the query recorded nothing */
+	assert_int_equal(rl_admit(rl, a, PROF_HEAP_DUMP, false, at - 1), PROC);
+	assert_int_equal(rl_admit(rl, a, PROF_HEAP_DUMP, false, at), 0);
+	/* Now 24 h holds 20 of 20: T0 must leave it. */
+	assert_int_equal(rl_next_admit(rl, a, PROF_HEAP_DUMP, false, T0 + H + 1, &at), 0);
+	assert_int_equal(at, T0 + D);
+	assert_int_equal(rl_admit(rl, a, PROF_HEAP_DUMP, false, at - 1), PROC);
+	assert_int_equal(rl_admit(rl, a, PROF_HEAP_DUMP, false, at), 0);
+	/* Another app: only the system's windows (1 h: 10 of 20 used). */
+	assert_int_equal(rl_next_admit(rl, "uid:2", PROF_HEAP_DUMP, false, T0 + D, &at), 0);
+	assert_int_equal(at, T0 + D);
+	/* A system capture costs 5: the same walk with its own cost. */
+	assert_int_equal(rl_cost(rl, a, PROF_HEAP_DUMP, true), 5);
+	assert_int_equal(rl_cost(rl, a, PROF_HEAP_DUMP, false), 10);
+	assert_int_equal(rl_next_admit(NULL, a, PROF_HEAP_DUMP, false, T0, &at), -EINVAL);
+	assert_int_equal(rl_next_admit(rl, a, 0, false, T0, &at), -EINVAL);
+	rl_close(rl);
+
+	/* A cost over a cap is never admitted. */
+	cfg.app_cost[PROF_HEAP_DUMP] = cfg.win[0].app_cap + 1;
+	rl = open_ok(f->path, &cfg, T0);
+	assert_int_equal(rl_next_admit(rl, "uid:3", PROF_HEAP_DUMP, false, T0, &at), 0);
+	assert_int_equal(at, INT64_MAX);
+	rl_close(rl);
+}
+
+/* rl_trigger_last: the recorded fire, or -ENOENT. */
+static void test_trigger_last(void **state)
+{
+	struct fx *f = *state;
+	struct rl *rl = open_ok(f->path, NULL, T0);
+	int64_t t;
+
+	assert_int_equal(rl_trigger_last(rl, "uid:1", PROF_TRIGGER_HANG, &t), -ENOENT);
+	assert_int_equal(rl_trigger_record(rl, "uid:1", PROF_TRIGGER_HANG, T0 + 7), 0);
+	assert_int_equal(rl_trigger_last(rl, "uid:1", PROF_TRIGGER_HANG, &t), 0);
+	assert_int_equal(t, T0 + 7);
+	assert_int_equal(rl_trigger_last(rl, "uid:1", PROF_TRIGGER_OOM, &t), -ENOENT);
+	assert_int_equal(rl_trigger_last(rl, "uid:1", 0, &t), -EINVAL);
+	rl_close(rl);
+}
+
 static void test_system_cap_24h(void **state)
 {
 	struct fx *f = *state;
@@ -952,6 +1012,8 @@ int main(void)
 		T(test_check_records_nothing),
 		T(test_system_cost_exact),
 		T(test_window_edges),
+		T(test_next_admit),
+		T(test_trigger_last),
 		T(test_system_cap_24h),
 		T(test_deciding_window),
 		T(test_costs_per_type),

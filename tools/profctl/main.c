@@ -42,6 +42,7 @@ static struct {
 	uint32_t pid, type, duration_ms, hz;
 	const char *tag;
 	bool wait;
+	const char *app;   /* budget --app */
 } opt;
 
 /* A direct request's "none" is a dash in the tables. */
@@ -1023,6 +1024,112 @@ static uint32_t parse_u32(const char *name, const char *s)
 	return (uint32_t)v;
 }
 
+/* ------------------------------------------------------------ budget (issue #21) */
+
+/* A CLOCK_REALTIME ms as UTC, and how far from the daemon's now. */
+static void fmt_when(uint64_t ms, uint64_t now_ms, char *out, size_t n)
+{
+	char t[40], d[32];
+	fmt_time(ms * 1000000u, t, sizeof(t));
+	fmt_dur(ms > now_ms ? ms - now_ms : 0, d, sizeof(d));
+	snprintf(out, n, "%s (in %s)", t, d);
+}
+
+/*
+ * What a request of --type (default stack) by the app would get now,
+ * asked without spending anything. Exits 0 whatever the answer: the
+ * answer is the output (JSON "error"); 1 when the daemon refused the
+ * query itself (another uid's app without root).
+ */
+static int cmd_budget(void)
+{
+	Pdctl__CtlRequest rq = PDCTL__CTL_REQUEST__INIT;
+	Pdctl__BudgetAsk ask = PDCTL__BUDGET_ASK__INIT;
+	static char key[300];
+	const char *app = opt.app;
+
+	if (app && app[0] >= '0' && app[0] <= '9' && strspn(app, "0123456789") == strlen(app)) {
+		snprintf(key, sizeof(key), "uid:%s", app);
+		app = key;
+	}
+	ask.app = (char *)app;
+	ask.type = opt.type ? opt.type : PROF_STACK_SAMPLING;
+	rq.cmd_case = PDCTL__CTL_REQUEST__CMD_BUDGET;
+	rq.budget = &ask;
+	int fd = ctl_connect();
+	Pdctl__CtlReply *rep = call(fd, &rq, NULL);
+	close(fd);
+	const Pdctl__BudgetAnswer *b = rep->budget;
+	if (!b)
+		die(EX_CONNECT, "unexpected reply from profilingd");
+	if (opt.json) {
+		bool f = true;
+		fputc('{', stdout);
+		jstr(stdout, &f, "app", b->app);
+		jstr(stdout, &f, "type", names_type_str(b->type));
+		jbool(stdout, &f, "admitted", b->error == 0);
+		jnum(stdout, &f, "error", b->error);
+		jstr(stdout, &f, "error_name", b->error ? prof_strerror((int)b->error) : "");
+		jstr(stdout, &f, "message", b->message);
+		if (b->has_cost)
+			jnum(stdout, &f, "cost", b->cost);
+		jk(stdout, &f, "admit_ms");
+		if (b->has_admit_ms)
+			printf("%" PRIu64, b->admit_ms);
+		else
+			fputs("null", stdout);
+		jnum(stdout, &f, "now_ms", b->now_ms);
+		jk(stdout, &f, "budgets");
+		budgets_json(stdout, b->budget, b->n_budget);
+		jk(stdout, &f, "triggers");
+		fputc('[', stdout);
+		for (size_t i = 0; i < b->n_trigger; i++) {
+			const Pdctl__BudgetCooldown *t = b->trigger[i];
+			bool f2 = true;
+			fputs(i ? ",{" : "{", stdout);
+			jstr(stdout, &f2, "trigger", trigger_name(t->type));
+			jstr(stdout, &f2, "capture", names_type_str(t->capture));
+			jnum(stdout, &f2, "period_s", t->period_s);
+			jbool(stdout, &f2, "cooling_down", t->has_ready_ms);
+			jnum(stdout, &f2, "ready_ms", t->has_ready_ms ? t->ready_ms : 0);
+			fputc('}', stdout);
+		}
+		fputs("]}\n", stdout);
+	} else {
+		char when[96];
+		printf("app %s, %s: ", b->app, names_type_str(b->type));
+		if (b->error)
+			printf("would be refused: %s (%s)\n", prof_strerror((int)b->error),
+			       b->message ? b->message : "");
+		else
+			printf("would be admitted\n");
+		if (b->has_cost)
+			printf("cost %u in each window\n", b->cost);
+		if (!b->has_admit_ms)
+			printf("earliest admission: unknown (no time alone will admit it)\n");
+		else if (b->admit_ms <= b->now_ms)
+			printf("earliest admission: now\n");
+		else {
+			fmt_when(b->admit_ms, b->now_ms, when, sizeof(when));
+			printf("earliest admission: %s\n", when);
+		}
+		budgets_table(b->budget, b->n_budget);
+		if (b->n_trigger)
+			printf("%-15s %-13s %-7s %s\n", "TRIGGER", "CAPTURE", "PERIOD", "READY");
+		for (size_t i = 0; i < b->n_trigger; i++) {
+			const Pdctl__BudgetCooldown *t = b->trigger[i];
+			char per[24];
+			snprintf(per, sizeof(per), "%us", t->period_s);
+			if (t->has_ready_ms)
+				fmt_when(t->ready_ms, b->now_ms, when, sizeof(when));
+			printf("%-15s %-13s %-7s %s\n", trigger_name(t->type), names_type_str(t->capture),
+			       per, t->has_ready_ms ? when : "now");
+		}
+	}
+	pdctl__ctl_reply__free_unpacked(rep, NULL);
+	return EX_OK;
+}
+
 /* ------------------------------------------------------------ commands */
 
 /* One row per command: its arguments, a line for the list, a paragraph for
@@ -1047,6 +1154,7 @@ static int run_flame(const char *a1, const char *a2) { (void)a2; return cmd_flam
 static int run_collapsed(const char *a1, const char *a2) { (void)a2; return cmd_collapsed(a1); }
 static int run_export(const char *a1, const char *a2) { return cmd_export(a1, a2); }
 static int run_request(const char *a1, const char *a2) { (void)a1, (void)a2; return cmd_request(); }
+static int run_budget(const char *a1, const char *a2) { (void)a1, (void)a2; return cmd_budget(); }
 
 static const struct command commands[] = {
 	{ "status", 0, 0, "", "version, uptime, watchers, runtimes, sessions, budgets",
@@ -1100,6 +1208,13 @@ static const struct command commands[] = {
 	  "  --wait           follow the phases (progress bar on a terminal, one line\n"
 	  "                   per phase otherwise) and print the result's id and path;\n"
 	  "                   exit 4 when the capture fails\n", run_request },
+	{ "budget", 0, 0, "[--app APP] [--type TYPE]", "would a request be admitted now",
+	  "What a request of TYPE (default stack) by APP (default your own, uid:<you>)\n"
+	  "would get now, asked without spending anything: admitted or the error,\n"
+	  "its cost, the earliest time it would be admitted, what is left in each\n"
+	  "window for the app and the system, and the cooldown of each of the app's\n"
+	  "triggers. Another uid's app: root only. Exits 0 whatever the answer.\n",
+	  run_budget },
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -1137,7 +1252,7 @@ static const struct command *find_command(const char *name)
 
 int main(int argc, char **argv)
 {
-	enum { O_PID = 256, O_TYPE, O_DURATION, O_HZ, O_WAIT, O_TAG };
+	enum { O_PID = 256, O_TYPE, O_DURATION, O_HZ, O_WAIT, O_TAG, O_APP };
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
@@ -1150,6 +1265,7 @@ int main(int argc, char **argv)
 		{ "hz", required_argument, NULL, O_HZ },
 		{ "wait", no_argument, NULL, O_WAIT },
 		{ "tag", required_argument, NULL, O_TAG },
+		{ "app", required_argument, NULL, O_APP },
 		{ 0 }
 	};
 	int c;
@@ -1177,6 +1293,7 @@ int main(int argc, char **argv)
 		case O_HZ: opt.hz = parse_u32("--hz", optarg); break;
 		case O_WAIT: opt.wait = true; break;
 		case O_TAG: opt.tag = optarg; break;
+		case O_APP: opt.app = optarg; break;
 		default:
 			fprintf(stderr, "profctl: see profctl --help\n");
 			return EX_USAGE;

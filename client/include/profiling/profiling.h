@@ -15,6 +15,7 @@
 #ifndef PROFILING_PROFILING_H
 #define PROFILING_PROFILING_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -222,6 +223,58 @@ int prof_clear_triggers(prof_client *c);
 void prof_report_fully_drawn(void);
 void prof_report_anomaly(const char *name);
 void prof_heartbeat(void);
+
+/*
+ * Budget query (issue #21): what prof_request(type, params) would get now,
+ * without spending anything (no cost charged, no request id, no result).
+ * The daemon answers from the same admission rules, in the same order, as
+ * for a real request, so the answer holds until something changes: another
+ * capture, a window moving on, a trigger firing.
+ */
+#define PROF_BUDGET_MAX_WINDOWS 3
+#define PROF_BUDGET_MAX_TRIGGERS 8
+
+struct prof_budget_window {
+	uint64_t length_ms;        /* 1 h, 24 h, 7 d by default */
+	uint32_t app_left;         /* cost units the app may still spend in it */
+	uint32_t app_cap;
+	uint32_t system_left;      /* the same for all apps together */
+	uint32_t system_cap;
+};
+
+struct prof_budget_trigger {
+	enum prof_trigger_type type;
+	enum prof_type capture;
+	uint32_t rate_limit_period_s;
+	uint64_t ready_ms;         /* CLOCK_REALTIME ms it may fire again; 0: now */
+};
+
+struct prof_budget {
+	int error;                 /* what prof_request would return, as a positive
+				    * PROF_E_*; 0: it would be admitted */
+	char message[256];         /* why, "" when admitted */
+	uint32_t cost;             /* what it would charge each window */
+	uint32_t nwindows;         /* 0 when the store fails closed */
+	struct prof_budget_window windows[PROF_BUDGET_MAX_WINDOWS];
+	uint32_t ntriggers;        /* the app's registered triggers */
+	struct prof_budget_trigger triggers[PROF_BUDGET_MAX_TRIGGERS];
+	/* Earliest admission (CLOCK_REALTIME ms; now_ms when admitted now), if
+	 * nothing else is admitted meanwhile; 0 when no time will do it alone
+	 * (a capture running, the disk, the store failing closed, invalid). */
+	uint64_t admit_ms;
+	uint64_t now_ms;           /* the daemon's clock when it answered */
+};
+
+/*
+ * Fill *out (size: sizeof(*out), so that the struct can grow) for a
+ * request of type with params (NULL: defaults; target_pid as in
+ * prof_request). Returns 0 when the daemon answered, whatever its answer
+ * (see out->error); a negative PROF_E_* when it could not be asked
+ * (PROF_E_INVALID_REQUEST: NULL arguments or a size too small;
+ * PROF_E_UNKNOWN: connection lost).
+ */
+int prof_get_budget(prof_client *c, enum prof_type type, const struct prof_params *params,
+		    struct prof_budget *out, size_t size);
 
 /* A static string for a PROF_E_* code, positive or negative. */
 const char *prof_strerror(int error);
