@@ -39,7 +39,7 @@ int main(int argc, char **argv)
 		{ "clock", required_argument, NULL, 'c' },
 		{ 0 }
 	};
-	struct prof_params p = { .duration_ms = 1000 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 1000);
 	enum prof_type type = PROF_STACK_SAMPLING;
 	int c, err;
 	while ((c = getopt_long(argc, argv, "p:t:d:f:i:c:", opts, NULL)) != -1) {
