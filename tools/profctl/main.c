@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "control.pb-c.h"
+#include "duration.h"
 #include "names.h"
 #include "pctl.h"
 #include "profiling/profiling.h"
@@ -993,24 +994,18 @@ static int cmd_request(void)
 
 /* ------------------------------------------------------------ main */
 
+/* common/duration.h's syntax; a bare number is seconds, as it always was
+ * here. The daemon checks the capture's own range. */
 static uint32_t parse_duration(const char *s)
 {
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || end == s || v < 0)
-		die(EX_USAGE, "bad --duration '%s' (e.g. 5s, 500ms, 2m)", s);
-	if (!strcmp(end, "ms"))
-		;
-	else if (!strcmp(end, "s") || !*end)
-		v *= 1000;
-	else if (!strcmp(end, "m"))
-		v *= 60000;
-	else
-		die(EX_USAGE, "bad --duration '%s' (e.g. 5s, 500ms, 2m)", s);
-	if (v < 1 || v > 3600000)
-		die(EX_USAGE, "--duration '%s' is out of range", s);
-	return (uint32_t)v;
+	uint64_t ms;
+	int r = dur_parse_ms(s, 1000, &ms);
+	if (r == -EINVAL)
+		die(EX_USAGE, "bad --duration '%s' (e.g. 5s, 500ms, 2m; a bare number is seconds)",
+		    s);
+	if (r < 0 || ms < 1 || ms > 3600000)
+		die(EX_USAGE, "--duration '%s' is out of range (1ms..60m)", s);
+	return (uint32_t)ms;
 }
 
 static uint32_t parse_u32(const char *name, const char *s)
