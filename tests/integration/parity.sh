@@ -37,6 +37,13 @@ for fill in discard ring default; do
 done
 [ "$(grep -c 'kernel sched data: ok .* fill=discard$' "$T/daemon.log")" -eq 1 ] ||
 	fail "more than one trace ran with fill=discard"
+# profctl request --fill (root): through the control socket to the same place.
+timeout 120 "$BUILD/tools/profctl/profctl" --socket "$T/state/control.sock" request \
+	--pid "$TGT" --type trace --duration 500ms --fill discard --wait > "$T/ctl.txt" ||
+	{ cat "$T/ctl.txt"; fail "profctl request --fill discard failed"; }
+[ "$(grep -c 'kernel sched data: ok .* fill=discard$' "$T/daemon.log")" -eq 2 ] ||
+	fail "profctl request --fill discard did not reach profilingd-ftrace"
+n=$((n + 1))
 kill "$TGT"; wait "$TGT" 2> /dev/null || true
 pass "buffer fill policy: $n system traces, discard/ring reached profilingd-ftrace"
 

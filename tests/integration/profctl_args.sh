@@ -41,3 +41,12 @@ for d in 5x 1d -1s "" 5. 1.2345s 0.5ms 61m 0; do
 	grep -q -- "--duration" "$T/err" || fail "bad duration '$d': $(cat "$T/err")"
 done
 pass "unknown type and bad durations refused with the valid spellings"
+
+try 3 --type trace --fill discard
+try 3 --type trace --fill ring
+try 3 --type heap --java-allocs off
+try 2 --type trace --fill sometimes
+grep -q "bad --fill 'sometimes': ring or discard" "$T/err" || fail "--fill: $(cat "$T/err")"
+try 2 --type heap --java-allocs maybe
+grep -q "bad --java-allocs 'maybe': on or off" "$T/err" || fail "--java-allocs: $(cat "$T/err")"
+pass "--fill and --java-allocs take their values and refuse others"
