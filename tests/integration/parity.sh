@@ -13,12 +13,15 @@ start_daemon
 PROFILINGD_RUNTIME_SOCKET=$RUNTIME_SOCKET LD_PRELOAD=$BUILD/client/libprofiling_preload.so \
 	sleep 120 &
 TGT=$!
-for _ in $(seq 100); do
+for _ in $(seq 600); do
 	grep -q "runtime up: pid $TGT " "$T/daemon.log" && break
 	sleep 0.1
 done
+grep -q "runtime up: pid $TGT " "$T/daemon.log" || fail "the LD_PRELOAD agent of $TGT never said hello"
 
+# Traces so far per fill, after each run: discard 1 0, ring 1 1, default 1 2.
 n=0
+declare -A seen=([discard]=0 [ring]=0)
 for fill in discard ring default; do
 	args=(--pid "$TGT" --type trace --duration-ms 500)
 	[ "$fill" = default ] || args+=(--fill "$fill")
@@ -32,8 +35,12 @@ for fill in discard ring default; do
 	fi
 	want=$fill
 	[ "$fill" = default ] && want=ring
-	got=$(grep -c "kernel sched data: ok .* fill=$want\$" "$T/daemon.log" || true)
-	[ "$got" -ge 1 ] || fail "fill $fill: profilingd-ftrace did not run with fill=$want"
+	seen[$want]=$((seen[$want] + 1))
+	for f in discard ring; do
+		got=$(grep -c "kernel sched data: ok .* fill=$f\$" "$T/daemon.log" || true)
+		[ "$got" -eq "${seen[$f]}" ] ||
+			fail "after fill $fill: $got traces with fill=$f, want ${seen[$f]}"
+	done
 done
 [ "$(grep -c 'kernel sched data: ok .* fill=discard$' "$T/daemon.log")" -eq 1 ] ||
 	fail "more than one trace ran with fill=discard"
