@@ -41,7 +41,7 @@ static void worker(struct worker_out *o, double secs)
 		fprintf(stderr, "admission: connect: %s\n", strerror(-err));
 		_exit(1);
 	}
-	struct prof_params p = { .duration_ms = 100 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 100);
 	double end = now_s() + secs;
 	while (now_s() < end) {
 		double t0 = now_s();

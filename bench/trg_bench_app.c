@@ -99,7 +99,7 @@ static void add_or_die(prof_client *c, const struct prof_trigger *t)
 static int register_cold(unsigned timeout_ms)
 {
 	prof_client *c = connect_or_die();
-	struct prof_trigger t = { .type = PROF_TRIGGER_COLD_START, .timeout_ms = timeout_ms };
+	struct prof_trigger t = PROF_TRIGGER_INIT(.type = PROF_TRIGGER_COLD_START, .timeout_ms = timeout_ms);
 	add_or_die(c, &t);
 	prof_close(c);
 	return 0;
@@ -300,7 +300,7 @@ static int oom(const char *dir)
 	}
 	prof_client *c = connect_or_die();
 	prof_set_result_listener(c, on_oom_result, NULL);
-	struct prof_trigger t = { .type = PROF_TRIGGER_OOM, .memory_percent = 50 };
+	struct prof_trigger t = PROF_TRIGGER_INIT(.type = PROF_TRIGGER_OOM, .memory_percent = 50);
 	add_or_die(c, &t);
 	/* The daemon's line: limit / 100 * percent. */
 	uint64_t thr = limit / 100 * 50;
@@ -390,8 +390,8 @@ static int spin(unsigned idle_ms, unsigned max_ms)
 	prof_client *c = connect_or_die();
 	/* The smallest window the daemon takes is 250 ms, its tick; 1000 ms is
 	 * four whole ticks over the line. */
-	struct prof_trigger t = { .type = PROF_TRIGGER_EXCESSIVE_CPU, .cpu_percent = 90,
-				  .cpu_window_ms = 1000 };
+	struct prof_trigger t = PROF_TRIGGER_INIT(.type = PROF_TRIGGER_EXCESSIVE_CPU, .cpu_percent = 90,
+				  .cpu_window_ms = 1000);
 	add_or_die(c, &t);
 	printf("ready pid=%d t=%.6f\n", (int)getpid(), now_rt());
 	fflush(stdout);
@@ -414,8 +414,8 @@ static int spin(unsigned idle_ms, unsigned max_ms)
 static int register_idle(void)
 {
 	prof_client *c = connect_or_die();
-	struct prof_trigger cpu = { .type = PROF_TRIGGER_EXCESSIVE_CPU };
-	struct prof_trigger hang = { .type = PROF_TRIGGER_HANG, .hang_timeout_ms = 3600000 };
+	struct prof_trigger cpu = PROF_TRIGGER_INIT(.type = PROF_TRIGGER_EXCESSIVE_CPU);
+	struct prof_trigger hang = PROF_TRIGGER_INIT(.type = PROF_TRIGGER_HANG, .hang_timeout_ms = 3600000);
 	add_or_die(c, &cpu);
 	add_or_die(c, &hang);
 	prof_close(c);
@@ -425,7 +425,7 @@ static int register_idle(void)
 static int oom_idle(void)
 {
 	prof_client *c = connect_or_die();
-	struct prof_trigger t = { .type = PROF_TRIGGER_OOM, .memory_percent = 50 };
+	struct prof_trigger t = PROF_TRIGGER_INIT(.type = PROF_TRIGGER_OOM, .memory_percent = 50);
 	add_or_die(c, &t);
 	printf("ready pid=%d\n", (int)getpid());
 	fflush(stdout);

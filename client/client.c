@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "agent.h"
 #include "log.h"
 #include "profilingd.pb-c.h"
@@ -381,18 +382,29 @@ static void fill_params(Pd__Params *pp, const struct prof_params *params)
 	pp->buffer_kb = params->buffer_kb;
 	pp->has_clock = params->clock != 0;
 	pp->clock = params->clock;
+	pp->has_buffer_fill_policy = params->buffer_fill_policy != 0;
+	pp->buffer_fill_policy = params->buffer_fill_policy;
+	pp->has_track_java_allocations = params->track_java_allocations != 0;
+	pp->track_java_allocations = params->track_java_allocations;
 }
 
-int prof_request(prof_client *c, enum prof_type type, const struct prof_params *params,
+int prof_request(prof_client *c, enum prof_type type, const struct prof_params *caller_params,
 		 const char *tag, prof_result_cb cb, void *ud, uint64_t *request_id)
 {
 	Pd__ClientMsg m = PD__CLIENT_MSG__INIT;
 	Pd__Request rq = PD__REQUEST__INIT;
 	Pd__Params pp = PD__PARAMS__INIT;
 	struct prof_pending *slot = NULL;
+	struct prof_params own, *params = NULL;
 
 	if (!c)
 		return -PROF_E_INVALID_REQUEST;
+	if (caller_params) {
+		int r = pabi_params(&own, caller_params);
+		if (r < 0)
+			return r;
+		params = &own;
+	}
 	if (tag && strlen(tag) > WIRE_MAX_TAG)
 		return -PROF_E_INVALID_REQUEST;
 	if (cb) {
@@ -460,6 +472,7 @@ int prof_get_budget(prof_client *c, enum prof_type type, const struct prof_param
 	Pd__ClientMsg m = PD__CLIENT_MSG__INIT;
 	Pd__BudgetQuery q = PD__BUDGET_QUERY__INIT;
 	Pd__Params pp = PD__PARAMS__INIT;
+	struct prof_params own;
 	struct prof_budget b;
 	int r;
 
@@ -467,6 +480,12 @@ int prof_get_budget(prof_client *c, enum prof_type type, const struct prof_param
 	 * smaller one than this first version is not a prof_budget. */
 	if (!c || !out || size < sizeof(b))
 		return -PROF_E_INVALID_REQUEST;
+	/* params is size-prefixed, as prof_request's (docs/ABI.md). */
+	if (params) {
+		if ((r = pabi_params(&own, params)) < 0)
+			return r;
+		params = &own;
+	}
 	q.token = c->next_token++;
 	q.type = (uint32_t)type;
 	if (params) {
@@ -543,15 +562,23 @@ int prof_set_result_listener(prof_client *c, prof_result_cb cb, void *ud)
 	return prof_send(c, &m) < 0 ? -PROF_E_UNKNOWN : 0;
 }
 
-int prof_add_trigger(prof_client *c, const struct prof_trigger *t)
+int prof_add_trigger(prof_client *c, const struct prof_trigger *caller_t)
 {
 	Pd__ClientMsg m = PD__CLIENT_MSG__INIT;
 	Pd__AddTrigger at = PD__ADD_TRIGGER__INIT;
 	Pd__Trigger tr = PD__TRIGGER__INIT;
 	Pd__Params pp = PD__PARAMS__INIT;
+	struct prof_trigger t_own;
+	struct prof_params p_own = PROF_PARAMS_INIT();
+	const struct prof_trigger *t = &t_own;
 
-	if (!c || !t)
+	if (!c || !caller_t)
 		return -PROF_E_INVALID_REQUEST;
+	int r = pabi_trigger(&t_own, caller_t);
+	if (r == 0 && t_own.params)
+		r = pabi_params(&p_own, t_own.params);
+	if (r < 0)
+		return r;
 	tr.type = (uint32_t)t->type;
 #define OPT(f) do { tr.has_##f = t->f != 0; tr.f = t->f; } while (0)
 	tr.has_capture = t->capture != 0;
@@ -568,7 +595,7 @@ int prof_add_trigger(prof_client *c, const struct prof_trigger *t)
 #undef OPT
 	tr.has_psi_resource = 1;
 	tr.psi_resource = (uint32_t)t->psi_resource;
-	fill_params(&pp, &t->params);
+	fill_params(&pp, &p_own);
 	tr.params = &pp;
 	at.token = c->next_token++;
 	at.trigger = &tr;
@@ -576,6 +603,37 @@ int prof_add_trigger(prof_client *c, const struct prof_trigger *t)
 	m.add_trigger = &at;
 	return -prof_call(c, &m, at.token, NULL);
 }
+
+/*
+ * The first header's entry points (no size field), bound by programs built
+ * against it: their references are unversioned, and the dynamic linker
+ * gives an unversioned reference the oldest version, PROFILING_1.0.
+ * Programs built now bind to the PROFILING_1.1 defaults above.
+ */
+int pabi_request_v1(prof_client *c, enum prof_type type, const struct pabi_params_v1 *params,
+		    const char *tag, prof_result_cb cb, void *ud, uint64_t *request_id);
+int pabi_request_v1(prof_client *c, enum prof_type type, const struct pabi_params_v1 *params,
+		    const char *tag, prof_result_cb cb, void *ud, uint64_t *request_id)
+{
+	struct prof_params p;
+
+	pabi_params_v1(&p, params);
+	return prof_request(c, type, params ? &p : NULL, tag, cb, ud, request_id);
+}
+__asm__(".symver pabi_request_v1, prof_request@PROFILING_1.0");
+
+int pabi_add_trigger_v1(prof_client *c, const struct pabi_trigger_v1 *t);
+int pabi_add_trigger_v1(prof_client *c, const struct pabi_trigger_v1 *t)
+{
+	struct prof_trigger own;
+	struct prof_params p;
+
+	if (!t)
+		return -PROF_E_INVALID_REQUEST;
+	pabi_trigger_v1(&own, &p, t);
+	return prof_add_trigger(c, &own);
+}
+__asm__(".symver pabi_add_trigger_v1, prof_add_trigger@PROFILING_1.0");
 
 static int prof_remove(prof_client *c, uint32_t type, bool all)
 {

@@ -67,6 +67,15 @@ static int rule_valid(const struct svc_admit_in *in, struct svc_admit_out *out, 
 		util_fmt(msg, n, "buffer_kb must be %u..%u", SVC_BUFFER_KB_MIN, SVC_BUFFER_KB_MAX);
 		return PROF_E_INVALID_REQUEST;
 	}
+	/* Enums of profiling.h: a value this daemon does not know is refused,
+	 * not taken as the default (docs/ANDROID.md). */
+	if (p && ((p->has_clock && p->clock > 1) ||
+		  (p->has_buffer_fill_policy && p->buffer_fill_policy > PROF_FILL_RING_BUFFER) ||
+		  (p->has_track_java_allocations && p->track_java_allocations > PROF_SWITCH_OFF))) {
+		util_fmt(msg, n, "clock must be 0..1, buffer_fill_policy 0..2, "
+			 "track_java_allocations 0..2");
+		return PROF_E_INVALID_REQUEST;
+	}
 	return 0;
 }
 

@@ -132,6 +132,8 @@ static void ftrace_done(void *ud, int code, const char *msg)
 	struct session *s = ud;
 	s->ft = NULL;
 	s->ft_running = false;
+	if (code == 0)
+		LOG_D("session %llu: kernel sched data: %s", (unsigned long long)s->id, msg);
 	if (code != 0) {
 		LOG_W("session %llu: no kernel sched data in the trace: %s", (unsigned long long)s->id,
 		      msg);
@@ -153,7 +155,8 @@ static void start_ftrace(struct session *s)
 		s->ft_path[0] = '\0';
 		return;
 	}
-	int r = svc_ftrace_start(s->id, s->duration_ms, s->buffer_kb, s->ft_fd, ftrace_done, s, &s->ft);
+	int r = svc_ftrace_start(s->id, s->duration_ms, s->buffer_kb,
+				 s->fill_policy == PROF_FILL_DISCARD, s->ft_fd, ftrace_done, s, &s->ft);
 	if (r < 0) {
 		LOG_W("session %llu: no kernel sched data: %s", (unsigned long long)s->id,
 		      r == -ENOENT ? "profilingd-ftrace is not installed" : strerror(-r));
@@ -428,6 +431,12 @@ static void start_capture(struct session *s, struct svc_conn *rt)
 	p.clock = s->clock;
 	p.has_sampling_interval_bytes = s->interval != 0;
 	p.sampling_interval_bytes = s->interval;
+	/* Android-parity parameters, for the runtime's own buffers (the
+	 * flight recorder, the JVMTI allocation sampler): absent = default. */
+	p.has_buffer_fill_policy = s->fill_policy != 0;
+	p.buffer_fill_policy = s->fill_policy;
+	p.has_track_java_allocations = s->java_allocs != 0;
+	p.track_java_allocations = s->java_allocs;
 	cr.session_id = s->id;
 	cr.type = s->type;
 	cr.params = &p;

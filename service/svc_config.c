@@ -10,11 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "duration.h"
 #include "log.h"
 #include "names.h"
 #include "util.h"
 
-enum key_kind { K_STR_PATH, K_STR_SUN, K_STR_APP, K_STR_USER, K_U32, K_U64, K_LEVEL, K_BOOL };
+/* K_MS: a uint32 duration in ms, "<n>[ms|s|m|h]", a bare number in ms
+ * (every such key ends in _ms; common/duration.h). */
+enum key_kind { K_STR_PATH, K_STR_SUN, K_STR_APP, K_STR_USER, K_U32, K_U64, K_LEVEL, K_BOOL,
+		K_MS };
 
 /*
  * Reload class of a key on SIGHUP. R_LIVE keys are read from the live config
@@ -46,16 +50,16 @@ static const struct key keys[] = {
 	{ "limits", "max_clients_per_uid", K_U32, OFF(max_clients_per_uid), 1, 65536, R_LIVE },
 	{ "limits", "max_runtimes", K_U32, OFF(max_runtimes), 1, 65536, R_LIVE },
 	{ "limits", "max_runtimes_per_uid", K_U32, OFF(max_runtimes_per_uid), 1, 65536, R_LIVE },
-	{ "limits", "hello_timeout_ms", K_U32, OFF(hello_timeout_ms), 100, 600000, R_LIVE },
+	{ "limits", "hello_timeout_ms", K_MS, OFF(hello_timeout_ms), 100, 600000, R_LIVE },
 	{ "limits", "max_pids_per_uid", K_U32, OFF(max_pids_per_uid), 1, 4096, R_LIVE },
 	{ "limits", "max_queued_msgs", K_U32, OFF(max_queued_msgs), 4, 4096, R_RESTART },
 	{ "limits", "max_sessions", K_U32, OFF(max_sessions), 1, 4096, R_LIVE },
 	{ "limits", "max_result_bytes", K_U64, OFF(max_result_bytes), 4096, 1ull << 40, R_LIVE },
-	{ "capture", "default_duration_ms", K_U32, OFF(default_duration_ms),
+	{ "capture", "default_duration_ms", K_MS, OFF(default_duration_ms),
 	  SVC_DURATION_MIN_MS, SVC_DURATION_MAX_MS, R_LIVE },
 	{ "capture", "default_frequency_hz", K_U32, OFF(default_frequency_hz), SVC_HZ_MIN, SVC_HZ_MAX, R_LIVE },
-	{ "capture", "deadline_grace_ms", K_U32, OFF(deadline_grace_ms), 100, 600000, R_LIVE },
-	{ "capture", "runtime_wait_ms", K_U32, OFF(runtime_wait_ms), 0, 60000, R_LIVE },
+	{ "capture", "deadline_grace_ms", K_MS, OFF(deadline_grace_ms), 100, 600000, R_LIVE },
+	{ "capture", "runtime_wait_ms", K_MS, OFF(runtime_wait_ms), 0, 60000, R_LIVE },
 	{ "limits", "max_app_result_bytes", K_U64, OFF(max_app_result_bytes), 0, 1ull << 50, R_LIVE },
 	{ "limits", "max_total_result_bytes", K_U64, OFF(max_total_result_bytes), 0, 1ull << 50, R_LIVE },
 	{ "limits", "min_free_bytes", K_U64, OFF(min_free_bytes), 0, 1ull << 50, R_LIVE },
@@ -77,12 +81,12 @@ static const struct key keys[] = {
 	{ "ratelimit", "sync_full", K_BOOL, OFF(rl.sync_full), 0, 0, R_RESTART },
 	{ "redact", "redactor", K_STR_PATH, OFF(redactor), 0, 0, R_RESTART },
 	{ "redact", "user", K_STR_USER, OFF(redact_user), 0, 0, R_RESTART },
-	{ "redact", "timeout_ms", K_U32, OFF(redact_timeout_ms), 100, 3600000, R_LIVE },
+	{ "redact", "timeout_ms", K_MS, OFF(redact_timeout_ms), 100, 3600000, R_LIVE },
 	{ "redact", "max_memory_bytes", K_U64, OFF(redact_max_memory), 16ull << 20, 1ull << 40, R_LIVE },
 	{ "redact", "keep_failed_raw", K_BOOL, OFF(keep_failed_raw), 0, 0, R_LIVE },
 	{ "dlp", "builtin", K_BOOL, OFF(dlp_builtin), 0, 0, R_LIVE },
 	{ "jvm", "agent", K_STR_PATH, OFF(jvm_agent), 0, 0, R_RESTART },
-	{ "jvm", "attach_timeout_ms", K_U32, OFF(jvm_attach_timeout_ms), 1000, 3600000, R_LIVE },
+	{ "jvm", "attach_timeout_ms", K_MS, OFF(jvm_attach_timeout_ms), 1000, 3600000, R_LIVE },
 	{ "jvm", "heap_dump_via_agent", K_BOOL, OFF(jvm_dump_via_agent), 0, 0, R_LIVE },
 	{ "memory", "available_percent", K_U32, OFF(mem_available_percent), 0, 50, R_RESTART },
 	{ "memory", "stall_percent", K_U32, OFF(mem_stall_percent), 0, 100, R_RESTART },
@@ -218,6 +222,16 @@ static int set_key(struct svc_config *cfg, const struct key *k, const char *v)
 		*(int *)p = l;
 		return 0;
 	}
+	case K_MS: {
+		uint64_t ms;
+		int r = dur_parse_ms(v, 1, &ms);
+		if (r < 0) /* "-5" was "out of range" before units: it still is */
+			return r == -EINVAL && v[0] != '-' ? -EINVAL : -ERANGE;
+		if (ms < k->min || ms > k->max)
+			return -ERANGE;
+		*(uint32_t *)p = (uint32_t)ms;
+		return 0;
+	}
 	case K_U32:
 	case K_U64:
 		errno = 0;
@@ -255,6 +269,16 @@ static int systrig_kv(struct parse_ctx *pc, const char *tname, const char *key, 
 	char *end;
 	unsigned long long n = strtoull(v, &end, 10);
 	bool num = *v && !*end && v[0] != '-';
+	/* Durations: units as in the daemon's keys; a bare number is in the
+	 * key's own unit (_ms or _s). A whole number of seconds for _s. */
+	uint64_t ms = 0;
+	bool is_ms = strlen(key) > 3 && !strcmp(key + strlen(key) - 3, "_ms");
+	bool is_s = !is_ms && strlen(key) > 2 && !strcmp(key + strlen(key) - 2, "_s");
+	if (is_ms || is_s) {
+		num = dur_parse_ms(v, is_ms ? 1 : 1000, &ms) == 0 && (is_ms || ms % 1000 == 0) &&
+		      (is_ms ? ms : ms / 1000) <= UINT32_MAX;
+		n = is_ms ? ms : ms / 1000;
+	}
 	int named = !strcmp(key, "type") ? names_trigger_parse(v)
 		    : !strcmp(key, "capture") ? names_type_parse(v) : 0;
 	if (!strcmp(key, "type"))
@@ -349,6 +373,11 @@ static int on_kv(void *user, const char *section, const char *name, const char *
 				perr(pc, r, "[%s] %s = %s: out of range (%llu..%llu)", section, name,
 				     value, (unsigned long long)keys[i].min,
 				     (unsigned long long)keys[i].max);
+			else if (keys[i].kind == K_MS)
+				perr(pc, r, "[%s] %s = %s: %s (%llums..%llums; units ms, s, m, h; "
+				     "a bare number is ms)", section, name, value,
+				     r == -ERANGE ? "out of range" : "not a duration",
+				     (unsigned long long)keys[i].min, (unsigned long long)keys[i].max);
 			else
 				perr(pc, r, "[%s] %s = %s: %s", section, name, value,
 				     r == -ENAMETOOLONG ? "too long" : "invalid value");
@@ -460,6 +489,7 @@ static void key_value(const struct svc_config *cfg, const struct key *k, char *o
 		snprintf(out, n, "%s", log_level_name(*(const int *)p));
 		return;
 	case K_U32:
+	case K_MS: /* in ms, the unit of a bare number: reads back the same */
 		snprintf(out, n, "%u", *(const uint32_t *)p);
 		return;
 	case K_U64:

@@ -341,15 +341,15 @@ int svc_helper_run(enum svc_helper_id which, char **argv, int in_fd, int out_fd,
 	return 0;
 }
 
-int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_kb, int out_fd,
-		     svc_helper_cb cb, void *ud, struct svc_helper **out)
+int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_kb, bool discard,
+		     int out_fd, svc_helper_cb cb, void *ud, struct svc_helper **out)
 {
 	char dur[16], kb[16], inst[48];
 		snprintf(dur, sizeof(dur), "%u", duration_ms);
 	snprintf(kb, sizeof(kb), "%u", buffer_kb);
 	snprintf(inst, sizeof(inst), "profilingd-%llu", (unsigned long long)session_id);
 	char *argv[] = { "profilingd-ftrace", "--duration-ms", dur, "--buffer-kb", kb,
-			 "--instance", inst, NULL };
+			 "--fill", discard ? "discard" : "ring", "--instance", inst, NULL };
 	/* It stops on its own after the duration; the cap covers reading out. */
 	return svc_helper_run(SVC_HELPER_FTRACE, argv, -1, out_fd, -1, duration_ms + 30000, cb, ud,
 			      out);

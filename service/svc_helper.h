@@ -66,10 +66,12 @@ bool svc_helper_redact_as_daemon(void);
 
 /*
  * Record kernel sched data for a system trace with profilingd-ftrace into
- * out_fd. -ENOENT when the helper is not installed. cb runs once.
+ * out_fd; discard: stop recording when the buffer is full instead of
+ * overwriting the oldest (PROF_FILL_DISCARD). -ENOENT when the helper is
+ * not installed. cb runs once.
  */
-int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_kb, int out_fd,
-		     svc_helper_cb cb, void *ud, struct svc_helper **h);
+int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_kb, bool discard,
+		     int out_fd, svc_helper_cb cb, void *ud, struct svc_helper **h);
 /*
  * Sample a process that has no runtime agent with profilingd-perf
  * (perf_event_open, DWARF unwinding) into out_fd. start: the process's

@@ -170,6 +170,10 @@ static int create_session(struct target *t, const Pd__Request *rq,
 	s->trigger = trigger;
 	s->buffer_kb = rq->params && rq->params->has_buffer_kb && rq->params->buffer_kb
 		? rq->params->buffer_kb : 4096;
+	s->fill_policy = rq->params && rq->params->has_buffer_fill_policy
+		? rq->params->buffer_fill_policy : PROF_FILL_DEFAULT;
+	s->java_allocs = rq->params && rq->params->has_track_java_allocations
+		? rq->params->track_java_allocations : PROF_SWITCH_DEFAULT;
 	s->client_id = client_id;
 	s->start_ns = now;
 	util_strlcpy(s->tag, rq->tag ? rq->tag : "", sizeof(s->tag));

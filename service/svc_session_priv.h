@@ -53,6 +53,8 @@ struct session {
 	char ft_path[SVC_PATH_MAX + 32];
 	bool ft_running, capture_done;
 	uint32_t buffer_kb;
+	uint32_t fill_policy;            /* enum prof_fill_policy (system trace) */
+	uint32_t java_allocs;            /* enum prof_switch (JVM heap profile) */
 	uint32_t wait_ms;                /* for a runtime to say hello */
 	uint32_t interval;               /* heap profile sampling interval, bytes */
 	const char *redact_format;       /* NULL: the type's format */

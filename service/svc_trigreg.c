@@ -313,6 +313,10 @@ int svc_trigreg_fill(struct svc_reg *r, const Pd__Trigger *t, char *why, size_t 
 		r->params.buffer_kb = t->params->buffer_kb;
 		r->params.has_clock = t->params->has_clock;
 		r->params.clock = t->params->clock;
+		r->params.has_buffer_fill_policy = t->params->has_buffer_fill_policy;
+		r->params.buffer_fill_policy = t->params->buffer_fill_policy;
+		r->params.has_track_java_allocations = t->params->has_track_java_allocations;
+		r->params.track_java_allocations = t->params->track_java_allocations;
 	}
 	/* A cold start captures until fully drawn or its timeout; a hang samples
 	 * the wall clock, so the blocked thread shows where it waits. */

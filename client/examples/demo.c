@@ -108,7 +108,7 @@ int main(int argc, char **argv)
 	};
 	const char *sock = NULL;
 	int nthreads = 2, no_request = 0, rate = 0, c, err;
-	struct prof_params params = { .duration_ms = 2000, .frequency_hz = 100 };
+	struct prof_params params = PROF_PARAMS_INIT(.duration_ms = 2000, .frequency_hz = 100);
 	pthread_t th[64];
 
 	while ((c = getopt_long(argc, argv, "s:t:d:f:nrh", opts, NULL)) != -1) {

@@ -4,8 +4,13 @@
  * alone, and writes it to fd 1 as Perfetto TracePackets (FtraceEventBundle
  * per CPU). Run by the daemon as root; one status line goes to fd 2.
  *
- *   profilingd-ftrace --duration-ms D [--buffer-kb K] [--instance NAME]
- *                     [--debug-seccomp]
+ *   profilingd-ftrace --duration-ms D [--buffer-kb K] [--fill ring|discard]
+ *                     [--instance NAME] [--debug-seccomp]
+ *
+ * --fill is the buffer fill policy (Android's KEY_BUFFER_FILL_POLICY):
+ * ring (default) overwrites the oldest events when the per-CPU buffer is
+ * full, so the trace keeps the end; discard stops recording then, so it
+ * keeps the start. It is the instance's options/overwrite (1 or 0).
  *
  * Events: sched_switch, sched_waking, sched_process_fork/exec/exit,
  * task_rename, oom mark_victim (where the kernel has them). The instance
@@ -235,6 +240,7 @@ int main(int argc, char **argv)
 		{ "duration-ms", required_argument, NULL, 'd' },
 		{ "buffer-kb", required_argument, NULL, 'b' },
 		{ "instance", required_argument, NULL, 'i' },
+		{ "fill", required_argument, NULL, 'f' },
 		{ "debug-seccomp", no_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
@@ -243,17 +249,24 @@ int main(int argc, char **argv)
 	char name[64], tracefs[128], val[32];
 	int c, r;
 	bool debug_seccomp = false;
+	bool discard = false;
 
 	/* It holds the whole machine's sched data (sandbox.h). */
 	if ((r = sbx_no_dump()) < 0)
 		return util_fail(EX_SOFTWARE, "PR_SET_DUMPABLE: %s", strerror(-r));
 	util_strlcpy(name, "profilingd", sizeof(name));
-	while ((c = getopt_long(argc, argv, "d:b:i:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:b:i:f:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': dur = strtoul(optarg, NULL, 10); break;
 		case 'b': kb = strtoul(optarg, NULL, 10); break;
 		case 'i':
 			if (strchr(optarg, '/') || util_strlcpy(name, optarg, sizeof(name)) >= 48)
+				goto usage;
+			break;
+		case 'f':
+			if (!strcmp(optarg, "discard"))
+				discard = true;
+			else if (strcmp(optarg, "ring"))
 				goto usage;
 			break;
 		case 'S':
@@ -282,7 +295,8 @@ int main(int argc, char **argv)
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
 	snprintf(val, sizeof(val), "%lu", kb);
-	if (write_str(inst, "trace_clock", "boot") < 0 || write_str(inst, "buffer_size_kb", val) < 0) {
+	if (write_str(inst, "trace_clock", "boot") < 0 || write_str(inst, "buffer_size_kb", val) < 0 ||
+	    write_str(inst, "options/overwrite", discard ? "0" : "1") < 0) {
 		dprintf(2, "error: cannot configure %s\n", inst);
 		return EX_SOFTWARE;
 	}
@@ -351,9 +365,10 @@ int main(int argc, char **argv)
 		dprintf(2, "error: writing the trace: %s\n", strerror(-o->err));
 		return EX_SOFTWARE;
 	}
-	dprintf(2, "ok events=%llu unparsed=%llu lost=%llu bytes=%llu enabled=%d stale_removed=%u\n",
-		(unsigned long long)events, (unsigned long long)unparsed, (unsigned long long)lost,
-		(unsigned long long)o->total, nev, stale);
+	dprintf(2, "ok events=%llu unparsed=%llu lost=%llu bytes=%llu enabled=%d stale_removed=%u "
+		"fill=%s\n", (unsigned long long)events, (unsigned long long)unparsed,
+		(unsigned long long)lost, (unsigned long long)o->total, nev, stale,
+		discard ? "discard" : "ring");
 	for (unsigned cpu = 0; cpu < MAX_CPUS; cpu++)
 		free(bundles[cpu]);
 	free(o);
@@ -361,7 +376,7 @@ int main(int argc, char **argv)
 	return 0;
 usage:
 	fprintf(stderr, "usage: profilingd-ftrace --duration-ms 1..600000 [--buffer-kb 64..1048576] "
-		"[--instance NAME]\n       [--debug-seccomp]\nRecords sched events in a tracefs instance of its own and writes "
+		"[--fill ring|discard] [--instance NAME]\n       [--debug-seccomp]\nRecords sched events in a tracefs instance of its own and writes "
 		"them as Perfetto packets on stdout.\nOnce tracing is on it runs under "
 		"policy/seccomp/ftrace.policy; --debug-seccomp traps\na forbidden call and names it "
 		"(exit 75) instead of a kill.\n");

@@ -448,6 +448,13 @@ static int capture_heap(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, int
 
 	if (iv > (1u << 30))
 		iv = 1u << 30;
+	/* Android's KEY_TRACK_JAVA_ALLOCATIONS (docs/ANDROID.md): this agent's
+	 * heap profile is the sampled Java allocations, so "off" would leave
+	 * nothing to record; refused rather than an empty profile. */
+	if (p && p->has_track_java_allocations && p->track_java_allocations == PROF_SWITCH_OFF)
+		return send_done(sock, cr->session_id, PROF_E_INVALID_REQUEST,
+				 "track_java_allocations is off: a JVM's heap profile is its "
+				 "sampled Java allocations", 0, 0, 0, NULL);
 	int64_t start = (int64_t)util_now_ns(CLOCK_REALTIME);
 	/* Armed by an OOM trigger: the profile covers everything since then. */
 	if (!heap_armed && (r = jvh_start(iv)) < 0)

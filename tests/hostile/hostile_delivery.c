@@ -66,7 +66,7 @@ static int queue(int n, const char *dir)
 		fprintf(stderr, "hostile_delivery: connect: %d\n", err);
 		return 1;
 	}
-	struct prof_params p = { .duration_ms = 200, .frequency_hz = 100 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 200, .frequency_hz = 100);
 	for (int i = 0; i < n; i++) {
 		char newest[256] = "";
 		int before = count_files(dir, NULL, 0);

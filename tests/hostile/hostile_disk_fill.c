@@ -69,7 +69,7 @@ static int t_capture(uint64_t cap)
 {
 	const char *caps[] = { "stack_sampling" };
 	struct hrt_outcome o = { 0 };
-	struct prof_params p = { .duration_ms = 100 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 100);
 	uint64_t sid, wrote = 0;
 	int fd;
 
@@ -145,7 +145,7 @@ static int t_capture(uint64_t cap)
 static int t_crash(void)
 {
 	const char *caps[] = { "trace_ring" };
-	struct prof_trigger t = { .type = PROF_TRIGGER_CRASH, .capture = PROF_SYSTEM_TRACE };
+	struct prof_trigger t = PROF_TRIGGER_INIT(.type = PROF_TRIGGER_CRASH, .capture = PROF_SYSTEM_TRACE);
 	int fd = -1;
 
 	prof_client *c = hrt_client();

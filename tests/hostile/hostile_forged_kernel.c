@@ -292,7 +292,7 @@ int main(int argc, char **argv)
 	prof_client *c = prof_connect(NULL, &err);
 	CHECK(c, "prof_connect: %s", strerror(-err));
 	struct outcome o = { 0 };
-	struct prof_params p = { .duration_ms = 1000, .buffer_kb = 2048 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 1000, .buffer_kb = 2048);
 	int r = prof_request(c, PROF_SYSTEM_TRACE, &p, "forged", on_result, &o, NULL);
 	CHECK(r == 0, "system trace refused: %s", prof_strerror(r));
 

@@ -52,7 +52,7 @@ __attribute__((noinline)) static uint64_t HOT_FN(uint64_t x)
 
 int main(void)
 {
-	struct prof_params p = { .duration_ms = 1500, .frequency_hz = 99 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 1500, .frequency_hz = 99);
 	struct outcome o = { 0 };
 	int err;
 

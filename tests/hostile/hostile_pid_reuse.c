@@ -263,7 +263,7 @@ static int victim(int seconds, int request)
 		DIE("victim: prof_connect: %d", e);
 	struct outcome o = { 0 };
 	if (request) {
-		struct prof_params p = { .duration_ms = 1500 }; /* a few samples even when loaded */
+		struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 1500); /* a few samples even when loaded */
 		/* Let the agent's hello land first. */
 		usleep(300000);
 		uint64_t rid;

@@ -39,8 +39,8 @@ static int reg(void)
 		fprintf(stderr, "hostile_pidtable: connect: %d\n", err);
 		return 1;
 	}
-	struct prof_trigger t = { .type = PROF_TRIGGER_EXCESSIVE_CPU, .cpu_percent = 100,
-				  .cpu_window_ms = 600000 };
+	struct prof_trigger t = PROF_TRIGGER_INIT(.type = PROF_TRIGGER_EXCESSIVE_CPU, .cpu_percent = 100,
+				  .cpu_window_ms = 600000);
 	int r = prof_add_trigger(c, &t);
 	prof_close(c);
 	if (r < 0) {
@@ -126,9 +126,10 @@ static int victim(void)
 	prof_set_result_listener(c, on_result, NULL);
 	/* Wall-clock samples: the capture has samples however little CPU the
 	 * spinners get on a loaded machine. */
-	struct prof_trigger t = { .type = PROF_TRIGGER_EXCESSIVE_CPU, .cpu_percent = 5,
+	struct prof_trigger t = PROF_TRIGGER_INIT(.type = PROF_TRIGGER_EXCESSIVE_CPU, .cpu_percent = 5,
 				  .cpu_window_ms = 1000,
-				  .params = { .duration_ms = 500, .clock = 1 } };
+				  .params = &(const struct prof_params)PROF_PARAMS_INIT(
+					  .duration_ms = 500, .clock = 1));
 	int r = prof_add_trigger(c, &t);
 	if (r < 0) {
 		fprintf(stderr, "hostile_pidtable: add trigger: %s\n", prof_strerror(r));

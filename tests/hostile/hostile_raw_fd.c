@@ -50,7 +50,7 @@ int main(int argc, char **argv)
 	const char *victim = argv[1];
 	const char *caps[] = { "trace_ring" };
 	struct hrt_outcome o = { 0 };
-	struct prof_params p = { .duration_ms = 1500 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 1500);
 	uint64_t id = 0, sid = 0, wrote = 0;
 	int fd = -1;
 

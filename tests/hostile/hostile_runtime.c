@@ -120,7 +120,7 @@ static int self(void)
 	}
 	/* Wall clock: a loaded machine may give a spinning thread too little
 	 * CPU time for a sample; blocked threads are sampled too. */
-	struct prof_params p = { .duration_ms = 500, .frequency_hz = 100, .clock = 1 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 500, .frequency_hz = 100, .clock = 1);
 	uint64_t id;
 	int r = prof_request(c, PROF_STACK_SAMPLING, &p, "self", on_result, NULL, &id);
 	if (r < 0) {

@@ -27,7 +27,7 @@ check_exports() {
 	bad=$(grep -Ev "$2" "$T/exports" | grep -Evx "$(echo "$ALLOCATOR" | tr ' ' '|')" || true)
 	[ -z "$bad" ] || fail "$1 exports internal symbols: $(echo $bad)"
 }
-check_exports "$(readlink -f "$BUILD/client/libprofiling.so")" '^prof_[a-z_]+(@@PROFILING_1)?$'
+check_exports "$(readlink -f "$BUILD/client/libprofiling.so")" '^prof_[a-z_]+(@@?PROFILING_1\.[0-9]+)?$'
 check_exports "$PRELOAD" '^$'
 
 export PROFILINGD_RUNTIME_SOCKET=$RUNTIME_SOCKET

@@ -52,27 +52,46 @@ ldd "$T/pkg_app" > "$T/ldd.txt"
 grep -q "libprofiling.so.1 => $P/" "$T/ldd.txt" || { cat "$T/ldd.txt"; fail "app does not load the installed lib"; }
 
 # The README's examples, as printed there: the file-scope part of the first
-# block (the callback), then each block as the body of a main().
+# block (the callback), then its body as a main(). A later block that
+# connects itself (the OOM trigger) is the body of a main() of its own; one
+# that does not (the budget query) goes on after the first block's body,
+# whose connection it uses.
 awk '/^```c$/ { n++; on=1; next } /^```$/ { on=0 } on { print > (dir "/readme" n ".c.part") }' \
 	dir="$T" "$SRC/README.md"
 [ -f "$T/readme1.c.part" ] && [ -f "$T/readme2.c.part" ] || fail "README has no two C examples"
-grep -q PROF_TRIGGER_OOM "$T/readme2.c.part" || fail "README's second C example is not the OOM trigger"
+grep -lq PROF_TRIGGER_OOM "$T"/readme[2-9].c.part || fail "no README C example is the OOM trigger"
 end=$(grep -n '^}' "$T/readme1.c.part" | head -1 | cut -d: -f1)
+examples=()
+for part in "$T"/readme[2-9].c.part; do
+	n=$(basename "$part" .c.part)
+	if grep -q prof_connect "$part"; then
+		{
+			echo '#include <stdio.h>'
+			head -n "$end" "$T/readme1.c.part"
+			echo 'int main(void) { int err;'
+			cat "$part"
+			echo 'prof_close(c); return 0; }'
+		} > "$T/$n.c"
+	else
+		{
+			echo '#include <stdio.h>'
+			head -n "$end" "$T/readme1.c.part"
+			echo 'int main(void) {'
+			tail -n +"$((end + 1))" "$T/readme1.c.part"
+			cat "$part"
+			echo 'return 0; }'
+		} > "$T/$n.c"
+	fi
+	examples+=("$n")
+done
 {
 	echo '#include <stdio.h>'
 	head -n "$end" "$T/readme1.c.part"
 	echo 'int main(void) {'
 	tail -n +"$((end + 1))" "$T/readme1.c.part"
 	echo 'return 0; }'
-} > "$T/readme_request.c"
-{
-	echo '#include <stdio.h>'
-	head -n "$end" "$T/readme1.c.part"
-	echo 'int main(void) { int err;'
-	cat "$T/readme2.c.part"
-	echo 'prof_close(c); return 0; }'
-} > "$T/readme_oom.c"
-for ex in readme_request readme_oom; do
+} > "$T/readme1.c"
+for ex in readme1 "${examples[@]}"; do
 	# shellcheck disable=SC2086
 	$CC -std=c11 -Wall -Werror $SANFLAGS -o "$T/$ex" "$T/$ex.c" $flags 2> "$T/cc.log" ||
 		{ cat -n "$T/$ex.c"; cat "$T/cc.log"; fail "README example $ex does not compile"; }

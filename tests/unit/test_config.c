@@ -177,6 +177,61 @@ static void test_reload_classes(void **state)
 	svc_config_free(&live);
 }
 
+/* Durations take ms, s, m, h (common/duration.h); a bare number keeps the
+ * key's unit (ms for _ms keys, s for rate_limit_period_s). */
+static void test_duration_units(void **state)
+{
+	struct svc_config c;
+	char msg[256];
+	int line;
+
+	assert_int_equal(load(&c, "[capture]\ndefault_duration_ms = 2s\ndeadline_grace_ms = 1.5s\n"
+			      "runtime_wait_ms = 750\n[redact]\ntimeout_ms = 2m\n[jvm]\n"
+			      "attach_timeout_ms = 1h\n[limits]\nhello_timeout_ms = 250ms\n"
+			      "[trigger.t]\ntype = hang\nexe = /bin/t\ntimeout_ms = 0.5s\n"
+			      "duration_ms = 3s\ncpu_window_ms = 1m\nrate_limit_period_s = 2m\n"
+			      "[trigger.u]\ntype = oom\nexe = /bin/u\nrate_limit_period_s = 90\n",
+			      &line, msg, sizeof(msg)), 0);
+	assert_int_equal(c.default_duration_ms, 2000);
+	assert_int_equal(c.deadline_grace_ms, 1500);
+	assert_int_equal(c.runtime_wait_ms, 750);
+	assert_int_equal(c.redact_timeout_ms, 120000);
+	assert_int_equal(c.jvm_attach_timeout_ms, 3600000);
+	assert_int_equal(c.hello_timeout_ms, 250);
+	assert_int_equal(c.systrig[0].timeout_ms, 500);
+	assert_int_equal(c.systrig[0].duration_ms, 3000);
+	assert_int_equal(c.systrig[0].cpu_window_ms, 60000);
+	assert_int_equal(c.systrig[0].period_s, 120);
+	assert_int_equal(c.systrig[1].period_s, 90);
+	/* Printed in the bare unit, so it reads back the same. */
+	char *out = print(&c);
+	assert_non_null(strstr(out, "default_duration_ms = 2000\n"));
+	assert_non_null(strstr(out, "rate_limit_period_s = 120\n"));
+	free(out);
+	svc_config_free(&c);
+
+	assert_int_equal(load(&c, "[capture]\ndefault_duration_ms = 5 s\n", &line, msg,
+			      sizeof(msg)), -EINVAL);
+	assert_string_equal(msg, "[capture] default_duration_ms = 5 s: not a duration "
+			    "(100ms..120000ms; units ms, s, m, h; a bare number is ms)");
+	svc_config_free(&c);
+	assert_int_equal(load(&c, "[capture]\ndefault_duration_ms = 3m\n", &line, msg,
+			      sizeof(msg)), -ERANGE);
+	assert_non_null(strstr(msg, "out of range (100ms..120000ms"));
+	svc_config_free(&c);
+	const char *bad[] = { "1d", "-5s", "s", "1.2345s", "0.5ms", "1..5s", "5.", "1e3" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char text[128];
+		snprintf(text, sizeof(text), "[redact]\ntimeout_ms = %s\n", bad[i]);
+		assert_true(load(&c, text, &line, msg, sizeof(msg)) < 0);
+		svc_config_free(&c);
+	}
+	/* A period must be whole seconds. */
+	assert_int_equal(load(&c, "[trigger.t]\ntype = hang\nexe = /bin/t\n"
+			      "rate_limit_period_s = 1500ms\n", &line, msg, sizeof(msg)), -EINVAL);
+	svc_config_free(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -184,6 +239,7 @@ int main(void)
 		cmocka_unit_test(test_print_round_trip),
 		cmocka_unit_test(test_trigger_spellings),
 		cmocka_unit_test(test_reload_classes),
+		cmocka_unit_test(test_duration_units),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

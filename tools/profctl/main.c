@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "control.pb-c.h"
+#include "duration.h"
 #include "names.h"
 #include "pctl.h"
 #include "profiling/profiling.h"
@@ -43,6 +44,7 @@ static struct {
 	const char *tag;
 	bool wait;
 	const char *app;   /* budget --app */
+	uint32_t fill, java_allocs; /* abi21: enum prof_fill_policy, prof_switch */
 } opt;
 
 /* A direct request's "none" is a dash in the tables. */
@@ -897,6 +899,10 @@ static int cmd_request(void)
 	cp.duration_ms = opt.duration_ms;
 	cp.has_frequency_hz = opt.hz != 0;
 	cp.frequency_hz = opt.hz;
+	cp.has_buffer_fill_policy = opt.fill != 0;
+	cp.buffer_fill_policy = opt.fill;
+	cp.has_track_java_allocations = opt.java_allocs != 0;
+	cp.track_java_allocations = opt.java_allocs;
 	cp.tag = (char *)opt.tag;
 	cp.has_wait = 1;
 	cp.wait = opt.wait;
@@ -994,24 +1000,18 @@ static int cmd_request(void)
 
 /* ------------------------------------------------------------ main */
 
+/* common/duration.h's syntax; a bare number is seconds, as it always was
+ * here. The daemon checks the capture's own range. */
 static uint32_t parse_duration(const char *s)
 {
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || end == s || v < 0)
-		die(EX_USAGE, "bad --duration '%s' (e.g. 5s, 500ms, 2m)", s);
-	if (!strcmp(end, "ms"))
-		;
-	else if (!strcmp(end, "s") || !*end)
-		v *= 1000;
-	else if (!strcmp(end, "m"))
-		v *= 60000;
-	else
-		die(EX_USAGE, "bad --duration '%s' (e.g. 5s, 500ms, 2m)", s);
-	if (v < 1 || v > 3600000)
-		die(EX_USAGE, "--duration '%s' is out of range", s);
-	return (uint32_t)v;
+	uint64_t ms;
+	int r = dur_parse_ms(s, 1000, &ms);
+	if (r == -EINVAL)
+		die(EX_USAGE, "bad --duration '%s' (e.g. 5s, 500ms, 2m; a bare number is seconds)",
+		    s);
+	if (r < 0 || ms < 1 || ms > 3600000)
+		die(EX_USAGE, "--duration '%s' is out of range (1ms..60m)", s);
+	return (uint32_t)ms;
 }
 
 static uint32_t parse_u32(const char *name, const char *s)
@@ -1196,7 +1196,7 @@ static const struct command commands[] = {
 	  "user can export without read access to the state directory.\n", run_export },
 	{ "request", 0, 0,
 	  "--pid N --type stack|heap-profile|heap-dump|trace [--duration 5s]\n"
-	  "          [--hz N] [--tag T] [--wait]", "capture a process (root only)",
+	  "          [--hz N] [--fill ring|discard] [--java-allocs on|off] [--tag T] [--wait]", "capture a process (root only)",
 	  "Root only. Capture process N; the result belongs to N's app and is\n"
 	  "delivered to it like any system capture (admitted and charged as one).\n"
 	  "  --pid N          the process\n"
@@ -1204,6 +1204,9 @@ static const struct command commands[] = {
 	  "                   (STACK_SAMPLING...) and the config's (heap) work too\n"
 	  "  --duration T     how long: 5s, 500ms, 2m (default: the daemon's)\n"
 	  "  --hz N           stack sampling rate\n"
+	  "  --fill ring|discard  trace: kernel buffer fill policy (default ring)\n"
+	  "  --java-allocs on|off heap-profile of a JVM: its Java allocations\n"
+	  "                   (default on; docs/ANDROID.md)\n"
 	  "  --tag T          a label stored with the result\n"
 	  "  --wait           follow the phases (progress bar on a terminal, one line\n"
 	  "                   per phase otherwise) and print the result's id and path;\n"
@@ -1252,7 +1255,7 @@ static const struct command *find_command(const char *name)
 
 int main(int argc, char **argv)
 {
-	enum { O_PID = 256, O_TYPE, O_DURATION, O_HZ, O_WAIT, O_TAG, O_APP };
+	enum { O_PID = 256, O_TYPE, O_DURATION, O_HZ, O_WAIT, O_TAG, O_APP, O_FILL, O_JAVA_ALLOCS };
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
@@ -1263,6 +1266,8 @@ int main(int argc, char **argv)
 		{ "type", required_argument, NULL, O_TYPE },
 		{ "duration", required_argument, NULL, O_DURATION },
 		{ "hz", required_argument, NULL, O_HZ },
+		{ "fill", required_argument, NULL, O_FILL },
+		{ "java-allocs", required_argument, NULL, O_JAVA_ALLOCS },
 		{ "wait", no_argument, NULL, O_WAIT },
 		{ "tag", required_argument, NULL, O_TAG },
 		{ "app", required_argument, NULL, O_APP },
@@ -1291,6 +1296,23 @@ int main(int argc, char **argv)
 		}
 		case O_DURATION: opt.duration_ms = parse_duration(optarg); break;
 		case O_HZ: opt.hz = parse_u32("--hz", optarg); break;
+		/* abi21: Android-parity parameters (docs/ANDROID.md) */
+		case O_FILL:
+			if (!strcmp(optarg, "ring"))
+				opt.fill = PROF_FILL_RING_BUFFER;
+			else if (!strcmp(optarg, "discard"))
+				opt.fill = PROF_FILL_DISCARD;
+			else
+				die(EX_USAGE, "bad --fill '%s': ring or discard", optarg);
+			break;
+		case O_JAVA_ALLOCS:
+			if (!strcmp(optarg, "on"))
+				opt.java_allocs = PROF_SWITCH_ON;
+			else if (!strcmp(optarg, "off"))
+				opt.java_allocs = PROF_SWITCH_OFF;
+			else
+				die(EX_USAGE, "bad --java-allocs '%s': on or off", optarg);
+			break;
 		case O_WAIT: opt.wait = true; break;
 		case O_TAG: opt.tag = optarg; break;
 		case O_APP: opt.app = optarg; break;

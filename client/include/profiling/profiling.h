@@ -22,6 +22,8 @@
 extern "C" {
 #endif
 
+/* The wire protocol's version (ClientHello). The library's ABI is the
+ * soname, libprofiling.so.1, and its symbol versions (docs/ABI.md). */
 #define PROF_API_VERSION 1
 
 /* Capture types. Values mirror Android's ProfilingManager. */
@@ -64,6 +66,37 @@ enum prof_error {
 };
 
 /*
+ * Growing structs (docs/ABI.md). struct prof_params and struct prof_trigger
+ * begin with `size`, the caller's sizeof: the library reads only the fields
+ * that size covers and takes a field past it as zero, "the default", so a
+ * program built against this header keeps working when later versions add
+ * fields at the end. A size larger than the library knows is accepted only
+ * if the unknown tail is all zero; otherwise the call returns
+ * -PROF_E_INVALID_REQUEST (the program asks for something this library
+ * cannot do). Declare them with the INIT macros, which set size:
+ *
+ *   struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 2000);
+ *   struct prof_trigger t = PROF_TRIGGER_INIT(.type = PROF_TRIGGER_HANG);
+ *
+ * size 0 (a struct declared without the macro) is refused with
+ * -PROF_E_INVALID_REQUEST. Programs built against the first header (no
+ * size field, unversioned symbols) keep binding to the PROFILING_1.0
+ * entry points, which read that layout.
+ */
+#define PROF_PARAMS_INIT(...) { .size = sizeof(struct prof_params), __VA_ARGS__ }
+#define PROF_TRIGGER_INIT(...) { .size = sizeof(struct prof_trigger), __VA_ARGS__ }
+
+/* Buffer fill policy of a system trace (Android's KEY_BUFFER_FILL_POLICY). */
+enum prof_fill_policy {
+	PROF_FILL_DEFAULT = 0,     /* PROF_FILL_RING_BUFFER */
+	PROF_FILL_DISCARD = 1,     /* stop recording when full: keeps the start */
+	PROF_FILL_RING_BUFFER = 2, /* overwrite the oldest: keeps the end */
+};
+
+/* A yes/no parameter whose zero is "the default". */
+enum prof_switch { PROF_SWITCH_DEFAULT = 0, PROF_SWITCH_ON = 1, PROF_SWITCH_OFF = 2 };
+
+/*
  * Capture parameters; a zero field means "the default". Ranges (checked by
  * the daemon; a value outside gives PROF_E_INVALID_REQUEST):
  *   duration_ms   100 .. 120000, default 10000
@@ -71,8 +104,15 @@ enum prof_error {
  *   sampling_interval_bytes 1 .. 2^30, default 4096 (PROF_HEAP_PROFILE)
  *   buffer_kb     64 .. 65536,   default 4096  (PROF_SYSTEM_TRACE, kernel
  *                 buffer per CPU)
+ *   buffer_fill_policy  enum prof_fill_policy, default ring buffer
+ *                 (PROF_SYSTEM_TRACE: the kernel buffer)
+ *   track_java_allocations  enum prof_switch, default on (PROF_HEAP_PROFILE
+ *                 of a JVM: the JVMTI agent's sampled Java allocations; off
+ *                 leaves native allocations only, where the allocator is
+ *                 interposed). docs/ANDROID.md compares these with Android.
  */
 struct prof_params {
+	uint32_t size; /* sizeof(struct prof_params): PROF_PARAMS_INIT */
 	uint32_t duration_ms;
 	uint32_t frequency_hz;
 	uint32_t sampling_interval_bytes; /* PROF_HEAP_PROFILE */
@@ -91,6 +131,10 @@ struct prof_params {
 	/* PROF_STACK_SAMPLING clock: 0 CPU time (default), 1 wall clock (also
 	 * samples blocked threads; hang captures use it). */
 	uint32_t clock;
+	/* Android parity (issue #21). */
+	uint32_t buffer_fill_policy;      /* enum prof_fill_policy */
+	uint32_t track_java_allocations;  /* enum prof_switch */
+	/* New fields go here, at the end; zero must mean the default. */
 };
 
 /* PSI resources for PROF_TRIGGER_PRESSURE_STALL. */
@@ -104,6 +148,8 @@ enum prof_psi_resource { PROF_PSI_MEMORY = 0, PROF_PSI_CPU = 1, PROF_PSI_IO = 2 
  *   capture              COLD_START, EXCESSIVE_CPU, HANG, ANOMALY: stack samples;
  *                        OOM: heap profile; CRASH, APP_FULLY_DRAWN,
  *                        PRESSURE_STALL: system trace (flight recorder)
+ *   params               NULL: the defaults (a struct prof_params with its
+ *                        own size, so both structs grow on their own)
  *   cpu_percent 90, cpu_window_ms 5000   (EXCESSIVE_CPU; percent of one core)
  *   memory_percent 90 of the cgroup limit, or memory_bytes of RSS (OOM)
  *   hang_timeout_ms 5000                 (HANG: missed prof_heartbeat())
@@ -111,19 +157,21 @@ enum prof_psi_resource { PROF_PSI_MEMORY = 0, PROF_PSI_CPU = 1, PROF_PSI_IO = 2 
  *   psi_resource memory, psi_stall_us 100000 per psi_window_ms 1000 (PRESSURE_STALL)
  */
 struct prof_trigger {
+	uint32_t size; /* sizeof(struct prof_trigger): PROF_TRIGGER_INIT */
 	enum prof_trigger_type type;
 	enum prof_type capture;
-	struct prof_params params;
 	uint32_t rate_limit_period_s;
+	const struct prof_params *params;
+	uint64_t memory_bytes;
 	uint32_t cpu_percent;
 	uint32_t cpu_window_ms;
-	uint64_t memory_bytes;
 	uint32_t memory_percent;
 	uint32_t hang_timeout_ms;
 	uint32_t timeout_ms;
 	enum prof_psi_resource psi_resource;
 	uint32_t psi_stall_us;
 	uint32_t psi_window_ms;
+	/* New fields go here, at the end; zero must mean the default. */
 };
 
 /*

@@ -142,8 +142,8 @@ static void on_result(const struct prof_result *r, void *ud)
 
 static int run_linked(uint32_t duration_ms, uint32_t delay_ms, uint32_t interval)
 {
-	struct prof_params params = { .duration_ms = duration_ms,
-				      .sampling_interval_bytes = interval };
+	struct prof_params params = PROF_PARAMS_INIT(.duration_ms = duration_ms,
+				      .sampling_interval_bytes = interval);
 	struct outcome o = { 0 };
 	int err, r;
 

@@ -86,16 +86,17 @@ int main(int argc, char **argv)
 			if (query(c) < 0)
 				return 4;
 		} else if (!strcmp(argv[i], "r")) {
-			struct prof_params p = { .duration_ms = 100 };
+			struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 100);
 			int r = prof_request(c, PROF_STACK_SAMPLING, &p, "budget", NULL, NULL, NULL);
 			if (r == -PROF_E_UNKNOWN)
 				return 4;
 			printf("request %d\n", -r);
 		} else if (!strcmp(argv[i], "t")) {
-			struct prof_trigger t = { .type = PROF_TRIGGER_ANOMALY,
-						  .capture = PROF_STACK_SAMPLING,
-						  .params = { .duration_ms = 100 },
-						  .rate_limit_period_s = 3600 };
+			struct prof_params tp = PROF_PARAMS_INIT(.duration_ms = 100);
+			struct prof_trigger t = PROF_TRIGGER_INIT(.type = PROF_TRIGGER_ANOMALY,
+								  .capture = PROF_STACK_SAMPLING,
+								  .params = &tp,
+								  .rate_limit_period_s = 3600);
 			printf("trigger %d\n", -prof_add_trigger(c, &t));
 		} else if (!strcmp(argv[i], "a")) {
 			s.done = 0;

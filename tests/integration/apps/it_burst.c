@@ -53,7 +53,7 @@ static int one_request(uid_t uid, int type)
 	struct seen s = { 0 };
 	if (prof_set_result_listener(c, on_listener, &s) < 0)
 		return 203;
-	struct prof_params p = { .duration_ms = 100 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 100);
 	int r = prof_request(c, (enum prof_type)type, &p, "burst", NULL, NULL, &s.id);
 	if (r == -PROF_E_UNKNOWN)
 		return 204;

@@ -134,7 +134,7 @@ static prof_client *connect_app(void)
 static int t_invalid(void)
 {
 	prof_client *c = connect_app();
-	struct prof_params p = { 0 };
+	struct prof_params p = PROF_PARAMS_INIT();
 	CHECK(prof_request(c, (enum prof_type)99, NULL, NULL, NULL, NULL, NULL) == -PROF_E_INVALID_REQUEST,
 	      "unknown type accepted");
 	CHECK(prof_request(c, (enum prof_type)0, NULL, NULL, NULL, NULL, NULL) == -PROF_E_INVALID_REQUEST,
@@ -204,7 +204,7 @@ static int t_badpeer(void)
 
 	/* The daemon still serves the good app end to end. */
 	struct outcome o = { 0 };
-	struct prof_params p = { .duration_ms = 300 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 300);
 	CHECK(prof_request(good, PROF_STACK_SAMPLING, &p, "after-bad", on_result, &o, NULL) == 0,
 	      "good request refused");
 	wait_result(good, &o, 10000);
@@ -220,7 +220,7 @@ static int t_runtime_gone(int hang)
 	prof_client *c = connect_app();
 	int rt = fake_runtime((uint32_t)getpid(), 1);
 	struct outcome o = { 0 };
-	struct prof_params p = { .duration_ms = 200 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 200);
 	uint64_t id, sid;
 	int fd = -1;
 
@@ -279,7 +279,7 @@ static int t_runtime_killed(void)
 	CHECK(read(pfd[0], &b, 1) == 1 && b == 'h', "the runtime child did not say hello");
 	prof_client *c = connect_app();
 	struct outcome o = { 0 };
-	struct prof_params p = { .duration_ms = 10000, .target_pid = (uint32_t)child };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 10000, .target_pid = (uint32_t)child);
 	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, NULL, on_result, &o, NULL) == 0, "refused");
 	CHECK(read(pfd[0], &b, 1) == 1 && b == 'c', "the runtime child got no capture");
 	kill(child, SIGKILL);
@@ -417,7 +417,7 @@ static int t_bad_artifact(void (*fill)(int), const char *want)
 	prof_client *c = connect_app();
 	int rt = fake_runtime((uint32_t)getpid(), 1);
 	struct outcome o = { 0 };
-	struct prof_params p = { .duration_ms = 100 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 100);
 	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, NULL, on_result, &o, NULL) == 0, "refused");
 	serve_capture(rt, NULL, fill);
 	wait_result(c, &o, 150000);
@@ -453,7 +453,7 @@ static int t_queued(void)
 	if (child == 0) {
 		prof_client *c = connect_app();
 		int rt = fake_runtime((uint32_t)getpid(), 1);
-		struct prof_params p = { .duration_ms = 100 };
+		struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 100);
 		CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "queued", NULL, NULL, NULL) == 0, "refused");
 		serve_capture(rt, &sid, fill_pprof);
 		CHECK(write(pfd[1], &sid, sizeof(sid)) == sizeof(sid), "pipe write");
@@ -503,7 +503,7 @@ static int t_no_runtime(void)
 {
 	prof_client *c = connect_app();
 	struct outcome o = { 0 };
-	struct prof_params p = { .duration_ms = 200 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 200);
 	/* A heap profile needs the agent (stack samples would go agentless). */
 	CHECK(prof_request(c, PROF_HEAP_PROFILE, &p, NULL, on_result, &o, NULL) == 0, "refused");
 	wait_result(c, &o, 10000);
@@ -518,7 +518,7 @@ static int t_cancel(void)
 	prof_client *c = connect_app();
 	int rt = fake_runtime((uint32_t)getpid(), 1);
 	struct outcome o = { 0 };
-	struct prof_params p = { .duration_ms = 5000 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 5000);
 	uint64_t id, sid;
 	int fd = -1;
 	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, NULL, on_result, &o, &id) == 0, "refused");
@@ -550,7 +550,7 @@ static int t_capture_acked(void)
 	prof_client *c = connect_app();
 	int rt = fake_runtime((uint32_t)getpid(), 1);
 	struct outcome o = { 0 };
-	struct prof_params p = { .duration_ms = 100 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 100);
 	uint64_t id;
 	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "acked", on_result, &o, &id) == 0, "refused");
 	serve_capture(rt, NULL, fill_pprof);
@@ -586,7 +586,7 @@ static int t_capture_queued(void)
 	if (child == 0) {
 		prof_client *c = connect_app();
 		int rt = fake_runtime((uint32_t)getpid(), 1);
-		struct prof_params p = { .duration_ms = 100 };
+		struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 100);
 		CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "queued", NULL, NULL, NULL) == 0, "refused");
 		serve_capture(rt, &sid, fill_pprof);
 		CHECK(write(pfd[1], &sid, sizeof(sid)) == sizeof(sid), "pipe write");
@@ -608,7 +608,7 @@ static int t_inflight(void)
 {
 	prof_client *c = connect_app();
 	int rt = fake_runtime((uint32_t)getpid(), 1);
-	struct prof_params p = { .duration_ms = 60000 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 60000);
 	uint64_t id, sid;
 	int fd = -1;
 	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "inflight", NULL, NULL, &id) == 0, "refused");
@@ -743,7 +743,7 @@ static void unfill_disk(void)
 static int t_nospace_refused(void)
 {
 	prof_client *c = connect_app();
-	struct prof_params p = { .duration_ms = 100 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 100);
 	int r = prof_request(c, PROF_STACK_SAMPLING, &p, NULL, NULL, NULL, NULL);
 	CHECK(r == -PROF_E_NO_DISK_SPACE, "request on a small disk: %d, want NO_DISK_SPACE", r);
 	prof_close(c);
@@ -755,7 +755,7 @@ static int t_nospace_refused(void)
 static void capture_ok(prof_client *c, int rt)
 {
 	struct outcome o = { 0 };
-	struct prof_params p = { .duration_ms = 100 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 100);
 	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "ok", on_result, &o, NULL) == 0, "refused");
 	serve_capture(rt, NULL, fill_pprof);
 	wait_result(c, &o, 60000);
@@ -769,7 +769,7 @@ static int t_diskfull_redact(void)
 	int rt = fake_runtime((uint32_t)getpid(), 1);
 	capture_ok(c, rt); /* the app's result dir exists, the databases are warm */
 	struct outcome o = { 0 };
-	struct prof_params p = { .duration_ms = 100 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 100);
 	uint64_t id, sid;
 	int fd = -1;
 	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "full", on_result, &o, &id) == 0, "refused");
@@ -802,7 +802,7 @@ static int t_diskfull_before(void)
 	prof_client *c = connect_app();
 	int rt = fake_runtime((uint32_t)getpid(), 1);
 	struct outcome o = { 0 };
-	struct prof_params p = { .duration_ms = 100 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 100);
 	fill_disk();
 	int r = prof_request(c, PROF_STACK_SAMPLING, &p, "before", on_result, &o, NULL);
 	if (r == 0) {
@@ -825,7 +825,7 @@ static int t_diskfull_agent(void)
 {
 	prof_client *c = connect_app();
 	struct outcome o = { 0 };
-	struct prof_params p = { .duration_ms = 3000 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 3000);
 	/* The session waits for the agent's hello (runtime_wait_ms, long in diskfull.sh). */
 	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "agent", on_result, &o, NULL) == 0, "refused");
 	fill_disk();
@@ -849,7 +849,7 @@ static int t_request_expect(int want)
 	prof_client *c = connect_app();
 	int rt = fake_runtime((uint32_t)getpid(), 1);
 	struct outcome o = { 0 };
-	struct prof_params p = { .duration_ms = 100 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 100);
 	uint64_t id = 0;
 	int r = prof_request(c, PROF_STACK_SAMPLING, &p, "db", on_result, &o, &id);
 	if (want == 0) {

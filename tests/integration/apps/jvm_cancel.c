@@ -38,8 +38,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "jvm_cancel: connect: %s\n", strerror(-err));
 		return 1;
 	}
-	struct prof_params p = { .duration_ms = 20000, .frequency_hz = 100,
-				 .target_pid = (uint32_t)strtoul(argv[1], NULL, 10) };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 20000, .frequency_hz = 100,
+				 .target_pid = (uint32_t)strtoul(argv[1], NULL, 10));
 	struct outcome a = { 0 }, b = { 0 };
 	uint64_t id = 0;
 	int r = prof_request(cl, PROF_STACK_SAMPLING, &p, "cancel", on_result, &a, &id);

@@ -208,7 +208,7 @@ int main(int argc, char **argv)
 		{ "frequency", required_argument, NULL, 'f' },
 		{ 0 }
 	};
-	struct prof_params params = { .duration_ms = 3000, .frequency_hz = 1000 };
+	struct prof_params params = PROF_PARAMS_INIT(.duration_ms = 3000, .frequency_hz = 1000);
 	int nthreads = 2, c, err;
 	pthread_t th[16], rec;
 

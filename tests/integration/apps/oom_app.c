@@ -62,7 +62,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "oom_app: note: %s\n", note);
 		return strstr(note, "OOM-killed") ? 0 : 3;
 	}
-	struct prof_trigger t = { .type = PROF_TRIGGER_OOM, .memory_percent = 50 };
+	struct prof_trigger t = PROF_TRIGGER_INIT(.type = PROF_TRIGGER_OOM, .memory_percent = 50);
 	if (argc > 2)
 		t.memory_bytes = strtoull(argv[2], NULL, 10);
 	int r = prof_add_trigger(c, &t);

@@ -74,7 +74,7 @@ int main(void)
 		return 1;
 	}
 	struct outcome o = { 0 };
-	struct prof_params p = { .duration_ms = 1000, .buffer_kb = 2048 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 1000, .buffer_kb = 2048);
 	int r = prof_request(c, PROF_SYSTEM_TRACE, &p, "trace", on_result, &o, NULL);
 	if (r < 0) {
 		fprintf(stderr, "trace_app: refused: %s\n", prof_strerror(r));

@@ -114,7 +114,8 @@ static void *dispatcher(void *arg)
 
 int main(int argc, char **argv)
 {
-	struct prof_trigger t = { 0 };
+	struct prof_params tp = PROF_PARAMS_INIT();
+	struct prof_trigger t = PROF_TRIGGER_INIT(.params = &tp);
 	const char *m = argc > 1 ? argv[1] : "";
 
 	if (!strcmp(m, "anomaly-register")) {
@@ -154,7 +155,7 @@ int main(int argc, char **argv)
 		/* Well under one core, so a loaded test machine still crosses it. */
 		t.cpu_percent = 30;
 		t.cpu_window_ms = 1500;
-		t.params.duration_ms = 1000;
+		tp.duration_ms = 1000;
 		add(PROF_TRIGGER_EXCESSIVE_CPU, &t);
 		/* A burst shorter than the window must not fire. */
 		spin_hot(700);
@@ -174,7 +175,7 @@ int main(int argc, char **argv)
 	if (!strcmp(m, "hang")) {
 		connect_listen();
 		t.hang_timeout_ms = 800;
-		t.params.duration_ms = 1000;
+		tp.duration_ms = 1000;
 		add(PROF_TRIGGER_HANG, &t);
 		for (int i = 0; i < 5; i++) {
 			prof_heartbeat();
@@ -214,7 +215,7 @@ int main(int argc, char **argv)
 		t.psi_resource = PROF_PSI_CPU;
 		t.psi_stall_us = 50000;
 		t.psi_window_ms = 1000;
-		t.params.duration_ms = 500;
+		tp.duration_ms = 500;
 		add(PROF_TRIGGER_PRESSURE_STALL, &t);
 		pthread_t th[6];
 		for (int i = 0; i < 6; i++)

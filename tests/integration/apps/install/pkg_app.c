@@ -47,15 +47,14 @@ int main(void)
 		fprintf(stderr, "pkg_app: connect: %s\n", strerror(-err));
 		return 1;
 	}
-	struct prof_trigger t = {
+	struct prof_trigger t = PROF_TRIGGER_INIT(
 		.type = PROF_TRIGGER_OOM,
 		.memory_percent = 80,
-		.rate_limit_period_s = 3600,
-	};
+		.rate_limit_period_s = 3600);
 	/* No memory cgroup to watch is a refusal, not a failure of this test. */
 	int r = prof_add_trigger(c, &t);
 	fprintf(stderr, "pkg_app: OOM trigger: %s\n", r < 0 ? prof_strerror(r) : "registered");
-	struct prof_params p = { .duration_ms = 500, .frequency_hz = 200 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 500, .frequency_hz = 200);
 	r = prof_request(c, PROF_STACK_SAMPLING, &p, "pkg", on_result, &o, NULL);
 	if (r < 0) {
 		fprintf(stderr, "pkg_app: refused: %s\n", prof_strerror(r));

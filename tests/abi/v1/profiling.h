@@ -1,0 +1,232 @@
+/*
+ * libprofiling: the client API of profilingd (see libprofiling(3) and
+ * docs/DESIGN.md §3 in the source tree). An app connects, requests
+ * captures of itself, and receives the redacted results as file
+ * descriptors inside prof_dispatch().
+ *
+ * Thread model: a prof_client is used from one thread at a time. The
+ * in-process runtime agent that answers the daemon's capture requests runs on
+ * its own thread and never calls back into the app.
+ *
+ * Errors: functions return 0 or a negative PROF_E_* code. prof_connect()
+ * reports a negative errno through *err. The library never prints unless
+ * PROFILING_DEBUG=1 is set in the environment.
+ */
+#ifndef PROFILING_PROFILING_H
+#define PROFILING_PROFILING_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PROF_API_VERSION 1
+
+/* Capture types. Values mirror Android's ProfilingManager. */
+enum prof_type {
+	PROF_HEAP_DUMP = 1,
+	PROF_HEAP_PROFILE = 2,
+	PROF_STACK_SAMPLING = 3,
+	PROF_SYSTEM_TRACE = 4,
+};
+
+/* Trigger types; PROF_TRIGGER_NONE marks a direct request. */
+enum prof_trigger_type {
+	PROF_TRIGGER_NONE = 0,
+	PROF_TRIGGER_COLD_START = 1,
+	PROF_TRIGGER_APP_FULLY_DRAWN = 2,
+	PROF_TRIGGER_OOM = 3,
+	PROF_TRIGGER_EXCESSIVE_CPU = 4,
+	PROF_TRIGGER_HANG = 5,
+	PROF_TRIGGER_CRASH = 6,
+	PROF_TRIGGER_ANOMALY = 7,
+	PROF_TRIGGER_PRESSURE_STALL = 8,
+};
+
+/* Errors: positive in results, negative as return codes. 0..8 are Android's. */
+enum prof_error {
+	PROF_E_NONE = 0,
+	PROF_E_RATE_LIMIT_SYSTEM = 1,
+	PROF_E_RATE_LIMIT_PROCESS = 2,
+	PROF_E_PROFILING_IN_PROGRESS = 3,
+	PROF_E_EXECUTING = 4,
+	PROF_E_POST_PROCESSING = 5,
+	PROF_E_NO_DISK_SPACE = 6,
+	PROF_E_INVALID_REQUEST = 7,
+	PROF_E_UNKNOWN = 8,
+	PROF_E_RUNTIME_UNAVAILABLE = 100,
+	PROF_E_TIMEOUT = 101,
+	PROF_E_CANCELLED = 102,
+	PROF_E_TRIGGER_COOLDOWN = 103,
+	PROF_E_PERMISSION = 104,
+};
+
+/*
+ * Capture parameters; a zero field means "the default". Ranges (checked by
+ * the daemon; a value outside gives PROF_E_INVALID_REQUEST):
+ *   duration_ms   100 .. 120000, default 10000
+ *   frequency_hz  1 .. 1000,     default 100   (PROF_STACK_SAMPLING)
+ *   sampling_interval_bytes 1 .. 2^30, default 4096 (PROF_HEAP_PROFILE)
+ *   buffer_kb     64 .. 65536,   default 4096  (PROF_SYSTEM_TRACE, kernel
+ *                 buffer per CPU)
+ */
+struct prof_params {
+	uint32_t duration_ms;
+	uint32_t frequency_hz;
+	uint32_t sampling_interval_bytes; /* PROF_HEAP_PROFILE */
+	uint32_t buffer_kb;               /* PROF_SYSTEM_TRACE */
+	/*
+	 * 0: the calling process. Another pid: root only (else
+	 * PROF_E_PERMISSION); the result belongs to the target's app and is
+	 * delivered to the caller (a setuid target's stays root's). A target
+	 * without a runtime agent is sampled by the daemon itself
+	 * (PROF_STACK_SAMPLING). The calling process is the one that
+	 * connected: once it has exited (a child kept the connection) or run
+	 * a setuid program, requests get PROF_E_PERMISSION and the
+	 * connection is closed.
+	 */
+	uint32_t target_pid;
+	/* PROF_STACK_SAMPLING clock: 0 CPU time (default), 1 wall clock (also
+	 * samples blocked threads; hang captures use it). */
+	uint32_t clock;
+};
+
+/* PSI resources for PROF_TRIGGER_PRESSURE_STALL. */
+enum prof_psi_resource { PROF_PSI_MEMORY = 0, PROF_PSI_CPU = 1, PROF_PSI_IO = 2 };
+
+/*
+ * A trigger: when its condition holds, the daemon captures `capture` of
+ * the app (a system capture: cost 5 by default), at most once per
+ * rate_limit_period_s. One per type per app; adding one again replaces it.
+ * Triggers persist across daemon restarts. A zero field means the default:
+ *   capture              COLD_START, EXCESSIVE_CPU, HANG, ANOMALY: stack samples;
+ *                        OOM: heap profile; CRASH, APP_FULLY_DRAWN,
+ *                        PRESSURE_STALL: system trace (flight recorder)
+ *   cpu_percent 90, cpu_window_ms 5000   (EXCESSIVE_CPU; percent of one core)
+ *   memory_percent 90 of the cgroup limit, or memory_bytes of RSS (OOM)
+ *   hang_timeout_ms 5000                 (HANG: missed prof_heartbeat())
+ *   timeout_ms 5000                      (COLD_START: ends at fully drawn or here)
+ *   psi_resource memory, psi_stall_us 100000 per psi_window_ms 1000 (PRESSURE_STALL)
+ */
+struct prof_trigger {
+	enum prof_trigger_type type;
+	enum prof_type capture;
+	struct prof_params params;
+	uint32_t rate_limit_period_s;
+	uint32_t cpu_percent;
+	uint32_t cpu_window_ms;
+	uint64_t memory_bytes;
+	uint32_t memory_percent;
+	uint32_t hang_timeout_ms;
+	uint32_t timeout_ms;
+	enum prof_psi_resource psi_resource;
+	uint32_t psi_stall_us;
+	uint32_t psi_window_ms;
+};
+
+/*
+ * A finished capture, valid only during the callback. On success error is 0
+ * and fd is a read-only descriptor of the delivered file at path; the library
+ * closes it when the callback returns, so dup() it to keep it. On failure
+ * fd is -1 and error/error_message say why. When a callback has run for a
+ * delivered result the library acknowledges it; a result that reached no
+ * callback (the app exited first) is delivered again to the app's result
+ * listener when it next connects, up to 3 times within 7 days.
+ */
+struct prof_result {
+	uint64_t request_id;
+	enum prof_type type;
+	enum prof_trigger_type trigger;
+	int error;                 /* enum prof_error, positive */
+	const char *error_message; /* never NULL; "" when none */
+	const char *tag;           /* never NULL */
+	int fd;
+	const char *path;          /* never NULL; "" on failure */
+	uint64_t size;
+	uint64_t start_ns;         /* CLOCK_REALTIME */
+	uint64_t end_ns;
+	const char *format;        /* "pprof", "perfetto", "hprof", or "" */
+	const char *note;          /* never NULL; e.g. an OOM kill after the capture */
+};
+
+typedef struct prof_client prof_client;
+typedef void (*prof_result_cb)(const struct prof_result *result, void *ud);
+
+/*
+ * Connect to profilingd. A NULL socket_path means $PROFILINGD_SOCKET, else
+ * the compiled-in default (/run/profilingd/client.sock). Unless
+ * $PROFILING_NO_AGENT=1, this also starts the in-process runtime agent, which
+ * registers with the daemon before prof_connect returns (or gives up after
+ * one second; the daemon waits for it on the first request).
+ * Returns NULL and sets *err (negative errno) on failure.
+ */
+prof_client *prof_connect(const char *socket_path, int *err);
+void prof_close(prof_client *c);
+
+/* The fd to poll for POLLIN in the app's own loop. */
+int prof_fd(prof_client *c);
+
+/*
+ * Read what the daemon sent and run callbacks. Waits up to timeout_ms for
+ * the first message (0: don't wait, -1: forever). Returns the number of
+ * callbacks run, or a negative PROF_E_* (PROF_E_UNKNOWN: connection lost).
+ */
+int prof_dispatch(prof_client *c, int timeout_ms);
+
+/*
+ * Ask for a capture of the calling process. params may be NULL for
+ * defaults; tag may be NULL. On 0, *request_id (if given) identifies the
+ * capture and cb (if given) receives its result. A refusal returns the
+ * negative PROF_E_* at once; cb is not called for it, but the result
+ * listener (prof_set_result_listener) also receives it as a result, with
+ * the id stored in *request_id.
+ */
+int prof_request(prof_client *c, enum prof_type type,
+		 const struct prof_params *params, const char *tag,
+		 prof_result_cb cb, void *ud, uint64_t *request_id);
+
+/* Cancel a capture; its result arrives with PROF_E_CANCELLED. */
+int prof_cancel(prof_client *c, uint64_t request_id);
+
+/*
+ * Receive every result for this app, including those with no per-request
+ * callback. A NULL cb removes the listener.
+ */
+int prof_set_result_listener(prof_client *c, prof_result_cb cb, void *ud);
+
+/*
+ * The trace flight recorder. Each thread writes into its own ring (4096
+ * events, oldest overwritten) that always runs, so a PROF_SYSTEM_TRACE
+ * capture shows what happened before it was asked for. Lock-free and
+ * cheap (one clock read and a copy of at most 39 bytes of name); safe to
+ * call from any thread, no connection needed. Slices nest per thread.
+ */
+void prof_trace_begin(const char *name);
+void prof_trace_end(void);
+void prof_trace_instant(const char *name);
+void prof_trace_counter(const char *name, int64_t value);
+
+/* Register (or replace) a trigger for this app. 0 or a negative PROF_E_*. */
+int prof_add_trigger(prof_client *c, const struct prof_trigger *t);
+int prof_remove_trigger(prof_client *c, enum prof_trigger_type type);
+int prof_clear_triggers(prof_client *c);
+
+/*
+ * App signals, sent through the most recently connected client (no-ops
+ * without one). Safe from any thread.
+ *   fully drawn: ends a cold-start capture; fires APP_FULLY_DRAWN
+ *   anomaly:     fires ANOMALY, the result tagged with name
+ *   heartbeat:   with a HANG trigger, a missed heartbeat is a hang
+ */
+void prof_report_fully_drawn(void);
+void prof_report_anomaly(const char *name);
+void prof_heartbeat(void);
+
+/* A static string for a PROF_E_* code, positive or negative. */
+const char *prof_strerror(int error);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
