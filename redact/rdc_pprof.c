@@ -83,6 +83,9 @@
 #define PR_CHUNK        (256u << 10) /* pread and inflate granule */
 #define PR_OUT_STAGE    (256u << 10)
 #define PR_COMMENT_MAX  512          /* a scrubbed comment, with its NUL */
+#ifndef PR_HELD_MAX /* tests/unit builds one with a small cap */
+#define PR_HELD_MAX     (3u << 20)   /* input strings held by pass 1, with 8 B each */
+#endif
 #define LOC_KERNEL      UINT32_MAX
 
 /* Wire types. */
@@ -617,6 +620,18 @@ struct pr {
 	size_t enc_cap;
 
 	struct sink out;
+	int out_fd;
+
+	/* One pass (strings and tables first): the input's strings as pass 1
+	 * read them, up to PR_HELD_MAX, and the samples judged in pass 1 */
+	bool held_ok;        /* every string so far is in held */
+	char *held;
+	size_t nheld, held_cap;
+	struct kstr *hoff;   /* by input index */
+	size_t hoff_cap;
+	bool online, online_tried;
+	uint64_t nonline;    /* the first nonline samples are written */
+	size_t snew_n, loc_out_n;
 };
 
 /* Room for need elements in *arr (doubling, at most max). */
@@ -913,6 +928,40 @@ static int skip_field(struct src *s, unsigned wt, uint64_t v)
 	return wt == WT_LEN ? src_skip(s, v) : 0;
 }
 
+/*
+ * Keep input string i's text (up to a first NUL, as str_flags reads it)
+ * while all of them fit in PR_HELD_MAX: then no pass needs to come back
+ * for them. Past the cap they are dropped at once, and a pass copies the
+ * used ones as they go by again (pass_out).
+ */
+static int hold_string(struct pr *c, const uint8_t *p, size_t len)
+{
+	const uint8_t *nul = memchr(p, 0, len);
+	if (nul)
+		len = (size_t)(nul - p);
+	if (!c->held_ok)
+		return 0;
+	if (c->nheld + len + c->nstr * sizeof(*c->hoff) > PR_HELD_MAX) {
+		c->held_ok = false;
+		free(c->held);
+		free(c->hoff);
+		c->held = NULL;
+		c->hoff = NULL;
+		c->nheld = c->held_cap = c->hoff_cap = 0;
+		return 0;
+	}
+	int r = grow(&c->hoff, &c->hoff_cap, c->nstr, sizeof(*c->hoff), PR_MAX_STRINGS);
+	if (r || (r = grow(&c->held, &c->held_cap, c->nheld + len + 1, 1, PR_HELD_MAX)))
+		return r;
+	memcpy(c->held + c->nheld, p, len);
+	c->hoff[c->nstr - 1] = (struct kstr){ (uint32_t)c->nheld, (uint32_t)len };
+	c->nheld += len;
+	return 0;
+}
+
+static int online_start(struct pr *c);
+static int sample(struct pr *c, const uint8_t *p, size_t n);
+
 static int pass1(struct pr *c)
 {
 	struct src *s = &c->src;
@@ -931,6 +980,10 @@ static int pass1(struct pr *c)
 		case 1: { /* sample_type */
 			int64_t vt[2] = { 0, 0 };
 			WANT_LEN(wt);
+			/* Samples written with one value fewer than there are
+			 * types: what pass 2 would refuse too. */
+			if (c->nonline)
+				return -EBADMSG;
 			if ((r = field_bytes(s, v, &p)) || (r = parse_vt(p, (size_t)v, vt)))
 				return r;
 			if (c->ntypes < PP_MAX_VALUES) {
@@ -941,10 +994,25 @@ static int pass1(struct pr *c)
 				c->ntypes++; /* one too many is enough to refuse */
 			break;
 		}
-		case 2: /* sample: pass 2's */
+		case 2: /* sample: pass 2's, unless judged here (one pass) */
 			WANT_LEN(wt);
-			if ((r = src_skip(s, v)))
+			if (!c->online_tried) {
+				c->online_tried = true;
+				if ((r = online_start(c)))
+					return r;
+			}
+			if (c->online) {
+				if ((r = field_bytes(s, v, &p)) || (r = sample(c, p, (size_t)v)) < 0)
+					return r;
+				/* 1: it names what has not come yet; it and the
+				 * samples after it wait for pass 2. */
+				if (r == 1)
+					c->online = false;
+				else
+					c->nonline++;
+			} else if ((r = src_skip(s, v))) {
 				return r;
+			}
 			c->samples_end = src_offset(s);
 			c->nsamples++;
 			break;
@@ -952,6 +1020,7 @@ static int pass1(struct pr *c)
 		case 4:
 		case 5:
 			WANT_LEN(wt);
+			c->online = false; /* the tables grow: pass 2 for the rest */
 			if ((r = field_bytes(s, v, &p)))
 				return r;
 			r = num == 3 ? parse_mapping(c, p, (size_t)v) :
@@ -961,11 +1030,13 @@ static int pass1(struct pr *c)
 			break;
 		case 6: /* string_table */
 			WANT_LEN(wt);
+			c->online = false;
 			if (!c->any_string) {
 				c->any_string = true;
 				c->strings_start = at;
 			}
-			if ((r = field_bytes(s, v, &p)) || (r = str_classify(c, p, (size_t)v)))
+			if ((r = field_bytes(s, v, &p)) || (r = str_classify(c, p, (size_t)v)) ||
+			    (r = hold_string(c, p, (size_t)v)))
 				return r;
 			break;
 		case 7: /* drop_frames, keep_frames: not carried */
@@ -1448,7 +1519,10 @@ static int out_location(struct pr *c, struct in_loc *l, uint64_t *id)
 	return 0;
 }
 
-/* One sample: judged, and written when it is the app's. */
+static bool sample_settled(struct pr *c, size_t nl, size_t nv, size_t nlab);
+
+/* One sample: judged, and written when it is the app's (0); in pass 1,
+ * 1 when it cannot be judged yet. */
 static int sample(struct pr *c, const uint8_t *p, size_t n)
 {
 	size_t nl = 0, nv = 0, nlab = 0;
@@ -1512,6 +1586,9 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 			nlab++;
 		}
 	}
+	/* In pass 1, a sample that names what has not come yet waits. */
+	if (c->online && !sample_settled(c, nl, nv, nlab))
+		return 1;
 	if (nv != c->ntypes)
 		return -EBADMSG;
 
@@ -1616,6 +1693,115 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 	return 0;
 }
 
+/*
+ * The input's tables as read so far, ready for sample(): ids indexed, and
+ * snew and loc_out as long as the tables. Again after pass 1 when the
+ * tables grew after the first sample (output ids already given stay).
+ */
+static int tables_ready(struct pr *c)
+{
+	int r;
+
+	free(c->map_ix.slot);
+	free(c->loc_ix.slot);
+	free(c->fn_ix.slot);
+	c->map_ix.slot = c->loc_ix.slot = c->fn_ix.slot = NULL;
+	if ((r = index_ids(&c->map_ix, c->maps, c->nmaps, sizeof(*c->maps))) ||
+	    (r = index_ids(&c->loc_ix, c->locs, c->nlocs, sizeof(*c->locs))) ||
+	    (r = index_ids(&c->fn_ix, c->fns, c->nfns, sizeof(*c->fns))))
+		return r;
+	if (c->nstr > c->snew_n) {
+		uint32_t *g = realloc(c->snew, c->nstr * sizeof(*g));
+		if (!g)
+			return -ENOMEM;
+		memset(g + c->snew_n, 0, (c->nstr - c->snew_n) * sizeof(*g));
+		c->snew = g;
+		c->snew_n = c->nstr;
+	}
+	if (c->nlocs + 1 > c->loc_out_n) {
+		uint32_t *g = realloc(c->loc_out, (c->nlocs + 1) * sizeof(*g));
+		if (!g)
+			return -ENOMEM;
+		memset(g + c->loc_out_n, 0, (c->nlocs + 1 - c->loc_out_n) * sizeof(*g));
+		c->loc_out = g;
+		c->loc_out_n = c->nlocs + 1;
+	}
+	if (!c->nk) {
+		if ((r = grow(&c->kstr, &c->kstr_cap, 1, sizeof(*c->kstr), PR_MAX_STRINGS)))
+			return r;
+		c->kstr[0] = (struct kstr){ 0, 0 };
+		c->nk = 1;
+	}
+	return 0;
+}
+
+/*
+ * At the first sample: judge the samples in pass 1 when the strings (all
+ * held) and the sample types came before it, as common/pprof.c writes
+ * them. The output starts here; its sample types follow its samples.
+ */
+static int online_start(struct pr *c)
+{
+	int r;
+
+	if (!c->held_ok || !c->nstr || !c->ntypes || c->ntypes > PP_MAX_VALUES)
+		return 0;
+	if ((r = tables_ready(c)) || (r = sink_open(&c->out, c->out_fd)))
+		return r;
+	c->online = true;
+	return 0;
+}
+
+/* An index whose meaning cannot change: negative, or in the table now. */
+static bool settled(const struct pr *c, int64_t i)
+{
+	return i < 0 || (uint64_t)i < c->nstr;
+}
+
+/*
+ * In pass 1, whether the sample just parsed can be judged on what came
+ * so far, exactly as pass 2 would: every string, location, mapping and
+ * function it reaches is already read. Pure: nothing is marked or counted.
+ */
+static bool sample_settled(struct pr *c, size_t nl, size_t nv, size_t nlab)
+{
+	if (nv != c->ntypes)
+		return false;
+	for (size_t i = 0; i < nlab; i++)
+		if (!settled(c, c->lab[i].key) || !settled(c, c->lab[i].str) ||
+		    !settled(c, c->lab[i].unit))
+			return false;
+	for (size_t i = 0; i < nl; i++) {
+		ssize_t li = find_id(&c->loc_ix, c->locs, c->nlocs, sizeof(*c->locs), c->sl[i]);
+		if (li < 0)
+			return false;
+		const struct in_loc *l = &c->locs[li];
+		if (c->loc_out[li] || l->address >= RDC_KERNEL_START)
+			continue;
+		if (l->mapping_id) {
+			ssize_t mi = find_id(&c->map_ix, c->maps, c->nmaps, sizeof(*c->maps),
+					     l->mapping_id);
+			if (mi < 0)
+				return false;
+			const struct in_map *m = &c->maps[mi];
+			if (m->start >= RDC_KERNEL_START)
+				continue;
+			if (!m->out && (!settled(c, m->file) || !settled(c, m->build_id)))
+				return false;
+		}
+		if (l->has_line) {
+			ssize_t fi = find_id(&c->fn_ix, c->fns, c->nfns, sizeof(*c->fns), l->function_id);
+			if (fi < 0)
+				return false;
+			const struct in_fn *f = &c->fns[fi];
+			if (!f->out && (!settled(c, f->name) || !settled(c, f->file) ||
+					!settled(c, f->system_name)))
+				return false;
+		}
+	}
+	return true;
+}
+
 /* Copy input string i if the output uses it. */
 static int capture_string(struct pr *c, size_t i, const uint8_t *p, size_t len)
 {
@@ -1652,6 +1838,7 @@ static int pass_out(struct pr *c, bool want_samples, bool want_strings)
 {
 	struct src *s = &c->src;
 	size_t si = 0;
+	uint64_t sn = 0;
 	int r;
 
 	if ((r = src_rewind(s)))
@@ -1666,7 +1853,7 @@ static int pass_out(struct pr *c, bool want_samples, bool want_strings)
 			return r;
 		if (!r) /* the same number of strings as pass 1 saw, or refused */
 			return want_strings && si != c->nstr ? -EBADMSG : 0;
-		if (num == 2 && want_samples) {
+		if (num == 2 && want_samples && sn++ >= c->nonline) {
 			if ((r = field_bytes(s, v, &p)) || (r = sample(c, p, (size_t)v)))
 				return r;
 		} else if (num == 6 && want_strings) {
@@ -1840,6 +2027,18 @@ static int scrub_comments(struct pr *c, int64_t *cidx)
 	return 0;
 }
 
+/* The used strings from what pass 1 held: no pass over the input. */
+static int strings_from_held(struct pr *c)
+{
+	for (size_t i = 0; i < c->nstr; i++) {
+		const struct kstr *h = &c->hoff[i];
+		int r = capture_string(c, i, (const uint8_t *)c->held + h->off, h->len);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
 static int run(struct pr *c, int in_fd, int out_fd)
 {
 	int64_t vt[PP_MAX_VALUES][2], def = 0, *cidx = NULL;
@@ -1848,22 +2047,15 @@ static int run(struct pr *c, int in_fd, int out_fd)
 	if ((r = src_open(&c->src, in_fd)))
 		return r;
 	c->st->in_bytes = c->src.size;
+	c->out_fd = out_fd;
+	c->held_ok = true;
 	if ((r = src_rewind(&c->src)) || (r = pass1(c)))
 		return r;
+	c->online = false;
 	if (c->nstr == 0 || c->ntypes == 0 || c->ntypes > PP_MAX_VALUES)
 		return -EBADMSG;
-	if ((r = index_ids(&c->map_ix, c->maps, c->nmaps, sizeof(*c->maps))) ||
-	    (r = index_ids(&c->loc_ix, c->locs, c->nlocs, sizeof(*c->locs))) ||
-	    (r = index_ids(&c->fn_ix, c->fns, c->nfns, sizeof(*c->fns))))
+	if ((r = tables_ready(c)))
 		return r;
-
-	if (!(c->snew = calloc(c->nstr, sizeof(*c->snew))) ||
-	    !(c->loc_out = calloc(c->nlocs + 1, sizeof(*c->loc_out))))
-		return -ENOMEM;
-	if ((r = grow(&c->kstr, &c->kstr_cap, 1, sizeof(*c->kstr), PR_MAX_STRINGS)))
-		return r;
-	c->kstr[0] = (struct kstr){ 0, 0 };
-	c->nk = 1;
 	if (c->ncomments && c->p->dlp &&
 	    !(c->comment_text = calloc(c->ncomments, sizeof(*c->comment_text))))
 		return -ENOMEM;
@@ -1873,7 +2065,8 @@ static int run(struct pr *c, int in_fd, int out_fd)
 		goto out;
 	c->default_type = def;
 
-	if ((r = sink_open(&c->out, out_fd)))
+	/* Opened by pass 1 when it wrote samples: the types follow them. */
+	if (!c->out.zinit && (r = sink_open(&c->out, out_fd)))
 		goto out;
 	for (size_t i = 0; i < c->ntypes; i++) {
 		uint8_t b[24], *e = put_uint(b, 1, (uint64_t)vt[i][0]);
@@ -1881,12 +2074,19 @@ static int run(struct pr *c, int in_fd, int out_fd)
 		if ((r = put_msg(c, 1, b, (size_t)(e - b))))
 			goto out;
 	}
-	/* Strings after the last sample (every writer's order) are copied in
-	 * the same pass; anything else takes a third. */
+	/* Pass 2 for the samples pass 1 left; the used strings from what pass
+	 * 1 held, else copied as they go by after the last sample (the old
+	 * writers' order) in pass 2, else in a pass of their own. */
 	bool strings_late = !c->any_string || c->strings_start >= c->samples_end;
-	if ((r = pass_out(c, true, strings_late)))
+	bool strings_in_2 = !c->held_ok && strings_late;
+	bool samples_left = c->nonline < c->nsamples;
+	if (samples_left && (r = pass_out(c, true, strings_in_2)))
 		goto out;
-	if (!strings_late && (r = pass_out(c, false, true)))
+	if (c->held_ok)
+		r = strings_from_held(c);
+	else if (!samples_left || !strings_in_2)
+		r = pass_out(c, false, true);
+	if (r)
 		goto out;
 	/*
 	 * Samples, none of them the app's: refused, never written empty. A
@@ -1950,6 +2150,8 @@ int rdc_pprof(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stat
 	free(c->lab);
 	free(c->olocs_tmp);
 	free(c->enc);
+	free(c->held);
+	free(c->hoff);
 	free(c);
 	return r;
 }
