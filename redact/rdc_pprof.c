@@ -435,6 +435,12 @@ static inline int rd_varint(struct rd *r, uint64_t *v)
 	const uint8_t *p = r->p;
 	uint64_t x = 0;
 
+	/* Most numbers here (ids, string indices, tags) fit in one byte. */
+	if (p < r->e && *p < 0x80) {
+		*v = *p;
+		r->p = p + 1;
+		return 0;
+	}
 	for (unsigned i = 0; i < 10 && p < r->e; i++) {
 		uint8_t b = *p++;
 		x |= (uint64_t)(b & 0x7f) << (7 * i);
@@ -1315,6 +1321,12 @@ static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
 	return p;
 }
 
+static inline size_t varint_len(uint64_t v)
+{
+	/* 7 bits a byte: (bits + 6) / 7, one byte for 0. */
+	return v < 0x80 ? 1 : (size_t)(64 - __builtin_clzll(v) + 6) / 7;
+}
+
 /* A scalar field, left out when zero (proto3, as protobuf-c writes it). */
 static inline uint8_t *put_uint(uint8_t *p, unsigned num, uint64_t v)
 {
@@ -1545,11 +1557,18 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 				return -EBADMSG;
 			if (wt == WT_LEN)
 				pk = (struct rd){ x, x + v };
+			/* Room for as many ids as bytes, at most the cap, once:
+			 * not a call per frame. */
+			if (num == 1 && wt == WT_LEN && nl + v > c->sl_cap &&
+			    (r = grow(&c->sl, &c->sl_cap, nl + v < PR_MAX_FRAMES ? nl + v : PR_MAX_FRAMES,
+				      sizeof(*c->sl), PR_MAX_FRAMES)))
+				return r;
 			while (wt == WT_VARINT || pk.p < pk.e) {
 				if (wt == WT_LEN && rd_varint(&pk, &one))
 					return -EBADMSG;
 				if (num == 1) {
-					if ((r = grow(&c->sl, &c->sl_cap, nl + 1, sizeof(*c->sl),
+					if (nl == c->sl_cap &&
+					    (r = grow(&c->sl, &c->sl_cap, nl + 1, sizeof(*c->sl),
 						      PR_MAX_FRAMES)))
 						return r;
 					c->sl[nl++] = one;
@@ -1572,6 +1591,16 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 				unsigned lwt;
 				uint64_t lval;
 				const uint8_t *y;
+				/* Fields 1-4 as varints (tags 0x08..0x20): every
+				 * writer's label, read without the general path. */
+				uint8_t t = *lr.p;
+				if ((t & 7) == WT_VARINT && t >= 0x08 && t <= 0x20) {
+					lr.p++;
+					if (rd_varint(&lr, &lval))
+						return -EBADMSG;
+					lv[(t >> 3) - 1] = (int64_t)lval;
+					continue;
+				}
 				if (rd_field(&lr, &ln, &lwt, &lval, &y))
 					return -EBADMSG;
 				if (ln >= 1 && ln <= 4) {
@@ -1634,10 +1663,9 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 	uint8_t *e = c->enc, *q;
 	/* location_id and value, packed, as protobuf-c writes proto3. */
 	if (on) {
-		uint8_t tmp[10];
 		size_t blen = 0;
 		for (size_t i = 0; i < on; i++)
-			blen += (size_t)(put_varint(tmp, c->olocs_tmp[i]) - tmp);
+			blen += varint_len(c->olocs_tmp[i]);
 		*e++ = 0x0a;
 		e = put_varint(e, blen);
 		for (size_t i = 0; i < on; i++)
@@ -1772,7 +1800,11 @@ static bool sample_settled(struct pr *c, size_t nl, size_t nv, size_t nlab)
 		    !settled(c, c->lab[i].unit))
 			return false;
 	for (size_t i = 0; i < nl; i++) {
-		ssize_t li = find_id(&c->loc_ix, c->locs, c->nlocs, sizeof(*c->locs), c->sl[i]);
+		uint64_t lid = c->sl[i];
+		/* The common case first: dense ids, a location already made. */
+		if (c->loc_ix.dense && lid - 1 < c->nlocs && c->loc_out[lid - 1])
+			continue;
+		ssize_t li = find_id(&c->loc_ix, c->locs, c->nlocs, sizeof(*c->locs), lid);
 		if (li < 0)
 			return false;
 		const struct in_loc *l = &c->locs[li];
