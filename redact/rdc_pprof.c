@@ -10,22 +10,29 @@
  * RDC_KERNEL_START (the upper half on x86-64 and arm64).
  *
  * Streaming. The profile is walked on the wire, field by field; nothing
- * unpacks it whole. Samples come first in every writer's output and the
- * string table last, and a sample can be judged only once the string
- * table says which label key is "pid", so the input (a file: pread, never
- * read whole; a pipe is read whole first) is inflated twice:
+ * unpacks it whole. A sample can be judged only once the string table
+ * says which label key is "pid" and its frames' locations are read, so:
  *   pass 1  the tables: mappings, locations and functions (their numbers,
- *           by id), a flag byte per string ("pid", "tid", empty...), the
- *           header (sample types, period, comments); samples are skipped.
- *   pass 2  the samples, one at a time: judged, their frames and labels
- *           renumbered into the output's tables as first used, and written
- *           out at once; then the string table goes by again and the
- *           strings the output uses are copied (by their input index, so
- *           no string content is held before it is known to be kept).
- *   pass 3  only for a profile whose string table comes before or among
- *           its samples: the strings, once the samples have been judged.
+ *           by id), a flag byte per string ("pid", "tid", empty...) and
+ *           the strings' text up to PR_HELD_MAX, the header (sample
+ *           types, period, comments). When the strings and sample types
+ *           came before the first sample (common/pprof.c writes the
+ *           samples last), samples are judged here, one at a time, until
+ *           one names a string, location, mapping or function not read
+ *           yet: from it on they wait for pass 2.
+ *   pass 2  only when samples waited (every profile whose tables follow
+ *           its samples, as protobuf-c and Go order them): the input is
+ *           inflated again and the samples not yet judged are, their
+ *           frames and labels renumbered into the output's tables as
+ *           first used, and written out at once.
+ *   strings from what pass 1 held; past PR_HELD_MAX copied as they go by
+ *           again (by their input index, so no string content is held
+ *           before it is known to be kept), in pass 2 when they follow
+ *           the samples, else in a pass of their own.
+ * A profile in common/pprof.c's order is inflated once.
  * The output is written in field order (sample types, samples, mappings,
- * locations, functions, strings, header) and gzip'd at the fastest level.
+ * locations, functions, strings, header; the sample types after the
+ * samples when pass 1 wrote them) and gzip'd at the fastest level.
  *
  * gzip: ISA-L's igzip when the build found libisal (RDC_HAVE_ISAL; its
  * level 1 deflates ~8x and inflates ~1.4x faster than zlib here), else
@@ -43,7 +50,8 @@
  * the string table (was -EINVAL).
  *
  * Memory: never the samples. The input's tables by position (a mapping 56
- * bytes, a location 52, a function 48, a string 5), the output's tables
+ * bytes, a location 52, a function 48, a string 5), its strings' text up
+ * to PR_HELD_MAX (3 MiB with 8 bytes each; past it dropped), the output's tables
  * sized by what is kept, one inflate window, one field at a time. Caps,
  * each -E2BIG when passed (exit 66): input 256 MiB gzip'd and 1 GiB
  * inflated; one top-level field (a sample, a string...) 16 MiB; 2^16
