@@ -1590,7 +1590,8 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 			}
 		} else if (num == 3) {
 			WANT_LEN(wt);
-			if ((r = grow(&c->lab, &c->lab_cap, nlab + 1, sizeof(*c->lab), PR_MAX_SLABELS)))
+			if (nlab == c->lab_cap &&
+			    (r = grow(&c->lab, &c->lab_cap, nlab + 1, sizeof(*c->lab), PR_MAX_SLABELS)))
 				return r;
 			int64_t lv[4] = { 0, 0, 0, 0 };
 			struct rd lr = { x, x + v };
@@ -1648,7 +1649,7 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 	if ((r = enc_room(c, bound)) ||
 	    (r = grow(&c->olocs_tmp, &c->olocs_tmp_cap, nl + 1, sizeof(*c->olocs_tmp), SIZE_MAX / 16)))
 		return r;
-	size_t on = 0;
+	size_t on = 0, blen = 0;
 	for (size_t i = 0; i < nl; i++) {
 		uint64_t lid = c->sl[i];
 		ssize_t li = c->loc_ix.dense && lid - 1 < c->nlocs ? (ssize_t)(lid - 1) :
@@ -1662,18 +1663,17 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 				return r;
 			o = c->loc_out[li] = id ? (uint32_t)id : LOC_KERNEL;
 		}
-		if (o != LOC_KERNEL)
+		if (o != LOC_KERNEL) {
 			c->olocs_tmp[on++] = o;
-		else
+			blen += varint_len(o);
+		} else {
 			c->st->anonymised++; /* a kernel frame removed */
+		}
 	}
 
 	uint8_t *e = c->enc, *q;
 	/* location_id and value, packed, as protobuf-c writes proto3. */
 	if (on) {
-		size_t blen = 0;
-		for (size_t i = 0; i < on; i++)
-			blen += varint_len(c->olocs_tmp[i]);
 		*e++ = 0x0a;
 		e = put_varint(e, blen);
 		for (size_t i = 0; i < on; i++)
