@@ -13,7 +13,10 @@
 # pprof behind `gzip -dc`, as the file is gzip'd), with the schemas of
 # proto/. MB = 10^6 bytes, MB/s of input bytes, RSS in MiB; CPU_MB/s is
 # per second of the redactor's own user + system CPU (best of ROUNDS),
-# which a loaded machine stretches far less than the wall clock.
+# which a loaded machine stretches far less than the wall clock. redact_gen
+# writes pprof with common/pprof.c (samples last: the redactor's one pass);
+# the same profile re-encoded by protoc (samples first) shows the two-pass
+# path, and the gzip floor is given for zlib and ISA-L.
 # Not a test: it asserts nothing.
 #   usage: bench/redact_throughput [BUILD_DIR] [HPROF_MB] [TRACE_MB] [PPROF_SAMPLES] [ROUNDS]
 set -euo pipefail
@@ -141,11 +144,29 @@ pprof_decode() { gzip -dc "$T/large.pb.gz" | protoc --decode=perftools.profiles.
 	-I "$SRC/proto" "$SRC/proto/profile.proto"; }
 trace_decode() { cat "$T/large.pftrace.kernel" "$T/large.pftrace" | protoc \
 	--decode=perfetto.protos.Trace -I "$SRC/proto" "$SRC/proto/perfetto_trace.proto"; }
-# The pprof redactor's zlib floor, in-process: inflating the input once,
-# deflating (level 1) what it keeps once.
+# The pprof redactor's gzip floor, in-process: inflating the input once,
+# deflating (level 1) what it keeps once; zlib's, and ISA-L's when the
+# build has it (then the redactor uses it).
 "$REDACT" --format pprof --pids "$PID" --allow-root < "$T/large.pb.gz" 2> /dev/null |
 	gzip -dc > "$T/kept.pb" 2> /dev/null || true
-read -r INFLATE_NS DEFLATE_NS < <("$GEN" zlib "$T/large.pb.gz" "$T/kept.pb" 2> /dev/null || echo - -)
+read -r INFLATE_NS DEFLATE_NS IINFLATE_NS IDEFLATE_NS < <("$GEN" zlib "$T/large.pb.gz" \
+	"$T/kept.pb" 2> /dev/null || echo - - - -)
+# The same profile in protoc's field order (strings and tables after the
+# samples, as Go and protobuf-c write it): the redactor's two-pass path.
+# redact_gen writes with common/pprof.c, samples last: one pass.
+TWO_RATE=- TWO_CPU=-
+if [ -n "$PROTOC" ]; then
+	gzip -dc "$T/large.pb.gz" | protoc --decode=perftools.profiles.Profile -I "$SRC/proto" \
+		"$SRC/proto/profile.proto" | protoc --encode=perftools.profiles.Profile \
+		-I "$SRC/proto" "$SRC/proto/profile.proto" | gzip -6 > "$T/twopass.pb.gz"
+	one pprof "$T/twopass.pb.gz" null
+	read -r ns cns _ rc _ < "$T/res"
+	if [ "$rc" -eq 0 ]; then
+		b=$(stat -c %s "$T/twopass.pb.gz")
+		TWO_RATE=$(awk -v b="$b" -v ns="$ns" 'BEGIN { printf "%.1f", b * 1e3 / ns }')
+		TWO_CPU=$(awk -v b="$b" -v c="$cns" 'BEGIN { if (c >= 5e7) printf "%.1f", b * 1e3 / c; else print "-" }')
+	fi
+fi
 declare -A PEER
 PEER[pprof]=- PEER[perfetto]=- PEER[hprof]=-
 if [ -n "$PROTOC" ]; then
@@ -185,10 +206,16 @@ for fmt in pprof perfetto hprof; do
 done
 awk -v raw="$PPROF_RAW" -v ns="$PPROF_NS" 'BEGIN {
 	printf "  pprof MB/s is of gzip'"'"'d input; of the inflated profile it is %.1f MB/s.\n", raw * 1e3 / ns }'
+echo "  the same profile in protoc's field order (tables after the samples: two passes):" \
+	"$TWO_RATE MB/s, CPU $TWO_CPU MB/s"
 [ "$INFLATE_NS" != - ] && [ "$DEFLATE_NS" != - ] && awk -v b="$(stat -c %s "$T/large.pb.gz")" \
-	-v i="$INFLATE_NS" -v d="$DEFLATE_NS" 'BEGIN {
-	printf "  the floor (zlib in-process): inflating this file takes %.1f ms, deflating what is kept\n", i / 1e6
-	printf "  at level 1 %.1f ms;", d / 1e6
-	printf " the redactor inflates twice (tables, then samples: redact/rdc_pprof.c) and\n"
-	printf "  deflates once, so zlib alone caps it near %.1f MB/s of this input.\n", b * 1e3 / (2 * i + d) }'
+	-v i="$INFLATE_NS" -v d="$DEFLATE_NS" -v ii="$IINFLATE_NS" -v id="$IDEFLATE_NS" 'BEGIN {
+	printf "  the gzip floor in-process: inflating this file takes %.1f ms with zlib, deflating\n", i / 1e6
+	printf "  what is kept at level 1 %.1f ms", d / 1e6
+	if (ii != "-")
+		printf "; with ISA-L (what the redactor uses) %.1f and %.1f ms", ii / 1e6, id / 1e6
+	else { ii = i; id = d }
+	printf ".\n  The redactor inflates once when the samples come last (common/pprof.c), twice\n"
+	printf "  otherwise, and deflates once: gzip alone caps it near %.1f MB/s (one pass),\n", b * 1e3 / (ii + id)
+	printf "  %.1f MB/s (two) of this input.\n", b * 1e3 / (2 * ii + id) }'
 [ -n "$PROTOC" ] || echo "  protoc not found (apt-get install protobuf-compiler): no peer figure."

@@ -833,11 +833,28 @@ static int view_build(struct pp_builder *b, struct pp_view *v)
 	return 0;
 }
 
+/*
+ * The samples go last: v->prof keeps everything else and *tail only the
+ * samples, packed in that order. Two messages back to back are one
+ * (repeated fields concatenate), and any field order is legal; with the
+ * strings and tables before the samples, the redactor judges each sample
+ * as it reads it, in one pass (redact/rdc_pprof.c).
+ */
+static void view_split(struct pp_view *v, Perftools__Profiles__Profile *tail)
+{
+	perftools__profiles__profile__init(tail);
+	tail->n_sample = v->prof.n_sample;
+	tail->sample = v->prof.sample;
+	v->prof.n_sample = 0;
+	v->prof.sample = NULL;
+}
+
 int pp_serialize(struct pp_builder *b, uint8_t **out, size_t *len)
 {
+	Perftools__Profiles__Profile tail;
 	struct pp_view v;
 	uint8_t *buf;
-	size_t n;
+	size_t n, head;
 	int r;
 
 	if (!b || !out || !len)
@@ -845,13 +862,16 @@ int pp_serialize(struct pp_builder *b, uint8_t **out, size_t *len)
 	r = view_build(b, &v);
 	if (r)
 		return r;
-	n = perftools__profiles__profile__get_packed_size(&v.prof);
+	view_split(&v, &tail);
+	head = perftools__profiles__profile__get_packed_size(&v.prof);
+	n = head + perftools__profiles__profile__get_packed_size(&tail);
 	buf = malloc(n ? n : 1);
 	if (!buf) {
 		view_free(&v);
 		return -ENOMEM;
 	}
-	if (perftools__profiles__profile__pack(&v.prof, buf) != n) {
+	if (perftools__profiles__profile__pack(&v.prof, buf) != head ||
+	    perftools__profiles__profile__pack(&tail, buf + head) != n - head) {
 		free(buf);
 		view_free(&v);
 		return -EIO;
@@ -959,7 +979,11 @@ int pp_write_gz(struct pp_builder *b, int fd, uint64_t *written)
 	}
 	r = view_build(b, &v);
 	if (!r) {
+		Perftools__Profiles__Profile tail;
+
+		view_split(&v, &tail);
 		perftools__profiles__profile__pack_to_buffer(&v.prof, &s->base);
+		perftools__profiles__profile__pack_to_buffer(&tail, &s->base);
 		if (!s->err)
 			gz_pump(s, Z_FINISH);
 		r = s->err;

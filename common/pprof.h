@@ -1,6 +1,8 @@
 /*
  * pprof writer: builds a perftools.profiles.Profile (proto/profile.proto)
  * with deduplicated strings, functions and locations, and writes it gzip'd.
+ * Field order: everything else first, the samples last, so a reader (the
+ * redactor) knows every string and table entry when a sample comes.
  * Used by the in-process runtime agent (stack samples, heap profiles) and by
  * the daemon for captures it makes itself.
  *

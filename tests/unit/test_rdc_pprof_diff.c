@@ -433,29 +433,54 @@ static void gen_free(struct gen *g)
 
 /* Packed, and with the string table first: two messages back to back
  * merge, so strings-only then the rest is one profile, strings first. */
-static uint8_t *pack(Profile *p, bool strings_first, size_t *n)
+/*
+ * Field orders, all legal: 0 protobuf-c's (strings after the samples), 1
+ * strings first, 2 samples last (common/pprof.c's: rdc_pprof judges them
+ * in its first pass), 3 samples last but the last third of the strings
+ * after them (samples that use those wait for a second pass).
+ */
+enum { ORD_PACKED, ORD_STRINGS_FIRST, ORD_SAMPLES_LAST, ORD_LATE_STRINGS };
+
+static size_t pack_into(const Profile *p, uint8_t *out)
 {
-	size_t a = 0, b;
-	uint8_t *out;
-	if (!strings_first) {
-		*n = perftools__profiles__profile__get_packed_size(p);
-		out = malloc(*n + 1);
+	size_t n = perftools__profiles__profile__get_packed_size(p);
+	if (out)
 		perftools__profiles__profile__pack(p, out);
+	return n;
+}
+
+static uint8_t *pack(Profile *p, int order, size_t *n)
+{
+	Profile head = *p, mid, tail;
+	perftools__profiles__profile__init(&mid);
+	perftools__profiles__profile__init(&tail);
+	if (order == ORD_PACKED) {
+		*n = pack_into(p, NULL);
+		uint8_t *out = malloc(*n + 1);
+		pack_into(p, out);
 		return out;
 	}
-	Profile only;
-	perftools__profiles__profile__init(&only);
-	only.string_table = p->string_table;
-	only.n_string_table = p->n_string_table;
-	a = perftools__profiles__profile__get_packed_size(&only);
-	size_t keep = p->n_string_table;
-	p->n_string_table = 0;
-	b = perftools__profiles__profile__get_packed_size(p);
-	out = malloc(a + b + 1);
-	perftools__profiles__profile__pack(&only, out);
-	perftools__profiles__profile__pack(p, out + a);
-	p->n_string_table = keep;
-	*n = a + b;
+	if (order == ORD_STRINGS_FIRST) {
+		perftools__profiles__profile__init(&head);
+		head.string_table = p->string_table;
+		head.n_string_table = p->n_string_table;
+		mid = *p;
+		mid.n_string_table = 0;
+	} else {
+		size_t k = order == ORD_LATE_STRINGS ? p->n_string_table * 2 / 3 : p->n_string_table;
+		head.n_sample = 0;
+		head.n_string_table = k;
+		mid.sample = p->sample;
+		mid.n_sample = p->n_sample;
+		tail.string_table = p->string_table + k;
+		tail.n_string_table = p->n_string_table - k;
+	}
+	size_t a = pack_into(&head, NULL), b = pack_into(&mid, NULL), c = pack_into(&tail, NULL);
+	uint8_t *out = malloc(a + b + c + 1);
+	pack_into(&head, out);
+	pack_into(&mid, out + a);
+	pack_into(&tail, out + a + b);
+	*n = a + b + c;
 	return out;
 }
 
@@ -476,7 +501,7 @@ static void test_generated(void **state)
 			.tids = tids, .ntids = seed % 4 < 2 ? 2 : 0, .dlp = seed % 5 ? dlp : NULL,
 		};
 		size_t n, gzn;
-		uint8_t *raw = pack(&g->p, seed % 4 == 1, &n);
+		uint8_t *raw = pack(&g->p, (int)(seed % 4), &n);
 		uint8_t *gz = gzip_buf(raw, n, &gzn);
 		snprintf(what, sizeof(what), "seed %u gzip", seed);
 		ok += same(gz, gzn, &pol, what) == 0;
@@ -497,6 +522,7 @@ static void test_generated_faults(void **state)
 {
 	static const int32_t pids[] = { 100 };
 	struct rdc_policy pol = { .pids = pids, .npids = 1 };
+	for (int order = ORD_PACKED; order <= ORD_LATE_STRINGS; order++) {
 	struct gen *g = malloc(sizeof(*g));
 	size_t n;
 	uint8_t *raw;
@@ -509,31 +535,32 @@ static void test_generated_faults(void **state)
 	g->lab[0][0].key = STR_PID;
 	g->lab[0][0].num = 100;
 	g->lab[0][0].str = 0;
-	raw = pack(&g->p, false, &n);
+	raw = pack(&g->p, order, &n);
 	assert_int_equal(same(raw, n, &pol, "missing location"), -EBADMSG);
 	free(raw);
 	g->sloc[0][0] = g->loc[0].id;
 	/* A label key past the string table. */
 	g->s[0].n_label = 2;
 	g->lab[0][1].key = 99999;
-	raw = pack(&g->p, false, &n);
+	raw = pack(&g->p, order, &n);
 	assert_int_equal(same(raw, n, &pol, "label key"), -EBADMSG);
 	free(raw);
 	g->lab[0][1].key = STR_TID;
 	/* A value count unlike the sample types'. */
 	g->s[1].n_value = g->p.n_sample_type + 1;
-	raw = pack(&g->p, false, &n);
+	raw = pack(&g->p, order, &n);
 	assert_int_equal(same(raw, n, &pol, "values"), -EBADMSG);
 	free(raw);
 	g->s[1].n_value = g->p.n_sample_type;
 	/* A string table that does not start with "". */
 	free(g->strs[0]);
 	g->strs[0] = strdup("x");
-	raw = pack(&g->p, false, &n);
+	raw = pack(&g->p, order, &n);
 	assert_int_equal(same(raw, n, &pol, "string 0"), -EBADMSG);
 	free(raw);
 	gen_free(g);
 	free(g);
+	}
 }
 
 /* A pipe is read whole, then the same two passes: the same result as a file. */
@@ -547,7 +574,7 @@ static void test_pipe(void **state)
 
 	rng = 7;
 	gen_profile(g, false);
-	uint8_t *raw = pack(&g->p, true, &n);
+	uint8_t *raw = pack(&g->p, ORD_STRINGS_FIRST, &n);
 	uint8_t *gz = gzip_buf(raw, n, &gzn);
 	assert_true(gzn < 65536); /* fits the pipe: written before the read */
 	assert_int_equal(pipe(fds), 0);
@@ -592,7 +619,7 @@ static void test_sample_caps(void **state)
 		many[i] = g->loc[i % 48].id;
 	g->s[0].location_id = many;
 	g->s[0].n_location_id = 70000;
-	uint8_t *raw = pack(&g->p, false, &n);
+	uint8_t *raw = pack(&g->p, ORD_PACKED, &n);
 	int in = memfd_with(raw, n), out = memfd_with(NULL, 0);
 	assert_int_equal(rdc_pprof(in, out, &pol, NULL), -E2BIG);
 	close(in);
