@@ -218,6 +218,16 @@ int svc_admit_charge(const char *app, uint32_t type, bool system, char *why, siz
 	return r ? rl_error(r, app, why, n) : 0;
 }
 
+int svc_admit_batch_begin(void)
+{
+	return rl_batch_begin(rl);
+}
+
+int svc_admit_batch_commit(void)
+{
+	return rl_batch_commit(rl);
+}
+
 int svc_admit_disk_check(const char *app, char *why, size_t n)
 {
 	struct statvfs sv;

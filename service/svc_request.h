@@ -11,6 +11,9 @@
  *   unless it runs with mixed ids (a setuid program): then to root.
  * - A process that is gone or replaced, or that the uid may not capture
  *   (svc_ident_capturable), is refused with PROF_E_PERMISSION.
+ * - An admitted request is on disk (its charge in ratelimit.db, its
+ *   session in profilingd.db) before any reply leaves the daemon: the
+ *   turn's admissions are committed together at the end of the turn.
  * - Every entry point returns 0 or a positive PROF_E_* with a message;
  *   refusals of app requests get a request id too, so the app's result
  *   listener can match its copy (svc_deliver_refused).
@@ -27,6 +30,14 @@
 #include "profilingd.pb-c.h"
 
 struct svc_conn;
+
+/*
+ * Admissions taken in one event-loop turn are committed together, and
+ * every peer's replies are held until then (group commit, see
+ * svc_request.c). fini commits a batch still open and frees its event;
+ * main.c calls it before svc_session_fini.
+ */
+void svc_request_fini(void);
 
 /*
  * An app's request. Returns 0 and the new id, or a positive PROF_E_* with
