@@ -24,6 +24,7 @@
 #include "names.h"
 #include "profiling/profiling.h"
 #include "util.h"
+#include "wire.h"
 
 /* Whose capture a request is: the caller, or (root only) another process. */
 struct target {
@@ -61,8 +62,41 @@ struct target {
 #define BATCH_MAX 256
 static struct event *ev_batch;
 static bool batch_open;
-static uint64_t batch_ids[BATCH_MAX];
+/* A session of the batch; conn != 0: an app's request, answered at commit. */
+static struct batch_ent {
+	uint64_t id, conn, token;
+	uint32_t type;
+	char tag[WIRE_MAX_TAG + 1];
+} batch[BATCH_MAX];
 static unsigned batch_n;
+static svc_request_reply_fn reply_fn;
+
+void svc_request_set_reply(svc_request_reply_fn fn)
+{
+	reply_fn = fn;
+}
+
+/* The batch's commit failed: its sessions end without a trace on disk. */
+static void batch_undo(const struct batch_ent *b, int e, const char *why)
+{
+	struct session *s = svc_session_find(b->id);
+	struct svc_conn *c = b->conn ? svc_conn_by_id(b->conn) : NULL;
+	if (!b->conn) {
+		/* A trigger's capture: its app learns it through its listener. */
+		if (s)
+			svc_deliver_fail(s, e, why);
+		return;
+	}
+	if (s) {
+		/* The app has not heard of it: no failure result, the reply refuses. */
+		svc_db_session_end(s->id, "failed", e, why, util_now_ns(CLOCK_REALTIME));
+		svc_session_release_files(s);
+		svc_session_free(s);
+	}
+	if (c && reply_fn)
+		reply_fn(c, &(struct svc_request_answer){ .token = b->token, .id = b->id,
+			 .type = b->type, .tag = b->tag, .error = e, .why = why });
+}
 
 static void batch_commit(void)
 {
@@ -73,17 +107,18 @@ static void batch_commit(void)
 	int d = svc_db_batch_commit();
 	if (r == 0)
 		r = d;
-	if (r < 0) {
-		int e = names_errno_error(r, PROF_E_UNKNOWN);
-		LOG_E("a batch of %u admission(s) could not be committed (%s): each fails with %s",
+	int e = r < 0 ? names_errno_error(r, PROF_E_UNKNOWN) : 0;
+	if (e)
+		LOG_E("a batch of %u admission(s) could not be committed (%s): each is refused with %s",
 		      batch_n, strerror(-r), prof_strerror(e));
-		for (unsigned i = 0; i < batch_n; i++) {
-			struct session *s = svc_session_find(batch_ids[i]);
-			if (s) {
-				svc_capture_cancel(s);
-				svc_deliver_fail(s, e, "the admission could not be recorded");
-			}
-		}
+	for (unsigned i = 0; i < batch_n; i++) {
+		const struct batch_ent *b = &batch[i];
+		struct svc_conn *c = b->conn ? svc_conn_by_id(b->conn) : NULL;
+		if (e)
+			batch_undo(b, e, "the admission could not be recorded");
+		else if (c && reply_fn)
+			reply_fn(c, &(struct svc_request_answer){ .token = b->token, .id = b->id,
+				 .type = b->type, .tag = b->tag });
 	}
 	batch_n = 0;
 	svc_conn_release();
@@ -255,8 +290,11 @@ static int create_session(struct target *t, const Pd__Request *rq,
 		       : "cannot record the session";
 		return e;
 	}
-	if (batch_open)
-		batch_ids[batch_n++] = s->id;
+	if (batch_open) {
+		batch[batch_n] = (struct batch_ent){ .id = s->id, .type = s->type };
+		util_strlcpy(batch[batch_n].tag, s->tag, sizeof(batch[batch_n].tag));
+		batch_n++;
+	}
 	s->wait_ms = wait_ms;
 	/* The session owns the target's ident (and its pidfd) from here. */
 	s->ident = t->ident;
@@ -331,8 +369,15 @@ int svc_request_client(struct svc_conn *client, const Pd__Request *rq, uint64_t 
 		wait_ms = 0;
 	}
 	e = create_session(&t, rq, &ad, svc_conn_id(client), PROF_TRIGGER_NONE, wait_ms, &s, why);
-	if (!e)
+	if (!e) {
 		*id = s->id;
+		/* In a batch (the last entry is this session): answered at its commit. */
+		if (batch_open && reply_fn && batch_n && batch[batch_n - 1].id == s->id) {
+			batch[batch_n - 1].conn = svc_conn_id(client);
+			batch[batch_n - 1].token = rq->token;
+			e = SVC_REQUEST_LATER;
+		}
+	}
 	svc_ident_fini(&t.ident);
 	return e;
 }

@@ -40,8 +40,33 @@ struct svc_conn;
 void svc_request_fini(void);
 
 /*
+ * The answer to an app's request whose reply waited for its batch's
+ * commit: error 0 (admitted, id is on disk) or the commit's PROF_E_*
+ * with why (then the session is gone and nothing was charged on disk).
+ * svc_client registers the function that sends it (a lower module
+ * reporting up); called with the client still connected only.
+ */
+struct svc_request_answer {
+	uint64_t token, id;
+	uint32_t type;
+	const char *tag;
+	int error;
+	const char *why;
+};
+typedef void (*svc_request_reply_fn)(struct svc_conn *client,
+				     const struct svc_request_answer *a);
+/* NULL: no one answers later; every request is then answered at once. */
+void svc_request_set_reply(svc_request_reply_fn fn);
+
+/* svc_request_client's "admitted, the answer comes through the reply
+ * function after the commit": outside the PROF_E_* range. */
+#define SVC_REQUEST_LATER 1000
+
+/*
  * An app's request. Returns 0 and the new id, or a positive PROF_E_* with
- * *why for the synchronous refusal (and *id, 0 when none could be taken).
+ * *why for the synchronous refusal (and *id, 0 when none could be taken),
+ * or SVC_REQUEST_LATER (and *id): admitted into this turn's batch, the
+ * caller sends nothing; the reply function answers once it is committed.
  */
 int svc_request_client(struct svc_conn *client, const Pd__Request *rq, uint64_t *id,
 		       const char **why);
