@@ -43,21 +43,22 @@ struct target {
  * session rows and id blocks): the first opens the batch, holds every
  * peer's outgoing messages (svc_conn_hold) and activates ev_batch, which
  * libevent runs after the callbacks already active in this turn; it
- * commits ratelimit.db, then profilingd.db, and only then releases the
- * replies. So a reply that says "admitted" leaves only once both commits
- * returned, and a kill -9 loses nothing admitted (it_ratelimit's
- * kill-under-burst). ratelimit.db first: a kill between the two commits
+ * commits ratelimit.db, then profilingd.db, then answers the admitted
+ * requests (svc_request_client returned SVC_REQUEST_LATER; the reply
+ * function sends) and releases the held messages. So a reply that says
+ * "admitted" leaves only once both commits returned, and a kill -9 loses
+ * nothing admitted (it_ratelimit's kill under a flood). ratelimit.db first: a kill between the two commits
  * leaves a charge without its session (the app never heard back), never
  * a session that was not charged.
  * Cap: BATCH_MAX sessions a batch; at the cap the batch is committed at
  * once (its replies go) and a new one opens. A failed commit rolls its
- * database back; each session of the batch then ends with the commit's
- * error (NO_DISK_SPACE for a full disk), its failure result queued right
- * behind its reply, so the app's request ends failed, as one whose
- * capture failed at once.
- * Before (bench/admission.sh, 32 clients, perf record -g on the daemon):
- * two commits per admission, each a WAL append of a few pages
- * (pwrite 19 % of the daemon's time, checkpoint fdatasync 5 %).
+ * database back; the batch's app requests are then refused in their
+ * reply with the commit's error (NO_DISK_SPACE for a full disk) and their
+ * sessions removed; a trigger's capture ends with a failure result.
+ * Why (bench/admission.sh, 32 clients, perf record -g on the daemon):
+ * two commits per admission, each a WAL append of a few pages, were
+ * 19 % of the daemon's time (pwrite; checkpoints' fdatasync 5 % more),
+ * 2.5 % after. docs/RATELIMIT.md has the figures.
  */
 #define BATCH_MAX 256
 static struct event *ev_batch;
