@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define HOUR_MS (3600LL * 1000)
@@ -54,6 +55,9 @@ struct rl {
 	sqlite3 *db;
 	sqlite3_stmt *ins_entry, *del_entries, *put_trigger, *del_triggers;
 	bool failed;
+	/* Group commit (rl_batch_begin): writes go into one transaction,
+	 * opened at the first and committed by rl_batch_commit. */
+	bool batch, in_tx;
 	char why[256];
 	const char *repair;     /* how to leave the failed state */
 	int longest;            /* index of the longest window */
@@ -134,6 +138,7 @@ static void close_db(struct rl *rl)
 	rl->ins_entry = rl->del_entries = rl->put_trigger = rl->del_triggers = NULL;
 	sqlite3_close(rl->db);
 	rl->db = NULL;
+	rl->in_tx = false;
 }
 
 /* Enter the failed state. The store is closed so that its lock is released
@@ -685,6 +690,8 @@ void rl_close(struct rl *rl)
 {
 	if (!rl)
 		return;
+	/* A batch still open is committed: its replies may be on their way. */
+	rl_batch_commit(rl);
 	close_db(rl);
 	free(rl->ent);
 	free(rl->apps);
@@ -747,6 +754,45 @@ int rl_check(struct rl *rl, const char *app, int type, bool system_triggered,
 	return check(rl, app, type, system_triggered, now_ms, &cost);
 }
 
+/* Inside a batch, the transaction its writes join (opened at the first). */
+static int batch_tx(struct rl *rl)
+{
+	if (!rl->batch || rl->in_tx)
+		return SQLITE_OK;
+	int rc = exec(rl->db, "BEGIN IMMEDIATE");
+	rl->in_tx = rc == SQLITE_OK;
+	return rc;
+}
+
+int rl_batch_begin(struct rl *rl)
+{
+	if (!rl)
+		return -EINVAL;
+	rl->batch = true;
+	return 0;
+}
+
+int rl_batch_commit(struct rl *rl)
+{
+	if (!rl)
+		return -EINVAL;
+	bool in_tx = rl->in_tx;
+	rl->batch = rl->in_tx = false;
+	if (!in_tx)
+		return 0;
+	if (!rl->db) /* failed (closed) since: nothing of the batch is kept */
+		return -EIO;
+	int rc = exec(rl->db, "COMMIT");
+	if (rc == SQLITE_OK)
+		return 0;
+	int64_t now = (int64_t)time(NULL) * 1000;
+	write_error(rl, rc, now, "committing a batch of admissions");
+	/* A failed COMMIT may leave the transaction open; end it. */
+	if (!sqlite3_get_autocommit(rl->db))
+		exec(rl->db, "ROLLBACK");
+	return (rc & 0xff) == SQLITE_FULL ? -ENOSPC : -EIO;
+}
+
 int rl_admit(struct rl *rl, const char *app, int type, bool system_triggered,
 	     int64_t now_ms)
 {
@@ -781,6 +827,10 @@ int rl_admit(struct rl *rl, const char *app, int type, bool system_triggered,
 		return -PROF_E_RATE_LIMIT_SYSTEM;
 	}
 
+	if ((rc = batch_tx(rl)) != SQLITE_OK) {
+		write_error(rl, rc, now_ms, "opening the batch's transaction");
+		return (rc & 0xff) == SQLITE_FULL ? -PROF_E_NO_DISK_SPACE : -PROF_E_RATE_LIMIT_SYSTEM;
+	}
 	sqlite3_bind_text(rl->ins_entry, 1, app, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(rl->ins_entry, 2, cost);
 	sqlite3_bind_int64(rl->ins_entry, 3, now_ms);
@@ -824,6 +874,10 @@ int rl_trigger_record(struct rl *rl, const char *app, int trigger,
 	a = app_get(rl, app, now_ms);
 	if (a < 0)
 		return rl->failed ? -EIO : a;
+	if ((rc = batch_tx(rl)) != SQLITE_OK) {
+		write_error(rl, rc, now_ms, "opening the batch's transaction");
+		return -EIO;
+	}
 	sqlite3_bind_text(rl->put_trigger, 1, app, -1, SQLITE_STATIC);
 	sqlite3_bind_int(rl->put_trigger, 2, trigger);
 	sqlite3_bind_int64(rl->put_trigger, 3, now_ms);

@@ -102,7 +102,8 @@ const char *rl_exempt_app(const struct rl *rl);
 
 /*
  * Admit a capture of type (1..RL_TYPE_MAX) for app, recording it. On 0 the
- * entry is already committed to the store. Refusals:
+ * entry is already committed to the store, or, inside a batch, written
+ * into the batch's transaction for rl_batch_commit. Refusals:
  *   -PROF_E_RATE_LIMIT_SYSTEM   a system cap is hit first; also in the
  *                               failed state, when the store cannot be
  *                               written, or at RL_MAX_APPS / RL_MAX_ENTRIES
@@ -111,6 +112,19 @@ const char *rl_exempt_app(const struct rl *rl);
  */
 int rl_admit(struct rl *rl, const char *app, int type, bool system_triggered,
 	     int64_t now_ms);
+
+/*
+ * Group commit. After rl_batch_begin, rl_admit and rl_trigger_record write
+ * into one transaction (opened at the first write), and rl_batch_commit
+ * commits it: one WAL append for many admissions. The caller must hold
+ * back whatever tells a peer "admitted" until rl_batch_commit returned 0.
+ * rl_batch_commit: 0, -EINVAL, or -ENOSPC / -EIO when the commit failed;
+ * then the batch is rolled back from the file but its entries stay
+ * counted in memory until the next rl_open (it fails closed: the budget
+ * looks more used than it is, never less). rl_close commits an open batch.
+ */
+int rl_batch_begin(struct rl *rl);
+int rl_batch_commit(struct rl *rl);
 
 /*
  * The decision rl_admit would take now, without recording anything, so

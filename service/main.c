@@ -33,6 +33,7 @@
 #include "svc_redact.h"
 #include "svc_spawn.h"
 #include "svc_sandbox.h"
+#include "svc_request.h"
 #include "svc_session.h"
 #include "svc_trigger.h"
 #include "svc_ctl.h"
@@ -447,6 +448,7 @@ out:
 		event_free(ev_term);
 	svc_ctl_fini();
 	svc_trigger_fini();
+	svc_request_fini();
 	svc_session_fini();
 	svc_runtime_fini();
 	svc_client_fini();

@@ -87,6 +87,10 @@ int svc_admit_rate_check(const char *app, uint32_t type, bool system, char *why,
 int svc_admit_disk_check(const char *app, char *why, size_t n);
 /* Charge the cost (records it). 0 or a positive PROF_E_*. */
 int svc_admit_charge(const char *app, uint32_t type, bool system, char *why, size_t n);
+/* Group commit of the charges (rl_batch_begin/rl_batch_commit): charges
+ * join one transaction until svc_admit_batch_commit, 0 or -errno. */
+int svc_admit_batch_begin(void);
+int svc_admit_batch_commit(void);
 /* Reserve quota for a new result of size bytes; refused if it would not fit. */
 int svc_admit_result_reserve(const char *app, uint64_t size, char *why, size_t n);
 /* A trigger's cooldown, checked before its costs; then recorded once fired. */

@@ -81,6 +81,8 @@ static int client_request(struct svc_conn *c, const void *msg)
 	if (recheck(c, m->request->token, true) < 0)
 		return 0;
 	int e = svc_request_client(c, m->request, &id, &why);
+	if (e == SVC_REQUEST_LATER)
+		return 0; /* admitted: client_answer replies once it is on disk */
 	rep.token = m->request->token;
 	rep.request_id = id;
 	rep.error = (uint32_t)e;
@@ -226,13 +228,35 @@ static const struct svc_conn_role_ops ops = {
 	.closed = svc_trigger_client_down,
 };
 
+/* The reply to a request admitted into a batch, sent after its commit
+ * (svc_request.h); a refusal also goes to the app's listener. */
+static void client_answer(struct svc_conn *c, const struct svc_request_answer *a)
+{
+	Pd__DaemonMsg out = PD__DAEMON_MSG__INIT;
+	Pd__RequestReply rep = PD__REQUEST_REPLY__INIT;
+	Pd__Request rq = PD__REQUEST__INIT;
+	rep.token = a->token;
+	rep.request_id = a->id;
+	rep.error = (uint32_t)a->error;
+	rep.message = (char *)a->why;
+	out.msg_case = PD__DAEMON_MSG__MSG_REPLY;
+	out.reply = &rep;
+	if (svc_conn_send(c, &out.base, -1) == 0 && a->error) {
+		rq.type = a->type;
+		rq.tag = (char *)a->tag;
+		svc_deliver_refused(c, a->id, &rq, a->error, a->why);
+	}
+}
+
 int svc_client_init(const struct svc_config *c)
 {
 	cfg = c;
+	svc_request_set_reply(client_answer);
 	return svc_conn_role_register(SVC_ROLE_CLIENT, &ops);
 }
 
 void svc_client_fini(void)
 {
+	svc_request_set_reply(NULL);
 	svc_conn_role_unregister(SVC_ROLE_CLIENT);
 }

@@ -277,8 +277,13 @@ void svc_conn_foreach(void (*fn)(struct svc_conn *c, void *ud), void *ud)
 
 /* ------------------------------------------------------------ sending */
 
+/* svc_conn_hold: sends are queued until svc_conn_release. */
+static bool held;
+
 static int conn_flush(struct svc_conn *c)
 {
+	if (held)
+		return 0;
 	int r = svc_outq_flush(&c->q, c->fd);
 	if (r == 1)
 		event_add(c->ev_write, NULL);
@@ -298,6 +303,23 @@ int svc_conn_send(struct svc_conn *c, const ProtobufCMessage *m, int fd)
 	if (r < 0)
 		svc_conn_drop(c, strerror(-r));
 	return r;
+}
+
+void svc_conn_hold(void)
+{
+	held = true;
+}
+
+void svc_conn_release(void)
+{
+	held = false;
+	for (struct svc_conn *c = conns; c; c = c->next) {
+		if (c->dropping || !c->q.len)
+			continue;
+		int r = conn_flush(c);
+		if (r < 0)
+			svc_conn_drop(c, strerror(-r));
+	}
 }
 
 /* ------------------------------------------------------------ closing */

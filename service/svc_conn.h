@@ -107,6 +107,15 @@ void svc_conn_role_unregister(enum svc_role role);
  * most the role's max_out bytes. 0 or -errno; -ENOBUFS (queue full) and
  * send errors close the peer. */
 int svc_conn_send(struct svc_conn *c, const ProtobufCMessage *m, int fd);
+/*
+ * Hold every peer's outgoing messages: while held, svc_conn_send queues
+ * (the queue's cap still applies) and sends nothing, and
+ * svc_conn_release sends what was queued, in order. svc_request holds
+ * while a batch of admissions is not yet committed, so that no reply can
+ * say "admitted" before the admission is on disk. Not nested.
+ */
+void svc_conn_hold(void);
+void svc_conn_release(void);
 /* Close the peer after the current handler returns; why (NULL: no log
  * line) is logged through the uid's budget. */
 void svc_conn_drop(struct svc_conn *c, const char *why);

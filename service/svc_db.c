@@ -113,6 +113,64 @@ static unsigned nbacklog;
 
 static int db_load_id_limit(void);
 
+/*
+ * Group commit: batching from svc_db_batch_begin to svc_db_batch_commit;
+ * in_tx while its transaction is open; batch_err, a failed early commit.
+ */
+static bool batching, in_tx;
+static int batch_err;
+
+/* Open the batch's transaction at its first write. */
+static int db_batch_tx(void)
+{
+	if (!batching || in_tx)
+		return 0;
+	int r = svc_db_exec("BEGIN IMMEDIATE");
+	in_tx = r == 0;
+	return r;
+}
+
+/* Commit the open transaction; a failure rolls it back and is kept. */
+static int db_batch_end(void)
+{
+	if (!in_tx)
+		return 0;
+	in_tx = false;
+	int r = svc_db_exec("COMMIT");
+	if (r < 0) {
+		if (!sqlite3_get_autocommit(db))
+			svc_db_exec("ROLLBACK");
+		/* The id block may have gone with it: write it again at the next id. */
+		id_limit = next_id;
+		if (!batch_err)
+			batch_err = r;
+	}
+	return r;
+}
+
+int svc_db_batch_begin(void)
+{
+	if (!db)
+		return -EINVAL;
+	batching = true;
+	batch_err = 0;
+	return 0;
+}
+
+void svc_db_batch_flush(void)
+{
+	db_batch_end();
+}
+
+int svc_db_batch_commit(void)
+{
+	db_batch_end();
+	batching = false;
+	int r = batch_err;
+	batch_err = 0;
+	return r;
+}
+
 int svc_db_exec(const char *sql)
 {
 	char *err = NULL;
@@ -337,6 +395,7 @@ int svc_db_reset(const char *path, const char *results_dir, char *moved, size_t 
 void svc_db_fini(void)
 {
 	if (db) {
+		svc_db_batch_commit();
 		svc_db_backlog_flush();
 		for (unsigned i = 0; i < nbacklog; i++)
 			LOG_W("session %llu: its end could not be written (%s); the next start reports"
@@ -397,6 +456,7 @@ static int db_abandon(uint64_t id, const char *message)
 		sqlite3_bind_text(st, 3, message, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 4, (sqlite3_int64)id);
 	}
+	svc_db_batch_flush();
 	if ((r = svc_db_exec("BEGIN IMMEDIATE")) < 0)
 		goto out;
 	int rc = sqlite3_step(ins);
@@ -473,6 +533,8 @@ static int db_load_id_limit(void)
 int svc_db_alloc_id(uint64_t *id)
 {
 	if (next_id >= id_limit) {
+		if (db_batch_tx() < 0)
+			return -EIO;
 		sqlite3_stmt *st = svc_db_stmt(ST_ID_LIMIT, "UPDATE meta SET value=? WHERE key='id_limit'");
 		if (!st)
 			return -EIO;
@@ -520,6 +582,9 @@ int svc_db_session_new(uint64_t id, const char *app, uid_t uid, pid_t pid, uint3
 		       uint32_t trigger, const char *tag, uint64_t now_ns)
 {
 	svc_db_backlog_flush();
+	int r = db_batch_tx();
+	if (r < 0)
+		return r;
 	sqlite3_stmt *st = svc_db_stmt(ST_SESSION_NEW, "INSERT INTO sessions(id,app,uid,pid,type,tag,"
 				"state,created_ns,trigger) VALUES(?,?,?,?,?,?,'active',?,?)");
 	if (!st)

@@ -40,6 +40,18 @@ int svc_db_recover(void);
 int svc_db_recovered(void (*fn)(uint64_t id, uid_t uid, void *ud), void *ud);
 /* Fail an active session the app was not told about, with a queued failure result. */
 int svc_db_session_abandon(uint64_t id, const char *message);
+/*
+ * Group commit (svc_request's batch of one loop turn): after
+ * svc_db_batch_begin, every write joins one transaction, opened at the
+ * first new session or id block, and svc_db_batch_commit commits it.
+ * Writes that need a transaction of their own (a result's commit, an
+ * abandoned session) commit the batch's first. svc_db_batch_commit: 0,
+ * or -ENOSPC / -EIO when a commit of the batch failed; the batch is then
+ * rolled back (its sessions are not in the file) and the next id block
+ * is written again. svc_db_fini commits an open batch.
+ */
+int svc_db_batch_begin(void);
+int svc_db_batch_commit(void);
 /* A request id, unique across restarts; refusals take one too. */
 int svc_db_alloc_id(uint64_t *id);
 /* Record an admitted session as active. */

@@ -26,6 +26,9 @@ int svc_db_exec(const char *sql);
 int svc_db_errno(int rc);
 /* Step a statement that returns no row, then reset it. 0 or svc_db_errno. */
 int svc_db_step_done(sqlite3_stmt *st);
+/* Before a transaction of its own: commit the open batch's transaction
+ * early (svc_db_batch_begin; a failure is kept for svc_db_batch_commit). */
+void svc_db_batch_flush(void);
 /* Write the session ends kept while the disk was full. */
 void svc_db_backlog_flush(void);
 /* A session's end, written now (no backlog). 0 or svc_db_errno. */

@@ -43,6 +43,7 @@ int svc_db_result_commit(uint64_t session_id, const char *app, uid_t uid, uint32
 			 uint64_t start_ns, uint64_t end_ns, uint64_t *result_id)
 {
 	int r;
+	svc_db_batch_flush();
 	svc_db_backlog_flush();
 	if ((r = svc_db_exec("BEGIN IMMEDIATE")) < 0)
 		return r;

@@ -11,6 +11,9 @@
  *   unless it runs with mixed ids (a setuid program): then to root.
  * - A process that is gone or replaced, or that the uid may not capture
  *   (svc_ident_capturable), is refused with PROF_E_PERMISSION.
+ * - An admitted request is on disk (its charge in ratelimit.db, its
+ *   session in profilingd.db) before any reply leaves the daemon: the
+ *   turn's admissions are committed together at the end of the turn.
  * - Every entry point returns 0 or a positive PROF_E_* with a message;
  *   refusals of app requests get a request id too, so the app's result
  *   listener can match its copy (svc_deliver_refused).
@@ -31,8 +34,41 @@
 struct svc_conn;
 
 /*
+ * Admissions taken in one event-loop turn are committed together, and
+ * every peer's replies are held until then (group commit, see
+ * svc_request.c). fini commits a batch still open and frees its event;
+ * main.c calls it before svc_session_fini.
+ */
+void svc_request_fini(void);
+
+/*
+ * The answer to an app's request whose reply waited for its batch's
+ * commit: error 0 (admitted, id is on disk) or the commit's PROF_E_*
+ * with why (then the session is gone and nothing was charged on disk).
+ * svc_client registers the function that sends it (a lower module
+ * reporting up); called with the client still connected only.
+ */
+struct svc_request_answer {
+	uint64_t token, id;
+	uint32_t type;
+	const char *tag;
+	int error;
+	const char *why;
+};
+typedef void (*svc_request_reply_fn)(struct svc_conn *client,
+				     const struct svc_request_answer *a);
+/* NULL: no one answers later; every request is then answered at once. */
+void svc_request_set_reply(svc_request_reply_fn fn);
+
+/* svc_request_client's "admitted, the answer comes through the reply
+ * function after the commit": outside the PROF_E_* range. */
+#define SVC_REQUEST_LATER 1000
+
+/*
  * An app's request. Returns 0 and the new id, or a positive PROF_E_* with
- * *why for the synchronous refusal (and *id, 0 when none could be taken).
+ * *why for the synchronous refusal (and *id, 0 when none could be taken),
+ * or SVC_REQUEST_LATER (and *id): admitted into this turn's batch, the
+ * caller sends nothing; the reply function answers once it is committed.
  */
 int svc_request_client(struct svc_conn *client, const Pd__Request *rq, uint64_t *id,
 		       const char **why);

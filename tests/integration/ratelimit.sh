@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Rate limiting against the real daemon: exact admitted/refused counts for
 # bursts from several apps (uids), a kill -9 mid-burst that loses nothing,
+# a kill -9 under a flood of admissions from 16 connections,
 # the fail-closed store and its repair, the test exemption, the disk quota.
 . "$(dirname "$0")/lib.sh"
 B=$APPS/it_burst
@@ -46,6 +47,40 @@ stop_daemon
 PD_REAL_LIMITS=1 start_daemon "${CONF[@]}"
 expect "app C after a clean restart" "$("$B" $C 2)" "admitted=0 process=0 system=2 disk=0 other=0"
 stop_daemon
+
+# 2b. kill -9 under a flood of admissions from 16 connections (group commit,
+# svc_request.c): every request whose reply said admitted is in
+# profilingd.db after the restart, and charged in ratelimit.db.
+rm -rf "$T/state" "$T/flood"
+mkdir -p "$T/flood"
+chmod 0777 "$T/flood"
+start_daemon "[capture]" "runtime_wait_ms = 0" "[limits]" "max_sessions = 256"
+"$APPS/it_flood_admit" 61005 16 "$T/flood" 2> "$T/flood.err" &
+FPID=$!
+for _ in $(seq 400); do
+	[ -f "$T/flood/started" ] && [ "$(cat "$T/flood/"*.ids 2>/dev/null | wc -l)" -ge 300 ] && break
+	sleep 0.05
+done
+[ -f "$T/flood/started" ] || fail "the flood did not start: $(cat "$T/flood.err")"
+kill -9 "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null || true
+DAEMON_PID=
+wait "$FPID" || fail "flood clients: $(cat "$T/flood.err")"
+start_daemon "[capture]" "runtime_wait_ms = 0"
+stop_daemon
+cat "$T/flood/"*.ids | sort -n > "$T/flood.admitted"
+nadm=$(wc -l < "$T/flood.admitted")
+[ "$nadm" -gt 0 ] || fail "no request admitted before the kill"
+sqlite3 "$T/state/profilingd.db" "SELECT id FROM sessions WHERE tag='flood' ORDER BY id" \
+	> "$T/flood.rows"
+missing=$(comm -23 "$T/flood.admitted" "$T/flood.rows" | wc -l)
+expect "admitted ids missing from profilingd.db after kill -9 ($nadm admitted)" "$missing" 0
+nrows=$(wc -l < "$T/flood.rows")
+charged=$(sqlite3 "$T/state/ratelimit.db" "SELECT COUNT(*) FROM entries")
+# A kill between the two commits leaves a charge without its session, never
+# the other way round; every row is a charge, every admitted id a row.
+[ "$charged" -ge "$nrows" ] || fail "ratelimit.db has $charged charges for $nrows sessions"
+echo "ok: kill -9 under a flood: $nadm admitted replies, $nrows sessions, $charged charges"
 
 # 3. A corrupt store fails closed, names the file and the repair; the repair works.
 head -c 8192 /dev/urandom > "$T/state/ratelimit.db"

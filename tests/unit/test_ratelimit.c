@@ -640,6 +640,54 @@ static void test_crash(void **state)
 	}
 }
 
+/*
+ * Group commit: a committed batch survives a SIGKILL, an open one is
+ * gone whole; rl_close commits an open batch.
+ */
+static void test_batch(void **state)
+{
+	struct fx *f = *state;
+	struct rl_usage u[RL_NWIN];
+	int status;
+
+	assert_int_equal(rl_batch_begin(NULL), -EINVAL);
+	assert_int_equal(rl_batch_commit(NULL), -EINVAL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct rl *rl = NULL;
+		if (rl_open(f->path, NULL, T0, &rl) || rl_failed(rl, NULL) ||
+		    rl_batch_commit(rl) || /* none open: nothing to do */
+		    rl_batch_begin(rl) ||
+		    rl_admit(rl, "uid:1", PROF_HEAP_DUMP, false, T0) ||
+		    rl_admit(rl, "uid:2", PROF_HEAP_DUMP, true, T0) ||
+		    rl_trigger_record(rl, "uid:1", PROF_TRIGGER_OOM, T0) ||
+		    rl_batch_commit(rl) ||
+		    rl_batch_begin(rl) ||
+		    rl_admit(rl, "uid:3", PROF_HEAP_DUMP, true, T0) ||
+		    rl_trigger_record(rl, "uid:3", PROF_TRIGGER_OOM, T0))
+			_exit(3);
+		kill(getpid(), SIGKILL);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	assert_int_equal(rows(f->path, "entries"), 2);
+	struct rl *rl = open_ok(f->path, NULL, T0 + 1);
+	usage_at(rl, "uid:1", T0 + 1, u);
+	assert_int_equal(u[0].system_used, 15);
+	assert_int_equal(u[0].app_used, 10);
+	usage_at(rl, "uid:3", T0 + 1, u);
+	assert_int_equal(u[0].app_used, 0);
+	assert_int_equal(rl_trigger_check(rl, "uid:1", PROF_TRIGGER_OOM, 60, T0 + 1), COOL);
+	assert_int_equal(rl_trigger_check(rl, "uid:3", PROF_TRIGGER_OOM, 60, T0 + 1), 0);
+	/* Left open at close: committed. */
+	assert_int_equal(rl_batch_begin(rl), 0);
+	assert_int_equal(rl_admit(rl, "uid:4", PROF_HEAP_DUMP, true, T0 + 1), 0);
+	rl_close(rl);
+	assert_int_equal(rows(f->path, "entries"), 3);
+}
+
 /* Run rl_open with the logger writing into a file; return what it wrote. */
 static struct rl *open_logged(struct fx *f, char *log, size_t size)
 {
@@ -1023,6 +1071,7 @@ int main(void)
 		T(test_exemption),
 		T(test_persist_reopen),
 		T(test_crash),
+		T(test_batch),
 		T(test_corrupt_garbage),
 		T(test_corrupt_page),
 		T(test_malformed_row),
