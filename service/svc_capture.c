@@ -138,6 +138,9 @@ static void ftrace_done(void *ud, int code, const char *msg)
 		if (s->ft_fd >= 0)
 			close(s->ft_fd);
 		s->ft_fd = -1;
+	} else {
+		/* Its figures, the background part's among them. */
+		LOG_I("session %llu: kernel sched data: %s", (unsigned long long)s->id, msg);
 	}
 	if (s->capture_done)
 		svc_deliver_start(s);
@@ -153,7 +156,20 @@ static void start_ftrace(struct session *s)
 		s->ft_path[0] = '\0';
 		return;
 	}
-	int r = svc_ftrace_start(s->id, s->duration_ms, s->buffer_kb, s->ft_fd, ftrace_done, s, &s->ft);
+	/* Without the ring the trace starts at the capture; the app is told,
+	 * rather than refused, so one request fits every device's config. */
+	const struct svc_config *cfg = svc_session_config();
+	if (s->background_ms && !cfg->trace_bg)
+		util_fmt(s->note, sizeof(s->note), "the background trace is off ([trace] "
+			 "background): the trace starts at the capture, not %u ms before it",
+			 s->background_ms);
+	/* From the admission (a trigger's fire, a request's arrival), not from
+	 * now: the wait for the runtime must not eat into the time asked for. */
+	uint64_t from = 0;
+	if (cfg->trace_bg && s->background_ms)
+		from = s->admitted_boot_ns - (uint64_t)s->background_ms * 1000000u;
+	int r = svc_ftrace_start(s->id, s->duration_ms, s->buffer_kb, from, s->ft_fd, ftrace_done,
+				 s, &s->ft);
 	if (r < 0) {
 		LOG_W("session %llu: no kernel sched data: %s", (unsigned long long)s->id,
 		      r == -ENOENT ? "profilingd-ftrace is not installed" : strerror(-r));

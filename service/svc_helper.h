@@ -49,6 +49,12 @@ typedef void (*svc_helper_cb)(void *ud, int code, const char *message);
 /* Find the helpers, resolve the redact user, fork the spawner. 0 or
  * -errno (-ENOENT: no redactor or no redact user; fatal). */
 int svc_helper_init(struct event_base *base, const struct svc_config *cfg);
+/*
+ * The running background trace ([trace] background): at init, after the
+ * spawner, profilingd-ftrace sets up its ring (on), or removes one that a
+ * run with it on left behind (off). The ring outlives the daemon: the
+ * helpers die with it, so none can take the ring down at exit.
+ */
 /* Release the handles (their callbacks do not run) and end the spawner,
  * which kills what still runs. */
 void svc_helper_fini(void);
@@ -66,10 +72,14 @@ bool svc_helper_redact_as_daemon(void);
 
 /*
  * Record kernel sched data for a system trace with profilingd-ftrace into
- * out_fd. -ENOENT when the helper is not installed. cb runs once.
+ * out_fd, preceded by the running background trace's events since
+ * background_from (CLOCK_BOOTTIME ns; 0: none; where there is no ring the
+ * helper's status line says "background=absent"). -ENOENT when the helper
+ * is not installed. cb runs once.
  */
-int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_kb, int out_fd,
-		     svc_helper_cb cb, void *ud, struct svc_helper **h);
+int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_kb,
+		     uint64_t background_from, int out_fd, svc_helper_cb cb, void *ud,
+		     struct svc_helper **h);
 /*
  * Sample a process that has no runtime agent with profilingd-perf
  * (perf_event_open, DWARF unwinding) into out_fd. start: the process's

@@ -106,6 +106,7 @@ static int admit(struct target *t, const Pd__Request *rq, struct svc_admit_out *
 		.default_duration_ms = cfg->default_duration_ms,
 		.default_frequency_hz = cfg->default_frequency_hz,
 		.max_sessions = cfg->max_sessions,
+		.background_max_ms = cfg->trace_bg_max_s * 1000,
 		.nsessions = svc_session_count(),
 		.rate_why = rate_why,
 		.disk_why = disk_why,
@@ -152,6 +153,9 @@ static int create_session(struct target *t, const Pd__Request *rq,
 	s->trigger = trigger;
 	s->buffer_kb = rq->params && rq->params->has_buffer_kb && rq->params->buffer_kb
 		? rq->params->buffer_kb : 4096;
+	s->background_ms = rq->params && rq->params->has_background_ms
+		? rq->params->background_ms : 0;
+	s->admitted_boot_ns = util_now_ns(CLOCK_BOOTTIME);
 	s->client_id = client_id;
 	s->start_ns = now;
 	util_strlcpy(s->tag, rq->tag ? rq->tag : "", sizeof(s->tag));

@@ -53,6 +53,8 @@ struct session {
 	char ft_path[SVC_PATH_MAX + 32];
 	bool ft_running, capture_done;
 	uint32_t buffer_kb;
+	uint32_t background_ms;          /* of the running background trace, before ... */
+	uint64_t admitted_boot_ns;       /* ... this: its admission, CLOCK_BOOTTIME */
 	uint32_t wait_ms;                /* for a runtime to say hello */
 	uint32_t interval;               /* heap profile sampling interval, bytes */
 	const char *redact_format;       /* NULL: the type's format */

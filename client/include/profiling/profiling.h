@@ -70,6 +70,11 @@ enum prof_error {
  *   sampling_interval_bytes 1 .. 2^30, default 4096 (PROF_HEAP_PROFILE)
  *   buffer_kb     64 .. 65536,   default 4096  (PROF_SYSTEM_TRACE, kernel
  *                 buffer per CPU)
+ *   background_ms 0 .. [trace] background_max_s * 1000, default 0
+ *                 (PROF_SYSTEM_TRACE: the trace starts this long before
+ *                 the capture, from the daemon's running background trace;
+ *                 where that is off the trace starts at the capture and
+ *                 the result's note says so)
  */
 struct prof_params {
 	uint32_t duration_ms;
@@ -90,6 +95,10 @@ struct prof_params {
 	/* PROF_STACK_SAMPLING clock: 0 CPU time (default), 1 wall clock (also
 	 * samples blocked threads; hang captures use it). */
 	uint32_t clock;
+	/* The running background trace: the last background_ms before the
+	 * capture (PROF_SYSTEM_TRACE; 0: none). A trigger's params take it
+	 * too. */
+	uint32_t background_ms;
 };
 
 /* PSI resources for PROF_TRIGGER_PRESSURE_STALL. */

@@ -2,10 +2,20 @@
  * trace_app: three threads emit nested slices (outer > inner > instant)
  * and a counter into the flight recorder while burning some CPU; the app
  * asks for a system trace of itself and prints the delivered path.
+ *
+ *   trace_app [BACKGROUND_MS PRE_MS]
+ *
+ * With arguments (trace_bg.sh) the threads run PRE_MS first, the request
+ * asks for the last BACKGROUND_MS of the background trace, and the line
+ * printed is "<T> <tids> <path>": T the CLOCK_BOOTTIME ns when the
+ * request's synchronous answer came (so after its admission), tids the
+ * comma-separated /proc/self/task just before the request.
  */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,10 +72,13 @@ static void on_result(const struct prof_result *r, void *ud)
 	snprintf(o->msg, sizeof(o->msg), "%s", r->error_message);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	pthread_t th[3];
 	int err;
+	unsigned bg_ms = argc > 2 ? (unsigned)strtoul(argv[1], NULL, 10) : 0;
+	unsigned pre_ms = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : 0;
+	struct timespec t;
 	for (long i = 0; i < 3; i++)
 		pthread_create(&th[i], NULL, worker, (void *)(i + 1));
 	prof_client *c = prof_connect(NULL, &err);
@@ -74,8 +87,21 @@ int main(void)
 		return 1;
 	}
 	struct outcome o = { 0 };
-	struct prof_params p = { .duration_ms = 1000, .buffer_kb = 2048 };
+	struct prof_params p = { .duration_ms = 1000, .buffer_kb = 2048, .background_ms = bg_ms };
+	if (pre_ms)
+		usleep(pre_ms * 1000u);
+	char tids[1024] = "";
+	DIR *d = argc > 2 ? opendir("/proc/self/task") : NULL;
+	for (struct dirent *e; d && (e = readdir(d));)
+		if (e->d_name[0] != '.' && strlen(tids) + strlen(e->d_name) + 2 < sizeof(tids))
+			snprintf(tids + strlen(tids), sizeof(tids) - strlen(tids), "%s%s",
+				 tids[0] ? "," : "", e->d_name);
+	if (d)
+		closedir(d);
 	int r = prof_request(c, PROF_SYSTEM_TRACE, &p, "trace", on_result, &o, NULL);
+	/* The daemon answers after admission, which is where the background
+	 * part ends: T is no earlier than that. */
+	clock_gettime(CLOCK_BOOTTIME, &t);
 	if (r < 0) {
 		fprintf(stderr, "trace_app: refused: %s\n", prof_strerror(r));
 		return 1;
@@ -90,6 +116,9 @@ int main(void)
 		fprintf(stderr, "trace_app: capture failed: %s: %s\n", prof_strerror(o.error), o.msg);
 		return 1;
 	}
+	if (argc > 2)
+		printf("%llu %s ", (unsigned long long)t.tv_sec * 1000000000ull +
+		       (unsigned long long)t.tv_nsec, tids);
 	printf("%s\n", o.path);
 	return 0;
 }
