@@ -22,6 +22,7 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -141,6 +142,17 @@ static void ftrace_done(void *ud, int code, const char *msg)
 	} else {
 		/* Its figures, the background part's among them. */
 		LOG_I("session %llu: kernel sched data: %s", (unsigned long long)s->id, msg);
+		/* The ring holds what fits (docs/PERFETTO.md): say when that was
+		 * less than asked, or that there was no ring at all. */
+		const char *sh = strstr(msg, " bg_short_ms=");
+		unsigned long long short_ms = sh ? strtoull(sh + 13, NULL, 10) : 0;
+		if (short_ms)
+			util_fmt(s->note, sizeof(s->note), "the background trace did not reach back "
+				 "%u ms on every CPU: %llu ms at its start are missing (ring too "
+				 "small for the load)", s->background_ms, short_ms);
+		else if (strstr(msg, " background=absent"))
+			util_fmt(s->note, sizeof(s->note), "the background trace was not running: "
+				 "the trace starts at the capture");
 	}
 	if (s->capture_done)
 		svc_deliver_start(s);

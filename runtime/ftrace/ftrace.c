@@ -250,6 +250,7 @@ static int enable_events(const char *dir)
 struct read_stats {
 	uint64_t events, unparsed, lost, skipped;
 	uint64_t first_ns, last_ns;      /* of the events kept; 0 if none */
+	uint64_t short_ns;               /* a window: how far the ring falls short of lo */
 };
 
 /* Append one line's event to its CPU's bundle (flushed when full). */
@@ -293,6 +294,7 @@ static int read_trace(const char *path, struct out *o, uint64_t lo, uint64_t hi,
 		      struct read_stats *st)
 {
 	static char *held[MAX_CPUS];     /* the lead switch's raw line, per CPU */
+	static uint64_t oldest[MAX_CPUS]; /* each CPU's oldest event in the file */
 	char *raw = lo ? malloc(FT_LINE_MAX) : NULL;
 	int rc = 0;
 	FILE *f = fopen(path, "re");
@@ -327,6 +329,8 @@ static int read_trace(const char *path, struct out *o, uint64_t lo, uint64_t hi,
 				st->unparsed++;
 			continue;
 		}
+		if (lo && !oldest[pr.cpu])
+			oldest[pr.cpu] = pr.ts;
 		if (pr.ts < lo) {
 			if (!strcmp(pr.event, "sched_switch")) {
 				if (!held[pr.cpu] && !(held[pr.cpu] = malloc(FT_LINE_MAX))) {
@@ -369,8 +373,13 @@ static int read_trace(const char *path, struct out *o, uint64_t lo, uint64_t hi,
 		if (bundles[pr.cpu]->n == FT_BUNDLE_MAX)
 			flush_bundle(o, pr.cpu);
 	}
-	/* CPUs whose window had no event still say who ran there. */
+	/* CPUs whose window had no event still say who ran there. A CPU whose
+	 * oldest event is after lo lost the start of the window (the ring
+	 * wrapped, or began later). */
 	for (unsigned cpu = 0; cpu < MAX_CPUS; cpu++) {
+		if (oldest[cpu] > lo && oldest[cpu] - lo > st->short_ns)
+			st->short_ns = oldest[cpu] - lo;
+		oldest[cpu] = 0;
 		if (held[cpu] && held[cpu][0] && !rc)
 			rc = add_line(o, held[cpu], st, &maxcpu);
 		free(held[cpu]);
@@ -568,9 +577,10 @@ int main(int argc, char **argv)
 		(unsigned long long)own.events, (unsigned long long)(own.unparsed + bg.unparsed),
 		(unsigned long long)(own.lost + bg.lost), (unsigned long long)o->total, nev, stale);
 	if (bg_from)
-		dprintf(2, " background=%s bg_events=%llu bg_from_ms=%llu",
+		dprintf(2, " background=%s bg_events=%llu bg_from_ms=%llu bg_short_ms=%llu",
 			bg_note, (unsigned long long)bg.events,
-			(unsigned long long)(bg.first_ns ? (seam - bg.first_ns) / 1000000 : 0));
+			(unsigned long long)(bg.first_ns ? (seam - bg.first_ns) / 1000000 : 0),
+			(unsigned long long)(bg.short_ns / 1000000));
 	dprintf(2, "\n");
 	for (unsigned cpu = 0; cpu < MAX_CPUS; cpu++)
 		free(bundles[cpu]);

@@ -53,6 +53,7 @@ tids=${tids//,/ }
 case "$path" in *.perfetto-trace) ;; *) fail "unexpected result line $out";; esac
 grep -o 'kernel sched data: .*' "$T/daemon.log" | tail -1
 grep -q 'kernel sched data: ok .* background=read' "$T/daemon.log" || fail "the recorder did not read the ring"
+grep -q 'kernel sched data: ok .* bg_short_ms=0' "$T/daemon.log" || fail "the ring did not reach back $BG_MS ms (a 32 MiB ring per CPU is too small for this load?)"
 protoc --decode=perfetto.protos.Trace --proto_path="$SRC/proto" perfetto_trace.proto \
 	< "$path" > "$T/trace.txt" || fail "protoc cannot decode the trace"
 echo "trace: $(stat -c %s "$path") bytes, $(grep -c '^packet {' "$T/trace.txt") packets"
