@@ -3,17 +3,23 @@
  * and a counter into the flight recorder while burning some CPU; the app
  * asks for a system trace of itself and prints the delivered path.
  *
- *   trace_app [BACKGROUND_MS PRE_MS]
+ *   trace_app [BACKGROUND_MS PRE_MS [trigger]]
  *
  * With arguments (trace_bg.sh) the threads run PRE_MS first, the request
  * asks for the last BACKGROUND_MS of the background trace, and the line
  * printed is "<T> <tids> <path>": T the CLOCK_BOOTTIME ns when the
  * request's synchronous answer came (so after its admission), tids the
- * comma-separated /proc/self/task just before the request.
+ * comma-separated /proc/self/task just before the request. With
+ * "trigger" an ANOMALY trigger capturing a system trace with those params
+ * is registered first, and PRE_MS later the app reports an anomaly and
+ * then makes a request the daemon refuses at once (an unknown type): the
+ * daemon reads a connection's messages in order, so its answer comes
+ * after the trigger fired, and T is taken then.
  */
 #include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +69,18 @@ struct outcome {
 	char path[4096], msg[256];
 };
 
+/* The listener of trigger mode: the anomaly's result, not the refusal's copy. */
+static void on_trigger_result(const struct prof_result *r, void *ud)
+{
+	struct outcome *o = ud;
+	if (r->trigger != PROF_TRIGGER_ANOMALY)
+		return;
+	o->done = 1;
+	o->error = r->error;
+	snprintf(o->path, sizeof(o->path), "%s", r->path);
+	snprintf(o->msg, sizeof(o->msg), "%s", r->error_message);
+}
+
 static void on_result(const struct prof_result *r, void *ud)
 {
 	struct outcome *o = ud;
@@ -88,6 +106,17 @@ int main(int argc, char **argv)
 	}
 	struct outcome o = { 0 };
 	struct prof_params p = { .duration_ms = 1000, .buffer_kb = 2048, .background_ms = bg_ms };
+	bool trigger = argc > 3 && !strcmp(argv[3], "trigger");
+	if (trigger) {
+		struct prof_trigger tr = { .type = PROF_TRIGGER_ANOMALY, .capture = PROF_SYSTEM_TRACE,
+					   .params = p };
+		prof_set_result_listener(c, on_trigger_result, &o);
+		int r = prof_add_trigger(c, &tr);
+		if (r < 0) {
+			fprintf(stderr, "trace_app: trigger refused: %s\n", prof_strerror(r));
+			return 1;
+		}
+	}
 	if (pre_ms)
 		usleep(pre_ms * 1000u);
 	char tids[1024] = "";
@@ -98,10 +127,18 @@ int main(int argc, char **argv)
 				 tids[0] ? "," : "", e->d_name);
 	if (d)
 		closedir(d);
-	int r = prof_request(c, PROF_SYSTEM_TRACE, &p, "trace", on_result, &o, NULL);
-	/* The daemon answers after admission, which is where the background
-	 * part ends: T is no earlier than that. */
-	clock_gettime(CLOCK_BOOTTIME, &t);
+	int r;
+	if (trigger) {
+		prof_report_anomaly("bg-trace");
+		r = prof_request(c, (enum prof_type)99, NULL, "sync", NULL, NULL, NULL);
+		clock_gettime(CLOCK_BOOTTIME, &t);
+		r = r == -PROF_E_INVALID_REQUEST ? 0 : -PROF_E_UNKNOWN;
+	} else {
+		r = prof_request(c, PROF_SYSTEM_TRACE, &p, "trace", on_result, &o, NULL);
+		/* The daemon answers after admission, which is where the
+		 * background part ends: T is no earlier than that. */
+		clock_gettime(CLOCK_BOOTTIME, &t);
+	}
 	if (r < 0) {
 		fprintf(stderr, "trace_app: refused: %s\n", prof_strerror(r));
 		return 1;
