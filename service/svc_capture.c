@@ -179,7 +179,8 @@ static void start_ftrace(struct session *s)
 	 * now: the wait for the runtime must not eat into the time asked for. */
 	uint64_t from = 0;
 	if (cfg->trace_bg && s->background_ms)
-		from = s->admitted_boot_ns - (uint64_t)s->background_ms * 1000000u;
+		from = s->admitted_boot_ns > (uint64_t)s->background_ms * 1000000u
+			? s->admitted_boot_ns - (uint64_t)s->background_ms * 1000000u : 1;
 	int r = svc_ftrace_start(s->id, s->duration_ms, s->buffer_kb, from, s->ft_fd, ftrace_done,
 				 s, &s->ft);
 	if (r < 0) {
