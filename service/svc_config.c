@@ -290,6 +290,8 @@ static int systrig_kv(struct parse_ctx *pc, const char *tname, const char *key, 
 		t->timeout_ms = (uint32_t)n;
 	else if (!strcmp(key, "duration_ms") && num)
 		t->duration_ms = (uint32_t)n;
+	else if (!strcmp(key, "background_ms") && num && n <= SVC_TRACE_BG_MAX_S * 1000ull)
+		t->background_ms = (uint32_t)n;
 	else
 		ok = 0;
 	if (!ok) {
@@ -525,6 +527,8 @@ int svc_config_print(const struct svc_config *cfg, FILE *f)
 			"memory_percent = %u\nmemory_bytes = %llu\ntimeout_ms = %u\nduration_ms = %u\n",
 			t->period_s, t->cpu_percent, t->cpu_window_ms, t->memory_percent,
 			(unsigned long long)t->memory_bytes, t->timeout_ms, t->duration_ms);
+		if (t->background_ms)
+			fprintf(f, "background_ms = %u\n", t->background_ms);
 	}
 	return ferror(f) ? -EIO : 0;
 }

@@ -99,6 +99,7 @@ struct svc_config {
 		uint32_t type, capture, period_s, cpu_percent, cpu_window_ms, memory_percent;
 		uint32_t timeout_ms, duration_ms;
 		uint64_t memory_bytes;
+		uint32_t background_ms;  /* a system trace's running background part */
 	} systrig[SVC_MAX_SYSTRIG];
 	unsigned nsystrig;
 	/* [apps]: executable path -> app id, for several apps under one uid. */

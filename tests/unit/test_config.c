@@ -109,6 +109,17 @@ static void test_trace_section(void **state)
 	svc_config_free(&c);
 	assert_true(load(&c, "[trace]\nbackground = maybe\n", &line, msg, sizeof(msg)) < 0);
 	svc_config_free(&c);
+	/* A system trigger's share of it, printed back when set. */
+	assert_int_equal(load(&c, "[trigger.t]\ntype = crash\nexe = /bin/true\ncapture = trace\n"
+			      "background_ms = 5000\n", &line, msg, sizeof(msg)), 0);
+	assert_int_equal(c.systrig[0].background_ms, 5000);
+	out = print(&c);
+	assert_non_null(strstr(out, "background_ms = 5000\n"));
+	free(out);
+	svc_config_free(&c);
+	assert_true(load(&c, "[trigger.t]\ntype = crash\nexe = /bin/true\n"
+			 "background_ms = 3600001\n", &line, msg, sizeof(msg)) < 0);
+	svc_config_free(&c);
 }
 
 static void test_print_round_trip(void **state)
