@@ -3,7 +3,8 @@
 # system trace asked for with background_ms N, admitted by boot time T,
 # starts at or before T - N, holds the app's sched events from before T, and of other
 # tasks only what §6 keeps (anonymous switch sides: no names, synthetic
-# pids, none of their wakeups, forks, exits or renames). Also: N above
+# pids, none of their wakeups, forks, exits or renames), for a request and
+# for an ANOMALY trigger; profctl request --background reaches back. Also: N above
 # [trace] background_max_s is refused, and a restart with the ring off
 # removes the one a run with it on left behind. Decoded with protoc
 # against proto/perfetto_trace.proto (the schema check of trace.sh).
@@ -93,6 +94,23 @@ check_case() {
 }
 check_case ""
 check_case trigger
+
+# profctl request --background: root's capture of a running app.
+# trace_app with PRE_MS 30000 is connected and waits before its own request.
+"$APPS/trace_app" 0 30000 > /dev/null 2>&1 &
+DEMO_PID=$!
+wait_log "runtime up: pid $DEMO_PID "
+sleep 1.2 # the demo's own tasks in the window (no time is asserted)
+n=$(grep -c 'kernel sched data: ok' "$T/daemon.log")
+"$BUILD/tools/profctl/profctl" -s "$T/state/control.sock" request --pid "$DEMO_PID" --type trace \
+	--duration 500ms --background 1s --wait > "$T/ctl.out" 2>&1 || { cat "$T/ctl.out"; fail "profctl request --background failed"; }
+kill "$DEMO_PID" 2>/dev/null || true
+wait "$DEMO_PID" 2>/dev/null || true
+[ "$(grep -c 'kernel sched data: ok' "$T/daemon.log")" -gt "$n" ] || fail "profctl: no kernel half"
+line=$(grep 'kernel sched data: ok' "$T/daemon.log" | tail -1)
+from=$(sed -n 's/.* bg_from_ms=\([0-9]*\).*/\1/p' <<< "$line")
+echo "profctl request --background 1s: $(grep -o 'background=.*' <<< "$line")"
+[ "${from:-0}" -ge 1000 ] || fail "profctl request --background 1s: the ring part reaches back ${from:-0} ms"
 stop_daemon
 
 # The ring outlived the daemon; a start with it off takes it down.
@@ -101,4 +119,4 @@ start_daemon
 wait_log "background trace: ok background off removed=1"
 [ -d "$BGDIR" ] && fail "a start with [trace] background off left $BGDIR"
 stop_daemon
-pass "background trace (request and trigger): starts by T - ${BG_MS} ms, app sched data before T, foreign tasks anonymised; cap refused; ring removed when off"
+pass "background trace (request, trigger, profctl): starts by T - ${BG_MS} ms, app sched data before T, foreign tasks anonymised; cap refused; ring removed when off"

@@ -42,6 +42,7 @@ static struct {
 	uint32_t pid, type, duration_ms, hz;
 	const char *tag;
 	bool wait;
+	uint32_t background_ms;  /* request --background: the running background trace */
 } opt;
 
 /* A direct request's "none" is a dash in the tables. */
@@ -896,6 +897,8 @@ static int cmd_request(void)
 	cp.duration_ms = opt.duration_ms;
 	cp.has_frequency_hz = opt.hz != 0;
 	cp.frequency_hz = opt.hz;
+	cp.has_background_ms = opt.background_ms != 0;
+	cp.background_ms = opt.background_ms;
 	cp.tag = (char *)opt.tag;
 	cp.has_wait = 1;
 	cp.wait = opt.wait;
@@ -1013,6 +1016,24 @@ static uint32_t parse_duration(const char *s)
 	return (uint32_t)v;
 }
 
+/* request --background T: 2s, 500ms, 1m; a bare number is seconds, as
+ * for --duration. The daemon holds it to [trace] background_max_s. */
+static uint32_t parse_background(const char *s)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || v < 0)
+		die(EX_USAGE, "bad --background '%s' (e.g. 10s, 500ms, 1m)", s);
+	double unit = !strcmp(end, "ms") ? 1 : !strcmp(end, "s") || !*end ? 1000
+		      : !strcmp(end, "m") ? 60000 : -1;
+	if (unit < 0)
+		die(EX_USAGE, "bad --background '%s' (e.g. 10s, 500ms, 1m)", s);
+	if (v * unit < 1 || v * unit > 3600000)
+		die(EX_USAGE, "--background '%s' is out of range (1ms..1h)", s);
+	return (uint32_t)(v * unit);
+}
+
 static uint32_t parse_u32(const char *name, const char *s)
 {
 	char *end;
@@ -1088,7 +1109,8 @@ static const struct command commands[] = {
 	  "user can export without read access to the state directory.\n", run_export },
 	{ "request", 0, 0,
 	  "--pid N --type stack|heap-profile|heap-dump|trace [--duration 5s]\n"
-	  "          [--hz N] [--tag T] [--wait]", "capture a process (root only)",
+	  "          [--hz N] [--tag T] [--wait] [--background T]",
+	  "capture a process (root only)",
 	  "Root only. Capture process N; the result belongs to N's app and is\n"
 	  "delivered to it like any system capture (admitted and charged as one).\n"
 	  "  --pid N          the process\n"
@@ -1099,7 +1121,9 @@ static const struct command commands[] = {
 	  "  --tag T          a label stored with the result\n"
 	  "  --wait           follow the phases (progress bar on a terminal, one line\n"
 	  "                   per phase otherwise) and print the result's id and path;\n"
-	  "                   exit 4 when the capture fails\n", run_request },
+	  "                   exit 4 when the capture fails\n"
+	  "  --background T   a trace: start T before the request, from the daemon's\n"
+	  "                   running background trace ([trace] background)\n", run_request },
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -1137,7 +1161,7 @@ static const struct command *find_command(const char *name)
 
 int main(int argc, char **argv)
 {
-	enum { O_PID = 256, O_TYPE, O_DURATION, O_HZ, O_WAIT, O_TAG };
+	enum { O_PID = 256, O_TYPE, O_DURATION, O_HZ, O_WAIT, O_TAG, O_BACKGROUND };
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
@@ -1150,6 +1174,7 @@ int main(int argc, char **argv)
 		{ "hz", required_argument, NULL, O_HZ },
 		{ "wait", no_argument, NULL, O_WAIT },
 		{ "tag", required_argument, NULL, O_TAG },
+		{ "background", required_argument, NULL, O_BACKGROUND },
 		{ 0 }
 	};
 	int c;
@@ -1177,6 +1202,7 @@ int main(int argc, char **argv)
 		case O_HZ: opt.hz = parse_u32("--hz", optarg); break;
 		case O_WAIT: opt.wait = true; break;
 		case O_TAG: opt.tag = optarg; break;
+		case O_BACKGROUND: opt.background_ms = parse_background(optarg); break;
 		default:
 			fprintf(stderr, "profctl: see profctl --help\n");
 			return EX_USAGE;
