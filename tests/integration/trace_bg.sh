@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The running background trace ([trace] background, docs/PERFETTO.md): a
 # system trace asked for with background_ms N, admitted by boot time T,
-# starts at or before T - N, holds the app's sched events from before T, and of other
-# tasks only what §6 keeps (anonymous switch sides: no names, synthetic
-# pids, none of their wakeups, forks, exits or renames), for a request and
-# for an ANOMALY trigger; profctl request --background reaches back. Also: N above
-# [trace] background_max_s is refused, and a restart with the ring off
-# removes the one a run with it on left behind. Decoded with protoc
-# against proto/perfetto_trace.proto (the schema check of trace.sh).
+# starts at or before T - N, holds the app's sched events from before T,
+# and of other tasks only what §6 keeps (anonymous switch sides: no names,
+# synthetic pids, none of their wakeups, forks, exits or renames); for a
+# request and for an ANOMALY trigger. profctl request --background reaches
+# back too. N above [trace] background_max_s is refused, and a restart
+# with the ring off removes the one a run with it on left behind. Decoded
+# with protoc against proto/perfetto_trace.proto (trace.sh's schema check).
 . "$(dirname "$0")/lib.sh"
 command -v protoc > /dev/null || skip "protoc (protobuf-compiler) is not installed"
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
