@@ -178,11 +178,33 @@ static void start_ftrace(struct session *s)
 	/* From the admission (a trigger's fire, a request's arrival), not from
 	 * now: the wait for the runtime must not eat into the time asked for. */
 	uint64_t from = 0;
-	if (cfg->trace_bg && s->background_ms)
+	bool lead = true;
+	if (cfg->trace_bg && s->background_ms) {
 		from = s->admitted_boot_ns > (uint64_t)s->background_ms * 1000000u
 			? s->admitted_boot_ns - (uint64_t)s->background_ms * 1000000u : 1;
-	int r = svc_ftrace_start(s->id, s->duration_ms, s->buffer_kb, from, s->ft_fd, ftrace_done,
-				 s, &s->ft);
+		/*
+		 * Not before the target process began: until then its pid may
+		 * have been another process's (pid_max is 32768 on small
+		 * machines and wraps in seconds under a build), and the
+		 * redactor keeps every event of the app's pid as the app's.
+		 * start is in clock ticks after boot, CLOCK_BOOTTIME's origin.
+		 */
+		long hz = sysconf(_SC_CLK_TCK);
+		uint64_t tick = hz > 0 ? 1000000000ull / (uint64_t)hz : 0;
+		uint64_t began = tick ? s->ident.start * tick : 0;
+		if (began > from) {
+			/* start is rounded down to a tick: one more is after the
+			 * fork; and no lead switch, which may predate it. */
+			from = began + tick;
+			lead = false;
+			LOG_I("session %llu: the background part starts when pid %d began, %llu ms "
+			      "before the admission", (unsigned long long)s->id, (int)s->pid,
+			      (unsigned long long)(s->admitted_boot_ns > began
+						   ? (s->admitted_boot_ns - began) / 1000000 : 0));
+		}
+	}
+	int r = svc_ftrace_start(s->id, s->duration_ms, s->buffer_kb, from, lead, s->ft_fd,
+				 ftrace_done, s, &s->ft);
 	if (r < 0) {
 		LOG_W("session %llu: no kernel sched data: %s", (unsigned long long)s->id,
 		      r == -ENOENT ? "profilingd-ftrace is not installed" : strerror(-r));

@@ -378,7 +378,7 @@ int svc_helper_run(enum svc_helper_id which, char **argv, int in_fd, int out_fd,
 }
 
 int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_kb,
-		     uint64_t background_from, int out_fd, svc_helper_cb cb, void *ud,
+		     uint64_t background_from, bool lead, int out_fd, svc_helper_cb cb, void *ud,
 		     struct svc_helper **out)
 {
 	char dur[16], kb[16], inst[48], bg[24];
@@ -387,7 +387,8 @@ int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_
 	snprintf(inst, sizeof(inst), "profilingd-%llu", (unsigned long long)session_id);
 	snprintf(bg, sizeof(bg), "%llu", (unsigned long long)background_from);
 	char *argv[] = { "profilingd-ftrace", "--duration-ms", dur, "--buffer-kb", kb,
-			 "--instance", inst, background_from ? "--background-from" : NULL, bg, NULL };
+			 "--instance", inst, background_from ? "--background-from" : NULL, bg,
+			 lead ? NULL : "--no-lead", NULL };
 	/* It stops on its own after the duration; the cap covers reading out. */
 	return svc_helper_run(SVC_HELPER_FTRACE, argv, -1, out_fd, -1, duration_ms + 30000, cb, ud,
 			      out);

@@ -74,11 +74,12 @@ bool svc_helper_redact_as_daemon(void);
  * Record kernel sched data for a system trace with profilingd-ftrace into
  * out_fd, preceded by the running background trace's events since
  * background_from (CLOCK_BOOTTIME ns; 0: none; where there is no ring the
- * helper's status line says "background=absent"). -ENOENT when the helper
- * is not installed. cb runs once.
+ * helper's status line says "background=absent"), each CPU led by its last
+ * switch before that when lead. -ENOENT when the helper is not installed.
+ * cb runs once.
  */
 int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_kb,
-		     uint64_t background_from, int out_fd, svc_helper_cb cb, void *ud,
+		     uint64_t background_from, bool lead, int out_fd, svc_helper_cb cb, void *ud,
 		     struct svc_helper **h);
 /*
  * Sample a process that has no runtime agent with profilingd-perf

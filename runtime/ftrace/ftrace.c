@@ -5,7 +5,7 @@
  * per CPU). Run by the daemon as root; one status line goes to fd 2.
  *
  *   profilingd-ftrace --duration-ms D [--buffer-kb K] [--instance NAME]
- *                     [--background-from NS] [--debug-seccomp]
+ *                     [--background-from NS [--no-lead]] [--debug-seccomp]
  *   profilingd-ftrace --background on [--buffer-kb K]
  *   profilingd-ftrace --background off
  *
@@ -285,12 +285,14 @@ static int add_line(struct out *o, char *line, struct read_stats *st, unsigned *
  * read starts on empty bundles). 0, or an EX_* code with the reason on
  * fd 2.
  *
- * With lo > 0 (a window of the ring) each CPU's window is led by the last
+ * With lead (a window of the ring) each CPU's window is led by the last
  * sched_switch before lo on that CPU: it says who ran there when the
  * window opens, so the trace starts at or before lo rather than at the
- * window's first event, wherever the ring reaches back that far.
+ * window's first event, wherever the ring reaches back that far. Without
+ * (--no-lead: lo is the target's birth, and a switch before it may name
+ * the previous holder of its pid) nothing before lo is written.
  */
-static int read_trace(const char *path, struct out *o, uint64_t lo, uint64_t hi,
+static int read_trace(const char *path, struct out *o, uint64_t lo, uint64_t hi, bool lead,
 		      struct read_stats *st)
 {
 	static char *held[MAX_CPUS];     /* the lead switch's raw line, per CPU */
@@ -332,7 +334,7 @@ static int read_trace(const char *path, struct out *o, uint64_t lo, uint64_t hi,
 		if (lo && !oldest[pr.cpu])
 			oldest[pr.cpu] = pr.ts;
 		if (pr.ts < lo) {
-			if (!strcmp(pr.event, "sched_switch")) {
+			if (lead && !strcmp(pr.event, "sched_switch")) {
 				if (!held[pr.cpu] && !(held[pr.cpu] = malloc(FT_LINE_MAX))) {
 					rc = EX_SOFTWARE;
 					break;
@@ -461,6 +463,7 @@ int main(int argc, char **argv)
 		{ "instance", required_argument, NULL, 'i' },
 		{ "background", required_argument, NULL, 'B' },
 		{ "background-from", required_argument, NULL, 'n' },
+		{ "no-lead", no_argument, NULL, 'L' },
 		{ "debug-seccomp", no_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
@@ -469,7 +472,7 @@ int main(int argc, char **argv)
 	unsigned long long bg_from = 0;
 	char name[64], tracefs[128], val[32];
 	int c, r, bg_mode = -1; /* --background: -1 absent, 0 off, 1 on */
-	bool debug_seccomp = false;
+	bool debug_seccomp = false, lead = true;
 
 	/* It holds the whole machine's sched data (sandbox.h). */
 	if ((r = sbx_no_dump()) < 0)
@@ -492,6 +495,7 @@ int main(int argc, char **argv)
 				goto usage;
 			break;
 		case 'n': bg_from = strtoull(optarg, NULL, 10); break;
+		case 'L': lead = false; break;
 		case 'S':
 			debug_seccomp = true;
 			break;
@@ -555,7 +559,7 @@ int main(int argc, char **argv)
 		if (stat(bgpath, &sb) == 0) {
 			uint64_t far = seam > BG_MAX_MS * 1000000ull ? seam - BG_MAX_MS * 1000000ull : 0;
 			uint64_t lo = bg_from > far ? bg_from : far;
-			if ((r = read_trace(bgpath, o, lo, seam, &bg)) != 0)
+			if ((r = read_trace(bgpath, o, lo, seam, lead, &bg)) != 0)
 				return r;
 			bg_note = "read";
 		}
@@ -566,7 +570,7 @@ int main(int argc, char **argv)
 
 	char tpath[640];
 	util_fmt(tpath, sizeof(tpath), "%s/trace", inst);
-	if ((r = read_trace(tpath, o, 0, UINT64_MAX, &own)) != 0)
+	if ((r = read_trace(tpath, o, 0, UINT64_MAX, false, &own)) != 0)
 		return r;
 	out_flush(o);
 	if (o->err) {
@@ -588,7 +592,7 @@ int main(int argc, char **argv)
 	return 0;
 usage:
 	fprintf(stderr, "usage: profilingd-ftrace --duration-ms 1..600000 [--buffer-kb 64..1048576] "
-		"[--instance NAME]\n       [--background-from BOOTTIME_NS] [--debug-seccomp]\n"
+		"[--instance NAME]\n       [--background-from BOOTTIME_NS [--no-lead]] [--debug-seccomp]\n"
 		"       profilingd-ftrace --background on [--buffer-kb K] | --background off\nRecords sched events in a tracefs instance of its own and writes "
 		"them as Perfetto packets on stdout.\nOnce tracing is on it runs under "
 		"policy/seccomp/ftrace.policy; --debug-seccomp traps\na forbidden call and names it "

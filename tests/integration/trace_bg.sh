@@ -52,10 +52,10 @@ grep -q "background_ms must be 0..10000" "$T/daemon.log" || fail "the refusal do
 
 # check_case MODE: a request ("") or an ANOMALY trigger ("trigger").
 check_case() {
-	local mode=$1 out T_NS tids path n
+	local mode=$1 out T_NS B_NS tids path n
 	n=$(grep -c 'kernel sched data: ok' "$T/daemon.log" || true)
 	out=$("$APPS/trace_app" "$BG_MS" "$PRE_MS" $mode 2> "$T/app.err") || { cat "$T/app.err"; fail "${mode:-request}: trace capture failed"; }
-	read -r T_NS tids path <<< "$out"
+	read -r T_NS B_NS tids path <<< "$out"
 	tids=${tids//,/ }
 	case "$path" in *.perfetto-trace) ;; *) fail "unexpected result line $out";; esac
 	[ "$(grep -c 'kernel sched data: ok' "$T/daemon.log")" -gt "$n" ] || fail "${mode:-request}: no kernel half"
@@ -94,6 +94,17 @@ check_case() {
 }
 check_case ""
 check_case trigger
+
+# A process younger than the window: nothing from before it began (its
+# pid may have been another process's then), so the trace starts after B.
+out=$("$APPS/trace_app" 9000 200 2> "$T/app.err") || { cat "$T/app.err"; fail "young: trace capture failed"; }
+read -r T_NS B_NS tids path <<< "$out"
+grep -q "the background part starts when pid" "$T/daemon.log" || fail "young: the window was not cut at the process's start"
+protoc --decode=perfetto.protos.Trace --proto_path="$SRC/proto" perfetto_trace.proto \
+	< "$path" > "$T/trace.txt" || fail "young: protoc cannot decode the trace"
+awk -v b="$B_NS" '/^      timestamp: / { if (!first || $2 < first) first = $2 }
+END { printf "young process: first kernel event %.3f s after it began\n", (first - b) / 1e9; exit !(first >= b) }' \
+	"$T/trace.txt" || fail "young: kernel events from before the process began"
 
 # profctl request --background: root's capture of a running app.
 # trace_app with PRE_MS 30000 is connected and waits before its own request.

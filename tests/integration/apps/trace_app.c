@@ -7,7 +7,8 @@
  *
  * With arguments (trace_bg.sh) the threads run PRE_MS first, the request
  * asks for the last BACKGROUND_MS of the background trace, and the line
- * printed is "<T> <tids> <path>": T the CLOCK_BOOTTIME ns when the
+ * printed is "<T> <B> <tids> <path>": B this process's start in
+ * CLOCK_BOOTTIME ns (/proc/self/stat, to the tick), T the CLOCK_BOOTTIME ns when the
  * request's synchronous answer came (so after its admission), tids the
  * comma-separated /proc/self/task just before the request. With
  * "trigger" an ANOMALY trigger capturing a system trace with those params
@@ -153,9 +154,23 @@ int main(int argc, char **argv)
 		fprintf(stderr, "trace_app: capture failed: %s: %s\n", prof_strerror(o.error), o.msg);
 		return 1;
 	}
-	if (argc > 2)
-		printf("%llu %s ", (unsigned long long)t.tv_sec * 1000000000ull +
-		       (unsigned long long)t.tv_nsec, tids);
+	if (argc > 2) {
+		/* Field 22 of /proc/self/stat, after the ")" that ends comm. */
+		char st[1024] = "";
+		unsigned long long began = 0;
+		FILE *f = fopen("/proc/self/stat", "re");
+		if (f && fgets(st, sizeof(st), f) && strrchr(st, ')')) {
+			char *q = strrchr(st, ')') + 2;
+			for (int i = 3; i < 22 && q; i++)
+				q = strchr(q, ' ') ? strchr(q, ' ') + 1 : NULL;
+			if (q)
+				began = strtoull(q, NULL, 10) * (1000000000ull / sysconf(_SC_CLK_TCK));
+		}
+		if (f)
+			fclose(f);
+		printf("%llu %llu %s ", (unsigned long long)t.tv_sec * 1000000000ull +
+		       (unsigned long long)t.tv_nsec, began, tids);
+	}
 	printf("%s\n", o.path);
 	return 0;
 }
