@@ -297,23 +297,23 @@ static int read_trace(const char *path, struct out *o, uint64_t lo, uint64_t hi,
 {
 	static char *held[MAX_CPUS];     /* the lead switch's raw line, per CPU */
 	static uint64_t oldest[MAX_CPUS]; /* each CPU's oldest event in the file */
-	char *raw = lo ? malloc(FT_LINE_MAX) : NULL;
 	int rc = 0;
 	FILE *f = fopen(path, "re");
 	if (!f) {
 		dprintf(2, "error: cannot read %s: %s\n", path, strerror(errno));
-		free(raw);
 		return EX_SOFTWARE;
 	}
-	char *line = malloc(FT_LINE_MAX);
+	/* The header is parsed on a copy (the parse cuts its line up) to
+	 * choose; add_line parses the line itself. */
+	char *line = malloc(FT_LINE_MAX), *hdr = malloc(FT_LINE_MAX);
 	unsigned maxcpu = 0;
-	if (!line || (lo && !raw)) {
+	if (!line || !hdr) {
 		fclose(f);
 		free(line);
-		free(raw);
+		free(hdr);
 		return EX_SOFTWARE;
 	}
-	while (fgets(line, FT_LINE_MAX, f)) {
+	while (!rc && fgets(line, FT_LINE_MAX, f)) {
 		if (line[0] == '#')
 			continue;
 		char *nl = strchr(line, '\n');
@@ -323,57 +323,32 @@ static int read_trace(const char *path, struct out *o, uint64_t lo, uint64_t hi,
 			st->lost++;
 			continue;
 		}
-		if (raw)
-			memcpy(raw, line, strlen(line) + 1); /* the parse cuts line up */
+		size_t len = strlen(line) + 1;
+		memcpy(hdr, line, len);
 		struct ft_line pr;
-		if (ft_parse_header(line, &pr) < 0 || pr.cpu >= MAX_CPUS) {
+		if (ft_parse_header(hdr, &pr) < 0 || pr.cpu >= MAX_CPUS) {
 			if (line[0])
 				st->unparsed++;
 			continue;
 		}
 		if (lo && !oldest[pr.cpu])
 			oldest[pr.cpu] = pr.ts;
-		if (pr.ts < lo) {
-			if (lead && !strcmp(pr.event, "sched_switch")) {
-				if (!held[pr.cpu] && !(held[pr.cpu] = malloc(FT_LINE_MAX))) {
+		if (pr.ts < lo || pr.ts >= hi) {
+			if (pr.ts < lo && lead && !strcmp(pr.event, "sched_switch")) {
+				if (!held[pr.cpu] && !(held[pr.cpu] = malloc(FT_LINE_MAX)))
 					rc = EX_SOFTWARE;
-					break;
-				}
-				memcpy(held[pr.cpu], raw, strlen(raw) + 1);
+				else
+					memcpy(held[pr.cpu], line, len);
 			}
 			st->skipped++;
 			continue;
 		}
-		if (pr.ts >= hi) {
-			st->skipped++;
-			continue;
+		if (held[pr.cpu] && held[pr.cpu][0]) {
+			rc = add_line(o, held[pr.cpu], st, &maxcpu);
+			held[pr.cpu][0] = '\0';
 		}
-		unsigned cpu = pr.cpu;
-		if (held[cpu] && held[cpu][0]) {
-			if ((rc = add_line(o, held[cpu], st, &maxcpu)) != 0)
-				break;
-			held[cpu][0] = '\0';
-			memcpy(line, raw, strlen(raw) + 1);
-			if (ft_parse_header(line, &pr) < 0) /* it parsed a moment ago */
-				continue;
-		}
-		if (!bundles[pr.cpu] && !(bundles[pr.cpu] = calloc(1, sizeof(struct ft_bundle)))) {
-			rc = EX_SOFTWARE;
-			break;
-		}
-		if (ft_parse_event(bundles[pr.cpu], &pr) < 0) {
-			st->unparsed++;
-			continue;
-		}
-		st->events++;
-		if (!st->first_ns || pr.ts < st->first_ns)
-			st->first_ns = pr.ts;
-		if (pr.ts > st->last_ns)
-			st->last_ns = pr.ts;
-		if (pr.cpu > maxcpu)
-			maxcpu = pr.cpu;
-		if (bundles[pr.cpu]->n == FT_BUNDLE_MAX)
-			flush_bundle(o, pr.cpu);
+		if (!rc)
+			rc = add_line(o, line, st, &maxcpu);
 	}
 	/* CPUs whose window had no event still say who ran there. A CPU whose
 	 * oldest event is after lo lost the start of the window (the ring
@@ -387,9 +362,9 @@ static int read_trace(const char *path, struct out *o, uint64_t lo, uint64_t hi,
 		free(held[cpu]);
 		held[cpu] = NULL;
 	}
-	free(raw);
 	fclose(f);
 	free(line);
+	free(hdr);
 	for (unsigned cpu = 0; cpu <= maxcpu; cpu++)
 		flush_bundle(o, cpu);
 	return rc;
