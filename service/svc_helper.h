@@ -46,15 +46,15 @@ struct svc_helper;
  * status line or what killed it. */
 typedef void (*svc_helper_cb)(void *ud, int code, const char *message);
 
-/* Find the helpers, resolve the redact user, fork the spawner. 0 or
- * -errno (-ENOENT: no redactor or no redact user; fatal). */
-int svc_helper_init(struct event_base *base, const struct svc_config *cfg);
 /*
- * The running background trace ([trace] background): at init, after the
- * spawner, profilingd-ftrace sets up its ring (on), or removes one that a
- * run with it on left behind (off). The ring outlives the daemon: the
- * helpers die with it, so none can take the ring down at exit.
+ * Find the helpers, resolve the redact user, fork the spawner. 0 or
+ * -errno (-ENOENT: no redactor or no redact user; fatal). Then the running
+ * background trace ([trace] background): profilingd-ftrace sets up its
+ * ring (on), or removes one that a run with it on left behind (off); its
+ * failure is logged, not fatal. The ring outlives the daemon: the helpers
+ * die with it, so none can take the ring down at exit.
  */
+int svc_helper_init(struct event_base *base, const struct svc_config *cfg);
 /* Release the handles (their callbacks do not run) and end the spawner,
  * which kills what still runs. */
 void svc_helper_fini(void);

@@ -36,7 +36,9 @@
  * instance on, then copies the ring's events from NS up to that moment
  * (a non-consuming read of its `trace`, with the ring's pause-on-trace
  * off so it keeps recording), then records as usual: one stream, without
- * a gap or a duplicate at the seam.
+ * a gap or a duplicate at the seam. --background on|off exits before the
+ * seccomp filter would go on: like a session's setup, it only writes
+ * tracefs files.
  */
 #include <ctype.h>
 #include <dirent.h>
