@@ -386,6 +386,8 @@ static void fill_params(Pd__Params *pp, const struct prof_params *params)
 	pp->buffer_fill_policy = params->buffer_fill_policy;
 	pp->has_track_java_allocations = params->track_java_allocations != 0;
 	pp->track_java_allocations = params->track_java_allocations;
+	pp->has_background_ms = params->background_ms != 0;
+	pp->background_ms = params->background_ms;
 }
 
 int prof_request(prof_client *c, enum prof_type type, const struct prof_params *caller_params,

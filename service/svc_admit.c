@@ -76,6 +76,13 @@ static int rule_valid(const struct svc_admit_in *in, struct svc_admit_out *out, 
 			 "track_java_allocations 0..2");
 		return PROF_E_INVALID_REQUEST;
 	}
+	/* Checked whether the ring runs or not, so the answer does not
+	 * depend on a device's config beyond the documented cap. */
+	if (p && p->has_background_ms && p->background_ms > in->background_max_ms) {
+		util_fmt(msg, n, "background_ms must be 0..%u ([trace] background_max_s)",
+			 in->background_max_ms);
+		return PROF_E_INVALID_REQUEST;
+	}
 	return 0;
 }
 

@@ -5,7 +5,8 @@
  * - svc_admit_decide holds the whole rule order (DESIGN §2), in one
  *   place, as a pure function over a snapshot of what the rules look at:
  *     1. validity: the type, then duration_ms, frequency_hz,
- *        sampling_interval_bytes and buffer_kb in range (INVALID_REQUEST);
+ *        sampling_interval_bytes, buffer_kb and background_ms in range
+ *        (INVALID_REQUEST);
  *     2. the target's runtime can take the type (a JVM's heap dump needs
  *        none), and a heap dump is of a JVM (INVALID_REQUEST);
  *     3. the cost windows, a dry run (RATE_LIMIT_*);
@@ -55,6 +56,7 @@ struct svc_admit_in {
 	bool jvm;                       /* it is a HotSpot JVM (read for heap dumps only) */
 	/* the config */
 	uint32_t default_duration_ms, default_frequency_hz, max_sessions;
+	uint32_t background_max_ms;     /* [trace] background_max_s, in ms */
 	/* the state */
 	int rate;                       /* the cost windows' dry run: 0 or PROF_E_* ... */
 	const char *rate_why;           /* ... and why */

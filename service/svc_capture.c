@@ -22,6 +22,7 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -132,14 +133,26 @@ static void ftrace_done(void *ud, int code, const char *msg)
 	struct session *s = ud;
 	s->ft = NULL;
 	s->ft_running = false;
-	if (code == 0)
-		LOG_D("session %llu: kernel sched data: %s", (unsigned long long)s->id, msg);
 	if (code != 0) {
 		LOG_W("session %llu: no kernel sched data in the trace: %s", (unsigned long long)s->id,
 		      msg);
 		if (s->ft_fd >= 0)
 			close(s->ft_fd);
 		s->ft_fd = -1;
+	} else {
+		/* Its figures, the background part's among them. */
+		LOG_I("session %llu: kernel sched data: %s", (unsigned long long)s->id, msg);
+		/* The ring holds what fits (docs/PERFETTO.md): say when that was
+		 * less than asked, or that there was no ring at all. */
+		const char *sh = strstr(msg, " bg_short_ms=");
+		unsigned long long short_ms = sh ? strtoull(sh + 13, NULL, 10) : 0;
+		if (short_ms)
+			util_fmt(s->note, sizeof(s->note), "the background trace did not reach back "
+				 "%u ms on every CPU: %llu ms at its start are missing (ring too "
+				 "small for the load)", s->background_ms, short_ms);
+		else if (strstr(msg, " background=absent"))
+			util_fmt(s->note, sizeof(s->note), "the background trace was not running: "
+				 "the trace starts at the capture");
 	}
 	if (s->capture_done)
 		svc_deliver_start(s);
@@ -155,8 +168,44 @@ static void start_ftrace(struct session *s)
 		s->ft_path[0] = '\0';
 		return;
 	}
+	/* Without the ring the trace starts at the capture; the app is told,
+	 * rather than refused, so one request fits every device's config. */
+	const struct svc_config *cfg = svc_session_config();
+	if (s->background_ms && !cfg->trace_bg)
+		util_fmt(s->note, sizeof(s->note), "the background trace is off ([trace] "
+			 "background): the trace starts at the capture, not %u ms before it",
+			 s->background_ms);
+	/* From the admission (a trigger's fire, a request's arrival), not from
+	 * now: the wait for the runtime must not eat into the time asked for. */
+	uint64_t from = 0;
+	bool lead = true;
+	if (cfg->trace_bg && s->background_ms) {
+		from = s->admitted_boot_ns > (uint64_t)s->background_ms * 1000000u
+			? s->admitted_boot_ns - (uint64_t)s->background_ms * 1000000u : 1;
+		/*
+		 * Not before the target process began: until then its pid may
+		 * have been another process's (pid_max is 32768 on small
+		 * machines and wraps in seconds under a build), and the
+		 * redactor keeps every event of the app's pid as the app's.
+		 * start is in clock ticks after boot, CLOCK_BOOTTIME's origin.
+		 */
+		long hz = sysconf(_SC_CLK_TCK);
+		uint64_t tick = hz > 0 ? 1000000000ull / (uint64_t)hz : 0;
+		uint64_t began = tick ? s->ident.start * tick : 0;
+		if (began > from) {
+			/* start is rounded down to a tick: one more is after the
+			 * fork; and no lead switch, which may predate it. */
+			from = began + tick;
+			lead = false;
+			LOG_I("session %llu: the background part starts when pid %d began, %llu ms "
+			      "before the admission", (unsigned long long)s->id, (int)s->pid,
+			      (unsigned long long)(s->admitted_boot_ns > began
+						   ? (s->admitted_boot_ns - began) / 1000000 : 0));
+		}
+	}
 	int r = svc_ftrace_start(s->id, s->duration_ms, s->buffer_kb,
-				 s->fill_policy == PROF_FILL_DISCARD, s->ft_fd, ftrace_done, s, &s->ft);
+				 s->fill_policy == PROF_FILL_DISCARD, from, lead, s->ft_fd, ftrace_done, s,
+				 &s->ft);
 	if (r < 0) {
 		LOG_W("session %llu: no kernel sched data: %s", (unsigned long long)s->id,
 		      r == -ENOENT ? "profilingd-ftrace is not installed" : strerror(-r));

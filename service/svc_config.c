@@ -96,6 +96,12 @@ static const struct key keys[] = {
 	{ "daemon", "control_socket", K_STR_SUN, OFF(control_socket), 0, 0, R_RESTART },
 	{ "limits", "max_control_clients", K_U32, OFF(max_ctl_clients), 1, 4096, R_RESTART },
 	{ "limits", "max_control_per_uid", K_U32, OFF(max_ctl_per_uid), 1, 4096, R_RESTART },
+	/* The ring is set up once at start (svc_helper), so only the share
+	 * a request may take changes on a reload. */
+	{ "trace", "background", K_BOOL, OFF(trace_bg), 0, 0, R_RESTART },
+	{ "trace", "background_buffer_kb", K_U32, OFF(trace_bg_buffer_kb), SVC_BUFFER_KB_MIN,
+	  SVC_BUFFER_KB_MAX, R_RESTART },
+	{ "trace", "background_max_s", K_U32, OFF(trace_bg_max_s), 1, SVC_TRACE_BG_MAX_S, R_LIVE },
 };
 
 void svc_config_defaults(struct svc_config *c)
@@ -133,6 +139,8 @@ void svc_config_defaults(struct svc_config *c)
 	c->delivery_max_age_days = 7;
 	c->max_ctl_clients = 32;
 	c->max_ctl_per_uid = 4;
+	c->trace_bg_buffer_kb = 4096;
+	c->trace_bg_max_s = 30;
 }
 
 void svc_config_free(struct svc_config *c)
@@ -208,9 +216,10 @@ static int set_key(struct svc_config *cfg, const struct key *k, const char *v)
 	case K_STR_USER:
 		return util_strlcpy(p, v, 64) >= 64 ? -ENAMETOOLONG : 0;
 	case K_BOOL:
-		if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "1"))
+		if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on") || !strcmp(v, "1"))
 			*(bool *)p = true;
-		else if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "0"))
+		else if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off") ||
+			 !strcmp(v, "0"))
 			*(bool *)p = false;
 		else
 			return -EINVAL;
@@ -305,6 +314,8 @@ static int systrig_kv(struct parse_ctx *pc, const char *tname, const char *key, 
 		t->timeout_ms = (uint32_t)n;
 	else if (!strcmp(key, "duration_ms") && num)
 		t->duration_ms = (uint32_t)n;
+	else if (!strcmp(key, "background_ms") && num && n <= SVC_TRACE_BG_MAX_S * 1000ull)
+		t->background_ms = (uint32_t)n;
 	else
 		ok = 0;
 	if (!ok) {
@@ -502,6 +513,7 @@ static void key_value(const struct svc_config *cfg, const struct key *k, char *o
 /* Sections in print order; keys print in table order within each. */
 static const char *const sections[] = {
 	"daemon", "limits", "capture", "ratelimit", "redact", "dlp", "jvm", "memory", "results",
+	"trace",
 };
 
 int svc_config_print(const struct svc_config *cfg, FILE *f)
@@ -545,6 +557,8 @@ int svc_config_print(const struct svc_config *cfg, FILE *f)
 			"memory_percent = %u\nmemory_bytes = %llu\ntimeout_ms = %u\nduration_ms = %u\n",
 			t->period_s, t->cpu_percent, t->cpu_window_ms, t->memory_percent,
 			(unsigned long long)t->memory_bytes, t->timeout_ms, t->duration_ms);
+		if (t->background_ms)
+			fprintf(f, "background_ms = %u\n", t->background_ms);
 	}
 	return ferror(f) ? -EIO : 0;
 }

@@ -33,6 +33,7 @@
 #define SVC_INTERVAL_MAX (1u << 30) /* heap profile sampling interval, bytes */
 #define SVC_BUFFER_KB_MIN 64     /* per-CPU kernel trace buffer of a system trace */
 #define SVC_BUFFER_KB_MAX 65536
+#define SVC_TRACE_BG_MAX_S 3600  /* [trace] background_max_s at most */
 
 /*
  * The redactor's own system user: a uid no other program runs as, so none
@@ -85,6 +86,10 @@ struct svc_config {
 	uint32_t retention_days;
 	uint32_t delivery_attempts;
 	uint32_t delivery_max_age_days;
+	/* [trace]: the running background system trace (docs/PERFETTO.md) */
+	bool trace_bg;                 /* a ring in tracefs instances/profilingd-bg */
+	uint32_t trace_bg_buffer_kb;   /* its size per CPU */
+	uint32_t trace_bg_max_s;       /* the most of it a request may ask for */
 	/* [trigger.NAME]: system triggers for programs that do not link libprofiling. */
 	struct svc_systrig {
 		char name[32];
@@ -94,6 +99,7 @@ struct svc_config {
 		uint32_t type, capture, period_s, cpu_percent, cpu_window_ms, memory_percent;
 		uint32_t timeout_ms, duration_ms;
 		uint64_t memory_bytes;
+		uint32_t background_ms;  /* a system trace's running background part */
 	} systrig[SVC_MAX_SYSTRIG];
 	unsigned nsystrig;
 	/* [apps]: executable path -> app id, for several apps under one uid. */

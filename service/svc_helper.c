@@ -160,6 +160,39 @@ static void find_agent(void)
 		LOG_I("no JVMTI agent (%s): running JVMs get heap dumps only", name);
 }
 
+static void background_done(void *ud, int code, const char *msg)
+{
+	(void)ud;
+	if (code == 0)
+		LOG_I("background trace: %s", msg);
+	else
+		LOG_W("background trace: %s", msg && *msg ? msg : "profilingd-ftrace failed");
+}
+
+/* Set up the ring, or take down one left by a run with it on. */
+static void ftrace_background(void)
+{
+	static const char *const bg[] = { "/sys/kernel/tracing/instances/profilingd-bg",
+					   "/sys/kernel/debug/tracing/instances/profilingd-bg" };
+	char kb[16];
+	bool left = access(bg[0], F_OK) == 0 || access(bg[1], F_OK) == 0;
+	if (!cfg->trace_bg && !left)
+		return;
+	snprintf(kb, sizeof(kb), "%u", cfg->trace_bg_buffer_kb);
+	char *argv[] = { "profilingd-ftrace", "--background", cfg->trace_bg ? "on" : "off",
+			 "--buffer-kb", kb, NULL };
+	/* It writes nothing but its status line; fd 1 must still be open. */
+	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	int r = null < 0 ? -errno
+		: svc_helper_run(SVC_HELPER_FTRACE, argv, -1, null, -1, 30000, background_done,
+				 NULL, NULL);
+	if (null >= 0)
+		close(null);
+	if (r < 0)
+		LOG_W("background trace: cannot run profilingd-ftrace: %s",
+		      r == -ENOENT ? "it is not installed" : strerror(-r));
+}
+
 int svc_helper_init(struct event_base *b, const struct svc_config *c)
 {
 	int r;
@@ -207,7 +240,10 @@ int svc_helper_init(struct event_base *b, const struct svc_config *c)
 	}
 	LOG_I("redactor %s, as %s", paths[SVC_HELPER_REDACT],
 	      drop_privs ? cfg->redact_user : "this user");
-	return start_spawner();
+	if ((r = start_spawner()) < 0)
+		return r;
+	ftrace_background();
+	return 0;
 }
 
 void svc_helper_fini(void)
@@ -342,14 +378,17 @@ int svc_helper_run(enum svc_helper_id which, char **argv, int in_fd, int out_fd,
 }
 
 int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_kb, bool discard,
-		     int out_fd, svc_helper_cb cb, void *ud, struct svc_helper **out)
+		     uint64_t background_from, bool lead, int out_fd, svc_helper_cb cb, void *ud,
+		     struct svc_helper **out)
 {
-	char dur[16], kb[16], inst[48];
-		snprintf(dur, sizeof(dur), "%u", duration_ms);
+	char dur[16], kb[16], inst[48], bg[24];
+	snprintf(dur, sizeof(dur), "%u", duration_ms);
 	snprintf(kb, sizeof(kb), "%u", buffer_kb);
 	snprintf(inst, sizeof(inst), "profilingd-%llu", (unsigned long long)session_id);
+	snprintf(bg, sizeof(bg), "%llu", (unsigned long long)background_from);
 	char *argv[] = { "profilingd-ftrace", "--duration-ms", dur, "--buffer-kb", kb,
-			 "--fill", discard ? "discard" : "ring", "--instance", inst, NULL };
+			 "--fill", discard ? "discard" : "ring", "--instance", inst,
+			 background_from ? "--background-from" : NULL, bg, lead ? NULL : "--no-lead", NULL };
 	/* It stops on its own after the duration; the cap covers reading out. */
 	return svc_helper_run(SVC_HELPER_FTRACE, argv, -1, out_fd, -1, duration_ms + 30000, cb, ud,
 			      out);

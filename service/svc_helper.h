@@ -46,8 +46,14 @@ struct svc_helper;
  * status line or what killed it. */
 typedef void (*svc_helper_cb)(void *ud, int code, const char *message);
 
-/* Find the helpers, resolve the redact user, fork the spawner. 0 or
- * -errno (-ENOENT: no redactor or no redact user; fatal). */
+/*
+ * Find the helpers, resolve the redact user, fork the spawner. 0 or
+ * -errno (-ENOENT: no redactor or no redact user; fatal). Then the running
+ * background trace ([trace] background): profilingd-ftrace sets up its
+ * ring (on), or removes one that a run with it on left behind (off); its
+ * failure is logged, not fatal. The ring outlives the daemon: the helpers
+ * die with it, so none can take the ring down at exit.
+ */
 int svc_helper_init(struct event_base *base, const struct svc_config *cfg);
 /* Release the handles (their callbacks do not run) and end the spawner,
  * which kills what still runs. */
@@ -66,12 +72,16 @@ bool svc_helper_redact_as_daemon(void);
 
 /*
  * Record kernel sched data for a system trace with profilingd-ftrace into
- * out_fd; discard: stop recording when the buffer is full instead of
- * overwriting the oldest (PROF_FILL_DISCARD). -ENOENT when the helper is
- * not installed. cb runs once.
+ * out_fd, preceded by the running background trace's events since
+ * background_from (CLOCK_BOOTTIME ns; 0: none; where there is no ring the
+ * helper's status line says "background=absent"), each CPU led by its last
+ * switch before that when lead. discard: stop recording when the buffer is
+ * full instead of overwriting the oldest (PROF_FILL_DISCARD). -ENOENT when
+ * the helper is not installed. cb runs once.
  */
 int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_kb, bool discard,
-		     int out_fd, svc_helper_cb cb, void *ud, struct svc_helper **h);
+		     uint64_t background_from, bool lead, int out_fd, svc_helper_cb cb, void *ud,
+		     struct svc_helper **h);
 /*
  * Sample a process that has no runtime agent with profilingd-perf
  * (perf_event_open, DWARF unwinding) into out_fd. start: the process's

@@ -235,6 +235,7 @@ static void snapshot(const struct target *t, const Pd__Request *rq, bool app_onl
 		.default_duration_ms = cfg->default_duration_ms,
 		.default_frequency_hz = cfg->default_frequency_hz,
 		.max_sessions = cfg->max_sessions,
+		.background_max_ms = cfg->trace_bg_max_s * 1000,
 		.nsessions = svc_session_count(),
 		.rate_why = w->rate,
 		.disk_why = w->disk,
@@ -300,6 +301,9 @@ static int create_session(struct target *t, const Pd__Request *rq,
 		? rq->params->buffer_fill_policy : PROF_FILL_DEFAULT;
 	s->java_allocs = rq->params && rq->params->has_track_java_allocations
 		? rq->params->track_java_allocations : PROF_SWITCH_DEFAULT;
+	s->background_ms = rq->params && rq->params->has_background_ms
+		? rq->params->background_ms : 0;
+	s->admitted_boot_ns = util_now_ns(CLOCK_BOOTTIME);
 	s->client_id = client_id;
 	s->start_ns = now;
 	util_strlcpy(s->tag, rq->tag ? rq->tag : "", sizeof(s->tag));

@@ -55,6 +55,8 @@ struct session {
 	uint32_t buffer_kb;
 	uint32_t fill_policy;            /* enum prof_fill_policy (system trace) */
 	uint32_t java_allocs;            /* enum prof_switch (JVM heap profile) */
+	uint32_t background_ms;          /* of the running background trace, before ... */
+	uint64_t admitted_boot_ns;       /* ... this: its admission, CLOCK_BOOTTIME */
 	uint32_t wait_ms;                /* for a runtime to say hello */
 	uint32_t interval;               /* heap profile sampling interval, bytes */
 	const char *redact_format;       /* NULL: the type's format */

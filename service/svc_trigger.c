@@ -606,6 +606,8 @@ int svc_trigger_init(struct event_base *base, const struct svc_config *c)
 #undef SET
 		prm.has_duration_ms = st->duration_ms != 0;
 		prm.duration_ms = st->duration_ms;
+		prm.has_background_ms = st->background_ms != 0;
+		prm.background_ms = st->background_ms;
 		t.params = &prm;
 		struct svc_reg *sr = svc_trigreg_slot("", 0);
 		if (!sr || svc_trigreg_fill(sr, &t, why, sizeof(why)) != 0) {

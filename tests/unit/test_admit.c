@@ -133,6 +133,30 @@ static void test_params_in_order(void **state)
 	assert_non_null(strstr(msg, "cannot take that capture type"));
 }
 
+/* background_ms: up to the configured cap, whether the ring runs or not. */
+static void test_background_cap(void **state)
+{
+	Pd__Params p = PD__PARAMS__INIT;
+	struct svc_admit_in in = clear();
+	struct svc_admit_out out;
+	char msg[256];
+
+	in.params = &p;
+	in.background_max_ms = 30000;
+	p.has_background_ms = 1;
+	p.background_ms = 30000;
+	assert_int_equal(decide(&in, &out, msg), 0);
+	p.background_ms = 30001;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_non_null(strstr(msg, "background_ms must be 0..30000"));
+	/* A zero cap refuses any N but 0. */
+	in.background_max_ms = 0;
+	p.background_ms = 1;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	p.background_ms = 0;
+	assert_int_equal(decide(&in, &out, msg), 0);
+}
+
 /* Rule 2: the runtime's capabilities, before the costs and sessions. */
 static void test_runtime_rule(void **state)
 {
@@ -299,6 +323,7 @@ int main(void)
 		cmocka_unit_test(test_admits_with_defaults),
 		cmocka_unit_test(test_type_first),
 		cmocka_unit_test(test_params_in_order),
+		cmocka_unit_test(test_background_cap),
 		cmocka_unit_test(test_runtime_rule),
 		cmocka_unit_test(test_rate_before_sessions),
 		cmocka_unit_test(test_sessions_before_disk),

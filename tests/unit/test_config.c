@@ -76,6 +76,52 @@ static void test_errors_name_line_and_key(void **state)
 	svc_config_free(&c);
 }
 
+/* [trace]: off by default; on/off spelled as the docs do; ranges checked. */
+static void test_trace_section(void **state)
+{
+	struct svc_config c;
+	char msg[256];
+	int line;
+
+	assert_int_equal(load(&c, "", &line, msg, sizeof(msg)), 0);
+	assert_false(c.trace_bg);
+	assert_int_equal(c.trace_bg_buffer_kb, 4096);
+	assert_int_equal(c.trace_bg_max_s, 30);
+	svc_config_free(&c);
+	assert_int_equal(load(&c, "[trace]\nbackground = on\nbackground_buffer_kb = 8192\n"
+			      "background_max_s = 60\n", &line, msg, sizeof(msg)), 0);
+	assert_true(c.trace_bg);
+	assert_int_equal(c.trace_bg_buffer_kb, 8192);
+	assert_int_equal(c.trace_bg_max_s, 60);
+	char *out = print(&c);
+	assert_non_null(strstr(out, "[trace]\nbackground = true\n"));
+	free(out);
+	svc_config_free(&c);
+	assert_int_equal(load(&c, "[trace]\nbackground = off\n", &line, msg, sizeof(msg)), 0);
+	assert_false(c.trace_bg);
+	svc_config_free(&c);
+	assert_int_equal(load(&c, "[trace]\nbackground_buffer_kb = 32\n", &line, msg, sizeof(msg)),
+			 -ERANGE);
+	assert_string_equal(msg, "[trace] background_buffer_kb = 32: out of range (64..65536)");
+	svc_config_free(&c);
+	assert_int_equal(load(&c, "[trace]\nbackground_max_s = 3601\n", &line, msg, sizeof(msg)),
+			 -ERANGE);
+	svc_config_free(&c);
+	assert_true(load(&c, "[trace]\nbackground = maybe\n", &line, msg, sizeof(msg)) < 0);
+	svc_config_free(&c);
+	/* A system trigger's share of it, printed back when set. */
+	assert_int_equal(load(&c, "[trigger.t]\ntype = crash\nexe = /bin/true\ncapture = trace\n"
+			      "background_ms = 5000\n", &line, msg, sizeof(msg)), 0);
+	assert_int_equal(c.systrig[0].background_ms, 5000);
+	out = print(&c);
+	assert_non_null(strstr(out, "background_ms = 5000\n"));
+	free(out);
+	svc_config_free(&c);
+	assert_true(load(&c, "[trigger.t]\ntype = crash\nexe = /bin/true\n"
+			 "background_ms = 3600001\n", &line, msg, sizeof(msg)) < 0);
+	svc_config_free(&c);
+}
+
 static void test_print_round_trip(void **state)
 {
 	struct svc_config a, b;
@@ -236,6 +282,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_errors_name_line_and_key),
+		cmocka_unit_test(test_trace_section),
 		cmocka_unit_test(test_print_round_trip),
 		cmocka_unit_test(test_trigger_spellings),
 		cmocka_unit_test(test_reload_classes),

@@ -45,6 +45,7 @@ static struct {
 	bool wait;
 	const char *app;   /* budget --app */
 	uint32_t fill, java_allocs; /* abi21: enum prof_fill_policy, prof_switch */
+	uint32_t background_ms;  /* request --background: the running background trace */
 } opt;
 
 /* A direct request's "none" is a dash in the tables. */
@@ -903,6 +904,8 @@ static int cmd_request(void)
 	cp.buffer_fill_policy = opt.fill;
 	cp.has_track_java_allocations = opt.java_allocs != 0;
 	cp.track_java_allocations = opt.java_allocs;
+	cp.has_background_ms = opt.background_ms != 0;
+	cp.background_ms = opt.background_ms;
 	cp.tag = (char *)opt.tag;
 	cp.has_wait = 1;
 	cp.wait = opt.wait;
@@ -1011,6 +1014,20 @@ static uint32_t parse_duration(const char *s)
 		    s);
 	if (r < 0 || ms < 1 || ms > 3600000)
 		die(EX_USAGE, "--duration '%s' is out of range (1ms..60m)", s);
+	return (uint32_t)ms;
+}
+
+/* request --background T: common/duration.h's syntax, a bare number in
+ * seconds as for --duration. The daemon holds it to [trace]
+ * background_max_s. */
+static uint32_t parse_background(const char *s)
+{
+	uint64_t ms;
+	int r = dur_parse_ms(s, 1000, &ms);
+	if (r == -EINVAL)
+		die(EX_USAGE, "bad --background '%s' (e.g. 10s, 500ms, 1m)", s);
+	if (r < 0 || ms < 1 || ms > 3600000)
+		die(EX_USAGE, "--background '%s' is out of range (1ms..1h)", s);
 	return (uint32_t)ms;
 }
 
@@ -1196,7 +1213,9 @@ static const struct command commands[] = {
 	  "user can export without read access to the state directory.\n", run_export },
 	{ "request", 0, 0,
 	  "--pid N --type stack|heap-profile|heap-dump|trace [--duration 5s]\n"
-	  "          [--hz N] [--fill ring|discard] [--java-allocs on|off] [--tag T] [--wait]", "capture a process (root only)",
+	  "          [--hz N] [--fill ring|discard] [--java-allocs on|off] [--tag T] [--wait]\n"
+	  "          [--background T]",
+	  "capture a process (root only)",
 	  "Root only. Capture process N; the result belongs to N's app and is\n"
 	  "delivered to it like any system capture (admitted and charged as one).\n"
 	  "  --pid N          the process\n"
@@ -1210,7 +1229,9 @@ static const struct command commands[] = {
 	  "  --tag T          a label stored with the result\n"
 	  "  --wait           follow the phases (progress bar on a terminal, one line\n"
 	  "                   per phase otherwise) and print the result's id and path;\n"
-	  "                   exit 4 when the capture fails\n", run_request },
+	  "                   exit 4 when the capture fails\n"
+	  "  --background T   a trace: start T before the request, from the daemon's\n"
+	  "                   running background trace ([trace] background)\n", run_request },
 	{ "budget", 0, 0, "[--app APP] [--type TYPE]", "would a request be admitted now",
 	  "What a request of TYPE (default stack) by APP (default your own, uid:<you>)\n"
 	  "would get now, asked without spending anything: admitted or the error,\n"
@@ -1255,7 +1276,8 @@ static const struct command *find_command(const char *name)
 
 int main(int argc, char **argv)
 {
-	enum { O_PID = 256, O_TYPE, O_DURATION, O_HZ, O_WAIT, O_TAG, O_APP, O_FILL, O_JAVA_ALLOCS };
+	enum { O_PID = 256, O_TYPE, O_DURATION, O_HZ, O_WAIT, O_TAG, O_APP, O_FILL, O_JAVA_ALLOCS,
+	       O_BACKGROUND };
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
@@ -1271,6 +1293,7 @@ int main(int argc, char **argv)
 		{ "wait", no_argument, NULL, O_WAIT },
 		{ "tag", required_argument, NULL, O_TAG },
 		{ "app", required_argument, NULL, O_APP },
+		{ "background", required_argument, NULL, O_BACKGROUND },
 		{ 0 }
 	};
 	int c;
@@ -1316,6 +1339,7 @@ int main(int argc, char **argv)
 		case O_WAIT: opt.wait = true; break;
 		case O_TAG: opt.tag = optarg; break;
 		case O_APP: opt.app = optarg; break;
+		case O_BACKGROUND: opt.background_ms = parse_background(optarg); break;
 		default:
 			fprintf(stderr, "profctl: see profctl --help\n");
 			return EX_USAGE;

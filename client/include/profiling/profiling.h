@@ -110,6 +110,11 @@ enum prof_switch { PROF_SWITCH_DEFAULT = 0, PROF_SWITCH_ON = 1, PROF_SWITCH_OFF 
  *                 of a JVM: the JVMTI agent's sampled Java allocations; off
  *                 leaves native allocations only, where the allocator is
  *                 interposed). docs/ANDROID.md compares these with Android.
+ *   background_ms 0 .. [trace] background_max_s * 1000, default 0
+ *                 (PROF_SYSTEM_TRACE: the trace starts this long before
+ *                 the capture, from the daemon's running background trace;
+ *                 where that is off the trace starts at the capture and
+ *                 the result's note says so)
  */
 struct prof_params {
 	uint32_t size; /* sizeof(struct prof_params): PROF_PARAMS_INIT */
@@ -134,6 +139,10 @@ struct prof_params {
 	/* Android parity (issue #21). */
 	uint32_t buffer_fill_policy;      /* enum prof_fill_policy */
 	uint32_t track_java_allocations;  /* enum prof_switch */
+	/* The running background trace: the last background_ms before the
+	 * capture (PROF_SYSTEM_TRACE; 0: none). A trigger's params take it
+	 * too. */
+	uint32_t background_ms;
 	/* New fields go here, at the end; zero must mean the default. */
 };
 

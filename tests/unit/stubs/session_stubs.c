@@ -67,7 +67,8 @@ int svc_ident_check(const struct svc_ident *id) { return stub_ident_check; }
 /* svc_helper: helpers */
 void svc_helper_abort(struct svc_helper *h) {}
 int svc_ftrace_start(uint64_t session_id, uint32_t duration_ms, uint32_t buffer_kb, bool discard,
-		     int out_fd, svc_helper_cb cb, void *ud, struct svc_helper **h)
+		     uint64_t background_from, bool lead, int out_fd,
+		     svc_helper_cb cb, void *ud, struct svc_helper **h)
 {
 	return -ENOENT;
 }
