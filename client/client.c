@@ -381,6 +381,8 @@ static void fill_params(Pd__Params *pp, const struct prof_params *params)
 	pp->buffer_kb = params->buffer_kb;
 	pp->has_clock = params->clock != 0;
 	pp->clock = params->clock;
+	pp->has_format = params->format != 0;
+	pp->format = params->format;
 }
 
 int prof_request(prof_client *c, enum prof_type type, const struct prof_params *params,

@@ -313,6 +313,8 @@ int svc_trigreg_fill(struct svc_reg *r, const Pd__Trigger *t, char *why, size_t 
 		r->params.buffer_kb = t->params->buffer_kb;
 		r->params.has_clock = t->params->has_clock;
 		r->params.clock = t->params->clock;
+		r->params.has_format = t->params->has_format;
+		r->params.format = t->params->format;
 	}
 	/* A cold start captures until fully drawn or its timeout; a hang samples
 	 * the wall clock, so the blocked thread shows where it waits. */

@@ -41,6 +41,7 @@ static struct {
 	const char *output;
 	uint32_t pid, type, duration_ms, hz;
 	const char *tag;
+	uint32_t format; /* heap formats (issue #20): enum prof_format */
 	bool wait;
 } opt;
 
@@ -897,6 +898,9 @@ static int cmd_request(void)
 	cp.has_frequency_hz = opt.hz != 0;
 	cp.frequency_hz = opt.hz;
 	cp.tag = (char *)opt.tag;
+	/* Heap formats (issue #20). */
+	cp.has_format = opt.format != 0;
+	cp.format = opt.format;
 	cp.has_wait = 1;
 	cp.wait = opt.wait;
 	rq.cmd_case = PDCTL__CTL_REQUEST__CMD_REQUEST;
@@ -1088,7 +1092,7 @@ static const struct command commands[] = {
 	  "user can export without read access to the state directory.\n", run_export },
 	{ "request", 0, 0,
 	  "--pid N --type stack|heap-profile|heap-dump|trace [--duration 5s]\n"
-	  "          [--hz N] [--tag T] [--wait]", "capture a process (root only)",
+	  "          [--hz N] [--tag T] [--format F] [--wait]", "capture a process (root only)",
 	  "Root only. Capture process N; the result belongs to N's app and is\n"
 	  "delivered to it like any system capture (admitted and charged as one).\n"
 	  "  --pid N          the process\n"
@@ -1097,6 +1101,8 @@ static const struct command commands[] = {
 	  "  --duration T     how long: 5s, 500ms, 2m (default: the daemon's)\n"
 	  "  --hz N           stack sampling rate\n"
 	  "  --tag T          a label stored with the result\n"
+	  "  --format F       heap-dump: hprof (default) or perfetto (a heap graph);\n"
+	  "                   heap-profile: pprof (default) or perfetto\n"
 	  "  --wait           follow the phases (progress bar on a terminal, one line\n"
 	  "                   per phase otherwise) and print the result's id and path;\n"
 	  "                   exit 4 when the capture fails\n", run_request },
@@ -1137,7 +1143,7 @@ static const struct command *find_command(const char *name)
 
 int main(int argc, char **argv)
 {
-	enum { O_PID = 256, O_TYPE, O_DURATION, O_HZ, O_WAIT, O_TAG };
+	enum { O_PID = 256, O_TYPE, O_DURATION, O_HZ, O_WAIT, O_TAG, O_FORMAT };
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
@@ -1150,6 +1156,8 @@ int main(int argc, char **argv)
 		{ "hz", required_argument, NULL, O_HZ },
 		{ "wait", no_argument, NULL, O_WAIT },
 		{ "tag", required_argument, NULL, O_TAG },
+		/* Heap formats (issue #20). */
+		{ "format", required_argument, NULL, O_FORMAT },
 		{ 0 }
 	};
 	int c;
@@ -1177,6 +1185,14 @@ int main(int argc, char **argv)
 		case O_HZ: opt.hz = parse_u32("--hz", optarg); break;
 		case O_WAIT: opt.wait = true; break;
 		case O_TAG: opt.tag = optarg; break;
+		case O_FORMAT: {
+			/* Heap formats (issue #20). */
+			int f = names_format_parse(optarg);
+			if (f < 0)
+				die(EX_USAGE, "bad --format '%s': hprof, pprof or perfetto", optarg);
+			opt.format = (uint32_t)f;
+			break;
+		}
 		default:
 			fprintf(stderr, "profctl: see profctl --help\n");
 			return EX_USAGE;
