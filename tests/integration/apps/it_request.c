@@ -1,6 +1,6 @@
 /*
  * it_request --pid N --type stack|heap|trace|heapdump [--duration-ms MS] [--hz H]
- * [--interval B] [--clock wall]: as root, ask profilingd for a capture of another process
+ * [--interval B] [--clock wall] [--format perfetto]: as root, ask profilingd for a capture of another process
  * (the target_pid request) and print the delivered result's path (and its
  * note, if any, as "it_request: note: ..." on stderr).
  */
@@ -37,18 +37,20 @@ int main(int argc, char **argv)
 		{ "hz", required_argument, NULL, 'f' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "clock", required_argument, NULL, 'c' },
+		{ "format", required_argument, NULL, 'F' }, /* heap formats (issue #20) */
 		{ 0 }
 	};
 	struct prof_params p = { .duration_ms = 1000 };
 	enum prof_type type = PROF_STACK_SAMPLING;
 	int c, err;
-	while ((c = getopt_long(argc, argv, "p:t:d:f:i:c:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:t:d:f:i:c:F:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p': p.target_pid = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'd': p.duration_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'f': p.frequency_hz = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'i': p.sampling_interval_bytes = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'c': p.clock = !strcmp(optarg, "wall"); break;
+		case 'F': p.format = (uint32_t)names_format_parse(optarg); break;
 		case 't': {
 			/* Any spelling of names.h: the config's heap and heapdump too. */
 			int t = names_type_parse(optarg);
