@@ -41,7 +41,8 @@
 #define HG_PACKET (1u << 20)         /* objects per packet: bytes, about */
 #define HG_MAX_OUT (64u << 20)       /* one packet being built */
 #define HG_MAX_DEPTH 1024           /* superclass chain */
-#define HG_HEADER_BYTES 16           /* the self_size estimate's header */
+#define HG_HEADER_BYTES 16
+#define HG_MAX_THREADS (1u << 16)     /* START THREAD records kept; the rest ignored */           /* the self_size estimate's header */
 #define HG_NTYPES 12                 /* HPROF basic types 0..11 */
 
 enum { T_OBJECT = 2, T_BOOLEAN = 4, T_CHAR, T_FLOAT, T_DOUBLE, T_BYTE, T_SHORT, T_INT, T_LONG };
@@ -71,6 +72,12 @@ struct hg {
 	struct hmap utf8;   /* name id -> body offset of its UTF8 record */
 	struct hmap cname;  /* class id -> name id (LOAD CLASS) */
 	struct hmap cidx;   /* class id -> index + 1 in cls */
+	struct hmap cserial; /* LOAD CLASS serial + 1 -> name id */
+	struct hmap sframe; /* STACK FRAME id -> body offset */
+	struct hmap strace; /* STACK TRACE serial + 1 -> body offset */
+	struct hg_thread { uint32_t serial, trace; uint64_t name; } *threads;
+	uint32_t nthreads, capthreads;
+	struct hmap tbest;  /* thread serial + 1 -> index + 1 of its entry */
 	struct hg_class *cls;
 	uint32_t ncls, capcls;
 	uint64_t prim_type[HG_NTYPES]; /* type id of "<t>[]" */
@@ -366,6 +373,28 @@ static int add_class(struct hg *h, size_t p, size_t ifields)
  * classes and roots; pass 2 (emit) writes objects. */
 static int walk_heap(struct hg *h, size_t p, size_t end, bool emit);
 
+/* A thread, from START THREAD (named: the attach path's Thread.print) or
+ * from a ROOT THREAD OBJECT (HotSpot's own dump: no name). One entry per
+ * serial is emitted, a named one if there is one. */
+static int add_thread(struct hg *h, uint32_t serial, uint32_t trace, uint64_t name)
+{
+	uint64_t at;
+	if (hmap_get(&h->tbest, (uint64_t)serial + 1, &at) && (h->threads[at - 1].name || !name))
+		return 0;
+	if (h->nthreads == HG_MAX_THREADS)
+		return 0;
+	if (h->nthreads == h->capthreads) {
+		uint32_t cap = h->capthreads ? h->capthreads * 2 : 64;
+		struct hg_thread *t = realloc(h->threads, cap * sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		h->threads = t;
+		h->capthreads = cap;
+	}
+	h->threads[h->nthreads] = (struct hg_thread){ serial, trace, name };
+	return hmap_put(&h->tbest, (uint64_t)serial + 1, ++h->nthreads);
+}
+
 static int pass1(struct hg *h)
 {
 	size_t p = 0;
@@ -400,6 +429,23 @@ static int pass1(struct hg *h)
 				return -EBADMSG;
 			r = hmap_put(&h->cname, get_id(h, h->in + b + 4),
 				     get_id(h, h->in + b + 8 + h->idsz));
+			if (r == 0)
+				r = hmap_put(&h->cserial, (uint64_t)be32(h->in + b) + 1,
+					     get_id(h, h->in + b + 8 + h->idsz));
+		} else if (tag == 0x04) { /* STACK FRAME: 4 ids, class serial, line */
+			if (len != 4 * (size_t)h->idsz + 8)
+				return -EBADMSG;
+			r = hmap_put(&h->sframe, get_id(h, h->in + b), b);
+		} else if (tag == 0x05) { /* STACK TRACE: serial, thread, n, n ids */
+			if (len < 12 || (len - 12) / h->idsz != be32(h->in + b + 8) ||
+			    (len - 12) % h->idsz)
+				return -EBADMSG;
+			r = hmap_put(&h->strace, (uint64_t)be32(h->in + b) + 1, b);
+		} else if (tag == 0x0a) { /* START THREAD */
+			if (len != 8 + 4 * (size_t)h->idsz)
+				return -EBADMSG;
+			r = add_thread(h, be32(h->in + b), be32(h->in + b + 4 + h->idsz),
+				       get_id(h, h->in + b + 8 + h->idsz));
 		} else if (tag == 0x0c || tag == 0x1c) {
 			heap = true;
 			r = walk_heap(h, b, b + len, false);
@@ -563,6 +609,8 @@ static int walk_heap(struct hg *h, size_t p, size_t end, bool emit)
 				return -EBADMSG;
 			if (!emit)
 				r = add_root(h, rt, get_id(h, h->in + p));
+			if (!emit && r == 0 && tag == SUB_ROOT_THREAD_OBJECT)
+				r = add_thread(h, be32(h->in + p + id), be32(h->in + p + id + 4), 0);
 			p += id + extra;
 		} else if (tag == SUB_CLASS_DUMP) {
 			size_t ifields;
@@ -760,6 +808,122 @@ static int put_roots(struct hg *h)
 	return 0;
 }
 
+/*
+ * The threads' stacks at the dump (HotSpot's STACK TRACE per thread, named
+ * by the attach path's Thread.print: docs/JVM.md) as one PerfSample per
+ * thread on sequence 2, with a ProcessTree naming the threads and the
+ * frames and callstacks interned on that sequence. HPROF has no OS tids:
+ * a thread's tid here is its HPROF thread serial.
+ */
+static int put_threads(struct hg *h)
+{
+	unsigned id = h->idsz;
+	char cls[HG_MAX_NAME + 8], fn[2 * HG_MAX_NAME + 16];
+	struct rdc_pbw tree, interned, pk;
+	uint64_t *fids = NULL;
+	int r = 0;
+	if (!h->nthreads)
+		return 0;
+	rdc_pbw_init(&tree, HG_MAX_OUT);
+	rdc_pbw_init(&interned, HG_MAX_OUT);
+	rdc_pbw_init(&pk, HG_MAX_OUT);
+	rdc_pbw_reset(&h->obj);
+	rdc_pbw_u64(&h->obj, RDC_PF_PTP_PID, (uint64_t)(uint32_t)h->pid);
+	rdc_pbw_msg(&tree, RDC_PF_PT_PROCESSES, &h->obj);
+	uint64_t iid = 0;
+	for (uint32_t i = 0; i < h->nthreads && r == 0; i++) {
+		size_t len, tb;
+		uint64_t tserial = h->threads[i].serial, toff, best;
+		if (!hmap_get(&h->tbest, tserial + 1, &best) || best != i + 1)
+			continue; /* replaced by a named entry */
+		const uint8_t *nm = utf8(h, h->threads[i].name, &len);
+		rdc_pbw_reset(&h->obj);
+		rdc_pbw_u64(&h->obj, RDC_PF_PTT_TID, tserial);
+		rdc_pbw_u64(&h->obj, RDC_PF_PTT_TGID, (uint64_t)(uint32_t)h->pid);
+		if (nm)
+			rdc_pbw_bytes(&h->obj, RDC_PF_PTT_NAME, nm, len < HG_MAX_NAME ? len : HG_MAX_NAME);
+		rdc_pbw_msg(&tree, RDC_PF_PT_THREADS, &h->obj);
+		if (!hmap_get(&h->strace, (uint64_t)h->threads[i].trace + 1, &toff))
+			continue;
+		tb = (size_t)toff;
+		uint32_t nf = be32(h->in + tb + 8);
+		if (!nf)
+			continue;
+		uint64_t *f = realloc(fids, nf * sizeof(*f));
+		if (!f) {
+			r = -ENOMEM;
+			break;
+		}
+		fids = f;
+		uint32_t kept = 0;
+		/* HPROF lists the top frame first; a callstack is root first. */
+		for (uint32_t k = nf; k-- > 0;) {
+			uint64_t foff, cname = 0;
+			if (!hmap_get(&h->sframe, get_id(h, h->in + tb + 12 + (size_t)k * id), &foff))
+				continue;
+			const uint8_t *m = utf8(h, get_id(h, h->in + foff + id), &len);
+			size_t ml = m ? (len < HG_MAX_NAME ? len : HG_MAX_NAME) : 1;
+			cls[0] = '\0';
+			if (hmap_get(&h->cserial, (uint64_t)be32(h->in + foff + 4 * id) + 1, &cname)) {
+				size_t cl;
+				const uint8_t *c = utf8(h, cname, &cl);
+				if (c)
+					java_name(c, cl < HG_MAX_NAME ? cl : HG_MAX_NAME, cls, sizeof(cls));
+			}
+			int n = snprintf(fn, sizeof(fn), "%s%s%.*s", cls, cls[0] ? "." : "", (int)ml,
+					 m ? (const char *)m : "?");
+			fids[kept++] = ++iid;
+			rdc_pbw_reset(&h->obj);
+			rdc_pbw_u64(&h->obj, RDC_PF_ISTR_IID, iid);
+			rdc_pbw_bytes(&h->obj, RDC_PF_ISTR_STR, fn, n < 0 ? 0 : strnlen(fn, sizeof(fn)));
+			rdc_pbw_msg(&interned, RDC_PF_ID_FUNCTION_NAMES, &h->obj);
+			rdc_pbw_reset(&h->obj);
+			rdc_pbw_u64(&h->obj, RDC_PF_FRAME_IID, iid);
+			rdc_pbw_u64(&h->obj, RDC_PF_FRAME_FUNCTION_NAME_ID, iid);
+			rdc_pbw_msg(&interned, RDC_PF_ID_FRAMES, &h->obj);
+		}
+		if (!kept)
+			continue;
+		rdc_pbw_reset(&h->obj);
+		rdc_pbw_u64(&h->obj, RDC_PF_CS_IID, tserial + 1);
+		rdc_pbw_packed(&h->obj, RDC_PF_CS_FRAME_IDS, fids, kept);
+		rdc_pbw_msg(&interned, RDC_PF_ID_CALLSTACKS, &h->obj);
+	}
+	/* The tree and the interning first, clearing the sequence's state. */
+	if (r == 0) {
+		rdc_pbw_reset(&h->tmp);
+		rdc_pbw_u64(&h->tmp, RDC_PF_PACKET_TIMESTAMP, h->ts_ns);
+		rdc_pbw_u64(&h->tmp, RDC_PF_PACKET_SEQ_ID, 2);
+		rdc_pbw_u64(&h->tmp, RDC_PF_PACKET_SEQ_FLAGS, 1); /* SEQ_INCREMENTAL_STATE_CLEARED */
+		rdc_pbw_msg(&h->tmp, RDC_PF_PACKET_PROCESS_TREE, &tree);
+		rdc_pbw_msg(&h->tmp, RDC_PF_PACKET_INTERNED_DATA, &interned);
+		rdc_pbw_msg(&h->pkt, RDC_PF_TRACE_PACKET, &h->tmp);
+		r = rdc_pbw_flush(&h->pkt, h->out_fd, &h->out_bytes);
+	}
+	for (uint32_t i = 0; i < h->nthreads && r == 0; i++) {
+		uint64_t tserial = h->threads[i].serial, toff, best;
+		if (!hmap_get(&h->tbest, tserial + 1, &best) || best != i + 1 ||
+		    !hmap_get(&h->strace, (uint64_t)h->threads[i].trace + 1, &toff) ||
+		    !be32(h->in + toff + 8))
+			continue;
+		rdc_pbw_reset(&pk);
+		rdc_pbw_u64(&pk, RDC_PF_PS_PID, (uint64_t)(uint32_t)h->pid);
+		rdc_pbw_u64(&pk, RDC_PF_PS_TID, tserial);
+		rdc_pbw_u64(&pk, RDC_PF_PS_CALLSTACK_IID, tserial + 1);
+		rdc_pbw_reset(&h->tmp);
+		rdc_pbw_u64(&h->tmp, RDC_PF_PACKET_TIMESTAMP, h->ts_ns);
+		rdc_pbw_u64(&h->tmp, RDC_PF_PACKET_SEQ_ID, 2);
+		rdc_pbw_msg(&h->tmp, RDC_PF_PACKET_PERF_SAMPLE, &pk);
+		rdc_pbw_msg(&h->pkt, RDC_PF_TRACE_PACKET, &h->tmp);
+		r = rdc_pbw_flush(&h->pkt, h->out_fd, &h->out_bytes);
+	}
+	free(fids);
+	rdc_pbw_free(&tree);
+	rdc_pbw_free(&interned);
+	rdc_pbw_free(&pk);
+	return r;
+}
+
 static int pass2(struct hg *h)
 {
 	int r;
@@ -776,7 +940,9 @@ static int pass2(struct hg *h)
 			return r;
 		p = b + len;
 	}
-	return flush_packet(h, true);
+	if ((r = flush_packet(h, true)) < 0)
+		return r;
+	return put_threads(h);
 }
 
 static int read_all(int fd, uint8_t **out, size_t *n)
@@ -853,6 +1019,11 @@ int rdc_heapgraph_buf(const uint8_t *in, size_t n, int out_fd, int32_t pid,
 	hmap_free(&h.utf8);
 	hmap_free(&h.cname);
 	hmap_free(&h.cidx);
+	hmap_free(&h.cserial);
+	hmap_free(&h.sframe);
+	hmap_free(&h.strace);
+	free(h.threads);
+	hmap_free(&h.tbest);
 	free(h.cls);
 	for (unsigned t = 0; t < 16; t++)
 		free(h.roots[t]);

@@ -27,6 +27,24 @@ enum rdc_pf {
 	RDC_PF_PACKET_SEQ_FLAGS = 13,       /* sequence_flags */
 	RDC_PF_PACKET_PROFILE_PACKET = 37,
 	RDC_PF_PACKET_HEAP_GRAPH = 56,      /* extension, third_party/android/art */
+	RDC_PF_PACKET_PROCESS_TREE = 2,
+	RDC_PF_PACKET_INTERNED_DATA = 12,
+	RDC_PF_PACKET_PERF_SAMPLE = 66,
+	/* protos/perfetto/trace/ps/process_tree.proto */
+	RDC_PF_PT_PROCESSES = 1,
+	RDC_PF_PT_THREADS = 2,
+	RDC_PF_PTP_PID = 1,                 /* ProcessTree.Process */
+	RDC_PF_PTT_TID = 1,                 /* ProcessTree.Thread */
+	RDC_PF_PTT_NAME = 2,
+	RDC_PF_PTT_TGID = 3,
+	/* protos/perfetto/trace/interned_data/interned_data.proto */
+	RDC_PF_ID_FUNCTION_NAMES = 5,
+	RDC_PF_ID_FRAMES = 6,
+	RDC_PF_ID_CALLSTACKS = 7,
+	/* protos/perfetto/trace/profiling/profile_packet.proto: PerfSample */
+	RDC_PF_PS_PID = 2,
+	RDC_PF_PS_TID = 3,
+	RDC_PF_PS_CALLSTACK_IID = 4,
 	/* protos/third_party/android/art/heap_graph.proto: HeapGraph */
 	RDC_PF_HG_PID = 1,
 	RDC_PF_HG_OBJECTS = 2,

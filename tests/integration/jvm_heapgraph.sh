@@ -6,7 +6,8 @@
 # unprivileged uid. The delivered .perfetto-trace decodes with protoc
 # against proto/perfetto_heap.proto; heapgraph_check's per-class counts
 # equal A, B and `jcmd GC.class_histogram`; the references are there; the
-# secret is absent in ASCII and in UTF-16.
+# secret is absent in ASCII and in UTF-16; every thread's stack is a
+# PerfSample, main's ending in HeapGraphCounts.main.
 . "$(dirname "$0")/lib.sh"
 
 command -v setpriv > /dev/null || skip "setpriv (util-linux) is needed to run the JVM as another uid"
@@ -61,12 +62,19 @@ for J in "${JDKS[@]}"; do
 	grep -q 'str: "HeapGraphCounts\$Beta.alpha"' "$T/hg-$name.txt" ||
 		fail "$name: the field name Beta.alpha is not interned"
 	grep -c 'root_type: ROOT_' "$T/hg-$name.txt" > /dev/null || fail "$name: no roots"
+	# The threads' stacks at the dump: one PerfSample per thread, main's
+	# stack ending in HeapGraphCounts.main, the thread named.
+	samples=$(grep -c 'perf_sample {' "$T/hg-$name.txt")
+	[ "$samples" -ge 1 ] || fail "$name: no thread stacks (perf_sample)"
+	grep -q 'str: "HeapGraphCounts.main"' "$T/hg-$name.txt" ||
+		fail "$name: HeapGraphCounts.main is not among the stacks' functions"
+	grep -q 'name: "main"' "$T/hg-$name.txt" || fail "$name: the main thread is not named"
 	# No values: the secret's characters in any encoding.
 	grep -qa "$SECRET" "$path" && fail "$name: the secret is in the graph (ASCII)"
 	u16=$(printf '%s' "$SECRET" | iconv -f ascii -t utf-16le | od -An -tx1 | tr -d ' \n')
 	od -An -tx1 -v "$path" | tr -d ' \n' | grep -q "$u16" &&
 		fail "$name: the secret is in the graph (UTF-16)"
 	kill $JP; wait $JP 2>/dev/null || true
-	pass "$name: heap graph: Alpha $ga, Beta $gb = histogram, $refs references, no values"
+	pass "$name: heap graph: Alpha $ga, Beta $gb = histogram, $refs references, $samples thread stacks, no values"
 done
 stop_daemon
