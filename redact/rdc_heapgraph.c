@@ -822,8 +822,14 @@ static int put_threads(struct hg *h)
 	struct rdc_pbw tree, interned, pk;
 	uint64_t *fids = NULL;
 	int r = 0;
+	bool named = false;
 	if (!h->nthreads)
 		return 0;
+	/* The attach path appends named copies (Thread.print) of the stacks
+	 * HotSpot dumped unnamed, under serials of its own: when there are
+	 * named ones, they are the threads. */
+	for (uint32_t i = 0; i < h->nthreads; i++)
+		named |= h->threads[i].name != 0;
 	rdc_pbw_init(&tree, HG_MAX_OUT);
 	rdc_pbw_init(&interned, HG_MAX_OUT);
 	rdc_pbw_init(&pk, HG_MAX_OUT);
@@ -837,6 +843,8 @@ static int put_threads(struct hg *h)
 		if (!hmap_get(&h->tbest, tserial + 1, &best) || best != i + 1)
 			continue; /* replaced by a named entry */
 		const uint8_t *nm = utf8(h, h->threads[i].name, &len);
+		if (named && !h->threads[i].name)
+			continue;
 		rdc_pbw_reset(&h->obj);
 		rdc_pbw_u64(&h->obj, RDC_PF_PTT_TID, tserial);
 		rdc_pbw_u64(&h->obj, RDC_PF_PTT_TGID, (uint64_t)(uint32_t)h->pid);
@@ -902,7 +910,8 @@ static int put_threads(struct hg *h)
 	}
 	for (uint32_t i = 0; i < h->nthreads && r == 0; i++) {
 		uint64_t tserial = h->threads[i].serial, toff, best;
-		if (!hmap_get(&h->tbest, tserial + 1, &best) || best != i + 1 ||
+		if ((named && !h->threads[i].name) ||
+		    !hmap_get(&h->tbest, tserial + 1, &best) || best != i + 1 ||
 		    !hmap_get(&h->strace, (uint64_t)h->threads[i].trace + 1, &toff) ||
 		    !be32(h->in + toff + 8))
 			continue;

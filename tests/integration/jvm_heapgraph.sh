@@ -77,4 +77,25 @@ for J in "${JDKS[@]}"; do
 	kill $JP; wait $JP 2>/dev/null || true
 	pass "$name: heap graph: Alpha $ga, Beta $gb = histogram, $refs references, $samples thread stacks, no values"
 done
+
+# profctl request --format: the same through control.sock, and refused
+# where the type has no such format.
+PROFCTL=$BUILD/tools/profctl/profctl
+export PROFCTL_SOCKET=$T/state/control.sock
+J=${JDKS[0]}
+setpriv --reuid=$U --regid=$U --clear-groups "$J/bin/java" -cp "$T/classes-$(basename "$J")" \
+	HeapGraphCounts 100 50 $SECRET 300 > "$T/hg-ctl.out" 2>&1 &
+JP=$!
+for _ in $(seq 300); do grep -q ready "$T/hg-ctl.out" && break; sleep 0.1; done
+timeout 120 "$PROFCTL" request --pid $JP --type heap-dump --format perfetto --wait > "$T/ctl.txt" ||
+	{ cat "$T/ctl.txt"; fail "profctl request --format perfetto failed"; }
+grep -Eq "done: result [0-9]+ at .*\.perfetto-trace" "$T/ctl.txt" || fail "profctl: $(cat "$T/ctl.txt")"
+if "$PROFCTL" request --pid $JP --type stack --format perfetto > "$T/ctl-bad.txt" 2>&1; then
+	fail "a stack capture in Perfetto format was accepted"
+fi
+grep -q "format" "$T/ctl-bad.txt" || fail "refusal does not name the format: $(cat "$T/ctl-bad.txt")"
+"$PROFCTL" request --pid $JP --type heap-dump --format json > /dev/null 2>&1 &&
+	fail "profctl accepted --format json"
+kill $JP; wait $JP 2>/dev/null || true
+pass "profctl request --format perfetto: $(grep -o '[^ ]*\.perfetto-trace' "$T/ctl.txt" | xargs basename)"
 stop_daemon

@@ -247,10 +247,10 @@ static void name(struct hb *b, uint64_t id, const char *s)
 	rec_done(b, r);
 }
 
-static void load(struct hb *b, uint64_t cls, uint64_t nm)
+static void load(struct hb *b, uint32_t serial, uint64_t cls, uint64_t nm)
 {
 	size_t r = rec(b, 0x02);
-	U4(1);
+	U4(serial);
 	ID(cls);
 	U4(0);
 	ID(nm);
@@ -309,12 +309,37 @@ static void build(struct hb *b, unsigned idsz)
 	name(b, 0x16, "[C");
 	name(b, 0x17, "[B");
 	name(b, 0x18, "[Ljava/lang/Object;");
-	load(b, C_OBJ, 0x10);
-	load(b, C_SECRET, 0x11);
-	load(b, C_CHARS, 0x16);
-	load(b, C_BYTES, 0x17);
-	load(b, C_OBJS, 0x18);
-	size_t r = rec(b, 0x1c);
+	name(b, 0x19, "sleepHere");
+	name(b, 0x1a, "worker-1");
+	load(b, 1, C_OBJ, 0x10);
+	load(b, 2, C_SECRET, 0x11);
+	load(b, 3, C_CHARS, 0x16);
+	load(b, 4, C_BYTES, 0x17);
+	load(b, 5, C_OBJS, 0x18);
+	/* A thread, as the attach path names it: frame, trace, START THREAD. */
+	size_t r = rec(b, 0x04);
+	ID(0x500);
+	ID(0x19);
+	ID(0);
+	ID(0);
+	U4(2);
+	U4(42);
+	rec_done(b, r);
+	r = rec(b, 0x05);
+	U4(7);
+	U4(3);
+	U4(1);
+	ID(0x500);
+	rec_done(b, r);
+	r = rec(b, 0x0a);
+	U4(3);
+	ID(0);
+	U4(7);
+	ID(0x1a);
+	ID(0);
+	ID(0);
+	rec_done(b, r);
+	r = rec(b, 0x1c);
 	class_dump(b, C_OBJ, 0, 0);
 	class_dump(b, C_SECRET, C_OBJ, 1);
 	class_dump(b, C_CHARS, C_OBJ, 0);
@@ -362,6 +387,11 @@ static void build(struct hb *b, unsigned idsz)
 	ID(0x1000);
 	U4(1);
 	U4(0);
+	/* HotSpot's own, unnamed copy of the thread: not a second one. */
+	U1(0x08);
+	ID(0x1000);
+	U4(9);
+	U4(7);
 	rec_done(b, r);
 	r = rec(b, 0x2c);
 	rec_done(b, r);
@@ -392,7 +422,7 @@ struct graph {
 	char names[64][64];
 	unsigned ntypes;
 	unsigned count[64];     /* objects per type slot */
-	unsigned refs, named_refs, roots, objects, packets, pid_ok;
+	unsigned refs, named_refs, roots, objects, packets, pid_ok, perf_samples, hg_packets;
 	uint64_t last_index;
 	int continued_last;
 };
@@ -421,8 +451,10 @@ static void read_graph(const uint8_t *d, size_t n, struct graph *g)
 		while (p.p < p.end) {
 			int w = rd_field(&p, &f, &v, &hg);
 			assert_true(w >= 0);
+			g->perf_samples += f == 66;
 			if (f != 56)
 				continue;
+			g->hg_packets++;
 			g->continued_last = 0;
 			while (hg.p < hg.end) {
 				w = rd_field(&hg, &f, &v, &o);
@@ -498,10 +530,14 @@ static void check_graph(unsigned idsz)
 	/* References: 4 next links, 2 array elements, 1 static (s2). */
 	assert_int_equal(g.refs, N_SECRET - 1 + 2 + 1);
 	assert_int_equal(g.named_refs, N_SECRET - 1 + 1);
-	assert_int_equal(g.roots, 3);
+	assert_int_equal(g.roots, 4);
+	/* One thread's stack, named, its frame as Class.method. */
+	assert_int_equal(g.perf_samples, 1);
+	assert_true(has(out, n, "worker-1", 8));
+	assert_true(has(out, n, "com.example.Secret.sleepHere", 28));
 	assert_true(g.pid_ok >= 1);
 	assert_int_equal(g.continued_last, 0);
-	assert_int_equal(g.last_index, g.packets - 1);
+	assert_int_equal(g.last_index, g.hg_packets - 1);
 	/* No value in any encoding. */
 	const char *s = SECRET;
 	uint8_t u16be[64], u16le[64], l8[8], b8[8], l4[4], b4[4];
@@ -560,7 +596,7 @@ static void test_graph_truncated(void **state)
 		int r = run_graph(b.d, cut, &out, &n);
 		/* A cut at a record boundary is a complete, shorter dump. */
 		if (r == 0)
-			assert_true(cut < 31 + 8);
+			assert_true(cut < 31 + 8); /* never: there is no heap before the end */
 		else
 			assert_true(r == -EBADMSG || r == -ENODATA);
 		free(out);
