@@ -39,7 +39,7 @@
 #define HG_MAX_ROOTS (1u << 24)
 #define HG_MAX_NAME 4096             /* a class or field name, cut past it */
 #define HG_PACKET (1u << 20)         /* objects per packet: bytes, about */
-#define HG_MAX_OUT (64u << 20)       /* one packet being built */
+#define HG_MAX_OUT (256u << 20)      /* one packet being built: an Object[] of ~25M */
 #define HG_MAX_DEPTH 1024           /* superclass chain */
 #define HG_HEADER_BYTES 16
 #define HG_MAX_THREADS (1u << 16)     /* START THREAD records kept; the rest ignored */           /* the self_size estimate's header */
