@@ -18,7 +18,7 @@ for j in /usr/lib/jvm/java-17-openjdk-amd64 /usr/lib/jvm/temurin-25-jdk-amd64; d
 	[ -x "$j/bin/java" ] && [ -x "$j/bin/javac" ] && [ -x "$j/bin/jcmd" ] && JDKS+=("$j")
 done
 [ ${#JDKS[@]} -gt 0 ] || skip "no JDK (OpenJDK 17 or Temurin 25) under /usr/lib/jvm"
-U=61022
+U=61120
 A=12345 B=6789
 SECRET=Hg20SecretQ7Zx
 
