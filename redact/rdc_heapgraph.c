@@ -16,6 +16,7 @@
  * types, the interned field names and the roots; objects follow in
  * packets of about HG_PACKET bytes, index counting up from 0 and
  * continued set on all but the last (upstream's rule for one dump).
+ * Then, on a second sequence, the threads' stacks (put_threads).
  *
  * Sizes: HPROF records no object sizes. self_size is the HPROF's own
  * byte count (instance field bytes, ids of an object array, elements of a
@@ -33,16 +34,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define HG_MAX_IN (1ull << 30)       /* input bytes; past it E2BIG */
+#define HG_MAX_IN (1ull << 30)       /* input bytes; past it E2BIG (caps: docs/PERFETTO.md) */
 #define HG_MAX_CLASSES (1u << 20)
 #define HG_MAX_KEYS (1u << 24)       /* UTF8 records, LOAD CLASS rows */
 #define HG_MAX_ROOTS (1u << 24)
 #define HG_MAX_NAME 4096             /* a class or field name, cut past it */
 #define HG_PACKET (1u << 20)         /* objects per packet: bytes, about */
 #define HG_MAX_OUT (256u << 20)      /* one packet being built: an Object[] of ~25M */
-#define HG_MAX_DEPTH 1024           /* superclass chain */
-#define HG_HEADER_BYTES 16
-#define HG_MAX_THREADS (1u << 16)     /* START THREAD records kept; the rest ignored */           /* the self_size estimate's header */
+#define HG_MAX_DEPTH 1024            /* superclass chain */
+#define HG_HEADER_BYTES 16           /* the self_size estimate's header */
+#define HG_MAX_THREADS (1u << 16)    /* threads kept; the rest left out */
 #define HG_NTYPES 12                 /* HPROF basic types 0..11 */
 
 enum { T_OBJECT = 2, T_BOOLEAN = 4, T_CHAR, T_FLOAT, T_DOUBLE, T_BYTE, T_SHORT, T_INT, T_LONG };
