@@ -388,6 +388,8 @@ static void fill_params(Pd__Params *pp, const struct prof_params *params)
 	pp->track_java_allocations = params->track_java_allocations;
 	pp->has_background_ms = params->background_ms != 0;
 	pp->background_ms = params->background_ms;
+	pp->has_format = params->format != 0;
+	pp->format = params->format;
 }
 
 int prof_request(prof_client *c, enum prof_type type, const struct prof_params *caller_params,

@@ -28,6 +28,17 @@ static const struct type_row {
 				"perfetto", "trace_ring" },
 };
 
+/* Heap formats (issue #20): the formats beside a type's own. The input
+ * the runtime writes stays the type's; the redactor converts. */
+static const struct format_row {
+	uint32_t type, format;
+	const char *name, *redact, *ext;
+} formats[] = {
+	{ PROF_HEAP_DUMP, PROF_FORMAT_PERFETTO, "perfetto", "heapgraph", "perfetto-trace" },
+	{ PROF_HEAP_PROFILE, PROF_FORMAT_PERFETTO, "perfetto", "heapprofile", "perfetto-trace" },
+	{ PROF_SYSTEM_TRACE, PROF_FORMAT_PERFETTO, "perfetto", "perfetto", "perfetto-trace" },
+};
+
 /* Indexed by enum prof_trigger_type. The API's APP_FULLY_DRAWN is the
  * only one whose enum name is not its spelling. */
 static const struct trigger_row {
@@ -137,6 +148,51 @@ int names_type_parse(const char *s)
 const char *names_type_list(void)
 {
 	return "heap-dump, heap-profile, stack, trace";
+}
+
+static const struct format_row *format_row(uint32_t type, uint32_t format)
+{
+	for (size_t i = 0; i < NELEM(formats); i++)
+		if (formats[i].type == type && formats[i].format == format)
+			return &formats[i];
+	return NULL;
+}
+
+bool names_format_valid(uint32_t type, uint32_t format)
+{
+	return names_type_valid(type) && (format == PROF_FORMAT_DEFAULT || format_row(type, format));
+}
+
+const char *names_format_str(uint32_t type, uint32_t format)
+{
+	if (!names_format_valid(type, format))
+		return NULL;
+	return format ? format_row(type, format)->name : types[type].format;
+}
+
+const char *names_format_redact(uint32_t type, uint32_t format)
+{
+	if (!names_format_valid(type, format))
+		return NULL;
+	return format ? format_row(type, format)->redact : types[type].format;
+}
+
+const char *names_format_ext(uint32_t type, uint32_t format)
+{
+	if (!names_format_valid(type, format))
+		return NULL;
+	return format ? format_row(type, format)->ext : types[type].ext;
+}
+
+int names_format_parse(const char *s)
+{
+	if (!s)
+		return -EINVAL;
+	if (same(s, "default") || same(s, "hprof") || same(s, "pprof"))
+		return PROF_FORMAT_DEFAULT;
+	if (same(s, "perfetto"))
+		return PROF_FORMAT_PERFETTO;
+	return -EINVAL;
 }
 
 bool names_trigger_valid(uint32_t trigger)

@@ -58,6 +58,28 @@ int names_type_parse(const char *s);
  * an error message that lists what is valid. */
 const char *names_type_list(void);
 
+/* -------------------------------------------- result formats (issue #20) */
+
+/*
+ * prof_params.format: PROF_FORMAT_DEFAULT (0, the type's own format) or
+ * PROF_FORMAT_PERFETTO. Each (type, format) pair other than the default is
+ * a row: its Result.format word, the redactor's --format, the extension.
+ */
+/* True if type may be asked for in format: the default always (for a
+ * valid type); PERFETTO for PROF_HEAP_DUMP, PROF_HEAP_PROFILE and
+ * PROF_SYSTEM_TRACE (which already is one). */
+bool names_format_valid(uint32_t type, uint32_t format);
+/* "hprof", "pprof" or "perfetto" (Result.format); NULL if not valid. */
+const char *names_format_str(uint32_t type, uint32_t format);
+/* The redactor's --format: "hprof", "pprof", "perfetto", and for the
+ * converters "heapgraph" (HPROF in) and "heapprofile" (pprof in). */
+const char *names_format_redact(uint32_t type, uint32_t format);
+/* The result file's extension; NULL if not valid. */
+const char *names_format_ext(uint32_t type, uint32_t format);
+/* "hprof", "pprof", "default" -> PROF_FORMAT_DEFAULT; "perfetto" ->
+ * PROF_FORMAT_PERFETTO (case folded); else -EINVAL. */
+int names_format_parse(const char *s);
+
 /* ------------------------------------------------------- trigger types */
 
 /* PROF_TRIGGER_COLD_START .. PROF_TRIGGER_PRESSURE_STALL (not NONE). */

@@ -69,7 +69,7 @@ static int parse_ids(const char *s, int32_t *out, size_t *n)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: profilingd-redact --format pprof|perfetto|hprof|ringdump --pids P[,P..] [options]\n"
+		"usage: profilingd-redact --format pprof|perfetto|hprof|ringdump|heapgraph|heapprofile --pids P[,P..] [options]\n"
 		"Reads a raw capture on stdin, writes the app's redacted copy on stdout.\n"
 		"Run by profilingd; see docs/ARCHITECTURE.md.\n\n"
 		"  --tids T[,T..]        the app's threads (for traces)\n"
@@ -156,6 +156,11 @@ int main(int argc, char **argv)
 		fn = rdc_hprof;
 	else if (format && !strcmp(format, "ringdump"))
 		fn = rdc_ringdump;
+	/* Heap formats (issue #20): converters to Perfetto. */
+	else if (format && !strcmp(format, "heapgraph"))
+		fn = rdc_heapgraph;
+	else if (format && !strcmp(format, "heapprofile"))
+		fn = rdc_heapprofile;
 	/* Only a trace has kernel data; elsewhere an extra input is a mistake. */
 	if ((!fn && !perfetto) || (kfd >= 0 && !perfetto) || npids == 0 || optind != argc)
 		goto bad;

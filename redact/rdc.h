@@ -52,6 +52,24 @@ int rdc_perfetto(int in_fd, int kernel_fd, int out_fd, const struct rdc_policy *
 /* in_fd must be seekable (two passes: class layouts, then the rewrite). */
 int rdc_hprof(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stats *st);
 
+/*
+ * Heap formats (issue #20), converters to Perfetto; both write a Trace of
+ * TracePackets (docs/PERFETTO.md, "Heap formats").
+ * rdc_heapgraph: an HPROF heap dump (read whole, up to 1 GiB) -> heap
+ * graph packets for p->pids[0], no field values by construction.
+ * rdc_heapgraph_buf: the same over a buffer (tests, fuzzing, bench).
+ */
+int rdc_heapgraph(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stats *st);
+int rdc_heapgraph_buf(const uint8_t *in, size_t n, int out_fd, int32_t pid,
+		      struct rdc_stats *st);
+/*
+ * rdc_heapprofile: a gzip'd pprof heap profile (the native agent's or the
+ * JVMTI agent's) -> one ProfilePacket with ProcessHeapSamples, as
+ * heapprofd writes it. Samples are kept by the pprof redactor's rule (a
+ * "pid" label naming the app, or none); kernel frames are dropped.
+ */
+int rdc_heapprofile(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stats *st);
+
 /* A crash ring dump of the app's flight recorder -> a Perfetto trace. */
 int rdc_ringdump(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stats *st);
 

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "names.h"
 #include "profiling/profiling.h"
 #include "util.h"
 
@@ -81,6 +82,12 @@ static int rule_valid(const struct svc_admit_in *in, struct svc_admit_out *out, 
 	if (p && p->has_background_ms && p->background_ms > in->background_max_ms) {
 		util_fmt(msg, n, "background_ms must be 0..%u ([trace] background_max_s)",
 			 in->background_max_ms);
+		return PROF_E_INVALID_REQUEST;
+	}
+	/* Heap formats (issue #20): only the pairs names.c has a row for. */
+	if (p && p->has_format && !names_format_valid(in->type, p->format)) {
+		util_fmt(msg, n, "format %u is not one of %s's", p->format,
+			 names_type_str(in->type));
 		return PROF_E_INVALID_REQUEST;
 	}
 	return 0;

@@ -213,6 +213,8 @@ static int do_request(struct svc_conn *c, const Pdctl__Capture *cp)
 	prm.track_java_allocations = cp->track_java_allocations;
 	prm.has_background_ms = cp->has_background_ms;
 	prm.background_ms = cp->background_ms;
+	prm.has_format = cp->has_format; /* heap formats (issue #20) */
+	prm.format = cp->format;
 	svc_app_key(cfg, (pid_t)cp->pid, (uid_t)uid, app, sizeof(app));
 	/* Root asking for another process: a system capture of that process's
 	 * app, as prof_request with target_pid is; the result goes to the app. */

@@ -86,8 +86,8 @@ int svc_db_pending(const char *app, uint32_t max_attempts, uint64_t min_end_ns, 
 		   svc_db_result_fn fn, void *ud)
 {
 	sqlite3_stmt *st = svc_db_stmt(ST_PENDING, "SELECT r.id, r.session_id, r.type, r.path, r.size,"
-				" r.start_ns, COALESCE(s.tag, ''), r.trigger, r.note, r.error, r.message, r.uid"
-				" FROM results r"
+				" r.start_ns, COALESCE(s.tag, ''), r.trigger, r.note, r.error, r.message, r.uid,"
+				" COALESCE(r.format, '') FROM results r"
 				" LEFT JOIN sessions s ON s.id = r.session_id"
 				" WHERE r.app=? AND r.delivered=0 AND r.attempts<? AND r.end_ns>=?"
 				" ORDER BY r.id LIMIT ?");
@@ -114,6 +114,8 @@ int svc_db_pending(const char *app, uint32_t max_attempts, uint64_t min_end_ns, 
 		r->error = sqlite3_column_int(st, 9);
 		util_strlcpy(r->message, (const char *)sqlite3_column_text(st, 10), sizeof(r->message));
 		r->uid = (uid_t)sqlite3_column_int64(st, 11);
+		/* Heap formats (issue #20): the redelivery says what was stored. */
+		util_strlcpy(r->format, (const char *)sqlite3_column_text(st, 12), sizeof(r->format));
 		n++;
 	}
 	sqlite3_reset(st);

@@ -39,6 +39,7 @@ struct svc_db_result {
 	int error;          /* a failure result (path ""): PROF_E_* and message */
 	char message[256];
 	uid_t uid;          /* the app's uid, owner of the file (svc_db_pending only) */
+	char format[16];    /* Result.format, "" if unknown (svc_db_pending only) */
 };
 typedef void (*svc_db_result_fn)(const struct svc_db_result *r, void *ud);
 /* Undelivered results of app (attempts < max, ended >= min_end_ns), oldest

@@ -40,7 +40,7 @@ static struct svc_conn *result_peer(const struct session *s)
 static int send_result_to(struct svc_conn *c, uint64_t id, uint32_t type, uint32_t trigger,
 			  const char *tag, int error, const char *msg, const char *path,
 			  uint64_t size, uint64_t result_id, uint64_t start_ns, int fd,
-			  const char *note)
+			  const char *note, const char *fmt)
 {
 	Pd__DaemonMsg out = PD__DAEMON_MSG__INIT;
 	Pd__Result r = PD__RESULT__INIT;
@@ -58,8 +58,10 @@ static int send_result_to(struct svc_conn *c, uint64_t id, uint32_t type, uint32
 		r.path = (char *)path;
 		r.has_size = 1;
 		r.size = size;
-		/* type comes from the index for a redelivery: not trusted to be known. */
-		r.format = names_type_valid(type) ? (char *)names_type_format(type) : NULL;
+		/* type comes from the index for a redelivery: not trusted to be known.
+		 * fmt: the session's or the index's format word (issue #20). */
+		r.format = fmt && *fmt ? (char *)fmt
+			: names_type_valid(type) ? (char *)names_type_format(type) : NULL;
 	}
 	/* A stored result, failure results included: the app acks it by this id. */
 	r.has_result_id = result_id != 0;
@@ -83,7 +85,7 @@ void svc_deliver_fail(struct session *s, int error, const char *msg)
 	svc_session_release_files(s);
 	svc_session_notify(s, "failed", error, msg, 0, NULL);
 	if (send_result_to(result_peer(s), s->id, s->type, s->trigger, s->tag, error, msg, NULL, 0,
-			   0, s->start_ns, -1, NULL) < 0)
+			   0, s->start_ns, -1, NULL, NULL) < 0)
 		LOG_D("session %llu: app not connected for its failure result",
 		      (unsigned long long)s->id);
 	svc_session_free(s);
@@ -107,7 +109,7 @@ static void fsync_dir(const char *dir)
  */
 static int deliver_to(struct svc_conn *c, uint64_t request_id, uint32_t type, uint32_t trigger,
 		      const char *tag, const char *path, uid_t uid, uint64_t size,
-		      uint64_t result_id, uint64_t start_ns, const char *note)
+		      uint64_t result_id, uint64_t start_ns, const char *note, const char *fmt)
 {
 	char what[96];
 	int fd = svc_store_open(path, uid, what, sizeof(what));
@@ -118,11 +120,28 @@ static int deliver_to(struct svc_conn *c, uint64_t request_id, uint32_t type, ui
 		return fd;
 	}
 	int r = send_result_to(c, request_id, type, trigger, tag, PROF_E_NONE, NULL, path, size,
-			       result_id, start_ns, fd, note);
+			       result_id, start_ns, fd, note, fmt);
 	close(fd);
 	if (r == 0)
 		svc_db_result_attempt(result_id);
 	return r;
+}
+
+/*
+ * Heap formats (issue #20): a result in another format than its type's
+ * gets that format's extension (name's ".<ext>" is the type's, written by
+ * svc_store_result_name). 0, or -ENAMETOOLONG.
+ */
+static int with_format_ext(const struct session *s, char *name, size_t n)
+{
+	const char *ext = names_format_ext(s->type, s->format);
+	char *dot = strchr(name, '.');
+	if (!s->format)
+		return 0;
+	if (!ext || !dot)
+		return -EINVAL;
+	size_t head = (size_t)(dot - name) + 1;
+	return util_fmt(dot + 1, n - head, "%s", ext) < 0 ? -ENAMETOOLONG : 0;
 }
 
 /* keep_failed_raw: what the redactor read stays in raw/ as failed-<id>.*. */
@@ -191,6 +210,7 @@ static void redact_done(void *ud, int code, const char *rmsg)
 		return;
 	}
 	if (svc_store_result_name(s->type, s->tag, s->id, time(NULL), name, sizeof(name)) < 0 ||
+	    with_format_ext(s, name, sizeof(name)) < 0 ||
 	    util_fmt(path, sizeof(path), "%s/%s", dir, name) < 0) {
 		svc_deliver_fail(s, PROF_E_UNKNOWN, "result path too long");
 		return;
@@ -211,7 +231,7 @@ static void redact_done(void *ud, int code, const char *rmsg)
 	 */
 	uint64_t end_ns = util_now_ns(CLOCK_REALTIME);
 	if ((r = svc_db_result_commit(s->id, s->app, s->uid, s->type, s->trigger, path,
-				      (uint64_t)st.st_size, names_type_format(s->type),
+				      (uint64_t)st.st_size, names_format_str(s->type, s->format),
 				      s->start_ns, end_ns, &result_id)) < 0) {
 		unlink(path);
 		svc_admit_recount(); /* give back what svc_admit_result_reserve took */
@@ -237,7 +257,8 @@ static void redact_done(void *ud, int code, const char *rmsg)
 	svc_session_notify(s, "delivering", 0, NULL, 0, NULL);
 	struct svc_conn *c = result_peer(s);
 	r = c ? deliver_to(c, s->id, s->type, s->trigger, s->tag, path, s->uid,
-			   (uint64_t)st.st_size, result_id, s->start_ns, note) : -ENOTCONN;
+			   (uint64_t)st.st_size, result_id, s->start_ns, note,
+			   names_format_str(s->type, s->format)) : -ENOTCONN;
 	LOG_I("session %llu: %llu samples (%llu dropped by the runtime); redacted (%s) "
 	      "-> %s, %lld bytes%s", (unsigned long long)s->id, (unsigned long long)s->samples,
 	      (unsigned long long)s->dropped, rmsg, path, (long long)st.st_size,
@@ -317,7 +338,10 @@ void svc_deliver_start(struct session *s)
 	}
 	s->state = S_REDACTING;
 	svc_session_notify(s, "redacting", 0, NULL, 0, NULL);
-	const char *format = s->redact_format ? s->redact_format : names_type_format(s->type);
+	/* Heap formats (issue #20): the runtime wrote the type's own format;
+	 * the redactor converts when another was asked for. */
+	const char *format = s->redact_format ? s->redact_format
+					      : names_format_redact(s->type, s->format);
 	int kfd = kernel_stream(s, format);
 	struct stat kst;
 	/* The cap is on what the redactor reads: both halves, as when they
@@ -354,7 +378,7 @@ void svc_deliver_refused(struct svc_conn *client, uint64_t id, const Pd__Request
 		l = svc_conn_listener_for(svc_conn_uid(client));
 	if (l)
 		send_result_to(l, id, rq->type, PROF_TRIGGER_NONE, rq->tag ? rq->tag : "", error, why,
-			       NULL, 0, 0, util_now_ns(CLOCK_REALTIME), -1, NULL);
+			       NULL, 0, 0, util_now_ns(CLOCK_REALTIME), -1, NULL, NULL);
 }
 
 struct redeliver_ctx {
@@ -368,14 +392,14 @@ static void redeliver_one(const struct svc_db_result *r, void *ud)
 	if (r->error) {
 		/* A failure result (the capture was cut short): no file. */
 		if (send_result_to(rc->c, r->session_id, r->type, r->trigger, r->tag, r->error,
-				   r->message, NULL, 0, r->id, r->start_ns, -1, r->note) == 0) {
+				   r->message, NULL, 0, r->id, r->start_ns, -1, r->note, NULL) == 0) {
 			svc_db_result_attempt(r->id);
 			rc->sent++;
 		}
 		return;
 	}
 	int e = deliver_to(rc->c, r->session_id, r->type, r->trigger, r->tag, r->path, r->uid,
-			   r->size, r->id, r->start_ns, r->note);
+			   r->size, r->id, r->start_ns, r->note, r->format);
 	if (e == -ENOENT || e == -ELOOP || e == -EINVAL || e == -EPERM || e == -EMLINK) {
 		/*
 		 * The file is gone (removed by hand), or what is at its path is

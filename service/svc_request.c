@@ -292,6 +292,7 @@ static int create_session(struct target *t, const Pd__Request *rq,
 	s->duration_ms = ad->duration_ms;
 	s->hz = ad->frequency_hz;
 	s->clock = rq->params && rq->params->has_clock ? rq->params->clock : 0;
+	s->format = rq->params && rq->params->has_format ? rq->params->format : 0;
 	s->interval = rq->params && rq->params->has_sampling_interval_bytes
 		? rq->params->sampling_interval_bytes : 0;
 	s->trigger = trigger;

@@ -26,6 +26,7 @@ struct session {
 	struct svc_ident ident;          /* the target process (pid 0: none, a dead one's dump) */
 	uint32_t type;
 	uint32_t duration_ms, hz, clock;
+	uint32_t format;                 /* enum prof_format, admitted (issue #20) */
 	uint32_t trigger;                /* PROF_TRIGGER_*, 0 for a direct request */
 	char tag[WIRE_MAX_TAG + 1];
 	char app[RL_APP_MAX];

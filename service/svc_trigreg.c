@@ -319,6 +319,8 @@ int svc_trigreg_fill(struct svc_reg *r, const Pd__Trigger *t, char *why, size_t 
 		r->params.track_java_allocations = t->params->track_java_allocations;
 		r->params.has_background_ms = t->params->has_background_ms;
 		r->params.background_ms = t->params->background_ms;
+		r->params.has_format = t->params->has_format;
+		r->params.format = t->params->format;
 	}
 	/* A cold start captures until fully drawn or its timeout; a hang samples
 	 * the wall clock, so the blocked thread shows where it waits. */

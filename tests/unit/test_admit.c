@@ -127,8 +127,23 @@ static void test_params_in_order(void **state)
 	p.buffer_kb = SVC_BUFFER_KB_MAX + 1;
 	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
 	assert_non_null(strstr(msg, "buffer_kb"));
-	/* Valid parameters: the runtime rule is next. */
+	/* Heap formats (issue #20): Perfetto only where names.c has a row. */
 	p.buffer_kb = 0;
+	p.has_format = 1;
+	p.format = PROF_FORMAT_PERFETTO;
+	in.type = PROF_STACK_SAMPLING;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_non_null(strstr(msg, "format"));
+	p.format = 2;
+	in.type = PROF_HEAP_DUMP;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_non_null(strstr(msg, "format"));
+	p.format = PROF_FORMAT_PERFETTO;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_null(strstr(msg, "format"));
+	p.has_format = 0;
+	in.type = PROF_STACK_SAMPLING;
+	/* Valid parameters: the runtime rule is next. */
 	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
 	assert_non_null(strstr(msg, "cannot take that capture type"));
 }

@@ -113,6 +113,40 @@ static void test_type_unknown(void **state)
 	assert_string_equal(names_type_str(UINT32_MAX), "?");
 }
 
+/* Heap formats (issue #20): the (type, format) rows. */
+static void test_formats(void **state)
+{
+	(void)state;
+	for (uint32_t t = PROF_HEAP_DUMP; t <= PROF_SYSTEM_TRACE; t++) {
+		assert_true(names_format_valid(t, PROF_FORMAT_DEFAULT));
+		assert_string_equal(names_format_str(t, 0), names_type_format(t));
+		assert_string_equal(names_format_redact(t, 0), names_type_format(t));
+		assert_string_equal(names_format_ext(t, 0), names_type_ext(t));
+	}
+	assert_string_equal(names_format_redact(PROF_HEAP_DUMP, PROF_FORMAT_PERFETTO), "heapgraph");
+	assert_string_equal(names_format_redact(PROF_HEAP_PROFILE, PROF_FORMAT_PERFETTO),
+			    "heapprofile");
+	assert_string_equal(names_format_redact(PROF_SYSTEM_TRACE, PROF_FORMAT_PERFETTO),
+			    "perfetto");
+	assert_string_equal(names_format_str(PROF_HEAP_DUMP, PROF_FORMAT_PERFETTO), "perfetto");
+	assert_string_equal(names_format_ext(PROF_HEAP_PROFILE, PROF_FORMAT_PERFETTO),
+			    "perfetto-trace");
+	/* Refused: stacks in Perfetto, unknown formats and types. */
+	assert_false(names_format_valid(PROF_STACK_SAMPLING, PROF_FORMAT_PERFETTO));
+	assert_false(names_format_valid(PROF_HEAP_DUMP, 2));
+	assert_false(names_format_valid(0, PROF_FORMAT_DEFAULT));
+	assert_null(names_format_str(PROF_STACK_SAMPLING, PROF_FORMAT_PERFETTO));
+	assert_null(names_format_redact(PROF_HEAP_DUMP, 7));
+	assert_null(names_format_ext(9, 0));
+	assert_int_equal(names_format_parse("perfetto"), PROF_FORMAT_PERFETTO);
+	assert_int_equal(names_format_parse("PERFETTO"), PROF_FORMAT_PERFETTO);
+	assert_int_equal(names_format_parse("hprof"), PROF_FORMAT_DEFAULT);
+	assert_int_equal(names_format_parse("pprof"), PROF_FORMAT_DEFAULT);
+	assert_int_equal(names_format_parse("default"), PROF_FORMAT_DEFAULT);
+	assert_int_equal(names_format_parse("json"), -EINVAL);
+	assert_int_equal(names_format_parse(NULL), -EINVAL);
+}
+
 static void test_trigger_round_trip(void **state)
 {
 	(void)state;
@@ -285,6 +319,7 @@ int main(void)
 		cmocka_unit_test(test_type_spellings),
 		cmocka_unit_test(test_type_aliases),
 		cmocka_unit_test(test_type_unknown),
+		cmocka_unit_test(test_formats),
 		cmocka_unit_test(test_trigger_round_trip),
 		cmocka_unit_test(test_trigger_aliases),
 		cmocka_unit_test(test_trigger_unknown),

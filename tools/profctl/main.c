@@ -42,6 +42,7 @@ static struct {
 	const char *output;
 	uint32_t pid, type, duration_ms, hz;
 	const char *tag;
+	uint32_t format; /* heap formats (issue #20): enum prof_format */
 	bool wait;
 	const char *app;   /* budget --app */
 	uint32_t fill, java_allocs; /* abi21: enum prof_fill_policy, prof_switch */
@@ -907,6 +908,9 @@ static int cmd_request(void)
 	cp.has_background_ms = opt.background_ms != 0;
 	cp.background_ms = opt.background_ms;
 	cp.tag = (char *)opt.tag;
+	/* Heap formats (issue #20). */
+	cp.has_format = opt.format != 0;
+	cp.format = opt.format;
 	cp.has_wait = 1;
 	cp.wait = opt.wait;
 	rq.cmd_case = PDCTL__CTL_REQUEST__CMD_REQUEST;
@@ -1213,7 +1217,7 @@ static const struct command commands[] = {
 	  "user can export without read access to the state directory.\n", run_export },
 	{ "request", 0, 0,
 	  "--pid N --type stack|heap-profile|heap-dump|trace [--duration 5s]\n"
-	  "          [--hz N] [--fill ring|discard] [--java-allocs on|off] [--tag T] [--wait]\n"
+	  "          [--hz N] [--fill ring|discard] [--java-allocs on|off] [--tag T] [--format F] [--wait]\n"
 	  "          [--background T]",
 	  "capture a process (root only)",
 	  "Root only. Capture process N; the result belongs to N's app and is\n"
@@ -1227,6 +1231,8 @@ static const struct command commands[] = {
 	  "  --java-allocs on|off heap-profile of a JVM: its Java allocations\n"
 	  "                   (default on; docs/ANDROID.md)\n"
 	  "  --tag T          a label stored with the result\n"
+	  "  --format F       heap-dump: hprof (default) or perfetto (a heap graph);\n"
+	  "                   heap-profile: pprof (default) or perfetto\n"
 	  "  --wait           follow the phases (progress bar on a terminal, one line\n"
 	  "                   per phase otherwise) and print the result's id and path;\n"
 	  "                   exit 4 when the capture fails\n"
@@ -1277,7 +1283,7 @@ static const struct command *find_command(const char *name)
 int main(int argc, char **argv)
 {
 	enum { O_PID = 256, O_TYPE, O_DURATION, O_HZ, O_WAIT, O_TAG, O_APP, O_FILL, O_JAVA_ALLOCS,
-	       O_BACKGROUND };
+	       O_BACKGROUND, O_FORMAT };
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
@@ -1294,6 +1300,8 @@ int main(int argc, char **argv)
 		{ "tag", required_argument, NULL, O_TAG },
 		{ "app", required_argument, NULL, O_APP },
 		{ "background", required_argument, NULL, O_BACKGROUND },
+		/* Heap formats (issue #20). */
+		{ "format", required_argument, NULL, O_FORMAT },
 		{ 0 }
 	};
 	int c;
@@ -1340,6 +1348,14 @@ int main(int argc, char **argv)
 		case O_TAG: opt.tag = optarg; break;
 		case O_APP: opt.app = optarg; break;
 		case O_BACKGROUND: opt.background_ms = parse_background(optarg); break;
+		case O_FORMAT: {
+			/* Heap formats (issue #20). */
+			int f = names_format_parse(optarg);
+			if (f < 0)
+				die(EX_USAGE, "bad --format '%s': hprof, pprof or perfetto", optarg);
+			opt.format = (uint32_t)f;
+			break;
+		}
 		default:
 			fprintf(stderr, "profctl: see profctl --help\n");
 			return EX_USAGE;

@@ -143,8 +143,17 @@ struct prof_params {
 	 * capture (PROF_SYSTEM_TRACE; 0: none). A trigger's params take it
 	 * too. */
 	uint32_t background_ms;
+	/* Heap formats (issue #20): the result's format, enum prof_format.
+	 * 0: the type's own (HPROF for PROF_HEAP_DUMP, pprof for
+	 * PROF_HEAP_PROFILE). PROF_FORMAT_PERFETTO: a Perfetto trace (a heap
+	 * graph without field values, or a heapprofd-style ProfilePacket);
+	 * refused (PROF_E_INVALID_REQUEST) for the other types. */
+	uint32_t format;
 	/* New fields go here, at the end; zero must mean the default. */
 };
+
+/* Heap formats (issue #20): values of prof_params.format. */
+enum prof_format { PROF_FORMAT_DEFAULT = 0, PROF_FORMAT_PERFETTO = 1 };
 
 /* PSI resources for PROF_TRIGGER_PRESSURE_STALL. */
 enum prof_psi_resource { PROF_PSI_MEMORY = 0, PROF_PSI_CPU = 1, PROF_PSI_IO = 2 };

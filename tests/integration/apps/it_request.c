@@ -1,6 +1,7 @@
 /*
  * it_request --pid N --type stack|heap|trace|heapdump [--duration-ms MS] [--hz H]
- * [--interval B] [--clock wall] [--fill ring|discard] [--java-allocs on|off]: as root, ask profilingd for a capture of another process
+ * [--interval B] [--clock wall] [--fill ring|discard] [--java-allocs on|off]
+ * [--format perfetto]: as root, ask profilingd for a capture of another process
  * (the target_pid request) and print the delivered result's path (and its
  * note, if any, as "it_request: note: ..." on stderr).
  */
@@ -39,12 +40,13 @@ int main(int argc, char **argv)
 		{ "clock", required_argument, NULL, 'c' },
 		{ "fill", required_argument, NULL, 'F' },
 		{ "java-allocs", required_argument, NULL, 'J' },
+		{ "format", required_argument, NULL, 'R' }, /* heap formats (issue #20) */
 		{ 0 }
 	};
 	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 1000);
 	enum prof_type type = PROF_STACK_SAMPLING;
 	int c, err;
-	while ((c = getopt_long(argc, argv, "p:t:d:f:i:c:F:J:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:t:d:f:i:c:F:J:R:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p': p.target_pid = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'd': p.duration_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
@@ -59,6 +61,7 @@ int main(int argc, char **argv)
 			p.track_java_allocations = !strcmp(optarg, "off") ? PROF_SWITCH_OFF
 						   : PROF_SWITCH_ON;
 			break;
+		case 'R': p.format = (uint32_t)names_format_parse(optarg); break;
 		case 't': {
 			/* Any spelling of names.h: the config's heap and heapdump too. */
 			int t = names_type_parse(optarg);
