@@ -51,6 +51,54 @@ int util_write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+int util_read_all(int fd, size_t max, uint8_t **out, size_t *n)
+{
+	size_t cap = 1u << 16, len = 0;
+	struct stat sb;
+	/* One more byte than the file, to see its end in the same buffer. */
+	if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
+		if ((uint64_t)sb.st_size > max)
+			return -E2BIG;
+		cap = (size_t)sb.st_size + 1;
+	}
+	uint8_t *b = malloc(cap);
+	if (!b)
+		return -ENOMEM;
+	for (;;) {
+		if (len == cap) {
+			if (cap > max) {
+				free(b);
+				return -E2BIG;
+			}
+			uint8_t *nb = realloc(b, cap * 2);
+			if (!nb) {
+				free(b);
+				return -ENOMEM;
+			}
+			b = nb;
+			cap *= 2;
+		}
+		ssize_t r = read(fd, b + len, cap - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int e = -errno;
+			free(b);
+			return e;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	if (len > max) {
+		free(b);
+		return -E2BIG;
+	}
+	*out = b;
+	*n = len;
+	return 0;
+}
+
 int util_sigpipe_block(void)
 {
 	sigset_t set;

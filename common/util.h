@@ -14,6 +14,13 @@ size_t util_strlcpy(char *dst, const char *src, size_t size);
 /* write() all of buf, retrying on EINTR. 0 or -errno. */
 int util_write_all(int fd, const void *buf, size_t len);
 /*
+ * Read fd to its end into a malloc'd buffer (*out, *n; the caller frees).
+ * A regular file is read into one buffer of its size, so the peak is the
+ * file, not the next power of two; a pipe grows from 64 KiB by doubling.
+ * -E2BIG past max bytes (nothing is kept), -ENOMEM, or -errno.
+ */
+int util_read_all(int fd, size_t max, uint8_t **out, size_t *n);
+/*
  * A runtime's capture fd is a pipe the daemon may close early (the cap, a
  * cancel): a write then raises SIGPIPE, directed at the writing thread,
  * which must not kill the app. util_sigpipe_block blocks it in the calling

@@ -25,6 +25,7 @@
  */
 #include "rdc.h"
 #include "rdc_pbw.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -955,52 +956,6 @@ static int pass2(struct hg *h)
 	return put_threads(h);
 }
 
-static int read_all(int fd, uint8_t **out, size_t *n)
-{
-	size_t cap = 1u << 20, len = 0;
-	struct stat sb;
-	/* A file (the daemon's raw artifact): one buffer of its size, so the
-	 * peak is the dump, not the next power of two. One more byte to see
-	 * the end. */
-	if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
-		if ((uint64_t)sb.st_size > HG_MAX_IN)
-			return -E2BIG;
-		cap = (size_t)sb.st_size + 1;
-	}
-	uint8_t *b = malloc(cap);
-	if (!b)
-		return -ENOMEM;
-	for (;;) {
-		if (len == cap) {
-			if (cap >= HG_MAX_IN) {
-				free(b);
-				return -E2BIG;
-			}
-			uint8_t *nb = realloc(b, cap * 2);
-			if (!nb) {
-				free(b);
-				return -ENOMEM;
-			}
-			b = nb;
-			cap *= 2;
-		}
-		ssize_t r = read(fd, b + len, cap - len);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			int e = -errno;
-			free(b);
-			return e;
-		}
-		if (r == 0)
-			break;
-		len += (size_t)r;
-	}
-	*out = b;
-	*n = len;
-	return 0;
-}
-
 int rdc_heapgraph_buf(const uint8_t *in, size_t n, int out_fd, int32_t pid,
 		      struct rdc_stats *st)
 {
@@ -1052,7 +1007,7 @@ int rdc_heapgraph(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_
 	size_t n = 0;
 	if (!p || !p->npids)
 		return -EINVAL;
-	int r = read_all(in_fd, &in, &n);
+	int r = util_read_all(in_fd, HG_MAX_IN, &in, &n);
 	if (r < 0)
 		return r;
 	r = rdc_heapgraph_buf(in, n, out_fd, p->pids[0], st);

@@ -29,6 +29,7 @@
 #include <zlib.h>
 
 #include "profile.pb-c.h"
+#include "util.h"
 
 #define HP_MAX_GZ (256u << 20)
 #define HP_MAX_RAW (1u << 30)
@@ -57,39 +58,6 @@ struct hpc {
 	const Function **funcs;     /* sorted by id */
 	struct rdc_pbw strings, mappings, frames, stacks, samples, m;
 };
-
-static int read_all(int fd, size_t max, uint8_t **out, size_t *n)
-{
-	size_t cap = 1u << 16, len = 0;
-	uint8_t *b = malloc(cap);
-	if (!b)
-		return -ENOMEM;
-	for (;;) {
-		if (len == cap) {
-			uint8_t *nb = cap >= max ? NULL : realloc(b, cap * 2);
-			if (!nb) {
-				free(b);
-				return cap >= max ? -E2BIG : -ENOMEM;
-			}
-			b = nb;
-			cap *= 2;
-		}
-		ssize_t r = read(fd, b + len, cap - len);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			int e = -errno;
-			free(b);
-			return e;
-		}
-		if (r == 0)
-			break;
-		len += (size_t)r;
-	}
-	*out = b;
-	*n = len;
-	return 0;
-}
 
 static int gunzip(const uint8_t *in, size_t n, uint8_t **out, size_t *outn)
 {
@@ -437,7 +405,7 @@ int rdc_heapprofile(int in_fd, int out_fd, const struct rdc_policy *p, struct rd
 		return -EINVAL;
 	memset(&c, 0, sizeof(c));
 	c.pol = p;
-	if ((r = read_all(in_fd, HP_MAX_GZ, &gz, &ngz)) < 0)
+	if ((r = util_read_all(in_fd, HP_MAX_GZ, &gz, &ngz)) < 0)
 		return r;
 	if (st)
 		st->in_bytes = ngz;

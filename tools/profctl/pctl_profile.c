@@ -1,5 +1,6 @@
 /* The stack profile model and its text views (top, collapsed). */
 #include "pctl.h"
+#include "util.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -101,39 +102,8 @@ int pctl_add_stack(struct pctl_profile *p, const uint32_t *frames, uint32_t n, i
 
 int pctl_read_fd(int fd, uint8_t **buf, size_t *len)
 {
-	size_t cap = 1 << 16, n = 0;
-	uint8_t *b = malloc(cap);
-	if (!b)
-		return -ENOMEM;
-	for (;;) {
-		if (n == cap) {
-			if (cap >= PCTL_MAX_FILE) {
-				free(b);
-				return -EFBIG;
-			}
-			uint8_t *nb = realloc(b, cap * 2);
-			if (!nb) {
-				free(b);
-				return -ENOMEM;
-			}
-			b = nb;
-			cap *= 2;
-		}
-		ssize_t r = read(fd, b + n, cap - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			int e = -errno;
-			free(b);
-			return e;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	*buf = b;
-	*len = n;
-	return 0;
+	int r = util_read_all(fd, PCTL_MAX_FILE, buf, len);
+	return r == -E2BIG ? -EFBIG : r;
 }
 
 static int cmp_row(const void *a, const void *b)
