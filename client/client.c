@@ -381,6 +381,13 @@ static void fill_params(Pd__Params *pp, const struct prof_params *params)
 	pp->buffer_kb = params->buffer_kb;
 	pp->has_clock = params->clock != 0;
 	pp->clock = params->clock;
+	/* Method events: the strings are the caller's, valid through the send. */
+	pp->n_method_targets = params->method_targets ? params->n_method_targets : 0;
+	pp->method_targets = (char **)params->method_targets;
+	pp->has_method_every = params->method_every != 0;
+	pp->method_every = params->method_every;
+	pp->has_method_max_hits = params->method_max_hits != 0;
+	pp->method_max_hits = params->method_max_hits;
 }
 
 int prof_request(prof_client *c, enum prof_type type, const struct prof_params *params,

@@ -260,7 +260,8 @@ static int systrig_kv(struct parse_ctx *pc, const char *tname, const char *key, 
 	if (!strcmp(key, "type"))
 		ok = (t->type = named > 0 ? (uint32_t)named : 0) != 0;
 	else if (!strcmp(key, "capture"))
-		ok = (t->capture = named > 0 ? (uint32_t)named : 0) != 0;
+		/* Method events need targets, which a trigger does not carry. */
+		ok = (t->capture = named > 0 && named != PROF_METHOD_EVENTS ? (uint32_t)named : 0) != 0;
 	else if (!strcmp(key, "exe"))
 		ok = v[0] == '/' && util_strlcpy(t->exe, v, sizeof(t->exe)) < sizeof(t->exe);
 	else if (!strcmp(key, "cgroup"))

@@ -33,6 +33,13 @@
 #define SVC_INTERVAL_MAX (1u << 30) /* heap profile sampling interval, bytes */
 #define SVC_BUFFER_KB_MIN 64     /* per-CPU kernel trace buffer of a system trace */
 #define SVC_BUFFER_KB_MAX 65536
+/* PROF_METHOD_EVENTS (docs/METHOD_EVENTS.md): targets per request and
+ * their length with the NUL; profilingd-perf takes the same 8. */
+#define SVC_METHOD_TARGETS_MAX 8
+#define SVC_METHOD_TARGETS_WIRE_MAX 64 /* decoded; past 8 refused with a reason */
+#define SVC_METHOD_TARGET_LEN 1024
+#define SVC_METHOD_EVERY_MAX 1000000
+#define SVC_METHOD_MAX_HITS 200000
 
 /*
  * The redactor's own system user: a uid no other program runs as, so none

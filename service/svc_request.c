@@ -119,13 +119,18 @@ static int admit(struct target *t, const Pd__Request *rq, struct svc_admit_out *
 		in.jvm = rq->type == PROF_HEAP_DUMP && svc_jvm_detect(t->pid);
 		in.busy = busy ? busy->id : 0;
 	}
-	/* The cost windows know the capture types only; rule 1 refuses others. */
+	/*
+	 * The cost windows know the four Android types only; rule 1 refuses
+	 * others. Method events cost what a stack capture costs: both are
+	 * perf events on the target for the capture's duration.
+	 */
+	uint32_t cost_type = rq->type == PROF_METHOD_EVENTS ? PROF_STACK_SAMPLING : rq->type;
 	if (known)
-		in.rate = svc_admit_rate_check(t->app, rq->type, t->system, rate_why,
+		in.rate = svc_admit_rate_check(t->app, cost_type, t->system, rate_why,
 					       sizeof(rate_why));
 	in.disk = svc_admit_disk_check(t->app, disk_why, sizeof(disk_why));
 	int e = svc_admit_decide(&in, out, msg, n);
-	return e ? e : svc_admit_charge(t->app, rq->type, t->system, msg, n);
+	return e ? e : svc_admit_charge(t->app, cost_type, t->system, msg, n);
 }
 
 /* Create and arm an admitted session. 0 or a positive PROF_E_* with *why. */
@@ -154,6 +159,15 @@ static int create_session(struct target *t, const Pd__Request *rq,
 		? rq->params->buffer_kb : 4096;
 	s->client_id = client_id;
 	s->start_ns = now;
+	if (rq->type == PROF_METHOD_EVENTS && rq->params) {
+		/* svc_admit_methods checked count and lengths. */
+		for (size_t i = 0; i < rq->params->n_method_targets && i < SVC_METHOD_TARGETS_MAX; i++)
+			util_strlcpy(s->methods[s->nmethods++], rq->params->method_targets[i],
+				     sizeof(s->methods[0]));
+		s->method_every = rq->params->has_method_every ? rq->params->method_every : 0;
+		s->method_max_hits = rq->params->has_method_max_hits
+			? rq->params->method_max_hits : 0;
+	}
 	util_strlcpy(s->tag, rq->tag ? rq->tag : "", sizeof(s->tag));
 	util_strlcpy(s->app, t->app, sizeof(s->app));
 	if (svc_db_alloc_id(&s->id) < 0 ||
@@ -177,8 +191,10 @@ static int create_session(struct target *t, const Pd__Request *rq,
 	 * Start from the event loop, after the synchronous reply is queued:
 	 * at once when the runtime is here, else when it says hello.
 	 */
+	/* Method events are the daemon's own probes: nothing to wait for. */
 	if (!t->gone)
-		svc_session_arm(s, svc_session_runtime_of(s) || s->jvm ? 0 : wait_ms);
+		svc_session_arm(s, svc_session_runtime_of(s) || s->jvm ||
+				s->type == PROF_METHOD_EVENTS ? 0 : wait_ms);
 	return 0;
 }
 

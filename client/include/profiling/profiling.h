@@ -29,6 +29,11 @@ enum prof_type {
 	PROF_HEAP_PROFILE = 2,
 	PROF_STACK_SAMPLING = 3,
 	PROF_SYSTEM_TRACE = 4,
+	/*
+	 * Method events (docs/METHOD_EVENTS.md): hits of chosen functions,
+	 * with their stacks. An extension: Android's values stay below 0x100.
+	 */
+	PROF_METHOD_EVENTS = 0x100,
 };
 
 /* Trigger types; PROF_TRIGGER_NONE marks a direct request. */
@@ -90,6 +95,17 @@ struct prof_params {
 	/* PROF_STACK_SAMPLING clock: 0 CPU time (default), 1 wall clock (also
 	 * samples blocked threads; hang captures use it). */
 	uint32_t clock;
+	/*
+	 * PROF_METHOD_EVENTS (issue #19): the functions to watch, 1..8, each
+	 * "/PATH:SYMBOL" or "/PATH:+0xOFFSET" (an ELF file the target maps),
+	 * at most 1023 bytes. The stack of every method_every-th hit is
+	 * recorded (0: every hit); the probes go after method_max_hits hits
+	 * (0: 200000) or duration_ms.
+	 */
+	const char *const *method_targets;
+	uint32_t n_method_targets;
+	uint32_t method_every;
+	uint32_t method_max_hits;
 };
 
 /* PSI resources for PROF_TRIGGER_PRESSURE_STALL. */

@@ -1,6 +1,7 @@
 /*
  * it_request --pid N --type stack|heap|trace|heapdump [--duration-ms MS] [--hz H]
- * [--interval B] [--clock wall]: as root, ask profilingd for a capture of another process
+ * [--interval B] [--clock wall] [--method /PATH:SYMBOL ... [--every N]]
+ * (--type methods): as root, ask profilingd for a capture of another process
  * (the target_pid request) and print the delivered result's path (and its
  * note, if any, as "it_request: note: ..." on stderr).
  */
@@ -37,18 +38,28 @@ int main(int argc, char **argv)
 		{ "hz", required_argument, NULL, 'f' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "clock", required_argument, NULL, 'c' },
+		{ "method", required_argument, NULL, 'm' },
+		{ "every", required_argument, NULL, 'e' },
 		{ 0 }
 	};
+	/* Method events: more than the daemon takes, to test its refusal. */
+	static const char *methods[80];
 	struct prof_params p = { .duration_ms = 1000 };
 	enum prof_type type = PROF_STACK_SAMPLING;
 	int c, err;
-	while ((c = getopt_long(argc, argv, "p:t:d:f:i:c:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:t:d:f:i:c:m:e:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p': p.target_pid = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'd': p.duration_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'f': p.frequency_hz = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'i': p.sampling_interval_bytes = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'c': p.clock = !strcmp(optarg, "wall"); break;
+		case 'm':
+			if (p.n_method_targets < 80)
+				methods[p.n_method_targets++] = optarg;
+			p.method_targets = methods;
+			break;
+		case 'e': p.method_every = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 't': {
 			/* Any spelling of names.h: the config's heap and heapdump too. */
 			int t = names_type_parse(optarg);

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Method events, native (docs/METHOD_EVENTS.md): uprobes on a chosen
+# function of apps/method_target, by profilingd-perf directly and through
+# the daemon (PROF_METHOD_EVENTS). The function's hits equal its calls,
+# the program computes the same with and without the probes, other
+# functions get no hits, both call sites' stacks are there, and hostile
+# targets are refused with a reason while the target keeps running.
+# Skipped (77) where uprobes cannot be created.
+. "$(dirname "$0")/lib.sh"
+
+PERF=$BUILD/runtime/perf/profilingd-perf
+TGT=$APPS/method_target
+[ -x "$PERF" ] || fail "no $PERF"
+[ -x "$TGT" ] || fail "no $TGT"
+[ -r /sys/bus/event_source/devices/uprobe/type ] || skip "kernel without the uprobe PMU"
+command -v setpriv > /dev/null || skip "setpriv (util-linux) is needed for the unprivileged case"
+need_go
+
+N=400 M=100000
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; cleanup' EXIT
+
+# The target's answer without probes: what it computes must not change.
+want_sum=$("$TGT" $N $M | sed -n 's/^sum //p')
+[ -n "$want_sum" ] || fail "method_target printed no sum"
+
+# helper_has_probes PID: the helper PID holds a perf event (its probes are in).
+wait_probes() {
+	for _ in $(seq 500); do
+		ls -l "/proc/$1/fd" 2> /dev/null | grep -q 'perf_event' && return 0
+		kill -0 "$1" 2> /dev/null || return 1
+		sleep 0.02
+	done
+	return 1
+}
+
+# 1. profilingd-perf directly.
+rm -f "$T/go"
+"$TGT" $N $M "$T/go" > "$T/target.out" &
+TP=$!
+PIDS+=("$TP")
+rc=0
+"$PERF" --pid "$TP" --duration-ms 60000 --method "$TGT:target_fn" > "$T/m.pb.gz" 2> "$T/err" &
+HP=$!
+if ! wait_probes "$HP"; then
+	wait "$HP" || rc=$?
+	status=$(tail -n 1 "$T/err")
+	case $status in
+	*"not permitted"* | *"uprobes unavailable"*) skip "${status#error: }" ;;
+	esac
+	fail "profilingd-perf exited $rc before its probes were in: $status"
+fi
+touch "$T/go"
+wait "$HP" || rc=$?
+wait "$TP"
+status=$(tail -n 1 "$T/err")
+[ "$rc" -eq 0 ] || fail "profilingd-perf exited $rc: $status"
+[[ $status =~ ^ok\ hits=([0-9]+)\ stacks=([0-9]+)\ lost=([0-9]+)\ threads=1$ ]] ||
+	fail "status line: '$status'"
+hits=${BASH_REMATCH[1]} stacks=${BASH_REMATCH[2]}
+[ "$hits" -eq $N ] || fail "hits=$hits, target_fn was called $N times"
+[ "$(sed -n 's/^sum //p' "$T/target.out")" = "$want_sum" ] ||
+	fail "the program computed $(cat "$T/target.out") under the probes, $want_sum without"
+[ "$stacks" -ge 1 ] || fail "no stack recorded"
+go tool pprof -traces "$T/m.pb.gz" > "$T/traces.txt" 2>&1 || { cat "$T/traces.txt"; fail "go tool pprof cannot read it"; }
+grep -q "^Type: hits" "$T/traces.txt" || fail "sample type is not hits"
+grep -q "hits=$N " "$T/traces.txt" || fail "the profile's comment does not say hits=$N"
+! grep -q "other_fn" "$T/traces.txt" || fail "other_fn appears in the method events"
+# Both call sites, under target_fn, up to main.
+for site in site_a site_b; do
+	awk -v s="$site" '/ target_fn$/ { t=1; next } t && $NF == s { ok=1 } /^-+\+/ { t=0 } END { exit !ok }' \
+		"$T/traces.txt" || { head -n 40 "$T/traces.txt"; fail "no target_fn <- $site stack"; }
+done
+go tool pprof -tags "$T/m.pb.gz" 2> /dev/null | grep -q "thread_id:" || fail "no thread_id label"
+echo "ok: profilingd-perf: hits=$N of $N, $stacks stacks, sum unchanged, other_fn untouched"
+
+# 2. Hostile targets: refused with a reason (exit 70), the target runs on.
+sleep 30 &
+SP=$!
+PIDS+=("$SP")
+refuse() { # refuse WHAT EXPECTED ARGS...
+	local what=$1 expect=$2 rc=0
+	shift 2
+	"$PERF" --pid "$SP" --duration-ms 200 "$@" > /dev/null 2> "$T/herr" || rc=$?
+	[ "$rc" -eq 70 ] || fail "$what: exit $rc, expected 70"
+	tail -n 1 "$T/herr" | grep -q "$expect" || fail "$what: '$(tail -n 1 "$T/herr")' lacks '$expect'"
+	kill -0 "$SP" || fail "$what: the target died"
+	echo "ok: $what refused: $(tail -n 1 "$T/herr")"
+}
+refuse "unknown symbol" "no function named 'no_such_fn'" --method "$TGT:no_such_fn"
+refuse "missing file" "No such file" --method "/nonexistent/lib.so:f"
+refuse "relative path" "expected /PATH:SYMBOL" --method "lib.so:f"
+refuse "not ELF" "not an ELF file" --method "/etc/hostname:f"
+refuse "offset outside code" "no executable segment" --method "$TGT:+0x7fffffff"
+many=()
+for i in $(seq 9); do many+=(--method "$TGT:target_fn"); done
+refuse "9 targets" "at most 8 targets" "${many[@]}"
+
+# A file the target's user cannot read, asked for as that user's process.
+U=61919
+cp "$TGT" "$T/private_target"
+chmod 0700 "$T/private_target"
+setpriv --reuid=$U --regid=$U --clear-groups sleep 30 &
+UP=$!
+PIDS+=("$UP")
+for _ in $(seq 100); do [ "$(stat -c %u /proc/$UP 2> /dev/null)" = $U ] && break; sleep 0.01; done
+rc=0
+"$PERF" --pid "$UP" --duration-ms 200 --method "$T/private_target:target_fn" > /dev/null 2> "$T/herr" || rc=$?
+[ "$rc" -eq 70 ] || fail "unreadable file: exit $rc, expected 70"
+tail -n 1 "$T/herr" | grep -q "Permission denied (opened as the target's user)" ||
+	fail "unreadable file: $(tail -n 1 "$T/herr")"
+kill -0 "$UP" || fail "unreadable file: the target died"
+echo "ok: a file uid $U cannot read is refused: $(tail -n 1 "$T/herr")"
+
+# 3. Through the daemon: PROF_METHOD_EVENTS from root for another process.
+start_daemon
+rm -f "$T/go"
+# It lingers: a capture whose process is gone by its end is not delivered.
+"$TGT" $N $M "$T/go" 60 > "$T/target2.out" &
+TP2=$!
+PIDS+=("$TP2")
+"$APPS/it_request" --pid "$TP2" --type methods --duration-ms 5000 --method "$TGT:target_fn" \
+	> "$T/path" 2> "$T/req.err" &
+RQ=$!
+hp=
+for _ in $(seq 500); do
+	hp=$(pgrep -f "^profilingd-perf --pid $TP2 " | head -n 1 || true)
+	[ -n "$hp" ] && break
+	sleep 0.02
+done
+[ -n "$hp" ] || fail "the daemon started no profilingd-perf for pid $TP2: $(cat "$T/req.err")"
+wait_probes "$hp" || fail "profilingd-perf $hp ended before its probes were in"
+touch "$T/go"
+wait "$RQ" || fail "method events through the daemon failed: $(cat "$T/req.err")"
+out=$(cat "$T/path")
+[ -f "$out" ] || fail "no result file '$out'"
+go tool pprof -traces "$out" > "$T/d.txt" 2>&1 || { cat "$T/d.txt"; fail "the delivered result is not pprof"; }
+grep -q "hits=$N " "$T/d.txt" || { head -n 20 "$T/d.txt"; fail "delivered result: not hits=$N"; }
+grep -q " target_fn$" "$T/d.txt" || fail "delivered result has no target_fn stack"
+case $(basename "$out") in methods_*) ;; *) fail "result name '$out' does not start with methods_" ;; esac
+grep -q "method events" "$T/daemon.log" || true
+echo "ok: through the daemon: $out, hits=$N"
+
+# Refusals through the daemon, each with its reason in the log.
+req_refused() { # req_refused WHAT EXPECTED ARGS...
+	local what=$1 expect=$2
+	shift 2
+	! "$APPS/it_request" --pid "$SP" --type methods --duration-ms 500 "$@" > /dev/null 2> "$T/rerr" ||
+		fail "$what: accepted"
+	grep -q "$expect" "$T/daemon.log" || fail "$what: no '$expect' in the daemon's log"
+	kill -0 "$SP" || fail "$what: the target died"
+	echo "ok: daemon refuses $what"
+}
+req_refused "no targets" "method events need 1..8 method_targets, got 0"
+many=()
+for i in $(seq 20); do many+=(--method "$TGT:target_fn"); done
+req_refused "20 targets" "method events need 1..8 method_targets, got 20" "${many[@]}"
+req_refused "a JVM target" "JVM methods are not yet" --method "com.example.Target.register"
+# A symbol that is not there fails the capture with profilingd-perf's reason.
+! "$APPS/it_request" --pid "$SP" --type methods --duration-ms 500 --method "$TGT:no_such_fn" \
+	> /dev/null 2> "$T/rerr" || fail "unknown symbol accepted by the daemon"
+grep -q "no function named 'no_such_fn'" "$T/rerr" || fail "unknown symbol: $(cat "$T/rerr")"
+kill -0 "$SP" || fail "the target died"
+daemon_alive || fail "the daemon died"
+stop_daemon
+pass "method events: exact hits, call sites, refusals"
