@@ -36,6 +36,7 @@
 #include "svc_session.h"
 #include "svc_trigger.h"
 #include "svc_ctl.h"
+#include "svc_methods.h"
 #include "util.h"
 
 /* /etc/profilingd/profilingd.conf for an install prefix of /usr. */
@@ -446,6 +447,7 @@ out:
 	if (ev_term)
 		event_free(ev_term);
 	svc_ctl_fini();
+	svc_methods_fini(); /* its configs only: the captures end with the sessions */
 	svc_trigger_fini();
 	svc_session_fini();
 	svc_runtime_fini();

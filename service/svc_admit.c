@@ -101,10 +101,12 @@ static int rule_valid(const struct svc_admit_in *in, struct svc_admit_out *out, 
 		util_fmt(msg, n, "method_targets are for PROF_METHOD_EVENTS only");
 		return PROF_E_INVALID_REQUEST;
 	}
+	/* Method events run until their config's expiry: up to 24 h. */
+	uint32_t dmax = in->type == PROF_METHOD_EVENTS ? SVC_METHOD_DURATION_MAX_MS
+		: SVC_DURATION_MAX_MS;
 	if (check_param(p && p->has_duration_ms, p ? p->duration_ms : 0, in->default_duration_ms,
-			SVC_DURATION_MIN_MS, SVC_DURATION_MAX_MS, &out->duration_ms) < 0) {
-		util_fmt(msg, n, "duration_ms must be %u..%u", SVC_DURATION_MIN_MS,
-			 SVC_DURATION_MAX_MS);
+			SVC_DURATION_MIN_MS, dmax, &out->duration_ms) < 0) {
+		util_fmt(msg, n, "duration_ms must be %u..%u", SVC_DURATION_MIN_MS, dmax);
 		return PROF_E_INVALID_REQUEST;
 	}
 	if (check_param(p && p->has_frequency_hz, p ? p->frequency_hz : 0,

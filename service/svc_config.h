@@ -40,6 +40,7 @@
 #define SVC_METHOD_TARGET_LEN 1024
 #define SVC_METHOD_EVERY_MAX 1000000
 #define SVC_METHOD_MAX_HITS 200000
+#define SVC_METHOD_DURATION_MAX_MS 86400000u /* a config's longest expiry, 24 h */
 
 /*
  * The redactor's own system user: a uid no other program runs as, so none

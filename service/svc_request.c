@@ -338,6 +338,17 @@ int svc_request_adopt(pid_t pid, uid_t uid, gid_t gid, const char *app, const ch
 	return 0;
 }
 
+int svc_request_stop(uint64_t id, const char *why)
+{
+	struct session *s = svc_session_find(id);
+	if (!s)
+		return -ENOENT;
+	svc_capture_cancel(s);
+	/* Freeing the session kills its helper: the probes go with its fds. */
+	svc_deliver_fail(s, PROF_E_CANCELLED, why);
+	return 0;
+}
+
 int svc_request_cancel(struct svc_conn *client, uint64_t id)
 {
 	struct session *s = svc_session_find(id);

@@ -401,7 +401,7 @@ int main(int argc, char **argv)
 				return fail("--hz: expected 1..%d, got '%s'", PF_MAX_HZ, optarg);
 			break;
 		case 'd':
-			if (parse_num(optarg, PF_MAX_DURATION_MS, &dur) < 0)
+			if (parse_num(optarg, PF_MAX_METHOD_DURATION_MS, &dur) < 0)
 				return fail("--duration-ms: expected 1..%u, got '%s'",
 					    PF_MAX_DURATION_MS, optarg);
 			break;
@@ -426,6 +426,9 @@ int main(int argc, char **argv)
 	}
 	if (nmethods && !hz)
 		hz = 1; /* unused: method events are hits, not a rate */
+	/* Method events run until their config's expiry (24 h), samples 10 min. */
+	if (!nmethods && dur > PF_MAX_DURATION_MS)
+		return fail("--duration-ms: expected 1..%u", PF_MAX_DURATION_MS);
 	if (optind < argc || !pid || !hz || !dur) {
 		usage(stderr);
 		return fail("--pid, --hz and --duration-ms are required");

@@ -23,6 +23,7 @@
 #define PF_RESCAN_MS     100      /* how often new threads are looked for */
 #define PF_MAX_HZ        1000
 #define PF_MAX_DURATION_MS 600000u
+#define PF_MAX_METHOD_DURATION_MS 86400000u /* --method: a config's longest expiry */
 
 /*
  * Registers handed to the unwinder, in DWARF numbering (x86-64 psABI):

@@ -140,6 +140,8 @@ grep -q " target_fn$" "$T/d.txt" || fail "delivered result has no target_fn stac
 case $(basename "$out") in methods_*) ;; *) fail "result name '$out' does not start with methods_" ;; esac
 grep -q "method events" "$T/daemon.log" || true
 echo "ok: through the daemon: $out, hits=$N"
+kill "$TP2" 2> /dev/null || true
+wait "$TP2" 2> /dev/null || true
 
 # Refusals through the daemon, each with its reason in the log.
 req_refused() { # req_refused WHAT EXPECTED ARGS...
@@ -163,4 +165,75 @@ grep -q "no function named 'no_such_fn'" "$T/rerr" || fail "unknown symbol: $(ca
 kill -0 "$SP" || fail "the target died"
 daemon_alive || fail "the daemon died"
 stop_daemon
-pass "method events: exact hits, call sites, refusals"
+echo "ok: method events: exact hits, call sites, refusals"
+
+# 4. Production controls (profctl methods): a 50 % canary over 20
+# processes of one executable, stable across a restart; the kill switch.
+PROFCTL=$BUILD/tools/profctl/profctl
+export PROFCTL_SOCKET=$T/state/control.sock
+start_daemon "[limits]" "max_sessions = 64"
+CP=()
+for i in $(seq 20); do
+	"$TGT" 0 0 "$T/never" 60 > /dev/null &
+	CP+=("$!")
+	PIDS+=("$!")
+done
+for p in "${CP[@]}"; do
+	for _ in $(seq 200); do [ "$(readlink /proc/$p/exe 2> /dev/null)" = "$(readlink -f "$TGT")" ] && break; sleep 0.01; done
+done
+hooked_set() { # the pids the daemon's log says config canary hooked, from line $1 on
+	tail -n +"$1" "$T/daemon.log" | sed -n 's/.*method events canary v[0-9]*: pid \([0-9]*\) hooked.*/\1/p' | sort -n | tr '\n' ' '
+}
+from=$(($(wc -l < "$T/daemon.log") + 1))
+"$PROFCTL" methods add canary --exe "$(readlink -f "$TGT")" --method "$(readlink -f "$TGT"):target_fn" \
+	--canary 50 --expiry 10m > "$T/add.out" || fail "methods add: $(cat "$T/add.out")"
+set1=$(hooked_set "$from")
+k=$(echo $set1 | wc -w)
+echo "canary 50 % of 20: $k hooked: $set1"
+# Binomial(20, 0.5): outside 3..17 with probability 0.0004; a fixed hash
+# of these processes, so a retry would give the same answer anyway.
+[ "$k" -ge 3 ] && [ "$k" -le 17 ] || fail "canary hooked $k of 20"
+"$PROFCTL" --json methods list > "$T/list.json"
+grep -q "\"hooked\":$k," "$T/list.json" || fail "methods list: $(cat "$T/list.json")"
+grep -q '"matched":20,' "$T/list.json" || fail "methods list does not count 20 processes: $(cat "$T/list.json")"
+# Wait for every hooked process's probes (its helper's perf-event fds).
+for p in $set1; do
+	hp=
+	for _ in $(seq 500); do hp=$(pgrep -f "^profilingd-perf --pid $p " | head -n 1 || true); [ -n "$hp" ] && break; sleep 0.02; done
+	[ -n "$hp" ] && wait_probes "$hp" || fail "no probes for hooked pid $p"
+done
+
+# The kill switch: every probe gone (no helper holds one), said in the log.
+"$PROFCTL" methods disable canary > "$T/dis.out" || fail "methods disable: $(cat "$T/dis.out")"
+grep -q "disabled canary: $k captures stopped" "$T/dis.out" || fail "disable: $(cat "$T/dis.out")"
+grep -q "method events disabled: canary; $k captures stopped, their probes removed" "$T/daemon.log" ||
+	fail "no kill-switch line in the daemon's log"
+# The helpers are SIGKILLed at once; a generous bound for a loaded machine.
+left=
+for _ in $(seq 500); do
+	left=
+	for p in $set1; do pgrep -f "^profilingd-perf --pid $p " > /dev/null && left="$left $p"; done
+	[ -z "$left" ] && break
+	sleep 0.02
+done
+[ -z "$left" ] || fail "probes still held for pids$left after the kill switch"
+"$PROFCTL" --json methods list | grep -q '"disabled":1' || fail "the config is not shown disabled"
+for p in "${CP[@]}"; do kill -0 "$p" || fail "pid $p died under the canary or the kill switch"; done
+echo "ok: kill switch: $k captures stopped, no probe left"
+
+# A restart forgets the config; the same config hooks the same processes.
+stop_daemon
+start_daemon "[limits]" "max_sessions = 64"
+from=$(($(wc -l < "$T/daemon.log") + 1))
+"$PROFCTL" methods add canary --exe "$(readlink -f "$TGT")" --method "$(readlink -f "$TGT"):target_fn" \
+	--canary 50 --expiry 10m > "$T/add.out" || fail "methods add after restart: $(cat "$T/add.out")"
+set2=$(hooked_set "$from")
+[ "$set1" = "$set2" ] || fail "canary not stable across a restart: '$set1' then '$set2'"
+# A replacement needs a higher version; an unknown id is refused.
+! "$PROFCTL" methods add canary --exe "$(readlink -f "$TGT")" --method "$(readlink -f "$TGT"):target_fn" \
+	> "$T/re.out" 2>&1 || fail "same version accepted"
+grep -q "needs a higher version" "$T/re.out" || fail "same version: $(cat "$T/re.out")"
+! "$PROFCTL" methods disable nosuch > "$T/re.out" 2>&1 || fail "unknown id accepted"
+"$PROFCTL" methods disable all > /dev/null || fail "methods disable all"
+stop_daemon
+pass "method events: canary $k of 20, stable across a restart; kill switch"

@@ -42,8 +42,8 @@ int main(int argc, char **argv)
 	long n = argc > 1 ? atol(argv[1]) : 400, m = argc > 2 ? atol(argv[2]) : 100000;
 	const char *go = argc > 3 ? argv[3] : NULL;
 	unsigned linger = argc > 4 ? (unsigned)atoi(argv[4]) : 1;
-	for (int i = 0; go && access(go, F_OK) != 0 && i < 60000; i++)
-		usleep(1000);
+	for (int i = 0; go && access(go, F_OK) != 0 && i < 6000; i++)
+		usleep(10000);
 	long long sum = 0;
 	long per = n ? m / n : 0;
 	for (long i = 0; i < n; i++) {
