@@ -223,7 +223,13 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 		sd_notify(0, "READY=1");
 		return;
 	}
+	bool methods_were = live_cfg->method_events;
 	int changed = svc_config_reload(live_cfg, &next, &refused);
+	/* The method events' kill switch: every probe goes now. */
+	if (methods_were && !live_cfg->method_events) {
+		int k = svc_methods_switch_off();
+		LOG_N("method_events = false: %d method-event captures stopped, their probes removed", k);
+	}
 	svc_config_free(&next);
 	if (!debug_log)
 		log_set_level(live_cfg->log_level);

@@ -93,6 +93,10 @@ static int rule_valid(const struct svc_admit_in *in, struct svc_admit_out *out, 
 		util_fmt(msg, n, "unknown capture type %u", in->type);
 		return PROF_E_INVALID_REQUEST;
 	}
+	if (in->type == PROF_METHOD_EVENTS && in->methods_off) {
+		util_fmt(msg, n, "method events are switched off ([capture] method_events = false)");
+		return PROF_E_INVALID_REQUEST;
+	}
 	if (in->type == PROF_METHOD_EVENTS) {
 		int e = svc_admit_methods(p, msg, n);
 		if (e)

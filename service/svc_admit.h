@@ -47,6 +47,7 @@ struct svc_admit_in {
 	bool runtime;                   /* its runtime is connected ... */
 	uint32_t runtime_caps;          /* ... and offers these */
 	bool jvm;                       /* it is a HotSpot JVM (read for heap dumps only) */
+	bool methods_off;               /* [capture] method_events = false: the kill switch */
 	/* the config */
 	uint32_t default_duration_ms, default_frequency_hz, max_sessions;
 	/* the state */

@@ -84,6 +84,7 @@ static const struct key keys[] = {
 	{ "jvm", "agent", K_STR_PATH, OFF(jvm_agent), 0, 0, R_RESTART },
 	{ "jvm", "attach_timeout_ms", K_U32, OFF(jvm_attach_timeout_ms), 1000, 3600000, R_LIVE },
 	{ "jvm", "heap_dump_via_agent", K_BOOL, OFF(jvm_dump_via_agent), 0, 0, R_LIVE },
+	{ "capture", "method_events", K_BOOL, OFF(method_events), 0, 0, R_LIVE },
 	{ "memory", "available_percent", K_U32, OFF(mem_available_percent), 0, 50, R_RESTART },
 	{ "memory", "stall_percent", K_U32, OFF(mem_stall_percent), 0, 100, R_RESTART },
 	{ "results", "retention_days", K_U32, OFF(retention_days), 1, 3650, R_LIVE },
@@ -114,6 +115,7 @@ void svc_config_defaults(struct svc_config *c)
 	c->default_frequency_hz = 100;
 	c->deadline_grace_ms = 5000;
 	c->runtime_wait_ms = 2000;
+	c->method_events = true;
 	c->max_app_result_bytes = 512ull << 20;
 	c->max_total_result_bytes = 2048ull << 20;
 	c->min_free_bytes = 64ull << 20;

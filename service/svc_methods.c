@@ -171,6 +171,10 @@ int svc_methods_add(const struct svc_methods_cfg *c, char *msg, size_t n)
 	Pd__Params prm = PD__PARAMS__INIT;
 	char *targets[SVC_METHOD_TARGETS_MAX];
 
+	if (!svc_session_config()->method_events) {
+		util_fmt(msg, n, "method events are switched off ([capture] method_events = false)");
+		return PROF_E_INVALID_REQUEST;
+	}
 	if (!c || !id_ok(c->id)) {
 		util_fmt(msg, n, "config id: 1..%d of [a-z0-9_.-]", SVC_METHODS_ID_MAX);
 		return PROF_E_INVALID_REQUEST;
@@ -245,6 +249,17 @@ int svc_methods_disable(const char *id)
 	LOG_N("method events disabled: %s; %d captures stopped, their probes removed", id,
 	      stopped);
 	return stopped;
+}
+
+int svc_methods_switch_off(void)
+{
+	for (size_t i = 0; i < SVC_METHODS_MAX; i++)
+		if (table[i].used) {
+			table[i].disabled = true;
+			table[i].nsessions = 0;
+		}
+	return svc_request_stop_type(PROF_METHOD_EVENTS, "method events switched off "
+				     "([capture] method_events = false)");
 }
 
 void svc_methods_foreach(void (*fn)(const struct svc_methods_info *i, void *ud), void *ud)

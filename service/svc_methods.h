@@ -70,6 +70,12 @@ int svc_methods_add(const struct svc_methods_cfg *c, char *msg, size_t n);
  * captures stopped, or -ENOENT for an unknown id.
  */
 int svc_methods_disable(const char *id);
+/*
+ * [capture] method_events turned false (a reload): every config disabled
+ * and every method-event capture stopped, apps' own requests too. How
+ * many captures were stopped.
+ */
+int svc_methods_switch_off(void);
 void svc_methods_foreach(void (*fn)(const struct svc_methods_info *i, void *ud), void *ud);
 /* Forget every config (the daemon's stop; captures end with their sessions). */
 void svc_methods_fini(void);

@@ -109,6 +109,7 @@ static int admit(struct target *t, const Pd__Request *rq, struct svc_admit_out *
 		.nsessions = svc_session_count(),
 		.rate_why = rate_why,
 		.disk_why = disk_why,
+		.methods_off = !cfg->method_events,
 	};
 	if (!t->gone) {
 		struct svc_conn *rt = svc_conn_runtime_for(t->pid);
@@ -347,6 +348,19 @@ int svc_request_stop(uint64_t id, const char *why)
 	/* Freeing the session kills its helper: the probes go with its fds. */
 	svc_deliver_fail(s, PROF_E_CANCELLED, why);
 	return 0;
+}
+
+int svc_request_stop_type(uint32_t type, const char *why)
+{
+	int n = 0;
+	struct session *s = svc_session_first();
+	while (s) {
+		struct session *next = s->next; /* s is freed by the stop */
+		if (s->type == type && svc_request_stop(s->id, why) == 0)
+			n++;
+		s = next;
+	}
+	return n;
 }
 
 int svc_request_cancel(struct svc_conn *client, uint64_t id)

@@ -41,6 +41,8 @@ int svc_request_cancel(struct svc_conn *client, uint64_t id);
  * with why. 0 or -ENOENT (over already).
  */
 int svc_request_stop(uint64_t id, const char *why);
+/* Stop every session of capture type `type` the same way; how many. */
+int svc_request_stop_type(uint32_t type, const char *why);
 /*
  * A trigger's capture of pid for app (a system capture), results to the
  * app's listener. wait_ms: how long to wait for its runtime's hello.

@@ -235,5 +235,38 @@ set2=$(hooked_set "$from")
 grep -q "needs a higher version" "$T/re.out" || fail "same version: $(cat "$T/re.out")"
 ! "$PROFCTL" methods disable nosuch > "$T/re.out" 2>&1 || fail "unknown id accepted"
 "$PROFCTL" methods disable all > /dev/null || fail "methods disable all"
+
+# The config key: a reload to method_events = false stops every method
+# capture (a config's and an app's own request alike) and refuses new ones.
+"$PROFCTL" methods add quarter --exe "$(readlink -f "$TGT")" --method "$(readlink -f "$TGT"):target_fn" \
+	--canary 25 > /dev/null || fail "methods add quarter"
+# The app's own request goes to a process the quarter did not hook (one capture per process).
+own=
+for p in "${CP[@]}"; do
+	grep -q "method events quarter v1: pid $p hooked" "$T/daemon.log" || { own=$p; break; }
+done
+[ -n "$own" ] || fail "the 25 % canary hooked all 20"
+"$APPS/it_request" --pid "$own" --type methods --duration-ms 60000 --method "$TGT:other_fn" \
+	> /dev/null 2> "$T/own.err" &
+RQ2=$!
+for _ in $(seq 500); do
+	n=$(pgrep -fc "^profilingd-perf --pid $own .*other_fn" || true)
+	[ "${n:-0}" -ge 1 ] && break
+	sleep 0.02
+done
+q=$(grep -c "method events quarter v1: pid [0-9]* hooked" "$T/daemon.log" || true)
+printf '[capture]\nmethod_events = false\n' >> "$T/profilingd.conf"
+kill -HUP "$DAEMON_PID"
+for _ in $(seq 500); do grep -q "method_events = false: [0-9]* method-event captures stopped" "$T/daemon.log" && break; sleep 0.02; done
+grep -q "method_events = false: $((q + 1)) method-event captures stopped" "$T/daemon.log" ||
+	fail "the config key did not stop $q + 1 captures: $(grep 'method_events = false' "$T/daemon.log")"
+! wait "$RQ2" || fail "the app's own method capture was not stopped"
+grep -q "switched off" "$T/own.err" || fail "the app was not told why: $(cat "$T/own.err")"
+for _ in $(seq 500); do pgrep -f "^profilingd-perf " > /dev/null || break; sleep 0.02; done
+! pgrep -f "^profilingd-perf --pid $own " > /dev/null || fail "probes left after method_events = false"
+! "$PROFCTL" methods add again --exe "$(readlink -f "$TGT")" --method "$(readlink -f "$TGT"):target_fn" \
+	> "$T/re.out" 2>&1 || fail "methods add accepted while switched off"
+grep -q "switched off" "$T/re.out" || fail "switched off: $(cat "$T/re.out")"
+echo "ok: method_events = false stopped $((q + 1)) captures and refuses new ones"
 stop_daemon
 pass "method events: canary $k of 20, stable across a restart; kill switch"
