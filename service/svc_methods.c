@@ -251,6 +251,24 @@ int svc_methods_disable(const char *id)
 	return stopped;
 }
 
+void svc_methods_exec(pid_t pid, const char *exe)
+{
+	int64_t now = (int64_t)(util_now_ns(CLOCK_REALTIME) / 1000000);
+	uint64_t start = 0;
+	for (size_t i = 0; i < SVC_METHODS_MAX; i++) {
+		struct entry *e = &table[i];
+		if (!e->used || e->disabled || now >= e->expires_ms || strcmp(e->cfg.exe, exe))
+			continue;
+		if (!start && util_proc_start_time((int)pid, &start) < 0)
+			return; /* gone already */
+		e->matched++;
+		if (!svc_methods_canary(e->cfg.id, pid, start, e->cfg.canary_percent))
+			continue;
+		e->selected++;
+		start_one(e, pid, start);
+	}
+}
+
 int svc_methods_switch_off(void)
 {
 	for (size_t i = 0; i < SVC_METHODS_MAX; i++)

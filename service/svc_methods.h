@@ -76,6 +76,11 @@ int svc_methods_disable(const char *id);
  * many captures were stopped.
  */
 int svc_methods_switch_off(void);
+/*
+ * pid has just exec'd exe (the proc connector, through svc_trigger): each
+ * enabled, unexpired config of exe whose canary picks pid hooks it.
+ */
+void svc_methods_exec(pid_t pid, const char *exe);
 void svc_methods_foreach(void (*fn)(const struct svc_methods_info *i, void *ud), void *ud);
 /* Forget every config (the daemon's stop; captures end with their sessions). */
 void svc_methods_fini(void);

@@ -234,6 +234,15 @@ set2=$(hooked_set "$from")
 	> "$T/re.out" 2>&1 || fail "same version accepted"
 grep -q "needs a higher version" "$T/re.out" || fail "same version: $(cat "$T/re.out")"
 ! "$PROFCTL" methods disable nosuch > "$T/re.out" 2>&1 || fail "unknown id accepted"
+# A process that execs the executable after the add is hooked too.
+"$PROFCTL" methods add late --exe "$(readlink -f "$TGT")" --method "$(readlink -f "$TGT"):target_fn" \
+	> /dev/null || fail "methods add late"
+"$TGT" 0 0 "$T/never" 60 > /dev/null &
+NP=$!
+PIDS+=("$NP")
+for _ in $(seq 500); do grep -q "method events late v1: pid $NP hooked" "$T/daemon.log" && break; sleep 0.02; done
+grep -q "method events late v1: pid $NP hooked" "$T/daemon.log" || fail "a process exec'd after the add was not hooked"
+echo "ok: a process started after the add is hooked"
 "$PROFCTL" methods disable all > /dev/null || fail "methods disable all"
 
 # The config key: a reload to method_events = false stops every method
