@@ -55,10 +55,27 @@ int svc_admit_methods(const Pd__Params *p, char *msg, size_t n)
 				 SVC_METHOD_TARGET_LEN - 1);
 			return PROF_E_INVALID_REQUEST;
 		}
+		for (const char *c = t; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+				util_fmt(msg, n, "method target %zu: control characters", i);
+				return PROF_E_INVALID_REQUEST;
+			}
+		/* By build id: the file the target maps with it, found by the helper. */
+		if (!strncmp(t, "buildid:", 8)) {
+			size_t hl = strspn(t + 8, "0123456789abcdefABCDEF");
+			if (hl < 2 || hl > 128 || hl % 2 || t[8 + hl] != ':' || t[9 + hl] != '+' ||
+			    !t[10 + hl]) {
+				util_fmt(msg, n, "method target '%.64s': expected buildid:HEX:+0xOFFSET",
+					 t);
+				return PROF_E_INVALID_REQUEST;
+			}
+			continue;
+		}
 		/* JVM targets (class.method) are the JVMTI agent's, not built yet. */
 		if (t[0] != '/') {
 			util_fmt(msg, n, "method target '%.64s': only native targets "
-				 "(/PATH:SYMBOL or /PATH:+0xOFFSET) are supported; JVM methods are "
+				 "(/PATH:SYMBOL, /PATH:+0xOFFSET, buildid:HEX:+0xOFFSET) are supported; "
+				 "JVM methods are "
 				 "not yet (docs/METHOD_EVENTS.md)", t);
 			return PROF_E_INVALID_REQUEST;
 		}
@@ -67,11 +84,6 @@ int svc_admit_methods(const Pd__Params *p, char *msg, size_t n)
 				 "/PATH:+0xOFFSET", t);
 			return PROF_E_INVALID_REQUEST;
 		}
-		for (const char *c = t; *c; c++)
-			if ((unsigned char)*c < 0x20 || *c == 0x7f) {
-				util_fmt(msg, n, "method target %zu: control characters", i);
-				return PROF_E_INVALID_REQUEST;
-			}
 	}
 	if (p->has_method_every && p->method_every > SVC_METHOD_EVERY_MAX) {
 		util_fmt(msg, n, "method_every must be 0..%d", SVC_METHOD_EVERY_MAX);

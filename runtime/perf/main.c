@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/prctl.h>
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -58,7 +59,8 @@ static void usage(FILE *f)
 		"usage: profilingd-perf --pid P [--start-time S] --hz H --duration-ms D\n"
 		"                       [--verbose] [--debug-seccomp]\n"
 		"       profilingd-perf --pid P [--start-time S] --duration-ms D\n"
-		"                       --method PATH:SYMBOL|PATH:+0xOFFSET ... [--every N]\n"
+		"                       --method PATH:SYMBOL|PATH:+0xOFFSET|buildid:HEX:+0xOFFSET ...\n"
+		"                       [--every N]\n"
 		"                       [--max-hits M]\n"
 		"Method events (docs/METHOD_EVENTS.md): a uprobe on each target (1..%d),\n"
 		"the stack of every Nth hit; stops after M hits (default %d).\n"
@@ -303,15 +305,74 @@ static const char *agent_lib_of(pid_t pid)
  * again, so a path swapped after the check cannot redirect it. The fd stays
  * open for the rescans' opens. 0, or -errno with why set.
  */
-static int resolve_target(const char *spec, struct pf_uprobe *up, int *fd_out, char *why,
-			  size_t whylen)
+/*
+ * "buildid:HEX:+0xOFF": the file mapped executable in pid whose GNU build
+ * id is HEX, found through /proc/<pid>/maps (as the target's user, at
+ * most PF_MAPS_MAX_LINES lines), copied into path. 0, or -ENOENT with why.
+ */
+static int path_of_build_id(pid_t pid, const char *hex, size_t hexlen, char *path, size_t n,
+			    char *why, size_t whylen)
 {
-	char path[4096];
+	char maps[64], line[4096], last[4096] = "", id[2 * 64 + 1];
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(maps, "re");
+	if (!f) {
+		snprintf(why, whylen, "cannot read %s: %s", maps, strerror(errno));
+		return -ESRCH;
+	}
+	int r = -ENOENT;
+	for (int k = 0; r && k < PF_MAPS_MAX_LINES && fgets(line, sizeof(line), f); k++) {
+		char perm[8];
+		int at = 0;
+		line[strcspn(line, "\n")] = '\0';
+		if (sscanf(line, "%*x-%*x %7s %*x %*s %*u %n", perm, &at) != 1 || !at ||
+		    perm[2] != 'x' || line[at] != '/' || !strcmp(line + at, last))
+			continue;
+		util_strlcpy(last, line + at, sizeof(last));
+		int fd = open(last, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+		if (fd < 0)
+			continue;
+		struct stat st;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		    pf_elf_build_id(fd, id, sizeof(id)) == 0 && strlen(id) == hexlen &&
+		    !strncasecmp(id, hex, hexlen) && strlen(last) < n) {
+			snprintf(path, n, "%s", last);
+			r = 0;
+		}
+		close(fd);
+	}
+	fclose(f);
+	if (r)
+		snprintf(why, whylen, "no file mapped executable in pid %d has build id %.*s", (int)pid,
+			 (int)(hexlen > 128 ? 128 : hexlen), hex);
+	return r;
+}
+
+static int resolve_target(pid_t pid, const char *spec, struct pf_uprobe *up, int *fd_out,
+			  char *why, size_t whylen)
+{
+	char path[4096], byid[4096];
 	const char *colon = strrchr(spec, ':');
 	struct stat st;
 	int r;
 
 	*fd_out = -1;
+	if (!strncmp(spec, "buildid:", 8)) {
+		const char *hex = spec + 8;
+		size_t hl = strspn(hex, "0123456789abcdefABCDEF");
+		if (hl < 2 || hl > 128 || hl % 2 || hex + hl != colon || colon[1] != '+') {
+			snprintf(why, whylen, "method target '%.200s': expected buildid:HEX:+0xOFFSET",
+				 spec);
+			return -EINVAL;
+		}
+		if ((r = path_of_build_id(pid, hex, hl, byid, sizeof(byid), why, whylen)) < 0)
+			return r;
+		/* On as a path target: same open, same checks. */
+		snprintf(path, sizeof(path), "%s", byid);
+		char spec2[4096 + 64];
+		snprintf(spec2, sizeof(spec2), "%s%s", path, colon);
+		return resolve_target(pid, spec2, up, fd_out, why, whylen);
+	}
 	if (!colon || colon == spec || !colon[1] || (size_t)(colon - spec) >= sizeof(path) ||
 	    spec[0] != '/') {
 		snprintf(why, whylen, "method target '%.200s': expected /PATH:SYMBOL or "
@@ -466,7 +527,7 @@ int main(int argc, char **argv)
 	uint64_t t0 = util_mono_ms();
 	int64_t start_real = (int64_t)util_now_ns(CLOCK_REALTIME);
 	for (unsigned k = 0; k < nmethods; k++)
-		if ((r = resolve_target(methods[k], &up[k], &upfd[k], why, sizeof(why))) < 0) {
+		if ((r = resolve_target((pid_t)pid, methods[k], &up[k], &upfd[k], why, sizeof(why))) < 0) {
 			rc = fail("%s", why);
 			goto out;
 		}

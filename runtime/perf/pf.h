@@ -180,6 +180,9 @@ void pf_unwind_close(struct pf_unwind *u);
  * holding it. 0, -ENOENT (no such function), -ENOEXEC (not ELF); why set.
  */
 int pf_elf_symbol_offset(int fd, const char *sym, uint64_t *off, char *why, size_t whylen);
+/* The GNU build id of fd's file as lower-case hex (n >= 2 * its bytes + 1):
+ * 0, -ENOENT (none), -ENOEXEC (not ELF). */
+int pf_elf_build_id(int fd, char *hex, size_t n);
 /* 0 when off lies in an executable PT_LOAD segment of fd's file, else -ENOENT/-ENOEXEC. */
 int pf_elf_check_offset(int fd, uint64_t off, char *why, size_t whylen);
 

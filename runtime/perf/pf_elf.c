@@ -124,3 +124,41 @@ int pf_elf_check_offset(int fd, uint64_t off, char *why, size_t whylen)
 	elf_end(e);
 	return r;
 }
+
+int pf_elf_build_id(int fd, char *hex, size_t n)
+{
+	size_t np;
+	int r = -ENOENT;
+	if (fd < 0 || !hex || n < 3)
+		return -EINVAL;
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -ENOSYS;
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!e || elf_kind(e) != ELF_K_ELF || elf_getphdrnum(e, &np) != 0) {
+		if (e)
+			elf_end(e);
+		return -ENOEXEC;
+	}
+	/* The GNU build-id note, in a PT_NOTE segment (what the loader maps). */
+	for (size_t i = 0; i < np && r; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_NOTE)
+			continue;
+		Elf_Data *d = elf_getdata_rawchunk(e, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_NHDR);
+		size_t off = 0, name_off, desc_off;
+		GElf_Nhdr nh;
+		while (d && r && (off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+			if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 ||
+			    memcmp((const char *)d->d_buf + name_off, "GNU", 4))
+				continue;
+			if (nh.n_descsz == 0 || 2 * (size_t)nh.n_descsz + 1 > n)
+				continue;
+			const unsigned char *b = (const unsigned char *)d->d_buf + desc_off;
+			for (size_t k = 0; k < nh.n_descsz; k++)
+				snprintf(hex + 2 * k, 3, "%02x", b[k]);
+			r = 0;
+		}
+	}
+	elf_end(e);
+	return r;
+}

@@ -241,6 +241,16 @@ static void test_method_events(void **state)
 	assert_int_equal(decide(&in, &out, msg), 0);
 	t[0] = "/usr/lib/libfoo.so:+0x1130";
 	assert_int_equal(decide(&in, &out, msg), 0);
+	t[0] = "buildid:84dc53a866062ca38195c481c5e7bfba34dd6a43:+0x1370";
+	assert_int_equal(decide(&in, &out, msg), 0);
+	const char *badid[] = { "buildid:abc:+0x1", "buildid:xyz:+0x1", "buildid:abcd:0x1",
+				"buildid:abcd:+", "buildid::+0x1" };
+	for (size_t i = 0; i < sizeof(badid) / sizeof(badid[0]); i++) {
+		t[0] = (char *)badid[i];
+		assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+		assert_non_null(strstr(msg, "expected buildid:HEX:+0xOFFSET"));
+	}
+	t[0] = "/usr/lib/libfoo.so:foo";
 	/* A method event may run until its config's expiry: 24 h. */
 	p.has_duration_ms = 1;
 	p.duration_ms = SVC_METHOD_DURATION_MAX_MS;

@@ -269,11 +269,18 @@ static void test_elf_offset(void **state)
 	assert_int_equal(pf_elf_symbol_offset(fd, "pf_elf_probe", &got, why, sizeof(why)), -ENOENT);
 	assert_int_equal(pf_elf_check_offset(fd, 1ull << 40, why, sizeof(why)), -ENOENT);
 	assert_int_equal(pf_elf_symbol_offset(-1, "x", &got, why, sizeof(why)), -EINVAL);
+	/* The build id: hex, one per byte pair, and too small a buffer refused. */
+	char id[2 * 64 + 1], small[8];
+	assert_int_equal(pf_elf_build_id(fd, id, sizeof(id)), 0);
+	assert_true(strlen(id) >= 2 && strlen(id) % 2 == 0);
+	assert_int_equal(strspn(id, "0123456789abcdef"), strlen(id));
+	assert_int_equal(pf_elf_build_id(fd, small, sizeof(small)), -ENOENT);
 	close(fd);
 	/* Not ELF at all. */
 	fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
 	assert_int_equal(pf_elf_symbol_offset(fd, "main", &got, why, sizeof(why)), -ENOEXEC);
+	assert_int_equal(pf_elf_build_id(fd, id, sizeof(id)), -ENOEXEC);
 	close(fd);
 }
 
