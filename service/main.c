@@ -428,6 +428,8 @@ int main(int argc, char **argv)
 #ifdef PROFILINGD_TEST_HOOKS
 	test_forbidden_syscall();
 #endif
+	/* [methods.ID] of the config: their captures start with the loop. */
+	svc_methods_load(&cfg);
 	LOG_N("profilingd %s ready (state %s)", PROFILINGD_VERSION, cfg.state_dir);
 	sd_notify(0, "READY=1"); /* Type=notify under systemd; a no-op otherwise */
 	if (event_base_dispatch(base) < 0)

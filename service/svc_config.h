@@ -41,6 +41,8 @@
 #define SVC_METHOD_EVERY_MAX 1000000
 #define SVC_METHOD_MAX_HITS 200000
 #define SVC_METHOD_DURATION_MAX_MS 86400000u /* a config's longest expiry, 24 h */
+#define SVC_MAX_METHODS_CONF 8          /* [methods.ID] sections */
+#define SVC_METHOD_CONF_TARGET_LEN 256  /* a target in the config file, NUL included */
 
 /*
  * The redactor's own system user: a uid no other program runs as, so none
@@ -105,6 +107,19 @@ struct svc_config {
 		uint64_t memory_bytes;
 	} systrig[SVC_MAX_SYSTRIG];
 	unsigned nsystrig;
+	/*
+	 * [methods.ID]: method-event configs of the system config
+	 * (docs/METHOD_EVENTS.md), added at start as `profctl methods add`
+	 * would; `method = ` once per target. A change needs a restart.
+	 */
+	struct svc_methods_conf {
+		char id[33];
+		char exe[SVC_PATH_MAX];
+		char targets[SVC_METHOD_TARGETS_MAX][SVC_METHOD_CONF_TARGET_LEN];
+		unsigned ntargets;
+		uint32_t version, canary_percent, expiry_s, every, max_hits;
+	} methods[SVC_MAX_METHODS_CONF];
+	unsigned nmethods;
 	/* [apps]: executable path -> app id, for several apps under one uid. */
 	struct svc_app_map {
 		char exe[SVC_PATH_MAX];

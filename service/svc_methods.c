@@ -280,6 +280,33 @@ int svc_methods_switch_off(void)
 				     "([capture] method_events = false)");
 }
 
+void svc_methods_load(const struct svc_config *cfg)
+{
+	struct svc_methods_cfg *c = calloc(1, sizeof(*c));
+	char msg[256];
+	if (!c) {
+		LOG_E("[methods.*]: out of memory: no method-event config loaded");
+		return;
+	}
+	for (unsigned i = 0; i < cfg->nmethods; i++) {
+		const struct svc_methods_conf *m = &cfg->methods[i];
+		memset(c, 0, sizeof(*c));
+		util_strlcpy(c->id, m->id, sizeof(c->id));
+		util_strlcpy(c->exe, m->exe, sizeof(c->exe));
+		for (unsigned k = 0; k < m->ntargets; k++)
+			util_strlcpy(c->targets[k], m->targets[k], sizeof(c->targets[k]));
+		c->ntargets = m->ntargets;
+		c->version = m->version ? m->version : 1;
+		c->canary_percent = m->canary_percent;
+		c->expiry_s = m->expiry_s;
+		c->every = m->every;
+		c->max_hits = m->max_hits;
+		if (svc_methods_add(c, msg, sizeof(msg)))
+			LOG_E("[methods.%s] not loaded: %s", m->id, msg);
+	}
+	free(c);
+}
+
 void svc_methods_foreach(void (*fn)(const struct svc_methods_info *i, void *ud), void *ud)
 {
 	for (size_t i = 0; i < SVC_METHODS_MAX; i++) {

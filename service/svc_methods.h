@@ -81,6 +81,11 @@ int svc_methods_switch_off(void);
  * enabled, unexpired config of exe whose canary picks pid hooks it.
  */
 void svc_methods_exec(pid_t pid, const char *exe);
+/*
+ * The config's [methods.ID] sections, added as profctl would (at start).
+ * A refused one is logged with its reason and skipped.
+ */
+void svc_methods_load(const struct svc_config *cfg);
 void svc_methods_foreach(void (*fn)(const struct svc_methods_info *i, void *ud), void *ud);
 /* Forget every config (the daemon's stop; captures end with their sessions). */
 void svc_methods_fini(void);

@@ -200,7 +200,7 @@ export PROFCTL_SOCKET=$T/state/control.sock
 start_daemon "[limits]" "max_sessions = 64"
 CP=()
 for i in $(seq 20); do
-	"$TGT" 0 0 "$T/never" 60 > /dev/null &
+	"$TGT" 0 0 "$T/never" 300 > /dev/null &
 	CP+=("$!")
 	PIDS+=("$!")
 done
@@ -263,7 +263,7 @@ grep -q "needs a higher version" "$T/re.out" || fail "same version: $(cat "$T/re
 # A process that execs the executable after the add is hooked too.
 "$PROFCTL" methods add late --exe "$(readlink -f "$TGT")" --method "$(readlink -f "$TGT"):target_fn" \
 	> /dev/null || fail "methods add late"
-"$TGT" 0 0 "$T/never" 60 > /dev/null &
+"$TGT" 0 0 "$T/never" 300 > /dev/null &
 NP=$!
 PIDS+=("$NP")
 # (The canary config may pick it first: one capture per process.)
@@ -305,5 +305,14 @@ for _ in $(seq 500); do pgrep -f "^profilingd-perf " > /dev/null || break; sleep
 	> "$T/re.out" 2>&1 || fail "methods add accepted while switched off"
 grep -q "switched off" "$T/re.out" || fail "switched off: $(cat "$T/re.out")"
 echo "ok: method_events = false stopped $((q + 1)) captures and refuses new ones"
+stop_daemon
+
+# 5. A config from the system config file ([methods.ID]), loaded at start.
+start_daemon "[limits]" "max_sessions = 64" "[methods.sys]" "exe = $(readlink -f "$TGT")" \
+	"method = $(readlink -f "$TGT"):target_fn" "canary_percent = 100" "expiry_s = 600"
+grep -Eq "method events sys v1 on .*: 21 processes, 21 in the 100 % canary, 21 hooked" "$T/daemon.log" ||
+	fail "[methods.sys] not applied: $(grep 'method events sys' "$T/daemon.log" | tail -n 3)"
+"$PROFCTL" methods list | grep -q "^sys " || fail "methods list does not show [methods.sys]"
+echo "ok: [methods.sys] from the config hooked all 21 processes"
 stop_daemon
 pass "method events: canary $k of 20, stable across a restart; kill switch"
