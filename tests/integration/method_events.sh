@@ -189,6 +189,23 @@ req_refused "a JVM target" "JVM methods are not yet" --method "com.example.Targe
 	> /dev/null 2> "$T/rerr" || fail "unknown symbol accepted by the daemon"
 grep -q "no function named 'no_such_fn'" "$T/rerr" || fail "unknown symbol: $(cat "$T/rerr")"
 kill -0 "$SP" || fail "the target died"
+# An app (uid 61919, no privilege) asking for its own process may name
+# only files its uid can read: the helper opens them as that uid.
+out=0
+setpriv --reuid=$U --regid=$U --clear-groups env PROFILINGD_SOCKET="$PROFILINGD_SOCKET" \
+	sh -c 'exec "$1" --pid $$ --type methods --duration-ms 500 --method "$2:target_fn"' \
+	sh "$APPS/it_request" "$T/private_target" > /dev/null 2> "$T/app.err" || out=$?
+[ "$out" -ne 0 ] || fail "uid $U's method events on a file it cannot read were delivered"
+grep -q "Permission denied (opened as the target's user)" "$T/app.err" ||
+	fail "uid $U: $(cat "$T/app.err")"
+# The same app on a file it can read: delivered to it (an empty profile:
+# it_request never calls target_fn).
+setpriv --reuid=$U --regid=$U --clear-groups env PROFILINGD_SOCKET="$PROFILINGD_SOCKET" \
+	sh -c 'exec "$1" --pid $$ --type methods --duration-ms 500 --method "$2:main"' \
+	sh "$APPS/it_request" "$APPS/it_request" > "$T/app.path" 2> "$T/app.err" ||
+	fail "uid $U's method events on its own program: $(cat "$T/app.err")"
+[ "$(stat -c %u "$(cat "$T/app.path")")" = $U ] || fail "the result is not uid $U's"
+echo "ok: an unprivileged app: refused for a file it cannot read, served for its own program"
 daemon_alive || fail "the daemon died"
 stop_daemon
 echo "ok: method events: exact hits, call sites, refusals"
