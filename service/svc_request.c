@@ -190,9 +190,9 @@ static int create_session(struct target *t, const Pd__Request *rq,
 	*out = s;
 	/*
 	 * Start from the event loop, after the synchronous reply is queued:
-	 * at once when the runtime is here, else when it says hello.
+	 * at once when the runtime is here, else when it says hello. Method
+	 * events are the daemon's own probes: nothing to wait for.
 	 */
-	/* Method events are the daemon's own probes: nothing to wait for. */
 	if (!t->gone)
 		svc_session_arm(s, svc_session_runtime_of(s) || s->jvm ||
 				s->type == PROF_METHOD_EVENTS ? 0 : wait_ms);
