@@ -16,6 +16,7 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -161,7 +162,13 @@ static int create_session(struct target *t, const Pd__Request *rq,
 	s->client_id = client_id;
 	s->start_ns = now;
 	if (rq->type == PROF_METHOD_EVENTS && rq->params) {
-		/* svc_admit_methods checked count and lengths. */
+		/* svc_admit_methods checked count (1..8) and lengths. */
+		s->methods = calloc(SVC_METHOD_TARGETS_MAX, sizeof(*s->methods));
+		if (!s->methods) {
+			svc_session_discard(s);
+			*why = "out of memory";
+			return PROF_E_UNKNOWN;
+		}
 		for (size_t i = 0; i < rq->params->n_method_targets && i < SVC_METHOD_TARGETS_MAX; i++)
 			util_strlcpy(s->methods[s->nmethods++], rq->params->method_targets[i],
 				     sizeof(s->methods[0]));

@@ -55,8 +55,9 @@ struct session {
 	uint32_t buffer_kb;
 	uint32_t wait_ms;                /* for a runtime to say hello */
 	uint32_t interval;               /* heap profile sampling interval, bytes */
-	/* PROF_METHOD_EVENTS: the targets as admitted, every Nth stack, the hit cap. */
-	char methods[SVC_METHOD_TARGETS_MAX][SVC_METHOD_TARGET_LEN];
+	/* PROF_METHOD_EVENTS: the targets as admitted (allocated for that type
+	 * only, freed with the session), every Nth stack, the hit cap. */
+	char (*methods)[SVC_METHOD_TARGET_LEN];
 	unsigned nmethods;
 	uint32_t method_every, method_max_hits;
 	const char *redact_format;       /* NULL: the type's format */
