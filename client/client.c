@@ -390,6 +390,13 @@ static void fill_params(Pd__Params *pp, const struct prof_params *params)
 	pp->background_ms = params->background_ms;
 	pp->has_format = params->format != 0;
 	pp->format = params->format;
+	/* Method events: the strings are the caller's, valid through the send. */
+	pp->n_method_targets = params->method_targets ? params->n_method_targets : 0;
+	pp->method_targets = (char **)params->method_targets;
+	pp->has_method_every = params->method_every != 0;
+	pp->method_every = params->method_every;
+	pp->has_method_max_hits = params->method_max_hits != 0;
+	pp->method_max_hits = params->method_max_hits;
 }
 
 int prof_request(prof_client *c, enum prof_type type, const struct prof_params *caller_params,

@@ -38,6 +38,18 @@ static const struct format_row {
 	{ PROF_HEAP_PROFILE, PROF_FORMAT_PERFETTO, "perfetto", "heapprofile", "perfetto-trace" },
 	{ PROF_SYSTEM_TRACE, PROF_FORMAT_PERFETTO, "perfetto", "perfetto", "perfetto-trace" },
 };
+/*
+ * PROF_METHOD_EVENTS is 0x100, past Android's values, so its row is not
+ * an index of types[]: row() finds it. Its capability is
+ * NAMES_CAP_METHOD_EVENTS.
+ */
+static const struct type_row method_row = { "methods", "methods", "methods", "method-events",
+					    "pb.gz", "pprof", "method_events" };
+
+static const struct type_row *row(uint32_t type)
+{
+	return type == PROF_METHOD_EVENTS ? &method_row : &types[type];
+}
 
 /* Indexed by enum prof_trigger_type. The API's APP_FULLY_DRAWN is the
  * only one whose enum name is not its spelling. */
@@ -103,32 +115,32 @@ static const char *skip_prefix(const char *s, const char *prefix)
 
 bool names_type_valid(uint32_t type)
 {
-	return type >= PROF_HEAP_DUMP && type <= PROF_SYSTEM_TRACE;
+	return (type >= PROF_HEAP_DUMP && type <= PROF_SYSTEM_TRACE) || type == PROF_METHOD_EVENTS;
 }
 
 const char *names_type_str(uint32_t type)
 {
-	return names_type_valid(type) ? types[type].name : "?";
+	return names_type_valid(type) ? row(type)->name : "?";
 }
 
 const char *names_type_conf(uint32_t type)
 {
-	return names_type_valid(type) ? types[type].conf : NULL;
+	return names_type_valid(type) ? row(type)->conf : NULL;
 }
 
 const char *names_type_file(uint32_t type)
 {
-	return names_type_valid(type) ? types[type].file : NULL;
+	return names_type_valid(type) ? row(type)->file : NULL;
 }
 
 const char *names_type_ext(uint32_t type)
 {
-	return names_type_valid(type) ? types[type].ext : NULL;
+	return names_type_valid(type) ? row(type)->ext : NULL;
 }
 
 const char *names_type_format(uint32_t type)
 {
-	return names_type_valid(type) ? types[type].format : NULL;
+	return names_type_valid(type) ? row(type)->format : NULL;
 }
 
 int names_type_parse(const char *s)
@@ -136,17 +148,20 @@ int names_type_parse(const char *s)
 	if (!s)
 		return -EINVAL;
 	s = skip_prefix(s, "prof-");
-	for (uint32_t t = PROF_HEAP_DUMP; t <= PROF_SYSTEM_TRACE; t++) {
-		const struct type_row *r = &types[t];
+	for (uint32_t t = PROF_HEAP_DUMP; t <= PROF_SYSTEM_TRACE + 1; t++) {
+		uint32_t type = t <= PROF_SYSTEM_TRACE ? t : PROF_METHOD_EVENTS;
+		const struct type_row *r = row(type);
 		if (same(s, r->name) || same(s, r->conf) || same(s, r->file) ||
 		    (r->api && same(s, r->api)))
-			return (int)t;
+			return (int)type;
 	}
 	return -EINVAL;
 }
 
 const char *names_type_list(void)
 {
+	/* The types a config trigger or profctl request may name: method
+	 * events need targets, which neither carries. */
 	return "heap-dump, heap-profile, stack, trace";
 }
 
@@ -167,21 +182,21 @@ const char *names_format_str(uint32_t type, uint32_t format)
 {
 	if (!names_format_valid(type, format))
 		return NULL;
-	return format ? format_row(type, format)->name : types[type].format;
+	return format ? format_row(type, format)->name : row(type)->format;
 }
 
 const char *names_format_redact(uint32_t type, uint32_t format)
 {
 	if (!names_format_valid(type, format))
 		return NULL;
-	return format ? format_row(type, format)->redact : types[type].format;
+	return format ? format_row(type, format)->redact : row(type)->format;
 }
 
 const char *names_format_ext(uint32_t type, uint32_t format)
 {
 	if (!names_format_valid(type, format))
 		return NULL;
-	return format ? format_row(type, format)->ext : types[type].ext;
+	return format ? format_row(type, format)->ext : row(type)->ext;
 }
 
 int names_format_parse(const char *s)
@@ -223,6 +238,8 @@ const char *names_trigger_list(void)
 
 uint32_t names_cap_bit(uint32_t type)
 {
+	if (type == PROF_METHOD_EVENTS)
+		return NAMES_CAP_METHOD_EVENTS;
 	return names_type_valid(type) ? 1u << (type - 1) : 0;
 }
 
@@ -231,6 +248,8 @@ const char *names_cap_str(uint32_t bit)
 	for (uint32_t t = PROF_HEAP_DUMP; t <= PROF_SYSTEM_TRACE; t++)
 		if (bit == names_cap_bit(t))
 			return types[t].cap;
+	if (bit == names_cap_bit(PROF_METHOD_EVENTS))
+		return method_row.cap;
 	return NULL;
 }
 
@@ -239,6 +258,8 @@ uint32_t names_cap_parse(const char *s)
 	for (uint32_t t = PROF_HEAP_DUMP; s && t <= PROF_SYSTEM_TRACE; t++)
 		if (!strcmp(s, types[t].cap))
 			return names_cap_bit(t);
+	if (s && !strcmp(s, method_row.cap))
+		return names_cap_bit(PROF_METHOD_EVENTS);
 	return 0;
 }
 

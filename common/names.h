@@ -106,6 +106,9 @@ const char *names_trigger_list(void);
 #define NAMES_CAP_STACK_SAMPLING (1u << (PROF_STACK_SAMPLING - 1))
 #define NAMES_CAP_TRACE_RING     (1u << (PROF_SYSTEM_TRACE - 1))
 #define NAMES_CAP_ALL            0xfu
+/* PROF_METHOD_EVENTS (0x100, no index): the bit after the four above; not
+ * in NAMES_CAP_ALL, which is the runtimes' stack-and-heap set. */
+#define NAMES_CAP_METHOD_EVENTS  (1u << 4)
 
 /* The capability bit a capture type needs; 0 for an invalid type. */
 uint32_t names_cap_bit(uint32_t type);

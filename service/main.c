@@ -37,6 +37,7 @@
 #include "svc_session.h"
 #include "svc_trigger.h"
 #include "svc_ctl.h"
+#include "svc_methods.h"
 #include "util.h"
 
 /* /etc/profilingd/profilingd.conf for an install prefix of /usr. */
@@ -223,7 +224,13 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 		sd_notify(0, "READY=1");
 		return;
 	}
+	bool methods_were = live_cfg->method_events;
 	int changed = svc_config_reload(live_cfg, &next, &refused);
+	/* The method events' kill switch: every probe goes now. */
+	if (methods_were && !live_cfg->method_events) {
+		int k = svc_methods_switch_off();
+		LOG_N("method_events = false: %d method-event captures stopped, their probes removed", k);
+	}
 	svc_config_free(&next);
 	if (!debug_log)
 		log_set_level(live_cfg->log_level);
@@ -422,6 +429,8 @@ int main(int argc, char **argv)
 #ifdef PROFILINGD_TEST_HOOKS
 	test_forbidden_syscall();
 #endif
+	/* [methods.ID] of the config: their captures start with the loop. */
+	svc_methods_load(&cfg);
 	LOG_N("profilingd %s ready (state %s)", PROFILINGD_VERSION, cfg.state_dir);
 	sd_notify(0, "READY=1"); /* Type=notify under systemd; a no-op otherwise */
 	if (event_base_dispatch(base) < 0)
@@ -447,6 +456,7 @@ out:
 	if (ev_term)
 		event_free(ev_term);
 	svc_ctl_fini();
+	svc_methods_fini(); /* its configs only: the captures end with the sessions */
 	svc_trigger_fini();
 	svc_request_fini();
 	svc_session_fini();

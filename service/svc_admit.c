@@ -11,6 +11,7 @@
  */
 #include "svc_db_result.h"
 #include "svc_admit.h"
+#include "svc_config.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -39,18 +40,90 @@ static int check_param(bool has, uint32_t v, uint32_t def, uint32_t lo, uint32_t
 	return 0;
 }
 
+int svc_admit_methods(const Pd__Params *p, char *msg, size_t n)
+{
+	size_t nt = p ? p->n_method_targets : 0;
+	if (nt == 0 || nt > SVC_METHOD_TARGETS_MAX) {
+		util_fmt(msg, n, "method events need 1..%d method_targets, got %zu",
+			 SVC_METHOD_TARGETS_MAX, nt);
+		return PROF_E_INVALID_REQUEST;
+	}
+	for (size_t i = 0; i < nt; i++) {
+		const char *t = p->method_targets[i];
+		const char *colon = t ? strrchr(t, ':') : NULL;
+		if (!t || strlen(t) >= SVC_METHOD_TARGET_LEN) {
+			util_fmt(msg, n, "method target %zu: longer than %d bytes", i,
+				 SVC_METHOD_TARGET_LEN - 1);
+			return PROF_E_INVALID_REQUEST;
+		}
+		for (const char *c = t; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+				util_fmt(msg, n, "method target %zu: control characters", i);
+				return PROF_E_INVALID_REQUEST;
+			}
+		/* By build id: the file the target maps with it, found by the helper. */
+		if (!strncmp(t, "buildid:", 8)) {
+			size_t hl = strspn(t + 8, "0123456789abcdefABCDEF");
+			if (hl < 2 || hl > 128 || hl % 2 || t[8 + hl] != ':' || t[9 + hl] != '+' ||
+			    !t[10 + hl]) {
+				util_fmt(msg, n, "method target '%.64s': expected buildid:HEX:+0xOFFSET",
+					 t);
+				return PROF_E_INVALID_REQUEST;
+			}
+			continue;
+		}
+		/* JVM targets (class.method) are the JVMTI agent's, not built yet. */
+		if (t[0] != '/') {
+			util_fmt(msg, n, "method target '%.64s': only native targets "
+				 "(/PATH:SYMBOL, /PATH:+0xOFFSET, buildid:HEX:+0xOFFSET) are supported; "
+				 "JVM methods are "
+				 "not yet (docs/METHOD_EVENTS.md)", t);
+			return PROF_E_INVALID_REQUEST;
+		}
+		if (!colon || !colon[1] || strchr(colon + 1, '/')) {
+			util_fmt(msg, n, "method target '%.64s': expected /PATH:SYMBOL or "
+				 "/PATH:+0xOFFSET", t);
+			return PROF_E_INVALID_REQUEST;
+		}
+	}
+	if (p->has_method_every && p->method_every > SVC_METHOD_EVERY_MAX) {
+		util_fmt(msg, n, "method_every must be 0..%d", SVC_METHOD_EVERY_MAX);
+		return PROF_E_INVALID_REQUEST;
+	}
+	if (p->has_method_max_hits && p->method_max_hits > SVC_METHOD_MAX_HITS) {
+		util_fmt(msg, n, "method_max_hits must be 0..%d", SVC_METHOD_MAX_HITS);
+		return PROF_E_INVALID_REQUEST;
+	}
+	return 0;
+}
+
 static int rule_valid(const struct svc_admit_in *in, struct svc_admit_out *out, char *msg,
 		      size_t n)
 {
 	const Pd__Params *p = in->params;
-	if (in->type < PROF_HEAP_DUMP || in->type > PROF_SYSTEM_TRACE) {
+	if ((in->type < PROF_HEAP_DUMP || in->type > PROF_SYSTEM_TRACE) &&
+	    in->type != PROF_METHOD_EVENTS) {
 		util_fmt(msg, n, "unknown capture type %u", in->type);
 		return PROF_E_INVALID_REQUEST;
 	}
+	if (in->type == PROF_METHOD_EVENTS && in->methods_off) {
+		util_fmt(msg, n, "method events are switched off ([capture] method_events = false)");
+		return PROF_E_INVALID_REQUEST;
+	}
+	if (in->type == PROF_METHOD_EVENTS) {
+		int e = svc_admit_methods(p, msg, n);
+		if (e)
+			return e;
+	} else if (p && p->n_method_targets) {
+		util_fmt(msg, n, "method_targets are for PROF_METHOD_EVENTS only");
+		return PROF_E_INVALID_REQUEST;
+	}
+	/* Method events run until their config's expiry: up to 24 h. */
+	uint32_t dmax = in->type == PROF_METHOD_EVENTS ? SVC_METHOD_DURATION_MAX_MS
+		: SVC_DURATION_MAX_MS;
 	if (check_param(p && p->has_duration_ms, p ? p->duration_ms : 0, in->default_duration_ms,
-			SVC_DURATION_MIN_MS, SVC_DURATION_MAX_MS, &out->duration_ms) < 0) {
-		util_fmt(msg, n, "duration_ms must be %u..%u", SVC_DURATION_MIN_MS,
-			 SVC_DURATION_MAX_MS);
+			SVC_DURATION_MIN_MS, dmax, &out->duration_ms) < 0) {
+		util_fmt(msg, n, "duration_ms must be %u..%u", SVC_DURATION_MIN_MS, dmax);
 		return PROF_E_INVALID_REQUEST;
 	}
 	if (check_param(p && p->has_frequency_hz, p ? p->frequency_hz : 0,
@@ -97,6 +170,9 @@ static int rule_runtime(const struct svc_admit_in *in, struct svc_admit_out *out
 			size_t n)
 {
 	if (in->gone || in->app_only)
+		return 0;
+	/* Native method events are probes the daemon sets itself: no runtime. */
+	if (in->type == PROF_METHOD_EVENTS)
 		return 0;
 	if (in->runtime && !(in->runtime_caps & in->type_cap) &&
 	    !(in->type == PROF_HEAP_DUMP && in->jvm)) {

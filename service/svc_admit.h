@@ -54,6 +54,7 @@ struct svc_admit_in {
 	bool runtime;                   /* its runtime is connected ... */
 	uint32_t runtime_caps;          /* ... and offers these */
 	bool jvm;                       /* it is a HotSpot JVM (read for heap dumps only) */
+	bool methods_off;               /* [capture] method_events = false: the kill switch */
 	/* the config */
 	uint32_t default_duration_ms, default_frequency_hz, max_sessions;
 	uint32_t background_max_ms;     /* [trace] background_max_s, in ms */
@@ -71,6 +72,14 @@ struct svc_admit_out {
 };
 /* 0 (admitted, out filled), or the first refusing rule's positive
  * PROF_E_* with msg[n]. No side effects. */
+/*
+ * PROF_METHOD_EVENTS parameters (rule 1's part for them): 1..8 native
+ * targets "/PATH:SYMBOL" or "/PATH:+0xOFFSET" without control characters,
+ * method_every and method_max_hits in range. 0 or PROF_E_INVALID_REQUEST
+ * with msg. Whether the file and the symbol exist is profilingd-perf's
+ * answer, as the target's user.
+ */
+int svc_admit_methods(const Pd__Params *p, char *msg, size_t n);
 int svc_admit_decide(const struct svc_admit_in *in, struct svc_admit_out *out, char *msg,
 		     size_t n);
 

@@ -91,6 +91,15 @@ void svc_capture_timer(struct session *s)
 	char msg[192];
 
 	if (s->state == S_WAIT_RUNTIME) {
+		/* Native method events: uprobes by profilingd-perf, runtime or not. */
+		if (s->type == PROF_METHOD_EVENTS) {
+			if (!start_agentless(s)) {
+				util_fmt(msg, sizeof(msg), "method events of pid %d cannot start: "
+					 "profilingd-perf is not available", (int)s->pid);
+				svc_deliver_fail(s, PROF_E_RUNTIME_UNAVAILABLE, msg);
+			}
+			return;
+		}
 		/* A JVM's heap dump is the VM's own, through the attach protocol
 		 * (or its agent's, when configured and connected). */
 		if (s->jvm && s->type == PROF_HEAP_DUMP && !dump_by_agent(s)) {
@@ -242,7 +251,8 @@ static void perf_done(void *ud, int code, const char *msg)
 	if (recheck(s) < 0)
 		return;
 	if (code != 0) {
-		util_fmt(m, sizeof(m), "agentless sampling failed: %s", msg && *msg ? msg : "?");
+		util_fmt(m, sizeof(m), "%s failed: %s", s->type == PROF_METHOD_EVENTS
+			 ? "method events" : "agentless sampling", msg && *msg ? msg : "?");
 		svc_deliver_fail(s, names_exit_error(code, PROF_E_EXECUTING), m);
 		return;
 	}
@@ -265,9 +275,17 @@ static bool start_agentless(struct session *s)
 	if (recheck(s) < 0)
 		return true; /* the session has failed: nothing else to try */
 	int r = svc_capture_open_raw(s);
-	if (r == 0)
+	if (r == 0 && s->type == PROF_METHOD_EVENTS) {
+		const char *m[SVC_METHOD_TARGETS_MAX];
+		for (unsigned i = 0; i < s->nmethods; i++)
+			m[i] = s->methods[i];
+		r = svc_perf_methods_start(s->pid, s->ident.start, m, s->nmethods, s->method_every,
+					   s->method_max_hits, s->duration_ms, s->raw_fd, perf_done,
+					   s, &s->perf);
+	} else if (r == 0) {
 		r = svc_perf_start(s->pid, s->ident.start, s->hz, s->duration_ms, s->raw_fd,
 				   perf_done, s, &s->perf);
+	}
 	if (r < 0) {
 		LOG_I("session %llu: pid %d has no agent and cannot be sampled without one: %s",
 		      (unsigned long long)s->id, (int)s->pid,
@@ -283,8 +301,12 @@ static bool start_agentless(struct session *s)
 	s->state = S_CAPTURING;
 	s->start_ns = util_now_ns(CLOCK_REALTIME);
 	svc_session_notify(s, "capturing", 0, NULL, 0, NULL);
-	LOG_I("session %llu: no agent in pid %d: sampling it with perf_event_open at %u Hz for %u ms",
-	      (unsigned long long)s->id, (int)s->pid, s->hz, s->duration_ms);
+	if (s->type == PROF_METHOD_EVENTS)
+		LOG_I("session %llu: method events of pid %d: %u uprobe target(s) for %u ms",
+		      (unsigned long long)s->id, (int)s->pid, s->nmethods, s->duration_ms);
+	else
+		LOG_I("session %llu: no agent in pid %d: sampling it with perf_event_open at %u Hz "
+		      "for %u ms", (unsigned long long)s->id, (int)s->pid, s->hz, s->duration_ms);
 	return true;
 }
 

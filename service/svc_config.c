@@ -88,6 +88,7 @@ static const struct key keys[] = {
 	{ "jvm", "agent", K_STR_PATH, OFF(jvm_agent), 0, 0, R_RESTART },
 	{ "jvm", "attach_timeout_ms", K_MS, OFF(jvm_attach_timeout_ms), 1000, 3600000, R_LIVE },
 	{ "jvm", "heap_dump_via_agent", K_BOOL, OFF(jvm_dump_via_agent), 0, 0, R_LIVE },
+	{ "capture", "method_events", K_BOOL, OFF(method_events), 0, 0, R_LIVE },
 	{ "memory", "available_percent", K_U32, OFF(mem_available_percent), 0, 50, R_RESTART },
 	{ "memory", "stall_percent", K_U32, OFF(mem_stall_percent), 0, 100, R_RESTART },
 	{ "results", "retention_days", K_U32, OFF(retention_days), 1, 3650, R_LIVE },
@@ -124,6 +125,7 @@ void svc_config_defaults(struct svc_config *c)
 	c->default_frequency_hz = 100;
 	c->deadline_grace_ms = 5000;
 	c->runtime_wait_ms = 2000;
+	c->method_events = true;
 	c->max_app_result_bytes = 512ull << 20;
 	c->max_total_result_bytes = 2048ull << 20;
 	c->min_free_bytes = 64ull << 20;
@@ -293,7 +295,8 @@ static int systrig_kv(struct parse_ctx *pc, const char *tname, const char *key, 
 	if (!strcmp(key, "type"))
 		ok = (t->type = named > 0 ? (uint32_t)named : 0) != 0;
 	else if (!strcmp(key, "capture"))
-		ok = (t->capture = named > 0 ? (uint32_t)named : 0) != 0;
+		/* Method events need targets, which a trigger does not carry. */
+		ok = (t->capture = named > 0 && named != PROF_METHOD_EVENTS ? (uint32_t)named : 0) != 0;
 	else if (!strcmp(key, "exe"))
 		ok = v[0] == '/' && util_strlcpy(t->exe, v, sizeof(t->exe)) < sizeof(t->exe);
 	else if (!strcmp(key, "cgroup"))
@@ -331,6 +334,56 @@ static int systrig_kv(struct parse_ctx *pc, const char *tname, const char *key, 
 	return 1;
 }
 
+/* [methods.ID] key = value: a method-event config (docs/METHOD_EVENTS.md). */
+static int methods_kv(struct parse_ctx *pc, const char *id, const char *key, const char *v)
+{
+	struct svc_config *c = pc->cfg;
+	struct svc_methods_conf *m = NULL;
+	for (unsigned i = 0; i < c->nmethods; i++)
+		if (!strcmp(c->methods[i].id, id))
+			m = &c->methods[i];
+	if (!m) {
+		if (c->nmethods == SVC_MAX_METHODS_CONF || !*id || strlen(id) >= sizeof(m->id)) {
+			perr(pc, -EINVAL, "[methods.%s]: at most %d method-event configs, ids of "
+			     "1..32 bytes", id, SVC_MAX_METHODS_CONF);
+			return 0;
+		}
+		m = &c->methods[c->nmethods++];
+		memset(m, 0, sizeof(*m));
+		util_strlcpy(m->id, id, sizeof(m->id));
+	}
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(v, &end, 10);
+	bool num = *v && !*end && v[0] != '-' && !errno && n <= UINT32_MAX;
+	int ok = 1;
+	if (!strcmp(key, "exe"))
+		ok = v[0] == '/' && util_strlcpy(m->exe, v, sizeof(m->exe)) < sizeof(m->exe);
+	else if (!strcmp(key, "method"))
+		ok = m->ntargets < SVC_METHOD_TARGETS_MAX &&
+		     util_strlcpy(m->targets[m->ntargets], v, sizeof(m->targets[0])) <
+			     sizeof(m->targets[0]) && ++m->ntargets;
+	else if (!strcmp(key, "version") && num)
+		m->version = (uint32_t)n;
+	else if (!strcmp(key, "canary_percent") && num && n <= 100)
+		m->canary_percent = (uint32_t)n;
+	else if (!strcmp(key, "expiry_s") && num && n <= 86400)
+		m->expiry_s = (uint32_t)n;
+	else if (!strcmp(key, "every") && num)
+		m->every = (uint32_t)n;
+	else if (!strcmp(key, "max_hits") && num)
+		m->max_hits = (uint32_t)n;
+	else
+		ok = 0;
+	if (!ok) {
+		perr(pc, -EINVAL, "[methods.%s] %s = %s: unknown key or bad value (method: at most "
+		     "%d, of at most %d bytes)", id, key, v, SVC_METHOD_TARGETS_MAX,
+		     SVC_METHOD_CONF_TARGET_LEN - 1);
+		return 0;
+	}
+	return 1;
+}
+
 static int on_kv(void *user, const char *section, const char *name, const char *value)
 {
 	struct parse_ctx *pc = user;
@@ -346,6 +399,8 @@ static int on_kv(void *user, const char *section, const char *name, const char *
 	}
 	if (strncmp(section, "trigger.", 8) == 0)
 		return systrig_kv(pc, section + 8, name, value);
+	if (strncmp(section, "methods.", 8) == 0)
+		return methods_kv(pc, section + 8, name, value);
 	if (strcmp(section, "sandbox") == 0 && strcmp(name, "seccomp") == 0) {
 		static const char *const modes[] = { "enforce", "debug", "off" };
 		for (int m = 0; m < 3; m++) {
@@ -470,6 +525,12 @@ int svc_config_check(struct svc_config *cfg, char *msg, size_t n)
 			return -EINVAL;
 		}
 	}
+	for (unsigned i = 0; i < cfg->nmethods; i++)
+		if (!cfg->methods[i].exe[0] || !cfg->methods[i].ntargets) {
+			snprintf(msg, n, "[methods.%s] needs an exe and at least one method",
+				 cfg->methods[i].id);
+			return -EINVAL;
+		}
 	return 0;
 }
 
@@ -560,6 +621,15 @@ int svc_config_print(const struct svc_config *cfg, FILE *f)
 		if (t->background_ms)
 			fprintf(f, "background_ms = %u\n", t->background_ms);
 	}
+	for (unsigned i = 0; i < cfg->nmethods; i++) {
+		const struct svc_methods_conf *m = &cfg->methods[i];
+		fprintf(f, "\n[methods.%s]\nexe = %s\n", m->id, m->exe);
+		for (unsigned k = 0; k < m->ntargets; k++)
+			fprintf(f, "method = %s\n", m->targets[k]);
+		fprintf(f, "version = %u\ncanary_percent = %u\nexpiry_s = %u\nevery = %u\n"
+			"max_hits = %u\n", m->version, m->canary_percent, m->expiry_s, m->every,
+			m->max_hits);
+	}
 	return ferror(f) ? -EIO : 0;
 }
 
@@ -623,6 +693,11 @@ int svc_config_reload(struct svc_config *live, const struct svc_config *next, un
 	}
 	if (!apps_equal(live, next)) {
 		LOG_W("[apps] changed: needs a restart; keeping the %u running entries", live->napps);
+		nref++;
+	}
+	if (live->nmethods != next->nmethods ||
+	    memcmp(live->methods, next->methods, live->nmethods * sizeof(live->methods[0]))) {
+		LOG_W("[methods.*] changed: needs a restart (profctl methods changes them live)");
 		nref++;
 	}
 	if (!systrig_equal(live, next)) {

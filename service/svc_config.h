@@ -34,6 +34,16 @@
 #define SVC_BUFFER_KB_MIN 64     /* per-CPU kernel trace buffer of a system trace */
 #define SVC_BUFFER_KB_MAX 65536
 #define SVC_TRACE_BG_MAX_S 3600  /* [trace] background_max_s at most */
+/* PROF_METHOD_EVENTS (docs/METHOD_EVENTS.md): targets per request and
+ * their length with the NUL; profilingd-perf takes the same 8. */
+#define SVC_METHOD_TARGETS_MAX 8
+#define SVC_METHOD_TARGETS_WIRE_MAX 64 /* decoded; past 8 refused with a reason */
+#define SVC_METHOD_TARGET_LEN 1024
+#define SVC_METHOD_EVERY_MAX 1000000
+#define SVC_METHOD_MAX_HITS 200000
+#define SVC_METHOD_DURATION_MAX_MS 86400000u /* a config's longest expiry, 24 h */
+#define SVC_MAX_METHODS_CONF 8          /* [methods.ID] sections */
+#define SVC_METHOD_CONF_TARGET_LEN 256  /* a target in the config file, NUL included */
 
 /*
  * The redactor's own system user: a uid no other program runs as, so none
@@ -79,6 +89,7 @@ struct svc_config {
 	char jvm_agent[SVC_PATH_MAX];  /* "" = beside the daemon, then the library dir */
 	uint32_t jvm_attach_timeout_ms;
 	bool jvm_dump_via_agent;       /* heap dumps by a connected agent, not by attach */
+	bool method_events;            /* [capture] method_events: off is the kill switch */
 	/* [memory]: OOM warnings from the whole machine's memory */
 	uint32_t mem_available_percent; /* MemAvailable under this share of MemTotal; 0 off */
 	uint32_t mem_stall_percent;     /* /proc/pressure/memory "some" share of 1 s; 0 off */
@@ -102,6 +113,19 @@ struct svc_config {
 		uint32_t background_ms;  /* a system trace's running background part */
 	} systrig[SVC_MAX_SYSTRIG];
 	unsigned nsystrig;
+	/*
+	 * [methods.ID]: method-event configs of the system config
+	 * (docs/METHOD_EVENTS.md), added at start as `profctl methods add`
+	 * would; `method = ` once per target. A change needs a restart.
+	 */
+	struct svc_methods_conf {
+		char id[33];
+		char exe[SVC_PATH_MAX];
+		char targets[SVC_METHOD_TARGETS_MAX][SVC_METHOD_CONF_TARGET_LEN];
+		unsigned ntargets;
+		uint32_t version, canary_percent, expiry_s, every, max_hits;
+	} methods[SVC_MAX_METHODS_CONF];
+	unsigned nmethods;
 	/* [apps]: executable path -> app id, for several apps under one uid. */
 	struct svc_app_map {
 		char exe[SVC_PATH_MAX];

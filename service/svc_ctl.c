@@ -14,6 +14,7 @@
 #include "svc_session.h"
 #include "svc_request.h"
 #include "svc_ctl.h"
+#include "svc_methods.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -86,6 +87,14 @@ Pdctl__CtlRequest *svc_ctl_decode(const uint8_t *buf, size_t len, const char **w
 	case PDCTL__CTL_REQUEST__CMD_REQUEST:
 		if (!str_ok(m->request->tag, WIRE_MAX_TAG))
 			*why = "tag too long";
+		break;
+	/* Method events: the packet cap (4 KiB) bounds them; do_methods checks each. */
+	case PDCTL__CTL_REQUEST__CMD_METHODS_LIST:
+	case PDCTL__CTL_REQUEST__CMD_METHODS_DISABLE:
+		break;
+	case PDCTL__CTL_REQUEST__CMD_METHODS_ADD:
+		if (m->methods_add->n_targets > SVC_METHOD_TARGETS_WIRE_MAX)
+			*why = "too many method targets";
 		break;
 	default:
 		*why = "no command set";
@@ -245,6 +254,124 @@ static int do_request(struct svc_conn *c, const Pdctl__Capture *cp)
 	return svc_ctl_send(c, &rep, -1);
 }
 
+/* ------------------------------------------------------------ methods (issue #19) */
+
+/* The list for a reply: at most SVC_METHODS_MAX configs, each small. */
+struct methods_list {
+	Pdctl__MethodsConfig cfg[SVC_METHODS_MAX];
+	Pdctl__MethodsConfig *ptr[SVC_METHODS_MAX];
+	char *targets[SVC_METHODS_MAX][SVC_METHOD_TARGETS_MAX];
+	uint64_t sessions[SVC_METHODS_MAX][SVC_METHODS_PROCS];
+	size_t n;
+};
+
+static void list_one(const struct svc_methods_info *in, void *ud)
+{
+	struct methods_list *l = ud;
+	if (l->n >= SVC_METHODS_MAX)
+		return;
+	Pdctl__MethodsConfig *m = &l->cfg[l->n];
+	pdctl__methods_config__init(m);
+	m->id = (char *)in->cfg->id;
+	m->has_version = 1;
+	m->version = in->cfg->version;
+	m->exe = (char *)in->cfg->exe;
+	for (unsigned i = 0; i < in->cfg->ntargets; i++)
+		l->targets[l->n][i] = (char *)in->cfg->targets[i];
+	m->n_targets = in->cfg->ntargets;
+	m->targets = l->targets[l->n];
+	m->has_canary_percent = 1;
+	m->canary_percent = in->cfg->canary_percent;
+	m->has_expires_unix_ms = 1;
+	m->expires_unix_ms = in->expires_ms;
+	m->has_disabled = 1;
+	m->disabled = in->disabled;
+	m->has_matched = m->has_selected = m->has_hooked = 1;
+	m->matched = in->matched;
+	m->selected = in->selected;
+	m->hooked = in->started;
+	memcpy(l->sessions[l->n], in->sessions, in->nsessions * sizeof(uint64_t));
+	m->n_sessions = in->nsessions;
+	m->sessions = l->sessions[l->n];
+	l->ptr[l->n] = m;
+	l->n++;
+}
+
+/* methods list|add|disable: root only (the configs hook any user's processes). */
+static void do_methods(struct svc_conn *c, const Pdctl__CtlRequest *m)
+{
+	Pdctl__CtlReply rep = PDCTL__CTL_REPLY__INIT;
+	Pdctl__MethodsList ml = PDCTL__METHODS_LIST__INIT;
+	char msg[256];
+	int stopped = -1;
+
+	if (svc_conn_uid(c) != 0) {
+		svc_ctl_error(c, PROF_E_PERMISSION, "methods is root-only: its configs hook other "
+			      "users' processes (an app asks for its own with prof_request)");
+		return;
+	}
+	if (m->cmd_case == PDCTL__CTL_REQUEST__CMD_METHODS_ADD) {
+		const Pdctl__MethodsAdd *a = m->methods_add;
+		struct svc_methods_cfg *mc = calloc(1, sizeof(*mc));
+		if (!mc) {
+			svc_ctl_error(c, PROF_E_UNKNOWN, "out of memory");
+			return;
+		}
+		int e = 0;
+		if (strlen(a->id) > SVC_METHODS_ID_MAX || strlen(a->exe) >= sizeof(mc->exe) ||
+		    a->n_targets > SVC_METHOD_TARGETS_MAX) {
+			util_fmt(msg, sizeof(msg), "id, exe or targets too long (at most %d targets)",
+				 SVC_METHOD_TARGETS_MAX);
+			e = PROF_E_INVALID_REQUEST;
+		}
+		for (size_t i = 0; !e && i < a->n_targets; i++)
+			if (strlen(a->targets[i]) >= SVC_METHOD_TARGET_LEN) {
+				util_fmt(msg, sizeof(msg), "target %zu too long", i);
+				e = PROF_E_INVALID_REQUEST;
+			}
+		if (!e) {
+			util_strlcpy(mc->id, a->id, sizeof(mc->id));
+			util_strlcpy(mc->exe, a->exe, sizeof(mc->exe));
+			for (size_t i = 0; i < a->n_targets; i++)
+				util_strlcpy(mc->targets[i], a->targets[i], sizeof(mc->targets[i]));
+			mc->ntargets = (unsigned)a->n_targets;
+			mc->version = a->has_version ? a->version : 1;
+			mc->every = a->has_every ? a->every : 0;
+			mc->max_hits = a->has_max_hits ? a->max_hits : 0;
+			mc->expiry_s = a->has_expiry_s ? a->expiry_s : 0;
+			mc->canary_percent = a->has_canary_percent ? a->canary_percent : 0;
+			e = svc_methods_add(mc, msg, sizeof(msg));
+		}
+		free(mc);
+		if (e) {
+			svc_ctl_error(c, e, msg);
+			return;
+		}
+	} else if (m->cmd_case == PDCTL__CTL_REQUEST__CMD_METHODS_DISABLE) {
+		stopped = svc_methods_disable(m->methods_disable->id);
+		if (stopped < 0) {
+			util_fmt(msg, sizeof(msg), "no method-event config '%.64s'",
+				 m->methods_disable->id);
+			svc_ctl_error(c, PROF_E_INVALID_REQUEST, msg);
+			return;
+		}
+	}
+	struct methods_list *l = calloc(1, sizeof(*l));
+	if (!l) {
+		svc_ctl_error(c, PROF_E_UNKNOWN, "out of memory");
+		return;
+	}
+	svc_methods_foreach(list_one, l);
+	ml.n_configs = l->n;
+	ml.configs = l->ptr;
+	ml.has_stopped = stopped >= 0;
+	ml.stopped = stopped >= 0 ? (uint32_t)stopped : 0;
+	rep.body_case = PDCTL__CTL_REPLY__BODY_METHODS;
+	rep.methods = &ml;
+	svc_ctl_send(c, &rep, -1);
+	free(l);
+}
+
 /* ------------------------------------------------------------ dispatch */
 
 /* Every command: the version and the peer's process are checked first. */
@@ -266,6 +393,10 @@ static int ctl_request(struct svc_conn *c, const void *msg)
 	}
 	if (m->cmd_case == PDCTL__CTL_REQUEST__CMD_REQUEST)
 		do_request(c, m->request);
+	else if (m->cmd_case == PDCTL__CTL_REQUEST__CMD_METHODS_LIST ||
+		 m->cmd_case == PDCTL__CTL_REQUEST__CMD_METHODS_ADD ||
+		 m->cmd_case == PDCTL__CTL_REQUEST__CMD_METHODS_DISABLE)
+		do_methods(c, m);
 	else
 		svc_ctl_view(c, m);
 	return 0;

@@ -412,6 +412,43 @@ int svc_perf_start(pid_t pid, uint64_t start, uint32_t hz, uint32_t duration_ms,
 			      duration_ms + cfg->deadline_grace_ms, cb, ud, out);
 }
 
+int svc_perf_methods_start(pid_t pid, uint64_t start, const char *const *methods, unsigned n,
+			   uint32_t every, uint32_t max_hits, uint32_t duration_ms, int out_fd,
+			   svc_helper_cb cb, void *ud, struct svc_helper **out)
+{
+	char p[16], st[24], d[16], e[16], x[16];
+	/* 8 fixed words, 2 per target, 4 for the options, the NULL. */
+	char *argv[8 + 2 * SVC_METHOD_TARGETS_MAX + 4 + 1];
+	size_t k = 0;
+	if (!paths[SVC_HELPER_PERF][0])
+		return -ENOENT;
+	if (!start || !methods || n == 0 || n > SVC_METHOD_TARGETS_MAX)
+		return -EINVAL;
+	snprintf(p, sizeof(p), "%d", (int)pid);
+	snprintf(st, sizeof(st), "%llu", (unsigned long long)start);
+	snprintf(d, sizeof(d), "%u", duration_ms);
+	snprintf(e, sizeof(e), "%u", every ? every : 1);
+	snprintf(x, sizeof(x), "%u", max_hits ? max_hits : SVC_METHOD_MAX_HITS);
+	argv[k++] = "profilingd-perf";
+	argv[k++] = "--pid";
+	argv[k++] = p;
+	argv[k++] = "--start-time";
+	argv[k++] = st;
+	argv[k++] = "--duration-ms";
+	argv[k++] = d;
+	for (unsigned i = 0; i < n; i++) {
+		argv[k++] = "--method";
+		argv[k++] = (char *)methods[i];
+	}
+	argv[k++] = "--every";
+	argv[k++] = e;
+	argv[k++] = "--max-hits";
+	argv[k++] = x;
+	argv[k] = NULL;
+	return svc_helper_run(SVC_HELPER_PERF, argv, -1, out_fd, -1,
+			      duration_ms + cfg->deadline_grace_ms, cb, ud, out);
+}
+
 int svc_jattach_start(pid_t pid, uint64_t start, enum svc_jattach_op op, uint32_t timeout_ms,
 		      int out_fd, svc_helper_cb cb, void *ud, struct svc_helper **out)
 {

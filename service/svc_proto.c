@@ -6,6 +6,7 @@
  * fuzz_runtime_msg.c.
  */
 #include "svc_proto.h"
+#include "svc_config.h"
 
 #include <string.h>
 
@@ -42,6 +43,17 @@ Pd__ClientMsg *svc_decode_client(const uint8_t *buf, size_t len, const char **wh
 	case PD__CLIENT_MSG__MSG_REQUEST:
 		if (!str_ok(m->request->tag, WIRE_MAX_TAG))
 			*why = "tag too long";
+		/*
+		 * Method targets: at most 64 of 1023 bytes on the wire (more: the
+		 * peer is closed); admission refuses past 8 with a reason.
+		 */
+		else if (m->request->params &&
+			 m->request->params->n_method_targets > SVC_METHOD_TARGETS_WIRE_MAX)
+			*why = "too many method targets";
+		for (size_t i = 0; !*why && m->request->params &&
+		     i < m->request->params->n_method_targets; i++)
+			if (!str_ok(m->request->params->method_targets[i], SVC_METHOD_TARGET_LEN - 1))
+				*why = "method target too long";
 		break;
 	case PD__CLIENT_MSG__MSG_CANCEL:
 	case PD__CLIENT_MSG__MSG_SET_LISTENER:

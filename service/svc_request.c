@@ -16,6 +16,7 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -216,6 +217,16 @@ struct why {
 };
 
 /*
+ * The cost windows know the four Android types only; rule 1 refuses
+ * others. Method events cost what a stack capture costs: both are perf
+ * events on the target for the capture's duration.
+ */
+static uint32_t cost_type(uint32_t type)
+{
+	return type == PROF_METHOD_EVENTS ? PROF_STACK_SAMPLING : type;
+}
+
+/*
  * Take the snapshot the rules look at (svc_admit_decide): the request,
  * the target's process (none for an app-only query), and the reads of the
  * cost windows (a dry run) and the disk.
@@ -239,6 +250,7 @@ static void snapshot(const struct target *t, const Pd__Request *rq, bool app_onl
 		.nsessions = svc_session_count(),
 		.rate_why = w->rate,
 		.disk_why = w->disk,
+		.methods_off = !cfg->method_events,
 	};
 	if (!t->gone && !app_only) {
 		struct svc_conn *rt = svc_conn_runtime_for(t->pid);
@@ -249,9 +261,8 @@ static void snapshot(const struct target *t, const Pd__Request *rq, bool app_onl
 		in->jvm = rq->type == PROF_HEAP_DUMP && svc_jvm_detect(t->pid);
 		in->busy = busy ? busy->id : 0;
 	}
-	/* The cost windows know the capture types only; rule 1 refuses others. */
 	if (known)
-		in->rate = svc_admit_rate_check(t->app, rq->type, t->system, w->rate,
+		in->rate = svc_admit_rate_check(t->app, cost_type(rq->type), t->system, w->rate,
 						sizeof(w->rate));
 	in->disk = svc_admit_disk_check(t->app, w->disk, sizeof(w->disk));
 }
@@ -270,7 +281,7 @@ static int admit(struct target *t, const Pd__Request *rq, struct svc_admit_out *
 	if (e)
 		return e;
 	batch_join();
-	return svc_admit_charge(t->app, rq->type, t->system, msg, n);
+	return svc_admit_charge(t->app, cost_type(rq->type), t->system, msg, n);
 }
 
 /* Create and arm an admitted session. 0 or a positive PROF_E_* with *why. */
@@ -307,6 +318,21 @@ static int create_session(struct target *t, const Pd__Request *rq,
 	s->admitted_boot_ns = util_now_ns(CLOCK_BOOTTIME);
 	s->client_id = client_id;
 	s->start_ns = now;
+	if (rq->type == PROF_METHOD_EVENTS && rq->params) {
+		/* svc_admit_methods checked count (1..8) and lengths. */
+		s->methods = calloc(SVC_METHOD_TARGETS_MAX, sizeof(*s->methods));
+		if (!s->methods) {
+			svc_session_discard(s);
+			*why = "out of memory";
+			return PROF_E_UNKNOWN;
+		}
+		for (size_t i = 0; i < rq->params->n_method_targets && i < SVC_METHOD_TARGETS_MAX; i++)
+			util_strlcpy(s->methods[s->nmethods++], rq->params->method_targets[i],
+				     sizeof(s->methods[0]));
+		s->method_every = rq->params->has_method_every ? rq->params->method_every : 0;
+		s->method_max_hits = rq->params->has_method_max_hits
+			? rq->params->method_max_hits : 0;
+	}
 	util_strlcpy(s->tag, rq->tag ? rq->tag : "", sizeof(s->tag));
 	util_strlcpy(s->app, t->app, sizeof(s->app));
 	if (svc_db_alloc_id(&s->id) < 0 ||
@@ -333,10 +359,12 @@ static int create_session(struct target *t, const Pd__Request *rq,
 	*out = s;
 	/*
 	 * Start from the event loop, after the synchronous reply is queued:
-	 * at once when the runtime is here, else when it says hello.
+	 * at once when the runtime is here, else when it says hello. Method
+	 * events are the daemon's own probes: nothing to wait for.
 	 */
 	if (!t->gone)
-		svc_session_arm(s, svc_session_runtime_of(s) || s->jvm ? 0 : wait_ms);
+		svc_session_arm(s, svc_session_runtime_of(s) || s->jvm ||
+				s->type == PROF_METHOD_EVENTS ? 0 : wait_ms);
 	return 0;
 }
 
@@ -520,6 +548,30 @@ int svc_request_adopt(pid_t pid, uid_t uid, gid_t gid, const char *app, const ch
 	s->capture_done = true;
 	svc_deliver_start(s);
 	return 0;
+}
+
+int svc_request_stop(uint64_t id, const char *why)
+{
+	struct session *s = svc_session_find(id);
+	if (!s)
+		return -ENOENT;
+	svc_capture_cancel(s);
+	/* Freeing the session kills its helper: the probes go with its fds. */
+	svc_deliver_fail(s, PROF_E_CANCELLED, why);
+	return 0;
+}
+
+int svc_request_stop_type(uint32_t type, const char *why)
+{
+	int n = 0;
+	struct session *s = svc_session_first();
+	while (s) {
+		struct session *next = s->next; /* s is freed by the stop */
+		if (s->type == type && svc_request_stop(s->id, why) == 0)
+			n++;
+		s = next;
+	}
+	return n;
 }
 
 int svc_request_cancel(struct svc_conn *client, uint64_t id)

@@ -93,6 +93,13 @@ int svc_request_dry_run_app(const char *app, const Pd__Request *rq, struct svc_r
 /* The app cancels its request id: CANCELLED. 0 or -ENOENT (not its own, or over). */
 int svc_request_cancel(struct svc_conn *client, uint64_t id);
 /*
+ * The daemon stops session id (method events' kill switch): CANCELLED
+ * with why. 0 or -ENOENT (over already).
+ */
+int svc_request_stop(uint64_t id, const char *why);
+/* Stop every session of capture type `type` the same way; how many. */
+int svc_request_stop_type(uint32_t type, const char *why);
+/*
  * A trigger's capture of pid for app (a system capture), results to the
  * app's listener. wait_ms: how long to wait for its runtime's hello.
  * start: the start time the process had when the trigger saw it (0: the

@@ -112,6 +112,7 @@ void svc_session_discard(struct session *s)
 	svc_ident_fini(&s->ident);
 	if (s->timer)
 		event_free(s->timer);
+	free(s->methods);
 	free(s);
 }
 

@@ -60,6 +60,11 @@ struct session {
 	uint64_t admitted_boot_ns;       /* ... this: its admission, CLOCK_BOOTTIME */
 	uint32_t wait_ms;                /* for a runtime to say hello */
 	uint32_t interval;               /* heap profile sampling interval, bytes */
+	/* PROF_METHOD_EVENTS: the targets as admitted (allocated for that type
+	 * only, freed with the session), every Nth stack, the hit cap. */
+	char (*methods)[SVC_METHOD_TARGET_LEN];
+	unsigned nmethods;
+	uint32_t method_every, method_max_hits;
 	const char *redact_format;       /* NULL: the type's format */
 	struct event *timer;
 	void (*on_timer)(struct session *s);

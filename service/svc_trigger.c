@@ -21,6 +21,7 @@
 #include "svc_trigger.h"
 #include "svc_jvm.h"
 #include "svc_trigreg.h"
+#include "svc_methods.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -223,6 +224,8 @@ static void on_proc_exec(pid_t pid)
 	if (n <= 0 || util_proc_ids((int)pid, &uid, &gid) < 0)
 		return;
 	exe[n] = '\0';
+	/* Method-event configs of this executable (their canary decides). */
+	svc_methods_exec(pid, exe);
 	/* Any registration of this executable under this uid makes pid the app's. */
 	for (size_t i = 0; i < svc_trigreg_hi(); i++) {
 		struct svc_reg *r = svc_trigreg_at(i);

@@ -27,8 +27,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/prctl.h>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sysexits.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,6 +48,7 @@ struct run {
 	struct pf_agg *agg;
 	struct pf_counts c;
 	uint64_t taken;
+	uint64_t hits;      /* method events: hits the samples stand for */
 	uint64_t period_ns; /* for a sample without a period */
 	uint64_t frames[PF_MAX_FRAMES], fp[PF_MAX_FRAMES];
 };
@@ -54,6 +58,12 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: profilingd-perf --pid P [--start-time S] --hz H --duration-ms D\n"
 		"                       [--verbose] [--debug-seccomp]\n"
+		"       profilingd-perf --pid P [--start-time S] --duration-ms D\n"
+		"                       --method PATH:SYMBOL|PATH:+0xOFFSET|buildid:HEX:+0xOFFSET ...\n"
+		"                       [--every N]\n"
+		"                       [--max-hits M]\n"
+		"Method events (docs/METHOD_EVENTS.md): a uprobe on each target (1..%d),\n"
+		"the stack of every Nth hit; stops after M hits (default %d).\n"
 		"S: P's start time (/proc/P/stat field 22); P must still have it once its\n"
 		"events are open, else nothing is sampled (exit 70).\n"
 		"Samples the user-mode stacks of every thread of P at H Hz of its CPU time\n"
@@ -62,7 +72,7 @@ static void usage(FILE *f)
 		"Once the events are open it runs under policy/seccomp/perf.policy;\n"
 		"--debug-seccomp traps a forbidden call and names it (exit 75) instead of\n"
 		"a kill.\n",
-		PF_MAX_HZ, PF_MAX_DURATION_MS);
+		PF_MAX_UPROBES, PF_MAX_SAMPLES, PF_MAX_HZ, PF_MAX_DURATION_MS);
 }
 
 #define fail(...) util_fail(EX_SOFTWARE, __VA_ARGS__)
@@ -85,6 +95,7 @@ static void on_sample(const struct pf_sample *s, void *arg)
 {
 	struct run *run = arg;
 
+	run->hits += s->period ? s->period : 1;
 	if (run->taken >= PF_MAX_SAMPLES) {
 		run->c.dropped++;
 		return;
@@ -203,15 +214,23 @@ static int perfmon_cap(void)
 	return prctl(PR_CAPBSET_READ, CAP_PERFMON, 0, 0, 0) >= 0 ? CAP_PERFMON : CAP_SYS_ADMIN;
 }
 
-static int drop_privileges(pid_t pid, bool *as_target, char *how, size_t n)
+/*
+ * Method events (uprobes) keep CAP_SYS_ADMIN as well: the kernel's uprobe
+ * PMU takes nothing less (CAP_PERFMON alone gets EACCES, measured on
+ * 6.18), and threads the target starts later need new probes at each
+ * rescan. What the helper can do with it is bounded by perf.policy.
+ */
+static int drop_privileges(pid_t pid, bool uprobes, bool *as_target, char *how, size_t n)
 {
-	int keep[4], nk = 0;
+	int keep[5], nk = 0;
 	unsigned u[4], g[4];
 	int r = util_proc_creds((int)pid, u, g);
 	if (r < 0)
 		return r;
 	keep[nk++] = perfmon_cap();
 	keep[nk++] = CAP_IPC_LOCK;
+	if (uprobes && keep[0] != CAP_SYS_ADMIN)
+		keep[nk++] = CAP_SYS_ADMIN;
 	bool one = u[0] == u[1] && u[1] == u[2] && g[0] == g[1] && g[1] == g[2];
 	*as_target = one && u[0] != 0;
 	if (!*as_target) {
@@ -278,6 +297,125 @@ static const char *agent_lib_of(pid_t pid)
 	return found[0] ? found : NULL;
 }
 
+/*
+ * A method target "PATH:SYMBOL" or "PATH:+0xOFFSET" to a uprobe. PATH is
+ * opened here, as the target's user (the caller has dropped to it), so a
+ * file that user cannot read is refused by the kernel's own check; the
+ * uprobe then names that open file (/proc/self/fd/N), never the path
+ * again, so a path swapped after the check cannot redirect it. The fd stays
+ * open for the rescans' opens. 0, or -errno with why set.
+ */
+/*
+ * "buildid:HEX:+0xOFF": the file mapped executable in pid whose GNU build
+ * id is HEX, found through /proc/<pid>/maps (as the target's user, at
+ * most PF_MAPS_MAX_LINES lines), copied into path. 0, or -ENOENT with why.
+ */
+static int path_of_build_id(pid_t pid, const char *hex, size_t hexlen, char *path, size_t n,
+			    char *why, size_t whylen)
+{
+	char maps[64], line[4096], last[4096] = "", id[2 * 64 + 1];
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(maps, "re");
+	if (!f) {
+		snprintf(why, whylen, "cannot read %s: %s", maps, strerror(errno));
+		return -ESRCH;
+	}
+	int r = -ENOENT;
+	for (int k = 0; r && k < PF_MAPS_MAX_LINES && fgets(line, sizeof(line), f); k++) {
+		char perm[8];
+		int at = 0;
+		line[strcspn(line, "\n")] = '\0';
+		if (sscanf(line, "%*x-%*x %7s %*x %*s %*u %n", perm, &at) != 1 || !at ||
+		    perm[2] != 'x' || line[at] != '/' || !strcmp(line + at, last))
+			continue;
+		util_strlcpy(last, line + at, sizeof(last));
+		int fd = open(last, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+		if (fd < 0)
+			continue;
+		struct stat st;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		    pf_elf_build_id(fd, id, sizeof(id)) == 0 && strlen(id) == hexlen &&
+		    !strncasecmp(id, hex, hexlen) && strlen(last) < n) {
+			snprintf(path, n, "%s", last);
+			r = 0;
+		}
+		close(fd);
+	}
+	fclose(f);
+	if (r)
+		snprintf(why, whylen, "no file mapped executable in pid %d has build id %.*s", (int)pid,
+			 (int)(hexlen > 128 ? 128 : hexlen), hex);
+	return r;
+}
+
+static int resolve_target(pid_t pid, const char *spec, struct pf_uprobe *up, int *fd_out,
+			  char *why, size_t whylen)
+{
+	char path[4096], byid[4096];
+	const char *colon = strrchr(spec, ':');
+	struct stat st;
+	int r;
+
+	*fd_out = -1;
+	if (!strncmp(spec, "buildid:", 8)) {
+		const char *hex = spec + 8;
+		size_t hl = strspn(hex, "0123456789abcdefABCDEF");
+		if (hl < 2 || hl > 128 || hl % 2 || hex + hl != colon || colon[1] != '+') {
+			snprintf(why, whylen, "method target '%.200s': expected buildid:HEX:+0xOFFSET",
+				 spec);
+			return -EINVAL;
+		}
+		if ((r = path_of_build_id(pid, hex, hl, byid, sizeof(byid), why, whylen)) < 0)
+			return r;
+		/* On as a path target: same open, same checks. */
+		snprintf(path, sizeof(path), "%s", byid);
+		char spec2[4096 + 64];
+		snprintf(spec2, sizeof(spec2), "%s%s", path, colon);
+		return resolve_target(pid, spec2, up, fd_out, why, whylen);
+	}
+	if (!colon || colon == spec || !colon[1] || (size_t)(colon - spec) >= sizeof(path) ||
+	    spec[0] != '/') {
+		snprintf(why, whylen, "method target '%.200s': expected /PATH:SYMBOL or "
+			 "/PATH:+0xOFFSET", spec);
+		return -EINVAL;
+	}
+	memcpy(path, spec, (size_t)(colon - spec));
+	path[colon - spec] = '\0';
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		r = -errno;
+		snprintf(why, whylen, "method target %.200s: %s (opened as the target's user)",
+			 path, strerror(-r));
+		return r;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		snprintf(why, whylen, "method target %.200s: not a regular file", path);
+		return -EINVAL;
+	}
+	char w[256];
+	uint64_t off = 0;
+	if (colon[1] == '+') {
+		char *end;
+		errno = 0;
+		off = strtoull(colon + 2, &end, 0);
+		r = errno || *end || end == colon + 2 ? -EINVAL : pf_elf_check_offset(fd, off, w, sizeof(w));
+		if (r == -EINVAL)
+			snprintf(w, sizeof(w), "bad offset '%.40s'", colon + 2);
+	} else {
+		r = pf_elf_symbol_offset(fd, colon + 1, &off, w, sizeof(w));
+	}
+	if (r < 0) {
+		close(fd);
+		snprintf(why, whylen, "method target %.200s: %s", path, w);
+		return r;
+	}
+	snprintf(up->path, sizeof(up->path), "/proc/self/fd/%d", fd);
+	up->offset = off;
+	*fd_out = fd;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -288,8 +426,16 @@ int main(int argc, char **argv)
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "debug-seccomp", no_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "method", required_argument, NULL, 'm' },
+		{ "every", required_argument, NULL, 'e' },
+		{ "max-hits", required_argument, NULL, 'x' },
 		{ 0 }
 	};
+	const char *methods[PF_MAX_UPROBES];
+	struct pf_uprobe up[PF_MAX_UPROBES];
+	int upfd[PF_MAX_UPROBES];
+	unsigned nmethods = 0;
+	unsigned long every = 1, max_hits = PF_MAX_SAMPLES;
 	unsigned long pid = 0, hz = 0, dur = 0;
 	unsigned long long start_time = 0;
 	struct pf_events *ev = NULL;
@@ -316,9 +462,22 @@ int main(int argc, char **argv)
 				return fail("--hz: expected 1..%d, got '%s'", PF_MAX_HZ, optarg);
 			break;
 		case 'd':
-			if (parse_num(optarg, PF_MAX_DURATION_MS, &dur) < 0)
+			if (parse_num(optarg, PF_MAX_METHOD_DURATION_MS, &dur) < 0)
 				return fail("--duration-ms: expected 1..%u, got '%s'",
 					    PF_MAX_DURATION_MS, optarg);
+			break;
+		case 'm':
+			if (nmethods >= PF_MAX_UPROBES)
+				return fail("--method: at most %d targets", PF_MAX_UPROBES);
+			methods[nmethods++] = optarg;
+			break;
+		case 'e':
+			if (parse_num(optarg, 1000000, &every) < 0)
+				return fail("--every: expected 1..1000000, got '%s'", optarg);
+			break;
+		case 'x':
+			if (parse_num(optarg, 1ul << 32, &max_hits) < 0)
+				return fail("--max-hits: expected 1..2^32, got '%s'", optarg);
 			break;
 		case 'v': verbose = 1; break;
 		case 'S': debug_seccomp = 1; break;
@@ -326,10 +485,17 @@ int main(int argc, char **argv)
 		default: usage(stderr); return fail("bad usage");
 		}
 	}
+	if (nmethods && !hz)
+		hz = 1; /* unused: method events are hits, not a rate */
+	/* Method events run until their config's expiry (24 h), samples 10 min. */
+	if (!nmethods && dur > PF_MAX_DURATION_MS)
+		return fail("--duration-ms: expected 1..%u", PF_MAX_DURATION_MS);
 	if (optind < argc || !pid || !hz || !dur) {
 		usage(stderr);
 		return fail("--pid, --hz and --duration-ms are required");
 	}
+	for (unsigned k = 0; k < PF_MAX_UPROBES; k++)
+		upfd[k] = -1;
 	log_init(LOG_SINK_STDERR, verbose ? LOG_DEBUG : LOG_WARNING, "profilingd-perf");
 	/*
 	 * Not dumpable from the start: once it runs as the target's user, that
@@ -354,13 +520,22 @@ int main(int argc, char **argv)
 	/* The target's user first: nothing of the target is opened as root. */
 	char how[96];
 	bool as_target;
-	if ((r = drop_privileges((pid_t)pid, &as_target, how, sizeof(how))) < 0) {
+	if ((r = drop_privileges((pid_t)pid, nmethods > 0, &as_target, how, sizeof(how))) < 0) {
 		rc = fail("cannot drop privileges: %s", strerror(-r));
 		goto out;
 	}
 	uint64_t t0 = util_mono_ms();
 	int64_t start_real = (int64_t)util_now_ns(CLOCK_REALTIME);
-	if ((r = pf_events_open((pid_t)pid, (unsigned)hz, &ev, why, sizeof(why))) < 0) {
+	for (unsigned k = 0; k < nmethods; k++)
+		if ((r = resolve_target((pid_t)pid, methods[k], &up[k], &upfd[k], why, sizeof(why))) < 0) {
+			rc = fail("%s", why);
+			goto out;
+		}
+	if (nmethods)
+		r = pf_events_open_uprobes((pid_t)pid, up, nmethods, every, &ev, why, sizeof(why));
+	else
+		r = pf_events_open((pid_t)pid, (unsigned)hz, &ev, why, sizeof(why));
+	if (r < 0) {
 		rc = fail("%s", why);
 		goto out;
 	}
@@ -379,7 +554,8 @@ int main(int argc, char **argv)
 		rc = fail("cannot read the memory map of %lu: %s", pid, strerror(-r));
 		goto out;
 	}
-	if ((r = drop_setup_caps(as_target, how, sizeof(how))) < 0) {
+	/* Uprobes for threads started later need CAP_PERFMON at every rescan. */
+	if (!nmethods && (r = drop_setup_caps(as_target, how, sizeof(how))) < 0) {
 		rc = fail("cannot drop capabilities: %s", strerror(-r));
 		goto out;
 	}
@@ -407,9 +583,17 @@ int main(int argc, char **argv)
 		int open = pf_events_poll(ev, (int)(until - now), on_sample, &run);
 		if (open == 0 && !process_running((pid_t)pid))
 			break;
+		if (nmethods && run.hits >= max_hits) {
+			LOG_I("%" PRIu64 " hits: the cap of %lu is reached, the probes go", run.hits,
+			      max_hits);
+			break;
+		}
 	}
 	pf_events_stop(ev, on_sample, &run);
 	uint64_t t1 = util_mono_ms();
+	/* The probes' own counts are exact; the samples' periods miss lost ones. */
+	if (nmethods && pf_events_hits(ev) >= run.hits)
+		run.hits = pf_events_hits(ev);
 
 	struct pf_ring_stats st;
 	pf_events_stats(ev, &st, &run.c.threads_seen, &run.c.threads_skipped);
@@ -447,6 +631,10 @@ int main(int argc, char **argv)
 		.start_ns = start_real,
 		.duration_ns = (int64_t)(t1 - t0) * 1000000,
 		.jit = jit,
+		.methods = nmethods ? methods : NULL,
+		.nmethods = nmethods,
+		.every = every,
+		.hits = run.hits,
 	};
 	r = pf_output_write(1, &ci, run.agg, run.u, ev, &run.c);
 	pmap_free(jit);
@@ -455,12 +643,20 @@ int main(int argc, char **argv)
 		rc = names_errno_exit(r);
 		goto out;
 	}
-	fprintf(stderr, "ok samples=%" PRIu64 " short=%" PRIu64 " unwinder=%s threads=%u%s%s\n",
-		run.c.samples, run.c.short_, run.c.dwarf >= run.c.fp ? "dwarf" : "fp",
-		run.c.threads, agent_lib ? " unregistered_agent=" : "", agent_lib ? agent_lib : "");
+	if (nmethods)
+		fprintf(stderr, "ok hits=%" PRIu64 " stacks=%" PRIu64 " lost=%" PRIu64
+			" threads=%u\n", run.hits, run.c.samples, run.c.lost, run.c.threads);
+	else
+		fprintf(stderr, "ok samples=%" PRIu64 " short=%" PRIu64 " unwinder=%s threads=%u%s%s\n",
+			run.c.samples, run.c.short_, run.c.dwarf >= run.c.fp ? "dwarf" : "fp",
+			run.c.threads, agent_lib ? " unregistered_agent=" : "",
+			agent_lib ? agent_lib : "");
 	rc = 0;
 out:
 	pf_events_close(ev);
+	for (unsigned k = 0; k < PF_MAX_UPROBES; k++)
+		if (upfd[k] >= 0)
+			close(upfd[k]);
 	pf_unwind_close(run.u);
 	pf_agg_free(run.agg);
 	return rc;

@@ -23,6 +23,7 @@
 #define PF_RESCAN_MS     100      /* how often new threads are looked for */
 #define PF_MAX_HZ        1000
 #define PF_MAX_DURATION_MS 600000u
+#define PF_MAX_METHOD_DURATION_MS 86400000u /* --method: a config's longest expiry */
 
 /*
  * Registers handed to the unwinder, in DWARF numbering (x86-64 psABI):
@@ -90,6 +91,28 @@ void pf_ring_drain(struct pf_ring *r, uint8_t *scratch, pf_sample_fn fn, void *a
 struct pf_events;
 
 /*
+ * A method-event target for pf_events_open_uprobes: the file as a path the
+ * kernel resolves at each open (the caller passes /proc/self/fd/N of a
+ * file it opened as the target's user, so no other file can be named by
+ * the time the kernel looks) and the function's file offset
+ * (pf_elf_symbol_offset).
+ */
+#define PF_MAX_UPROBES 8
+struct pf_uprobe {
+	char path[40];
+	uint64_t offset;
+};
+
+/*
+ * Method events: per thread of pid, one uprobe event per target (all of a
+ * thread's writing into one ring), a sample (stack, thread, time) every
+ * `every`th hit (0 = every hit; the sample's period is `every`). Needs
+ * CAP_PERFMON or CAP_SYS_ADMIN. 0, or a negative errno with why set.
+ */
+int pf_events_open_uprobes(pid_t pid, const struct pf_uprobe *up, unsigned nup, uint64_t every,
+			   struct pf_events **out, char *why, size_t whylen);
+
+/*
  * Open one event per thread of pid (hz samples per second of the thread's
  * CPU time). 0, or a negative errno with a reason in why (always set).
  */
@@ -105,6 +128,9 @@ int pf_events_poll(struct pf_events *ev, int timeout_ms, pf_sample_fn fn, void *
 void pf_events_stop(struct pf_events *ev, pf_sample_fn fn, void *arg);
 /* Name of tid as last read from /proc ("" if unknown). */
 const char *pf_events_comm(const struct pf_events *ev, uint32_t tid);
+/* Method events: the hits the probes counted, of threads closed so far
+ * (all of them after pf_events_stop). Exact even when samples were lost. */
+uint64_t pf_events_hits(const struct pf_events *ev);
 void pf_events_stats(const struct pf_events *ev, struct pf_ring_stats *st,
 		     unsigned *threads_seen, unsigned *threads_skipped);
 void pf_events_close(struct pf_events *ev);
@@ -144,6 +170,21 @@ int pf_unwind_module(struct pf_unwind *u, int idx, struct pf_module *out);
 /* The executable's module index (registering it), or -1. */
 int pf_unwind_main_module(struct pf_unwind *u);
 void pf_unwind_close(struct pf_unwind *u);
+
+/* pf_elf.c: symbol -> file offset (libelf) */
+
+/*
+ * The file offset of function sym (defined, in .symtab, else .dynsym; a
+ * versioned .dynsym name matches its name part) in the ELF file open at
+ * fd: st_value - p_vaddr + p_offset of the executable PT_LOAD segment
+ * holding it. 0, -ENOENT (no such function), -ENOEXEC (not ELF); why set.
+ */
+int pf_elf_symbol_offset(int fd, const char *sym, uint64_t *off, char *why, size_t whylen);
+/* The GNU build id of fd's file as lower-case hex (n >= 2 * its bytes + 1):
+ * 0, -ENOENT (none), -ENOEXEC (not ELF). */
+int pf_elf_build_id(int fd, char *hex, size_t n);
+/* 0 when off lies in an executable PT_LOAD segment of fd's file, else -ENOENT/-ENOEXEC. */
+int pf_elf_check_offset(int fd, uint64_t off, char *why, size_t whylen);
 
 /* pf_agg.c: identical (thread, unwinder, stack) samples merged */
 
@@ -186,6 +227,11 @@ struct pf_capture_info {
 	int64_t start_ns;     /* CLOCK_REALTIME */
 	int64_t duration_ns;
 	const struct pmap *jit; /* the target's /tmp/perf-<pid>.map, or NULL */
+	/* Method events (nmethods > 0): the targets as asked, the sampling
+	 * step and the hits counted; the profile's values are then hits. */
+	const char *const *methods;
+	unsigned nmethods;
+	uint64_t every, hits;
 };
 
 /* Write the gzip'd profile to fd. 0 or negative errno. */

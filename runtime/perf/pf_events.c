@@ -35,6 +35,7 @@
 #define PF_RING_BYTES       (64u * 1024)
 #define PF_RING_BYTES_SMALL (32u * 1024)
 #define PF_RING_SMALL_AFTER 256
+#define PF_RING_BYTES_UPROBE (256u * 1024)
 
 #define PF_TID_SLOTS 8192 /* hash of tids, twice PF_MAX_TIDS */
 /*
@@ -46,6 +47,7 @@
 struct pf_thread {
 	uint32_t tid;
 	int fd;               /* -1 once closed (or never opened) */
+	int xfd[PF_MAX_UPROBES - 1]; /* uprobes 2.. of the thread, writing into fd's ring */
 	struct pf_ring ring;
 	size_t map_len;
 	char comm[16];
@@ -63,7 +65,20 @@ struct pf_events {
 	int16_t *slots;       /* tid hash: index into threads, -1 empty */
 	uint8_t *scratch;
 	struct pf_ring_stats st;
+	/* Method events: uprobes instead of the CPU clock (pf_events_open_uprobes). */
+	unsigned nup;
+	uint32_t up_type;
+	uint64_t up_every;
+	struct pf_uprobe up[PF_MAX_UPROBES];
+	uint64_t hits;        /* the probes' own counts, read as each closes */
 };
+
+/* A probe's count of hits: exact, whether or not its samples fit the ring. */
+static uint64_t probe_count(int fd)
+{
+	uint64_t v = 0;
+	return read(fd, &v, sizeof(v)) == (ssize_t)sizeof(v) ? v : 0;
+}
 
 #if defined(__x86_64__)
 /*
@@ -308,6 +323,15 @@ static void close_thread(struct pf_events *ev, struct pf_thread *t)
 	if (t->fd < 0)
 		return;
 	epoll_ctl(ev->epfd, EPOLL_CTL_DEL, t->fd, NULL);
+	/* The probes first: they write into the ring unmapped below. */
+	if (ev->nup)
+		ev->hits += probe_count(t->fd);
+	for (unsigned k = 0; k + 1 < PF_MAX_UPROBES; k++)
+		if (t->xfd[k] >= 0) {
+			ev->hits += probe_count(t->xfd[k]);
+			close(t->xfd[k]);
+			t->xfd[k] = -1;
+		}
 	munmap(t->ring.meta, t->map_len);
 	close(t->fd);
 	t->fd = -1;
@@ -337,11 +361,29 @@ static int open_thread(struct pf_events *ev, struct pf_thread *t)
 	a.wakeup_events = 1;
 	a.use_clockid = 1;
 	a.clockid = CLOCK_MONOTONIC;
+	if (ev->nup) {
+		/*
+		 * A uprobe PMU event: the kernel resolves config1 (a path, here
+		 * /proc/self/fd/N of a file the caller opened as the target's
+		 * user) at open, and config2 is the file offset. Every Nth hit is
+		 * a sample; the kernel's own breakpoint is only in the target's
+		 * memory (a per-task event filters the others out).
+		 */
+		a.type = ev->up_type;
+		a.freq = 0;
+		a.sample_period = ev->up_every;
+		a.config = 0;
+		a.config1 = (uint64_t)(uintptr_t)ev->up[0].path;
+		a.config2 = ev->up[0].offset;
+	}
 
 	long fd = pf_perf_event_open(&a, (pid_t)t->tid);
 	if (fd < 0)
 		return -errno;
 	size_t want = ev->nopen >= PF_RING_SMALL_AFTER ? PF_RING_BYTES_SMALL : PF_RING_BYTES;
+	/* A hit comes in bursts (a loop calls the method): room for 16 stacks. */
+	if (ev->nup && ev->nopen < PF_RING_SMALL_AFTER)
+		want = PF_RING_BYTES_UPROBE;
 	size_t pages = 1;
 	while (pages * (size_t)ev->page < want)
 		pages <<= 1;
@@ -363,6 +405,29 @@ static int open_thread(struct pf_events *ev, struct pf_thread *t)
 	}
 	t->map_len = len;
 	t->fd = (int)fd;
+	for (unsigned k = 0; k + 1 < PF_MAX_UPROBES; k++)
+		t->xfd[k] = -1;
+	/* More targets: their own probes, writing into this thread's one ring. */
+	for (unsigned k = 1; k < ev->nup; k++) {
+		a.config1 = (uint64_t)(uintptr_t)ev->up[k].path;
+		a.config2 = ev->up[k].offset;
+		long x = pf_perf_event_open(&a, (pid_t)t->tid);
+		if (x >= 0 && ioctl((int)x, PERF_EVENT_IOC_SET_OUTPUT, t->fd) < 0) {
+			int e = errno;
+			close((int)x);
+			errno = e;
+			x = -1;
+		}
+		if (x < 0 || ioctl((int)x, PERF_EVENT_IOC_ENABLE, 0) < 0) {
+			int e = errno;
+			if (x >= 0)
+				close((int)x);
+			ev->nopen++;
+			close_thread(ev, t);
+			return -e;
+		}
+		t->xfd[k - 1] = (int)x;
+	}
 	struct epoll_event ee = { .events = EPOLLIN, .data.u32 = (uint32_t)(t - ev->threads) };
 	if (epoll_ctl(ev->epfd, EPOLL_CTL_ADD, t->fd, &ee) < 0 ||
 	    ioctl(t->fd, PERF_EVENT_IOC_ENABLE, 0) < 0) {
@@ -394,6 +459,8 @@ static int add_thread(struct pf_events *ev, uint32_t tid)
 	memset(t, 0, sizeof(*t));
 	t->tid = tid;
 	t->fd = -1;
+	for (unsigned k = 0; k + 1 < PF_MAX_UPROBES; k++)
+		t->xfd[k] = -1;
 	read_comm(ev->pid, tid, t->comm);
 	t->comm_reads = 1;
 	int r = ev->nopen >= PF_MAX_EVENTS ? -ENOSPC : open_thread(ev, t);
@@ -465,7 +532,8 @@ static void explain(int err, char *why, size_t whylen)
 	}
 }
 
-int pf_events_open(pid_t pid, unsigned hz, struct pf_events **out, char *why, size_t whylen)
+static int events_open(pid_t pid, unsigned hz, const struct pf_uprobe *up, unsigned nup,
+		       uint64_t every, struct pf_events **out, char *why, size_t whylen)
 {
 	long paranoid;
 	int r;
@@ -486,6 +554,21 @@ int pf_events_open(pid_t pid, unsigned hz, struct pf_events **out, char *why, si
 		return -ENOMEM;
 	ev->pid = pid;
 	ev->hz = hz;
+	if (nup) {
+		long t;
+		if (read_int_file("/sys/bus/event_source/devices/uprobe/type", &t) < 0 || t <= 0 ||
+		    t > INT32_MAX) {
+			snprintf(why, whylen, "uprobes unavailable: no "
+				 "/sys/bus/event_source/devices/uprobe/type (kernel without "
+				 "CONFIG_UPROBE_EVENTS, or before 4.17)");
+			free(ev);
+			return -ENOSYS;
+		}
+		ev->up_type = (uint32_t)t;
+		ev->nup = nup;
+		ev->up_every = every ? every : 1;
+		memcpy(ev->up, up, nup * sizeof(*up));
+	}
 	ev->page = sysconf(_SC_PAGESIZE);
 	ev->threads = calloc(PF_MAX_TIDS, sizeof(*ev->threads));
 	ev->slots = malloc(PF_TID_SLOTS * sizeof(*ev->slots));
@@ -503,6 +586,13 @@ int pf_events_open(pid_t pid, unsigned hz, struct pf_events **out, char *why, si
 			snprintf(why, whylen, "process %d not found or has no threads", (int)pid);
 		} else if (ev->nthreads == 0) { /* opendir failed */
 			snprintf(why, whylen, "cannot list /proc/%d/task: %s", (int)pid, strerror(-r));
+		} else if (nup && (r == -EACCES || r == -EPERM)) {
+			snprintf(why, whylen, "uprobe not permitted (%s): creating one needs "
+				 "CAP_PERFMON (or CAP_SYS_ADMIN), which the helper keeps only as root's "
+				 "child", strerror(-r));
+		} else if (nup && (r == -ENOENT || r == -EINVAL || r == -ENOEXEC)) {
+			snprintf(why, whylen, "the kernel refused the uprobe (%s): bad path or "
+				 "offset", strerror(-r));
 		} else {
 			explain(r, why, whylen);
 		}
@@ -515,6 +605,22 @@ int pf_events_open(pid_t pid, unsigned hz, struct pf_events **out, char *why, si
 fail:
 	pf_events_close(ev);
 	return r < 0 ? r : -ENOMEM;
+}
+
+int pf_events_open(pid_t pid, unsigned hz, struct pf_events **out, char *why, size_t whylen)
+{
+	return events_open(pid, hz, NULL, 0, 0, out, why, whylen);
+}
+
+int pf_events_open_uprobes(pid_t pid, const struct pf_uprobe *up, unsigned nup, uint64_t every,
+			   struct pf_events **out, char *why, size_t whylen)
+{
+	*out = NULL;
+	if (!up || nup == 0 || nup > PF_MAX_UPROBES) {
+		snprintf(why, whylen, "1..%d method targets", PF_MAX_UPROBES);
+		return -EINVAL;
+	}
+	return events_open(pid, 0, up, nup, every, out, why, whylen);
 }
 
 void pf_events_rescan(struct pf_events *ev)
@@ -550,9 +656,15 @@ int pf_events_poll(struct pf_events *ev, int timeout_ms, pf_sample_fn fn, void *
 
 void pf_events_stop(struct pf_events *ev, pf_sample_fn fn, void *arg)
 {
-	for (unsigned i = 0; i < ev->nthreads; i++)
-		if (ev->threads[i].fd >= 0)
-			ioctl(ev->threads[i].fd, PERF_EVENT_IOC_DISABLE, 0);
+	for (unsigned i = 0; i < ev->nthreads; i++) {
+		struct pf_thread *t = &ev->threads[i];
+		if (t->fd < 0)
+			continue;
+		ioctl(t->fd, PERF_EVENT_IOC_DISABLE, 0);
+		for (unsigned k = 0; k + 1 < PF_MAX_UPROBES; k++)
+			if (t->xfd[k] >= 0)
+				ioctl(t->xfd[k], PERF_EVENT_IOC_DISABLE, 0);
+	}
 	for (unsigned i = 0; i < ev->nthreads; i++) {
 		struct pf_thread *t = &ev->threads[i];
 		if (t->fd < 0)
@@ -568,6 +680,11 @@ const char *pf_events_comm(const struct pf_events *ev, uint32_t tid)
 {
 	int16_t i = ev->slots[tid_slot(ev, tid)];
 	return i >= 0 ? ev->threads[i].comm : "";
+}
+
+uint64_t pf_events_hits(const struct pf_events *ev)
+{
+	return ev ? ev->hits : 0;
 }
 
 void pf_events_stats(const struct pf_events *ev, struct pf_ring_stats *st,

@@ -109,6 +109,20 @@ static void comments(struct pp_builder *b, const struct pf_capture_info *ci,
 	char line[320];
 	unsigned long long sh = (unsigned long long)c->short_;
 
+	if (ci->nmethods) {
+		snprintf(line, sizeof(line), "profilingd-perf: method events, uprobes, the stack "
+			 "of every %llu. hit; hits=%llu stacks=%llu lost=%llu dropped=%llu",
+			 (unsigned long long)ci->every, (unsigned long long)ci->hits,
+			 (unsigned long long)c->samples, (unsigned long long)c->lost,
+			 (unsigned long long)c->dropped);
+		pp_add_comment(b, line);
+		for (unsigned k = 0; k < ci->nmethods; k++) {
+			snprintf(line, sizeof(line), "method target: %.280s", ci->methods[k]);
+			pp_add_comment(b, line);
+		}
+		return;
+	}
+
 	snprintf(line, sizeof(line),
 		 "profilingd-perf: perf_event cpu-clock, user mode, %u Hz per thread; "
 		 "%u B user stack copy, DWARF CFI (libdw) first, kernel frame-pointer "
@@ -153,7 +167,18 @@ int pf_output_write(int fd, const struct pf_capture_info *ci, const struct pf_ag
 		return -ENOMEM;
 	if ((r = pp_new(&b)) < 0)
 		goto out;
-	if ((r = pp_add_sample_type(b, "samples", "count")) < 0 ||
+	if (ci->nmethods) {
+		/*
+		 * Method events: each sample stands for `every` hits (its period),
+		 * so "hits" is the value a flame graph shows; "stacks" is how many
+		 * stacks were recorded.
+		 */
+		if ((r = pp_add_sample_type(b, "hits", "count")) < 0 ||
+		    (r = pp_add_sample_type(b, "stacks", "count")) < 0 ||
+		    (r = pp_set_period(b, "hits", "count", (int64_t)ci->every)) < 0 ||
+		    (r = pp_set_default_sample_type(b, "hits")) < 0)
+			goto out;
+	} else if ((r = pp_add_sample_type(b, "samples", "count")) < 0 ||
 	    (r = pp_add_sample_type(b, "cpu", "nanoseconds")) < 0 ||
 	    (r = pp_set_period(b, "cpu", "nanoseconds", 1000000000ll / ci->hz)) < 0 ||
 	    (r = pp_set_default_sample_type(b, "cpu")) < 0)
@@ -174,6 +199,10 @@ int pf_output_write(int fd, const struct pf_capture_info *ci, const struct pf_ag
 			if ((r = location(b, u, ci->jit, mapids, &cache, st.frames[k], &locs[k])) < 0)
 				goto out;
 		int64_t vals[2] = { (int64_t)st.count, (int64_t)st.cpu_ns };
+		if (ci->nmethods) { /* cpu_ns holds the summed periods: hits */
+			vals[0] = (int64_t)st.cpu_ns;
+			vals[1] = (int64_t)st.count;
+		}
 		/* The redactor keeps a sample by its pid label. */
 		struct pp_label labels[4] = {
 			{ .key = "pid", .num = ci->pid },

@@ -319,6 +319,91 @@ static void test_query(void **state)
 }
 
 /* A long reason is cut to the caller's buffer, never past it. */
+/* Method events: their targets are rule 1's; no runtime rule applies. */
+static void test_method_events(void **state)
+{
+	struct svc_admit_in in = clear();
+	struct svc_admit_out out;
+	char msg[256];
+	char *t[SVC_METHOD_TARGETS_MAX + 1];
+	char longt[SVC_METHOD_TARGET_LEN + 8];
+	Pd__Params p = PD__PARAMS__INIT;
+
+	in.type = PROF_METHOD_EVENTS;
+	in.type_cap = NAMES_CAP_METHOD_EVENTS;
+	in.params = &p;
+	/* No targets. */
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_string_equal(msg, "method events need 1..8 method_targets, got 0");
+	/* A good one, with a runtime that offers no method events: admitted. */
+	t[0] = "/usr/lib/libfoo.so:foo";
+	p.method_targets = t;
+	p.n_method_targets = 1;
+	assert_int_equal(decide(&in, &out, msg), 0);
+	t[0] = "/usr/lib/libfoo.so:+0x1130";
+	assert_int_equal(decide(&in, &out, msg), 0);
+	t[0] = "buildid:84dc53a866062ca38195c481c5e7bfba34dd6a43:+0x1370";
+	assert_int_equal(decide(&in, &out, msg), 0);
+	const char *badid[] = { "buildid:abc:+0x1", "buildid:xyz:+0x1", "buildid:abcd:0x1",
+				"buildid:abcd:+", "buildid::+0x1" };
+	for (size_t i = 0; i < sizeof(badid) / sizeof(badid[0]); i++) {
+		t[0] = (char *)badid[i];
+		assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+		assert_non_null(strstr(msg, "expected buildid:HEX:+0xOFFSET"));
+	}
+	t[0] = "/usr/lib/libfoo.so:foo";
+	/* A method event may run until its config's expiry: 24 h. */
+	p.has_duration_ms = 1;
+	p.duration_ms = SVC_METHOD_DURATION_MAX_MS;
+	assert_int_equal(decide(&in, &out, msg), 0);
+	assert_int_equal(out.duration_ms, SVC_METHOD_DURATION_MAX_MS);
+	p.duration_ms = SVC_METHOD_DURATION_MAX_MS + 1;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	p.duration_ms = 0;
+	/* Nine. */
+	for (int i = 0; i <= SVC_METHOD_TARGETS_MAX; i++)
+		t[i] = "/x:f";
+	p.n_method_targets = SVC_METHOD_TARGETS_MAX + 1;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_string_equal(msg, "method events need 1..8 method_targets, got 9");
+	p.n_method_targets = 1;
+	/* JVM, malformed, control characters, too long. */
+	t[0] = "com.example.Target.register";
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_non_null(strstr(msg, "JVM methods are not yet"));
+	const char *bad[] = { "/x", "/x:", "/x:a/b", "/x:f\n" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		t[0] = (char *)bad[i];
+		assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	}
+	memset(longt, 'a', sizeof(longt) - 1);
+	longt[0] = '/';
+	longt[sizeof(longt) - 1] = '\0';
+	t[0] = longt;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_non_null(strstr(msg, "longer than"));
+	/* every and max_hits in range. */
+	t[0] = "/x:f";
+	p.has_method_every = 1;
+	p.method_every = SVC_METHOD_EVERY_MAX + 1;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	p.method_every = SVC_METHOD_EVERY_MAX;
+	p.has_method_max_hits = 1;
+	p.method_max_hits = SVC_METHOD_MAX_HITS + 1;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	p.method_max_hits = SVC_METHOD_MAX_HITS;
+	assert_int_equal(decide(&in, &out, msg), 0);
+	/* The kill switch's config key. */
+	in.methods_off = true;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_non_null(strstr(msg, "switched off"));
+	/* Targets on another type. */
+	in = clear();
+	in.params = &p;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_non_null(strstr(msg, "PROF_METHOD_EVENTS only"));
+}
+
 static void test_message_bounded(void **state)
 {
 	struct svc_admit_in in = clear();
@@ -346,6 +431,7 @@ int main(void)
 		cmocka_unit_test(test_message_bounded),
 		cmocka_unit_test(test_app_only),
 		cmocka_unit_test(test_query),
+		cmocka_unit_test(test_method_events),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

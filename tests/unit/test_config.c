@@ -122,6 +122,49 @@ static void test_trace_section(void **state)
 	svc_config_free(&c);
 }
 
+/* [methods.ID]: parsed, checked, printed back, and its bounds refused. */
+static void test_methods_sections(void **state)
+{
+	struct svc_config a, b;
+	char msg[256];
+	int line;
+
+	assert_int_equal(load(&a, "[methods.reg]\nexe = /bin/app\nmethod = /lib/x.so:f\n"
+			      "method = buildid:abcd:+0x10\ncanary_percent = 10\nexpiry_s = 7200\n",
+			      &line, msg, sizeof(msg)), 0);
+	assert_int_equal(svc_config_check(&a, msg, sizeof(msg)), 0);
+	assert_int_equal(a.nmethods, 1);
+	assert_int_equal(a.methods[0].ntargets, 2);
+	assert_int_equal(a.methods[0].canary_percent, 10);
+	char *out1 = print(&a);
+	assert_non_null(strstr(out1, "[methods.reg]\nexe = /bin/app\nmethod = /lib/x.so:f\n"
+				     "method = buildid:abcd:+0x10\n"));
+	assert_int_equal(load(&b, out1, &line, msg, sizeof(msg)), 0);
+	char *out2 = print(&b);
+	assert_string_equal(out1, out2);
+	free(out1);
+	free(out2);
+	svc_config_free(&a);
+	svc_config_free(&b);
+	/* A canary over 100, an expiry over 24 h, a relative exe, a ninth method. */
+	const char *bad[] = {
+		"[methods.x]\ncanary_percent = 101\n", "[methods.x]\nexpiry_s = 86401\n",
+		"[methods.x]\nexe = bin/app\n",
+		"[methods.x]\nmethod = /a:f\nmethod = /a:f\nmethod = /a:f\nmethod = /a:f\n"
+		"method = /a:f\nmethod = /a:f\nmethod = /a:f\nmethod = /a:f\nmethod = /a:f\n",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_not_equal(load(&a, bad[i], &line, msg, sizeof(msg)), 0);
+		assert_non_null(strstr(msg, "[methods.x]"));
+		svc_config_free(&a);
+	}
+	/* No exe or no method: refused by the check. */
+	assert_int_equal(load(&a, "[methods.y]\nmethod = /a:f\n", &line, msg, sizeof(msg)), 0);
+	assert_int_not_equal(svc_config_check(&a, msg, sizeof(msg)), 0);
+	assert_non_null(strstr(msg, "[methods.y] needs an exe"));
+	svc_config_free(&a);
+}
+
 static void test_print_round_trip(void **state)
 {
 	struct svc_config a, b;
@@ -284,6 +327,7 @@ int main(void)
 		cmocka_unit_test(test_errors_name_line_and_key),
 		cmocka_unit_test(test_trace_section),
 		cmocka_unit_test(test_print_round_trip),
+		cmocka_unit_test(test_methods_sections),
 		cmocka_unit_test(test_trigger_spellings),
 		cmocka_unit_test(test_reload_classes),
 		cmocka_unit_test(test_duration_units),

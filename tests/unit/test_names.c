@@ -133,6 +133,11 @@ static void test_formats(void **state)
 			    "perfetto-trace");
 	/* Refused: stacks in Perfetto, unknown formats and types. */
 	assert_false(names_format_valid(PROF_STACK_SAMPLING, PROF_FORMAT_PERFETTO));
+	/* Method events' row is not an index of the dense table (0x100). */
+	assert_true(names_format_valid(PROF_METHOD_EVENTS, PROF_FORMAT_DEFAULT));
+	assert_string_equal(names_format_redact(PROF_METHOD_EVENTS, 0), "pprof");
+	assert_string_equal(names_format_ext(PROF_METHOD_EVENTS, 0), "pb.gz");
+	assert_string_equal(names_format_str(PROF_METHOD_EVENTS, 0), "pprof");
 	assert_false(names_format_valid(PROF_HEAP_DUMP, 2));
 	assert_false(names_format_valid(0, PROF_FORMAT_DEFAULT));
 	assert_null(names_format_str(PROF_STACK_SAMPLING, PROF_FORMAT_PERFETTO));
@@ -244,7 +249,29 @@ static void test_capabilities(void **state)
 	assert_int_equal(names_cap_parse(NULL), 0);
 	assert_null(names_cap_str(0));
 	assert_null(names_cap_str(NAMES_CAP_HEAP_DUMP | NAMES_CAP_TRACE_RING));
-	assert_null(names_cap_str(1u << 4));
+	assert_null(names_cap_str(1u << 5));
+	/* Method events: 0x100, no index, the capability bit after the four. */
+	assert_int_equal(names_cap_bit(PROF_METHOD_EVENTS), NAMES_CAP_METHOD_EVENTS);
+	assert_int_equal(NAMES_CAP_METHOD_EVENTS & NAMES_CAP_ALL, 0);
+	assert_string_equal(names_cap_str(NAMES_CAP_METHOD_EVENTS), "method_events");
+	assert_int_equal(names_cap_parse("method_events"), NAMES_CAP_METHOD_EVENTS);
+}
+
+static void test_method_events(void **state)
+{
+	(void)state;
+	assert_true(names_type_valid(PROF_METHOD_EVENTS));
+	assert_false(names_type_valid(PROF_METHOD_EVENTS - 1));
+	assert_false(names_type_valid(PROF_METHOD_EVENTS + 1));
+	assert_string_equal(names_type_str(PROF_METHOD_EVENTS), "methods");
+	assert_string_equal(names_type_file(PROF_METHOD_EVENTS), "methods");
+	assert_string_equal(names_type_ext(PROF_METHOD_EVENTS), "pb.gz");
+	assert_string_equal(names_type_format(PROF_METHOD_EVENTS), "pprof");
+	assert_int_equal(names_type_parse("methods"), PROF_METHOD_EVENTS);
+	assert_int_equal(names_type_parse("PROF_METHOD_EVENTS"), PROF_METHOD_EVENTS);
+	assert_int_equal(names_type_parse("method-events"), PROF_METHOD_EVENTS);
+	/* Not a trigger's or profctl's capture: they carry no targets. */
+	assert_null(strstr(names_type_list(), "method"));
 }
 
 static void test_exit_codes(void **state)
@@ -324,6 +351,7 @@ int main(void)
 		cmocka_unit_test(test_trigger_aliases),
 		cmocka_unit_test(test_trigger_unknown),
 		cmocka_unit_test(test_capabilities),
+		cmocka_unit_test(test_method_events),
 		cmocka_unit_test(test_exit_codes),
 		cmocka_unit_test(test_errno_mapping),
 	};

@@ -4,6 +4,9 @@
  * aggregation and its caps.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -222,6 +225,65 @@ static void test_agg(void **state)
 	pf_agg_free(a);
 }
 
+/* A function of this test, whose file offset pf_elf must find. */
+__attribute__((noinline, used)) int pf_elf_probe_target(int x);
+__attribute__((noinline, used)) int pf_elf_probe_target(int x)
+{
+	return x * 7 + 1;
+}
+
+/*
+ * pf_elf_symbol_offset against the loader's own word: the mapping of
+ * /proc/self/exe that holds the function gives its file offset as
+ * address - start + the mapping's offset.
+ */
+static void test_elf_offset(void **state)
+{
+	(void)state;
+	uintptr_t addr = (uintptr_t)&pf_elf_probe_target;
+	unsigned long long lo, hi, off, want = 0;
+	char line[512], perm[8];
+	int found = 0;
+	FILE *f = fopen("/proc/self/maps", "re");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llx-%llx %7s %llx", &lo, &hi, perm, &off) == 4 && addr >= lo &&
+		    addr < hi) {
+			want = addr - lo + off;
+			found = 1;
+		}
+	fclose(f);
+	assert_true(found);
+
+	char why[256];
+	uint64_t got = 0;
+	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(pf_elf_symbol_offset(fd, "pf_elf_probe_target", &got, why, sizeof(why)), 0);
+	assert_int_equal(got, want);
+	assert_int_equal(pf_elf_check_offset(fd, got, why, sizeof(why)), 0);
+	/* Unknown names, prefixes of a name, and data are refused. */
+	assert_int_equal(pf_elf_symbol_offset(fd, "no_such_function_here", &got, why, sizeof(why)),
+			 -ENOENT);
+	assert_non_null(strstr(why, "no_such_function_here"));
+	assert_int_equal(pf_elf_symbol_offset(fd, "pf_elf_probe", &got, why, sizeof(why)), -ENOENT);
+	assert_int_equal(pf_elf_check_offset(fd, 1ull << 40, why, sizeof(why)), -ENOENT);
+	assert_int_equal(pf_elf_symbol_offset(-1, "x", &got, why, sizeof(why)), -EINVAL);
+	/* The build id: hex, one per byte pair, and too small a buffer refused. */
+	char id[2 * 64 + 1], small[8];
+	assert_int_equal(pf_elf_build_id(fd, id, sizeof(id)), 0);
+	assert_true(strlen(id) >= 2 && strlen(id) % 2 == 0);
+	assert_int_equal(strspn(id, "0123456789abcdef"), strlen(id));
+	assert_int_equal(pf_elf_build_id(fd, small, sizeof(small)), -ENOENT);
+	close(fd);
+	/* Not ELF at all. */
+	fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(pf_elf_symbol_offset(fd, "main", &got, why, sizeof(why)), -ENOEXEC);
+	assert_int_equal(pf_elf_build_id(fd, id, sizeof(id)), -ENOEXEC);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -230,6 +292,7 @@ int main(void)
 		cmocka_unit_test(test_ring_corrupt),
 		cmocka_unit_test(test_fp_chain),
 		cmocka_unit_test(test_agg),
+		cmocka_unit_test(test_elf_offset),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,6 +47,10 @@ static struct {
 	const char *app;   /* budget --app */
 	uint32_t fill, java_allocs; /* abi21: enum prof_fill_policy, prof_switch */
 	uint32_t background_ms;  /* request --background: the running background trace */
+	/* methods add (issue #19) */
+	const char *exe, *methods[8];
+	unsigned nmethods;
+	uint32_t version, canary, expiry_s, every, max_hits;
 } opt;
 
 /* A direct request's "none" is a dash in the tables. */
@@ -1035,6 +1039,19 @@ static uint32_t parse_background(const char *s)
 	return (uint32_t)ms;
 }
 
+/* --expiry: 90s, 30m, 2h (seconds); the daemon checks the 24 h bound. */
+static uint32_t parse_expiry(const char *s)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	unsigned long mul = !strcmp(end, "s") || !*end ? 1 : !strcmp(end, "m") ? 60
+			    : !strcmp(end, "h") ? 3600 : 0;
+	if (errno || end == s || *s == '-' || !mul || v == 0 || v > UINT32_MAX / mul)
+		die(EX_USAGE, "bad --expiry '%s' (e.g. 90s, 30m, 2h)", s);
+	return (uint32_t)(v * mul);
+}
+
 static uint32_t parse_u32(const char *name, const char *s)
 {
 	char *end;
@@ -1174,6 +1191,93 @@ static int run_top(const char *a1, const char *a2) { (void)a2; return cmd_top(a1
 static int run_flame(const char *a1, const char *a2) { (void)a2; return cmd_flame(a1); }
 static int run_collapsed(const char *a1, const char *a2) { (void)a2; return cmd_collapsed(a1); }
 static int run_export(const char *a1, const char *a2) { return cmd_export(a1, a2); }
+
+/* ------------------------------------------------------------ methods (issue #19) */
+
+static int cmd_methods(const char *sub, const char *id)
+{
+	Pdctl__CtlRequest rq = PDCTL__CTL_REQUEST__INIT;
+	Pdctl__MethodsAdd add = PDCTL__METHODS_ADD__INIT;
+	Pdctl__MethodsDisable dis = PDCTL__METHODS_DISABLE__INIT;
+
+	if (!strcmp(sub, "list") && !id) {
+		rq.cmd_case = PDCTL__CTL_REQUEST__CMD_METHODS_LIST;
+		rq.methods_list = 1;
+	} else if (!strcmp(sub, "add") && id) {
+		if (!opt.exe || !opt.nmethods)
+			die(EX_USAGE, "methods add ID needs --exe PATH and at least one --method");
+		add.id = (char *)id;
+		add.exe = (char *)opt.exe;
+		add.n_targets = opt.nmethods;
+		add.targets = (char **)opt.methods;
+		add.has_version = opt.version != 0;
+		add.version = opt.version;
+		add.has_canary_percent = opt.canary != 0;
+		add.canary_percent = opt.canary;
+		add.has_expiry_s = opt.expiry_s != 0;
+		add.expiry_s = opt.expiry_s;
+		add.has_every = opt.every != 0;
+		add.every = opt.every;
+		add.has_max_hits = opt.max_hits != 0;
+		add.max_hits = opt.max_hits;
+		rq.cmd_case = PDCTL__CTL_REQUEST__CMD_METHODS_ADD;
+		rq.methods_add = &add;
+	} else if (!strcmp(sub, "disable") && id) {
+		dis.id = (char *)id;
+		rq.cmd_case = PDCTL__CTL_REQUEST__CMD_METHODS_DISABLE;
+		rq.methods_disable = &dis;
+	} else {
+		die(EX_USAGE, "methods list | methods add ID --exe PATH --method T... | "
+		    "methods disable ID|all");
+	}
+	int fd = ctl_connect();
+	Pdctl__CtlReply *rep = call(fd, &rq, NULL);
+	close(fd);
+	const Pdctl__MethodsList *l = rep->methods;
+	if (!l)
+		die(EX_CONNECT, "unexpected reply from profilingd");
+	if (l->has_stopped)
+		printf("disabled %s: %u captures stopped, their probes removed\n", id, l->stopped);
+	if (opt.json) {
+		fputc('[', stdout);
+		for (size_t i = 0; i < l->n_configs; i++) {
+			const Pdctl__MethodsConfig *m = l->configs[i];
+			bool f = true;
+			fputs(i ? ",{" : "{", stdout);
+			jstr(stdout, &f, "id", m->id);
+			jnum(stdout, &f, "version", m->version);
+			jstr(stdout, &f, "exe", m->exe ? m->exe : "");
+			jnum(stdout, &f, "canary_percent", m->canary_percent);
+			jnum(stdout, &f, "expires_unix_ms", (uint64_t)m->expires_unix_ms);
+			jnum(stdout, &f, "disabled", m->disabled);
+			jnum(stdout, &f, "matched", m->matched);
+			jnum(stdout, &f, "selected", m->selected);
+			jnum(stdout, &f, "hooked", m->hooked);
+			fputs(",\"sessions\":[", stdout);
+			for (size_t k = 0; k < m->n_sessions; k++)
+				printf("%s%" PRIu64, k ? "," : "", m->sessions[k]);
+			fputs("]}", stdout);
+		}
+		fputs("]\n", stdout);
+	} else {
+		printf("%-20s %-4s %-7s %-8s %-8s %-7s %-9s %s\n", "ID", "VER", "CANARY", "MATCHED",
+		       "SELECTED", "HOOKED", "STATE", "EXE");
+		for (size_t i = 0; i < l->n_configs; i++) {
+			const Pdctl__MethodsConfig *m = l->configs[i];
+			printf("%-20s %-4u %5u %% %-8u %-8u %-7u %-9s %s\n", m->id, m->version,
+			       m->canary_percent, m->matched, m->selected, m->hooked,
+			       m->disabled ? "disabled" : "on", m->exe ? m->exe : "");
+			for (size_t k = 0; k < m->n_targets; k++)
+				printf("    target %s\n", m->targets[k]);
+		}
+		if (!l->n_configs)
+			printf("(no method-event configs)\n");
+	}
+	pdctl__ctl_reply__free_unpacked(rep, NULL);
+	return EX_OK;
+}
+
+static int run_methods(const char *a1, const char *a2) { return cmd_methods(a1, a2); }
 static int run_request(const char *a1, const char *a2) { (void)a1, (void)a2; return cmd_request(); }
 static int run_budget(const char *a1, const char *a2) { (void)a1, (void)a2; return cmd_budget(); }
 
@@ -1245,6 +1349,20 @@ static const struct command commands[] = {
 	  "window for the app and the system, and the cooldown of each of the app's\n"
 	  "triggers. Another uid's app: root only. Exits 0 whatever the answer.\n",
 	  run_budget },
+	{ "methods", 1, 2, "list | add ID --exe PATH --method T... | disable ID|all",
+	  "method-event configs (root only)",
+	  "Root only. Method events (docs/METHOD_EVENTS.md): uprobes on chosen\n"
+	  "functions of every running process of an executable.\n"
+	  "  list             the configs, what they matched and hooked\n"
+	  "  add ID           add config ID (or replace it with a higher --config-version):\n"
+	  "    --exe PATH       the processes' executable\n"
+	  "    --method T       /PATH:SYMBOL or /PATH:+0xOFFSET, 1..8 times\n"
+	  "    --canary PCT     the share of those processes hooked (stable hash of\n"
+	  "                     the id and the process), default 100\n"
+	  "    --expiry T       how long: 30m, 2h (default 1h, at most 24h)\n"
+	  "    --config-version V, --every N (stack of every Nth hit), --max-hits M\n"
+	  "  disable ID|all   the kill switch: stops the captures, removing every\n"
+	  "                   probe at once (their results say \"cancelled\")\n", run_methods },
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -1283,7 +1401,8 @@ static const struct command *find_command(const char *name)
 int main(int argc, char **argv)
 {
 	enum { O_PID = 256, O_TYPE, O_DURATION, O_HZ, O_WAIT, O_TAG, O_APP, O_FILL, O_JAVA_ALLOCS,
-	       O_BACKGROUND, O_FORMAT };
+	       O_BACKGROUND, O_FORMAT, O_EXE, O_METHOD, O_VERSION, O_CANARY, O_EXPIRY, O_EVERY,
+	       O_MAXHITS };
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
@@ -1302,6 +1421,13 @@ int main(int argc, char **argv)
 		{ "background", required_argument, NULL, O_BACKGROUND },
 		/* Heap formats (issue #20). */
 		{ "format", required_argument, NULL, O_FORMAT },
+		{ "exe", required_argument, NULL, O_EXE },
+		{ "method", required_argument, NULL, O_METHOD },
+		{ "config-version", required_argument, NULL, O_VERSION },
+		{ "canary", required_argument, NULL, O_CANARY },
+		{ "expiry", required_argument, NULL, O_EXPIRY },
+		{ "every", required_argument, NULL, O_EVERY },
+		{ "max-hits", required_argument, NULL, O_MAXHITS },
 		{ 0 }
 	};
 	int c;
@@ -1356,6 +1482,17 @@ int main(int argc, char **argv)
 			opt.format = (uint32_t)f;
 			break;
 		}
+		case O_EXE: opt.exe = optarg; break;
+		case O_METHOD:
+			if (opt.nmethods >= 8)
+				die(EX_USAGE, "--method: at most 8");
+			opt.methods[opt.nmethods++] = optarg;
+			break;
+		case O_VERSION: opt.version = parse_u32("--config-version", optarg); break;
+		case O_CANARY: opt.canary = parse_u32("--canary", optarg); break;
+		case O_EXPIRY: opt.expiry_s = parse_expiry(optarg); break;
+		case O_EVERY: opt.every = parse_u32("--every", optarg); break;
+		case O_MAXHITS: opt.max_hits = parse_u32("--max-hits", optarg); break;
 		default:
 			fprintf(stderr, "profctl: see profctl --help\n");
 			return EX_USAGE;

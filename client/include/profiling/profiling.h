@@ -32,6 +32,11 @@ enum prof_type {
 	PROF_HEAP_PROFILE = 2,
 	PROF_STACK_SAMPLING = 3,
 	PROF_SYSTEM_TRACE = 4,
+	/*
+	 * Method events (docs/METHOD_EVENTS.md): hits of chosen functions,
+	 * with their stacks. An extension: Android's values stay below 0x100.
+	 */
+	PROF_METHOD_EVENTS = 0x100,
 };
 
 /* Trigger types; PROF_TRIGGER_NONE marks a direct request. */
@@ -149,6 +154,18 @@ struct prof_params {
 	 * graph without field values, or a heapprofd-style ProfilePacket);
 	 * refused (PROF_E_INVALID_REQUEST) for the other types. */
 	uint32_t format;
+	/*
+	 * PROF_METHOD_EVENTS (issue #19): the functions to watch, 1..8, each
+	 * "/PATH:SYMBOL" or "/PATH:+0xOFFSET" (an ELF file the target maps),
+	 * or "buildid:HEX:+0xOFFSET", at most 1023 bytes. The stack of every
+	 * method_every-th hit is recorded (0: every hit); the probes go after
+	 * method_max_hits hits (0: 200000) or duration_ms (up to 86400000 for
+	 * this type). Zero fields are the defaults.
+	 */
+	const char *const *method_targets;
+	uint32_t n_method_targets;
+	uint32_t method_every;
+	uint32_t method_max_hits;
 	/* New fields go here, at the end; zero must mean the default. */
 };
 

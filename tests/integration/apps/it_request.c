@@ -1,7 +1,8 @@
 /*
  * it_request --pid N --type stack|heap|trace|heapdump [--duration-ms MS] [--hz H]
  * [--interval B] [--clock wall] [--fill ring|discard] [--java-allocs on|off]
- * [--format perfetto]: as root, ask profilingd for a capture of another process
+ * [--format perfetto] [--method /PATH:SYMBOL ... [--every N]] (--type methods):
+ * as root, ask profilingd for a capture of another process
  * (the target_pid request) and print the delivered result's path (and its
  * note, if any, as "it_request: note: ..." on stderr).
  */
@@ -41,12 +42,16 @@ int main(int argc, char **argv)
 		{ "fill", required_argument, NULL, 'F' },
 		{ "java-allocs", required_argument, NULL, 'J' },
 		{ "format", required_argument, NULL, 'R' }, /* heap formats (issue #20) */
+		{ "method", required_argument, NULL, 'm' },
+		{ "every", required_argument, NULL, 'e' },
 		{ 0 }
 	};
+	/* Method events: more than the daemon takes, to test its refusal. */
+	static const char *methods[80];
 	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 1000);
 	enum prof_type type = PROF_STACK_SAMPLING;
 	int c, err;
-	while ((c = getopt_long(argc, argv, "p:t:d:f:i:c:F:J:R:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:t:d:f:i:c:F:J:R:m:e:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p': p.target_pid = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'd': p.duration_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
@@ -62,6 +67,12 @@ int main(int argc, char **argv)
 						   : PROF_SWITCH_ON;
 			break;
 		case 'R': p.format = (uint32_t)names_format_parse(optarg); break;
+		case 'm':
+			if (p.n_method_targets < 80)
+				methods[p.n_method_targets++] = optarg;
+			p.method_targets = methods;
+			break;
+		case 'e': p.method_every = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 't': {
 			/* Any spelling of names.h: the config's heap and heapdump too. */
 			int t = names_type_parse(optarg);

@@ -77,6 +77,13 @@ int svc_perf_start(pid_t pid, uint64_t start, uint32_t hz, uint32_t duration_ms,
 {
 	return stub_perf_start;
 }
+/* Method events share the agentless helper's answer. */
+int svc_perf_methods_start(pid_t pid, uint64_t start, const char *const *methods, unsigned n,
+			   uint32_t every, uint32_t max_hits, uint32_t duration_ms, int out_fd,
+			   svc_helper_cb cb, void *ud, struct svc_helper **h)
+{
+	return stub_perf_start;
+}
 int svc_jattach_start(pid_t pid, uint64_t start, enum svc_jattach_op op, uint32_t timeout_ms,
 		      int out_fd, svc_helper_cb cb, void *ud, struct svc_helper **h)
 {

@@ -13,6 +13,7 @@
 #include "svc_capture.h"
 #include "svc_request.h"
 #include "svc_jvm.h"
+#include "svc_methods.h"
 #include "util.h"
 
 const struct trg_ops *stub_ops;
@@ -94,6 +95,12 @@ void svc_session_unsubscribe_end(svc_session_end_fn fn, void *ud)
 		stub_end_fn = NULL;
 }
 void svc_session_event_done(pid_t pid, uint32_t kind, int status) { stub_event_done = status; }
+/* svc_methods: the trigger tests add no method-event config. */
+void svc_methods_exec(pid_t pid, const char *exe)
+{
+	(void)pid;
+	(void)exe;
+}
 int svc_request_trigger(pid_t pid, uint64_t start, uid_t uid, gid_t gid, const char *app,
 			uint32_t type, const Pd__Params *params, uint32_t trigger, const char *tag,
 			uint32_t wait_ms, uint64_t *id, char *msg, size_t n)

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Method events (docs/METHOD_EVENTS.md): what a uprobe costs.
+#   bench/method_events [BUILD] [ROUNDS] [HITS] [WORK] [EVERY]
+# Per round, bench/method_bench runs twice, without probes and with
+# profilingd-perf --method on bench_target (the stack of every EVERY-th
+# hit, default 1; the others are only counted),
+# and times HITS calls of bench_target and WORK calls of bench_other
+# (probed by nobody) on its own CPU clock. Prints the median cost per
+# hit (goal < 10 us) and the non-target throughput ratio (goal >= 0.99).
+# Needs root (uprobes). Never a test: it asserts nothing.
+set -euo pipefail
+BUILD=${1:-build}
+ROUNDS=${2:-5}
+HITS=${3:-20000}
+WORK=${4:-50000000}
+EVERY=${5:-1}
+PERF=$BUILD/runtime/perf/profilingd-perf
+APP=$BUILD/bench/method_bench
+T=$(mktemp -d /tmp/pd-mbench.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+
+run() { # run probe|plain -> "work_ns=W hit_ns=H"
+	rm -f "$T/go"
+	"$APP" "$T/go" "$HITS" "$WORK" > "$T/out" &
+	local ap=$! hp=
+	if [ "$1" = probe ]; then
+		"$PERF" --pid "$ap" --duration-ms 600000 --method "$(readlink -f "$APP"):bench_target" --every "$EVERY" \
+			> /dev/null 2> "$T/perr" &
+		hp=$!
+		for _ in $(seq 500); do ls -l "/proc/$hp/fd" 2> /dev/null | grep -q perf_event && break; sleep 0.02; done
+	fi
+	touch "$T/go"
+	wait "$ap"
+	if [ -n "$hp" ]; then
+		wait "$hp" || true
+		tail -n 1 "$T/perr" >&2
+	fi
+	cat "$T/out"
+}
+
+med() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+
+: > "$T/plain" ; : > "$T/probe"
+for r in $(seq "$ROUNDS"); do
+	run plain >> "$T/plain"
+	run probe >> "$T/probe"
+done
+w0=$(sed 's/.*work_ns=\([0-9]*\).*/\1/' "$T/plain" | med)
+h0=$(sed 's/.*hit_ns=\([0-9]*\).*/\1/' "$T/plain" | med)
+w1=$(sed 's/.*work_ns=\([0-9]*\).*/\1/' "$T/probe" | med)
+h1=$(sed 's/.*hit_ns=\([0-9]*\).*/\1/' "$T/probe" | med)
+echo "method_events: median of $ROUNDS rounds, $HITS hits (a stack every $EVERY), $WORK non-target calls"
+awk -v h0="$h0" -v h1="$h1" -v n="$HITS" 'BEGIN {
+	printf "  cost per hit: %.2f us (probed %.1f ms, plain %.3f ms for %d calls; goal < 10 us)\n",
+	       (h1 - h0) / n / 1000, h1 / 1e6, h0 / 1e6, n }'
+awk -v w0="$w0" -v w1="$w1" 'BEGIN {
+	printf "  non-target throughput with the probe in / without: %.4f (goal >= 0.99)\n", w0 / w1 }'

@@ -1,0 +1,328 @@
+/*
+ * Method-event configs (svc_methods.h): the table, the canary hash, and
+ * the captures each config starts and stops through svc_request.
+ */
+#include "svc_methods.h"
+#include "svc_admit.h"
+#include "svc_conn.h"
+#include "svc_ident.h"
+#include "svc_request.h"
+#include "svc_session_priv.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "names.h"
+#include "profiling/profiling.h"
+#include "util.h"
+
+struct entry {
+	struct svc_methods_cfg cfg;
+	bool used, disabled;
+	int64_t expires_ms;
+	unsigned matched, selected, started;
+	uint64_t sessions[SVC_METHODS_PROCS];
+	unsigned nsessions;
+};
+
+static struct entry table[SVC_METHODS_MAX];
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+bool svc_methods_canary(const char *id, pid_t pid, uint64_t start, uint32_t percent)
+{
+	if (percent >= 100)
+		return true;
+	uint64_t h = 0xcbf29ce484222325ull;
+	uint32_t p = (uint32_t)pid;
+	h = fnv(h, id, strlen(id) + 1);
+	h = fnv(h, &p, sizeof(p));
+	h = fnv(h, &start, sizeof(start));
+	return h % 100 < percent;
+}
+
+static struct entry *find(const char *id)
+{
+	for (size_t i = 0; i < SVC_METHODS_MAX; i++)
+		if (table[i].used && !strcmp(table[i].cfg.id, id))
+			return &table[i];
+	return NULL;
+}
+
+static bool id_ok(const char *id)
+{
+	size_t n = strlen(id);
+	if (n == 0 || n > SVC_METHODS_ID_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = id[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+		      c == '.'))
+			return false;
+	}
+	return true;
+}
+
+/* Stop e's captures now: the kill switch, a replacement, the stop. */
+static int stop_captures(struct entry *e, const char *why)
+{
+	int stopped = 0;
+	for (unsigned i = 0; i < e->nsessions; i++)
+		if (svc_request_stop(e->sessions[i], why) == 0)
+			stopped++;
+	e->nsessions = 0;
+	return stopped;
+}
+
+/* Start e's capture of pid (the canary chose it). */
+static void start_one(struct entry *e, pid_t pid, uint64_t start)
+{
+	const struct svc_methods_cfg *c = &e->cfg;
+	Pd__Params prm = PD__PARAMS__INIT;
+	char *targets[SVC_METHOD_TARGETS_MAX];
+	char app[RL_APP_MAX], tag[WIRE_MAX_TAG + 1], msg[256];
+	struct svc_ident ident;
+	uint64_t id = 0;
+
+	if (e->nsessions >= SVC_METHODS_PROCS)
+		return; /* counted as selected, not started */
+	svc_ident_init(&ident);
+	if (svc_ident_of_pid(&ident, pid, start) < 0)
+		return; /* gone since the scan */
+	/* A setuid process's result stays root's, as for profctl request. */
+	uid_t uid = svc_ident_mixed(&ident) ? 0 : ident.uid[0];
+	gid_t gid = svc_ident_mixed(&ident) ? 0 : ident.gid[0];
+	svc_ident_fini(&ident);
+	for (unsigned i = 0; i < c->ntargets; i++)
+		targets[i] = (char *)c->targets[i];
+	prm.n_method_targets = c->ntargets;
+	prm.method_targets = targets;
+	prm.has_method_every = c->every != 0;
+	prm.method_every = c->every;
+	prm.has_method_max_hits = c->max_hits != 0;
+	prm.method_max_hits = c->max_hits;
+	prm.has_duration_ms = 1;
+	int64_t left = e->expires_ms - (int64_t)(util_now_ns(CLOCK_REALTIME) / 1000000);
+	prm.duration_ms = left < SVC_DURATION_MIN_MS ? SVC_DURATION_MIN_MS : (uint32_t)left;
+	svc_app_key(svc_session_config(), pid, uid, app, sizeof(app));
+	util_fmt(tag, sizeof(tag), "methods-%s", c->id);
+	int r = svc_request_trigger(pid, start, uid, gid, app, PROF_METHOD_EVENTS, &prm,
+				    PROF_TRIGGER_NONE, tag, 0, &id, msg, sizeof(msg));
+	if (r) {
+		LOG_W("method events %s v%u: pid %d not hooked: %s", c->id, c->version, (int)pid,
+		      msg);
+		return;
+	}
+	e->sessions[e->nsessions++] = id;
+	e->started++;
+	LOG_I("method events %s v%u: pid %d hooked (session %llu)", c->id, c->version, (int)pid,
+	      (unsigned long long)id);
+}
+
+/* Every running process of e's executable, through the canary. */
+static void apply(struct entry *e)
+{
+	char path[64], exe[SVC_PATH_MAX];
+	DIR *d = opendir("/proc");
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		if (de->d_name[0] < '1' || de->d_name[0] > '9' || *end || pid <= 0 ||
+		    pid > INT32_MAX || pid == getpid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld/exe", pid);
+		ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+		if (n <= 0)
+			continue;
+		exe[n] = '\0';
+		if (strcmp(exe, e->cfg.exe))
+			continue;
+		uint64_t start = 0;
+		if (util_proc_start_time((int)pid, &start) < 0)
+			continue;
+		e->matched++;
+		if (!svc_methods_canary(e->cfg.id, (pid_t)pid, start, e->cfg.canary_percent))
+			continue;
+		e->selected++;
+		start_one(e, (pid_t)pid, start);
+	}
+	closedir(d);
+}
+
+int svc_methods_add(const struct svc_methods_cfg *c, char *msg, size_t n)
+{
+	Pd__Params prm = PD__PARAMS__INIT;
+	char *targets[SVC_METHOD_TARGETS_MAX];
+
+	if (!svc_session_config()->method_events) {
+		util_fmt(msg, n, "method events are switched off ([capture] method_events = false)");
+		return PROF_E_INVALID_REQUEST;
+	}
+	if (!c || !id_ok(c->id)) {
+		util_fmt(msg, n, "config id: 1..%d of [a-z0-9_.-]", SVC_METHODS_ID_MAX);
+		return PROF_E_INVALID_REQUEST;
+	}
+	if (c->exe[0] != '/') {
+		util_fmt(msg, n, "exe: an absolute path of the processes to hook");
+		return PROF_E_INVALID_REQUEST;
+	}
+	if (c->expiry_s > SVC_METHODS_EXPIRY_MAX_S || c->canary_percent > 100) {
+		util_fmt(msg, n, "expiry at most %d s, canary 0..100 %%", SVC_METHODS_EXPIRY_MAX_S);
+		return PROF_E_INVALID_REQUEST;
+	}
+	for (unsigned i = 0; i < c->ntargets && i < SVC_METHOD_TARGETS_MAX; i++)
+		targets[i] = (char *)c->targets[i];
+	prm.n_method_targets = c->ntargets;
+	prm.method_targets = targets;
+	prm.has_method_every = 1;
+	prm.method_every = c->every;
+	prm.has_method_max_hits = 1;
+	prm.method_max_hits = c->max_hits;
+	int e = svc_admit_methods(&prm, msg, n);
+	if (e)
+		return e;
+	struct entry *old = find(c->id), *slot = old;
+	if (old && c->version <= old->cfg.version) {
+		util_fmt(msg, n, "config %s is at version %u: a new one needs a higher version",
+			 c->id, old->cfg.version);
+		return PROF_E_INVALID_REQUEST;
+	}
+	for (size_t i = 0; !slot && i < SVC_METHODS_MAX; i++)
+		if (!table[i].used)
+			slot = &table[i];
+	if (!slot) {
+		util_fmt(msg, n, "%d method-event configs already: disable one first", SVC_METHODS_MAX);
+		return PROF_E_INVALID_REQUEST;
+	}
+	if (old) {
+		int k = stop_captures(old, "method events replaced by a newer version");
+		LOG_I("method events %s: v%u replaces v%u (%d captures stopped)", c->id, c->version,
+		      old->cfg.version, k);
+	}
+	memset(slot, 0, sizeof(*slot));
+	slot->cfg = *c;
+	slot->used = true;
+	if (!slot->cfg.expiry_s)
+		slot->cfg.expiry_s = SVC_METHODS_EXPIRY_DEFAULT_S;
+	if (!slot->cfg.canary_percent)
+		slot->cfg.canary_percent = 100;
+	slot->expires_ms = (int64_t)(util_now_ns(CLOCK_REALTIME) / 1000000) +
+			   (int64_t)slot->cfg.expiry_s * 1000;
+	apply(slot);
+	LOG_I("method events %s v%u on %s: %u processes, %u in the %u %% canary, %u hooked, "
+	      "expires in %u s", c->id, c->version, c->exe, slot->matched, slot->selected,
+	      slot->cfg.canary_percent, slot->started, slot->cfg.expiry_s);
+	return 0;
+}
+
+int svc_methods_disable(const char *id)
+{
+	int stopped = 0;
+	bool found = false, all = id && !strcmp(id, "all");
+	for (size_t i = 0; id && i < SVC_METHODS_MAX; i++) {
+		struct entry *e = &table[i];
+		if (!e->used || (!all && strcmp(e->cfg.id, id)))
+			continue;
+		found = true;
+		e->disabled = true;
+		stopped += stop_captures(e, "method events disabled (kill switch)");
+	}
+	if (!found && !all)
+		return -ENOENT;
+	LOG_N("method events disabled: %s; %d captures stopped, their probes removed", id,
+	      stopped);
+	return stopped;
+}
+
+void svc_methods_exec(pid_t pid, const char *exe)
+{
+	int64_t now = (int64_t)(util_now_ns(CLOCK_REALTIME) / 1000000);
+	uint64_t start = 0;
+	for (size_t i = 0; i < SVC_METHODS_MAX; i++) {
+		struct entry *e = &table[i];
+		if (!e->used || e->disabled || now >= e->expires_ms || strcmp(e->cfg.exe, exe))
+			continue;
+		if (!start && util_proc_start_time((int)pid, &start) < 0)
+			return; /* gone already */
+		e->matched++;
+		if (!svc_methods_canary(e->cfg.id, pid, start, e->cfg.canary_percent))
+			continue;
+		e->selected++;
+		start_one(e, pid, start);
+	}
+}
+
+int svc_methods_switch_off(void)
+{
+	for (size_t i = 0; i < SVC_METHODS_MAX; i++)
+		if (table[i].used) {
+			table[i].disabled = true;
+			table[i].nsessions = 0;
+		}
+	return svc_request_stop_type(PROF_METHOD_EVENTS, "method events switched off "
+				     "([capture] method_events = false)");
+}
+
+void svc_methods_load(const struct svc_config *cfg)
+{
+	struct svc_methods_cfg *c = calloc(1, sizeof(*c));
+	char msg[256];
+	if (!c) {
+		LOG_E("[methods.*]: out of memory: no method-event config loaded");
+		return;
+	}
+	for (unsigned i = 0; i < cfg->nmethods; i++) {
+		const struct svc_methods_conf *m = &cfg->methods[i];
+		memset(c, 0, sizeof(*c));
+		util_strlcpy(c->id, m->id, sizeof(c->id));
+		util_strlcpy(c->exe, m->exe, sizeof(c->exe));
+		for (unsigned k = 0; k < m->ntargets; k++)
+			util_strlcpy(c->targets[k], m->targets[k], sizeof(c->targets[k]));
+		c->ntargets = m->ntargets;
+		c->version = m->version ? m->version : 1;
+		c->canary_percent = m->canary_percent;
+		c->expiry_s = m->expiry_s;
+		c->every = m->every;
+		c->max_hits = m->max_hits;
+		if (svc_methods_add(c, msg, sizeof(msg)))
+			LOG_E("[methods.%s] not loaded: %s", m->id, msg);
+	}
+	free(c);
+}
+
+void svc_methods_foreach(void (*fn)(const struct svc_methods_info *i, void *ud), void *ud)
+{
+	for (size_t i = 0; i < SVC_METHODS_MAX; i++) {
+		const struct entry *e = &table[i];
+		if (!e->used)
+			continue;
+		struct svc_methods_info in = {
+			.cfg = &e->cfg, .expires_ms = e->expires_ms, .disabled = e->disabled,
+			.matched = e->matched, .selected = e->selected, .started = e->started,
+			.sessions = e->sessions, .nsessions = e->nsessions,
+		};
+		fn(&in, ud);
+	}
+}
+
+void svc_methods_fini(void)
+{
+	memset(table, 0, sizeof(table));
+}

@@ -1,0 +1,335 @@
+#!/usr/bin/env bash
+# Method events, native (docs/METHOD_EVENTS.md): uprobes on a chosen
+# function of apps/method_target, by profilingd-perf directly and through
+# the daemon (PROF_METHOD_EVENTS). The function's hits equal its calls,
+# the program computes the same with and without the probes, other
+# functions get no hits, both call sites' stacks are there, and hostile
+# targets are refused with a reason while the target keeps running.
+# Skipped (77) where uprobes cannot be created.
+. "$(dirname "$0")/lib.sh"
+
+PERF=$BUILD/runtime/perf/profilingd-perf
+TGT=$APPS/method_target
+[ -x "$PERF" ] || fail "no $PERF"
+[ -x "$TGT" ] || fail "no $TGT"
+[ -r /sys/bus/event_source/devices/uprobe/type ] || skip "kernel without the uprobe PMU"
+command -v setpriv > /dev/null || skip "setpriv (util-linux) is needed for the unprivileged case"
+need_go
+
+N=400 M=100000
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; cleanup' EXIT
+
+# The target's answer without probes: what it computes must not change.
+want_sum=$("$TGT" $N $M | sed -n 's/^sum //p')
+[ -n "$want_sum" ] || fail "method_target printed no sum"
+
+# helper_has_probes PID: the helper PID holds a perf event (its probes are in).
+wait_probes() {
+	for _ in $(seq 500); do
+		ls -l "/proc/$1/fd" 2> /dev/null | grep -q 'perf_event' && return 0
+		kill -0 "$1" 2> /dev/null || return 1
+		sleep 0.02
+	done
+	return 1
+}
+
+# 1. profilingd-perf directly.
+rm -f "$T/go"
+"$TGT" $N $M "$T/go" > "$T/target.out" &
+TP=$!
+PIDS+=("$TP")
+rc=0
+"$PERF" --pid "$TP" --duration-ms 60000 --method "$TGT:target_fn" > "$T/m.pb.gz" 2> "$T/err" &
+HP=$!
+if ! wait_probes "$HP"; then
+	wait "$HP" || rc=$?
+	status=$(tail -n 1 "$T/err")
+	case $status in
+	*"not permitted"* | *"uprobes unavailable"*) skip "${status#error: }" ;;
+	esac
+	fail "profilingd-perf exited $rc before its probes were in: $status"
+fi
+touch "$T/go"
+wait "$HP" || rc=$?
+wait "$TP"
+status=$(tail -n 1 "$T/err")
+[ "$rc" -eq 0 ] || fail "profilingd-perf exited $rc: $status"
+[[ $status =~ ^ok\ hits=([0-9]+)\ stacks=([0-9]+)\ lost=([0-9]+)\ threads=1$ ]] ||
+	fail "status line: '$status'"
+hits=${BASH_REMATCH[1]} stacks=${BASH_REMATCH[2]}
+[ "$hits" -eq $N ] || fail "hits=$hits, target_fn was called $N times"
+[ "$(sed -n 's/^sum //p' "$T/target.out")" = "$want_sum" ] ||
+	fail "the program computed $(cat "$T/target.out") under the probes, $want_sum without"
+[ "$stacks" -ge 1 ] || fail "no stack recorded"
+go tool pprof -traces "$T/m.pb.gz" > "$T/traces.txt" 2>&1 || { cat "$T/traces.txt"; fail "go tool pprof cannot read it"; }
+grep -q "^Type: hits" "$T/traces.txt" || fail "sample type is not hits"
+grep -q "hits=$N " "$T/traces.txt" || fail "the profile's comment does not say hits=$N"
+! grep -q "other_fn" "$T/traces.txt" || fail "other_fn appears in the method events"
+# Both call sites, under target_fn, up to main.
+for site in site_a site_b; do
+	awk -v s="$site" '/ target_fn$/ { t=1; next } t && $NF == s { ok=1 } /^-+\+/ { t=0 } END { exit !ok }' \
+		"$T/traces.txt" || { head -n 40 "$T/traces.txt"; fail "no target_fn <- $site stack"; }
+done
+go tool pprof -tags "$T/m.pb.gz" 2> /dev/null | grep -q "thread_id:" || fail "no thread_id label"
+echo "ok: profilingd-perf: hits=$N of $N, $stacks stacks, sum unchanged, other_fn untouched"
+
+# The same function named by the executable's build id and file offset.
+bid=$(readelf -nW "$TGT" | awk '/Build ID:/ { print $NF; exit }')
+sym=$(nm "$TGT" | awk '$3 == "target_fn" { print $1; exit }')
+off=
+while read -r o v z; do
+	if (( 16#$sym >= v && 16#$sym < v + z )); then off=$(printf '0x%x' $(( 16#$sym - v + o ))); fi
+done < <(readelf -lW "$TGT" | awk '$1 == "LOAD" && / R E / { print $2, $3, $5 }')
+[ -n "$bid" ] && [ -n "$off" ] || fail "no build id or offset for target_fn ($bid, $off)"
+rm -f "$T/go"
+"$TGT" 100 1000 "$T/go" > /dev/null &
+TP=$!
+PIDS+=("$TP")
+# Its maps must be the program's, not the forking shell's: wait for the exec.
+for _ in $(seq 500); do [ "$(readlink "/proc/$TP/exe" 2> /dev/null)" = "$(readlink -f "$TGT")" ] && break; sleep 0.01; done
+rc=0
+"$PERF" --pid "$TP" --duration-ms 60000 --method "buildid:$bid:+$off" > /dev/null 2> "$T/err" &
+HP=$!
+wait_probes "$HP" || fail "build id target: $(tail -n 1 "$T/err")"
+touch "$T/go"
+wait "$HP" || rc=$?
+wait "$TP"
+tail -n 1 "$T/err" | grep -q "^ok hits=100 " || fail "build id target: rc $rc: $(tail -n 1 "$T/err")"
+echo "ok: buildid:$bid:+$off: hits=100"
+
+# 2. Hostile targets: refused with a reason (exit 70), the target runs on.
+sleep 30 &
+SP=$!
+PIDS+=("$SP")
+refuse() { # refuse WHAT EXPECTED ARGS...
+	local what=$1 expect=$2 rc=0
+	shift 2
+	"$PERF" --pid "$SP" --duration-ms 200 "$@" > /dev/null 2> "$T/herr" || rc=$?
+	[ "$rc" -eq 70 ] || fail "$what: exit $rc, expected 70"
+	tail -n 1 "$T/herr" | grep -q "$expect" || fail "$what: '$(tail -n 1 "$T/herr")' lacks '$expect'"
+	kill -0 "$SP" || fail "$what: the target died"
+	echo "ok: $what refused: $(tail -n 1 "$T/herr")"
+}
+refuse "unknown symbol" "no function named 'no_such_fn'" --method "$TGT:no_such_fn"
+refuse "missing file" "No such file" --method "/nonexistent/lib.so:f"
+refuse "relative path" "expected /PATH:SYMBOL" --method "lib.so:f"
+refuse "not ELF" "not an ELF file" --method "/etc/hostname:f"
+refuse "offset outside code" "no executable segment" --method "$TGT:+0x7fffffff"
+many=()
+for i in $(seq 9); do many+=(--method "$TGT:target_fn"); done
+refuse "9 targets" "at most 8 targets" "${many[@]}"
+refuse "unknown build id" "has build id 00112233" --method "buildid:00112233:+0x1000"
+refuse "malformed build id" "expected buildid:HEX:+0xOFFSET" --method "buildid:xyz:+0x10"
+
+# A file the target's user cannot read, asked for as that user's process.
+U=61919
+cp "$TGT" "$T/private_target"
+chmod 0700 "$T/private_target"
+setpriv --reuid=$U --regid=$U --clear-groups sleep 30 &
+UP=$!
+PIDS+=("$UP")
+for _ in $(seq 100); do [ "$(stat -c %u /proc/$UP 2> /dev/null)" = $U ] && break; sleep 0.01; done
+rc=0
+"$PERF" --pid "$UP" --duration-ms 200 --method "$T/private_target:target_fn" > /dev/null 2> "$T/herr" || rc=$?
+[ "$rc" -eq 70 ] || fail "unreadable file: exit $rc, expected 70"
+tail -n 1 "$T/herr" | grep -q "Permission denied (opened as the target's user)" ||
+	fail "unreadable file: $(tail -n 1 "$T/herr")"
+kill -0 "$UP" || fail "unreadable file: the target died"
+echo "ok: a file uid $U cannot read is refused: $(tail -n 1 "$T/herr")"
+
+# 3. Through the daemon: PROF_METHOD_EVENTS from root for another process.
+start_daemon
+rm -f "$T/go"
+# It lingers: a capture whose process is gone by its end is not delivered.
+"$TGT" $N $M "$T/go" 60 > "$T/target2.out" &
+TP2=$!
+PIDS+=("$TP2")
+"$APPS/it_request" --pid "$TP2" --type methods --duration-ms 15000 --method "$TGT:target_fn" \
+	> "$T/path" 2> "$T/req.err" &
+RQ=$!
+hp=
+for _ in $(seq 500); do
+	hp=$(pgrep -f "^profilingd-perf --pid $TP2 " | head -n 1 || true)
+	[ -n "$hp" ] && break
+	sleep 0.02
+done
+[ -n "$hp" ] || fail "the daemon started no profilingd-perf for pid $TP2: $(cat "$T/req.err")"
+wait_probes "$hp" || fail "profilingd-perf $hp ended before its probes were in"
+touch "$T/go"
+wait "$RQ" || fail "method events through the daemon failed: $(cat "$T/req.err")"
+out=$(cat "$T/path")
+[ -f "$out" ] || fail "no result file '$out'"
+go tool pprof -traces "$out" > "$T/d.txt" 2>&1 || { cat "$T/d.txt"; fail "the delivered result is not pprof"; }
+grep -q "hits=$N " "$T/d.txt" || { head -n 20 "$T/d.txt"; fail "delivered result: not hits=$N"; }
+grep -q " target_fn$" "$T/d.txt" || fail "delivered result has no target_fn stack"
+case $(basename "$out") in methods_*) ;; *) fail "result name '$out' does not start with methods_" ;; esac
+grep -q "method events" "$T/daemon.log" || true
+echo "ok: through the daemon: $out, hits=$N"
+kill "$TP2" 2> /dev/null || true
+wait "$TP2" 2> /dev/null || true
+
+# Refusals through the daemon, each with its reason in the log.
+req_refused() { # req_refused WHAT EXPECTED ARGS...
+	local what=$1 expect=$2
+	shift 2
+	! "$APPS/it_request" --pid "$SP" --type methods --duration-ms 500 "$@" > /dev/null 2> "$T/rerr" ||
+		fail "$what: accepted"
+	grep -q "$expect" "$T/daemon.log" || fail "$what: no '$expect' in the daemon's log"
+	kill -0 "$SP" || fail "$what: the target died"
+	echo "ok: daemon refuses $what"
+}
+req_refused "no targets" "method events need 1..8 method_targets, got 0"
+many=()
+for i in $(seq 20); do many+=(--method "$TGT:target_fn"); done
+req_refused "20 targets" "method events need 1..8 method_targets, got 20" "${many[@]}"
+req_refused "a JVM target" "JVM methods are not yet" --method "com.example.Target.register"
+# A symbol that is not there fails the capture with profilingd-perf's reason.
+! "$APPS/it_request" --pid "$SP" --type methods --duration-ms 500 --method "$TGT:no_such_fn" \
+	> /dev/null 2> "$T/rerr" || fail "unknown symbol accepted by the daemon"
+grep -q "no function named 'no_such_fn'" "$T/rerr" || fail "unknown symbol: $(cat "$T/rerr")"
+kill -0 "$SP" || fail "the target died"
+# An app (uid 61919, no privilege) asking for its own process may name
+# only files its uid can read: the helper opens them as that uid.
+out=0
+setpriv --reuid=$U --regid=$U --clear-groups env PROFILINGD_SOCKET="$PROFILINGD_SOCKET" \
+	sh -c 'exec "$1" --pid $$ --type methods --duration-ms 500 --method "$2:target_fn"' \
+	sh "$APPS/it_request" "$T/private_target" > /dev/null 2> "$T/app.err" || out=$?
+[ "$out" -ne 0 ] || fail "uid $U's method events on a file it cannot read were delivered"
+grep -q "Permission denied (opened as the target's user)" "$T/app.err" ||
+	fail "uid $U: $(cat "$T/app.err")"
+# The same app on a file it can read: delivered to it (an empty profile:
+# it_request never calls target_fn).
+setpriv --reuid=$U --regid=$U --clear-groups env PROFILINGD_SOCKET="$PROFILINGD_SOCKET" \
+	sh -c 'exec "$1" --pid $$ --type methods --duration-ms 500 --method "$2:main"' \
+	sh "$APPS/it_request" "$APPS/it_request" > "$T/app.path" 2> "$T/app.err" ||
+	fail "uid $U's method events on its own program: $(cat "$T/app.err")"
+[ "$(stat -c %u "$(cat "$T/app.path")")" = $U ] || fail "the result is not uid $U's"
+echo "ok: an unprivileged app: refused for a file it cannot read, served for its own program"
+daemon_alive || fail "the daemon died"
+stop_daemon
+echo "ok: method events: exact hits, call sites, refusals"
+
+# 4. Production controls (profctl methods): a 50 % canary over 20
+# processes of one executable, stable across a restart; the kill switch.
+PROFCTL=$BUILD/tools/profctl/profctl
+export PROFCTL_SOCKET=$T/state/control.sock
+start_daemon "[limits]" "max_sessions = 64"
+CP=()
+for i in $(seq 20); do
+	"$TGT" 0 0 "$T/never" 300 > /dev/null &
+	CP+=("$!")
+	PIDS+=("$!")
+done
+for p in "${CP[@]}"; do
+	for _ in $(seq 200); do [ "$(readlink /proc/$p/exe 2> /dev/null)" = "$(readlink -f "$TGT")" ] && break; sleep 0.01; done
+done
+hooked_set() { # the pids the daemon's log says config canary hooked, from line $1 on
+	tail -n +"$1" "$T/daemon.log" | sed -n 's/.*method events canary v[0-9]*: pid \([0-9]*\) hooked.*/\1/p' | sort -n | tr '\n' ' '
+}
+from=$(($(wc -l < "$T/daemon.log") + 1))
+"$PROFCTL" methods add canary --exe "$(readlink -f "$TGT")" --method "$(readlink -f "$TGT"):target_fn" \
+	--canary 50 --expiry 10m > "$T/add.out" || fail "methods add: $(cat "$T/add.out")"
+set1=$(hooked_set "$from")
+k=$(echo $set1 | wc -w)
+echo "canary 50 % of 20: $k hooked: $set1"
+# Binomial(20, 0.5): outside 3..17 with probability 0.0004; a fixed hash
+# of these processes, so a retry would give the same answer anyway.
+[ "$k" -ge 3 ] && [ "$k" -le 17 ] || fail "canary hooked $k of 20"
+"$PROFCTL" --json methods list > "$T/list.json"
+grep -q "\"hooked\":$k," "$T/list.json" || fail "methods list: $(cat "$T/list.json")"
+grep -q '"matched":20,' "$T/list.json" || fail "methods list does not count 20 processes: $(cat "$T/list.json")"
+# Wait for every hooked process's probes (its helper's perf-event fds).
+for p in $set1; do
+	hp=
+	for _ in $(seq 500); do hp=$(pgrep -f "^profilingd-perf --pid $p " | head -n 1 || true); [ -n "$hp" ] && break; sleep 0.02; done
+	[ -n "$hp" ] && wait_probes "$hp" || fail "no probes for hooked pid $p"
+done
+
+# The kill switch: every probe gone (no helper holds one), said in the log.
+"$PROFCTL" methods disable canary > "$T/dis.out" || fail "methods disable: $(cat "$T/dis.out")"
+grep -q "disabled canary: $k captures stopped" "$T/dis.out" || fail "disable: $(cat "$T/dis.out")"
+grep -q "method events disabled: canary; $k captures stopped, their probes removed" "$T/daemon.log" ||
+	fail "no kill-switch line in the daemon's log"
+# The helpers are SIGKILLed at once; a generous bound for a loaded machine.
+left=
+for _ in $(seq 500); do
+	left=
+	for p in $set1; do pgrep -f "^profilingd-perf --pid $p " > /dev/null && left="$left $p"; done
+	[ -z "$left" ] && break
+	sleep 0.02
+done
+[ -z "$left" ] || fail "probes still held for pids$left after the kill switch"
+"$PROFCTL" --json methods list | grep -q '"disabled":1' || fail "the config is not shown disabled"
+for p in "${CP[@]}"; do kill -0 "$p" || fail "pid $p died under the canary or the kill switch"; done
+echo "ok: kill switch: $k captures stopped, no probe left"
+
+# A restart forgets the config; the same config hooks the same processes.
+stop_daemon
+start_daemon "[limits]" "max_sessions = 64"
+from=$(($(wc -l < "$T/daemon.log") + 1))
+"$PROFCTL" methods add canary --exe "$(readlink -f "$TGT")" --method "$(readlink -f "$TGT"):target_fn" \
+	--canary 50 --expiry 10m > "$T/add.out" || fail "methods add after restart: $(cat "$T/add.out")"
+set2=$(hooked_set "$from")
+[ "$set1" = "$set2" ] || fail "canary not stable across a restart: '$set1' then '$set2'"
+# A replacement needs a higher version; an unknown id is refused.
+! "$PROFCTL" methods add canary --exe "$(readlink -f "$TGT")" --method "$(readlink -f "$TGT"):target_fn" \
+	> "$T/re.out" 2>&1 || fail "same version accepted"
+grep -q "needs a higher version" "$T/re.out" || fail "same version: $(cat "$T/re.out")"
+! "$PROFCTL" methods disable nosuch > "$T/re.out" 2>&1 || fail "unknown id accepted"
+# A process that execs the executable after the add is hooked too.
+"$PROFCTL" methods add late --exe "$(readlink -f "$TGT")" --method "$(readlink -f "$TGT"):target_fn" \
+	> /dev/null || fail "methods add late"
+"$TGT" 0 0 "$T/never" 300 > /dev/null &
+NP=$!
+PIDS+=("$NP")
+# (The canary config may pick it first: one capture per process.)
+for _ in $(seq 500); do grep -Eq "method events (late|canary) v1: pid $NP hooked" "$T/daemon.log" && break; sleep 0.02; done
+grep -Eq "method events (late|canary) v1: pid $NP hooked" "$T/daemon.log" ||
+	fail "a process exec'd after the add was not hooked: $(grep -E "late|pid $NP|proc|lost" "$T/daemon.log" | tail -n 8)"
+echo "ok: a process started after the add is hooked"
+"$PROFCTL" methods disable all > /dev/null || fail "methods disable all"
+
+# The config key: a reload to method_events = false stops every method
+# capture (a config's and an app's own request alike) and refuses new ones.
+"$PROFCTL" methods add quarter --exe "$(readlink -f "$TGT")" --method "$(readlink -f "$TGT"):target_fn" \
+	--canary 25 > /dev/null || fail "methods add quarter"
+# The app's own request goes to a process the quarter did not hook (one capture per process).
+own=
+for p in "${CP[@]}"; do
+	grep -q "method events quarter v1: pid $p hooked" "$T/daemon.log" || { own=$p; break; }
+done
+[ -n "$own" ] || fail "the 25 % canary hooked all 20"
+"$APPS/it_request" --pid "$own" --type methods --duration-ms 60000 --method "$TGT:other_fn" \
+	> /dev/null 2> "$T/own.err" &
+RQ2=$!
+for _ in $(seq 500); do
+	n=$(pgrep -fc "^profilingd-perf --pid $own .*other_fn" || true)
+	[ "${n:-0}" -ge 1 ] && break
+	sleep 0.02
+done
+q=$(grep -c "method events quarter v1: pid [0-9]* hooked" "$T/daemon.log" || true)
+printf '[capture]\nmethod_events = false\n' >> "$T/profilingd.conf"
+kill -HUP "$DAEMON_PID"
+for _ in $(seq 500); do grep -q "method_events = false: [0-9]* method-event captures stopped" "$T/daemon.log" && break; sleep 0.02; done
+grep -q "method_events = false: $((q + 1)) method-event captures stopped" "$T/daemon.log" ||
+	fail "the config key did not stop $q + 1 captures: $(grep 'method_events = false' "$T/daemon.log")"
+! wait "$RQ2" || fail "the app's own method capture was not stopped"
+grep -q "switched off" "$T/own.err" || fail "the app was not told why: $(cat "$T/own.err")"
+for _ in $(seq 500); do pgrep -f "^profilingd-perf " > /dev/null || break; sleep 0.02; done
+! pgrep -f "^profilingd-perf --pid $own " > /dev/null || fail "probes left after method_events = false"
+! "$PROFCTL" methods add again --exe "$(readlink -f "$TGT")" --method "$(readlink -f "$TGT"):target_fn" \
+	> "$T/re.out" 2>&1 || fail "methods add accepted while switched off"
+grep -q "switched off" "$T/re.out" || fail "switched off: $(cat "$T/re.out")"
+echo "ok: method_events = false stopped $((q + 1)) captures and refuses new ones"
+stop_daemon
+
+# 5. A config from the system config file ([methods.ID]), loaded at start.
+start_daemon "[limits]" "max_sessions = 64" "[methods.sys]" "exe = $(readlink -f "$TGT")" \
+	"method = $(readlink -f "$TGT"):target_fn" "canary_percent = 100" "expiry_s = 600"
+grep -Eq "method events sys v1 on .*: 21 processes, 21 in the 100 % canary, 21 hooked" "$T/daemon.log" ||
+	fail "[methods.sys] not applied: $(grep 'method events sys' "$T/daemon.log" | tail -n 3)"
+"$PROFCTL" methods list | grep -q "^sys " || fail "methods list does not show [methods.sys]"
+echo "ok: [methods.sys] from the config hooked all 21 processes"
+stop_daemon
+pass "method events: canary $k of 20, stable across a restart; kill switch"
