@@ -581,7 +581,7 @@ int svc_trigger_init(struct event_base *base, const struct svc_config *c)
 		return r;
 	if ((r = svc_session_subscribe_end(session_end, NULL)) < 0)
 		return r;
-	if ((r = trg_proc_init(base, &trg_ops)) < 0 || (r = trg_cpu_init(base, &trg_ops)) < 0 ||
+	if ((r = trg_proc_init(base, &trg_ops)) < 0 || (r = trg_cpu_init(base, &trg_ops, cfg->cpu_perf_events)) < 0 ||
 	    (r = trg_hang_init(base, &trg_ops)) < 0 || (r = trg_mem_init(base, &trg_ops)) < 0 ||
 	    (r = trg_psi_init(base, &trg_ops)) < 0 ||
 	    (r = trg_mem_global(cfg->mem_available_percent, cfg->mem_stall_percent)) < 0)

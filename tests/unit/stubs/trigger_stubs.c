@@ -45,7 +45,7 @@ int trg_proc_init(struct event_base *base, const struct trg_ops *ops)
 }
 void trg_proc_fini(void) { stub_ops = NULL; }
 const char *trg_proc_status(void) { return "stub"; }
-int trg_cpu_init(struct event_base *base, const struct trg_ops *ops) { return 0; }
+int trg_cpu_init(struct event_base *base, const struct trg_ops *ops, bool use_perf) { return 0; }
 void trg_cpu_fini(void) {}
 int trg_cpu_watch(pid_t pid, unsigned percent, unsigned window_ms)
 {
