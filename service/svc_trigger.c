@@ -218,13 +218,25 @@ static void on_proc_exec(pid_t pid)
 	unsigned uid, gid;
 	struct svc_reg *cold = NULL;
 
+	/* Every exec on the machine comes here: only one some registration
+	 * could match costs a read of its ids (/proc/<pid>/status). */
+	size_t i, hi = svc_trigreg_hi();
+	if (!hi)
+		return;
 	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
 	ssize_t n = readlink(link, exe, sizeof(exe) - 1);
-	if (n <= 0 || util_proc_ids((int)pid, &uid, &gid) < 0)
+	if (n <= 0)
 		return;
 	exe[n] = '\0';
+	for (i = 0; i < hi; i++) {
+		const struct svc_reg *r = svc_trigreg_at(i);
+		if (r && (!strcmp(r->exe, exe) || (r->sys && !r->exe[0])))
+			break;
+	}
+	if (i == hi || util_proc_ids((int)pid, &uid, &gid) < 0)
+		return;
 	/* Any registration of this executable under this uid makes pid the app's. */
-	for (size_t i = 0; i < svc_trigreg_hi(); i++) {
+	for (i = 0; i < hi; i++) {
 		struct svc_reg *r = svc_trigreg_at(i);
 		if (!r || r->uid != uid || strcmp(r->exe, exe))
 			continue;
@@ -240,7 +252,7 @@ static void on_proc_exec(pid_t pid)
 	/* System triggers: any uid, by executable path, cgroup and/or JVM main class. */
 	char cg[2048] = "", jmain[256] = "";
 	int jvm = -1; /* not looked at yet */
-	for (size_t i = 0; i < svc_trigreg_hi(); i++) {
+	for (i = 0; i < hi; i++) {
 		struct svc_reg *r = svc_trigreg_at(i);
 		if (!r || !r->sys || (r->exe[0] && strcmp(r->exe, exe)))
 			continue;

@@ -1,8 +1,8 @@
 /*
  * Excessive CPU: per-process CPU% over a sliding window (not ProcDump's
- * lifetime average). A process fires when every tick of a full window was
- * at or over its threshold, then must fill a new window before it can fire
- * again. Two ways to count, chosen per process:
+ * lifetime average). A process fires when it was at or over its threshold
+ * a whole window, then must fill a new window before it can fire again.
+ * Two ways to count, chosen per process:
  *
  * Kernel counting (the default): a task-clock perf counter per thread of
  * the process (inherit: threads started later count in their creator's
@@ -13,9 +13,14 @@
  * loop, so only a process that has used that much CPU wakes it. That
  * process then gets a timer of its own, every sixteenth of its window,
  * which reads its counters (read(2) on each fd, no /proc parsing) and
- * stops at the first tick under the threshold. From a spike's start the
- * fire comes after at most one period (1/16 of the window at 100 %
- * threshold) plus the window: within 10 % of it.
+ * fires when the CPU over the last whole window (the readings since the
+ * overflow, a ring of 18) and over each quarter of it is at or over the
+ * threshold: averages, so a spinner that a busy machine holds at 85-95 %
+ * of a core for a 62 ms tick now and then still fires at 90 %, while a
+ * burst shorter than the window does not. The timer stops once a whole
+ * window and its last tick are under the line. From a spike's start the fire
+ * comes after at most one period (1/16 of the window at 100 % threshold)
+ * plus the window: within 10 % of it.
  *
  * Why a signal and not poll(2) on the perf fd: a perf fd only polls
  * readable through a mmap'd ring buffer (two pages per counter, locked
@@ -31,7 +36,8 @@
  * seen a few periods later.
  *
  * Polling (fallback): /proc/<pid>/stat utime+stime deltas on one 250 ms
- * timer for every polled process, each keeping its stat file open and
+ * timer for every polled process, which fires when every tick of a whole
+ * window was over the line (as before), each keeping its stat file open and
  * re-reading it with pread (bound to that process: a reused pid cannot be
  * mistaken for it; out of fds, the path is opened each tick). Used when
  * perf events are off in the config, when the kernel refuses them
@@ -70,6 +76,12 @@
 #define SIG_BATCH 16       /* siginfos per read of the signalfd */
 #define SIG_ROUNDS 16      /* reads per wake: the rest on the next loop turn */
 
+struct sample {
+	uint64_t ms, ns;       /* when, and the CPU used until then */
+};
+
+#define RING (EV_DIV + 2)  /* a window of ticks, and its start */
+
 struct watch {
 	pid_t pid;
 	unsigned percent, window_ms;
@@ -77,6 +89,8 @@ struct watch {
 	unsigned nfd;          /* 0: polled */
 	int statfd;            /* polled: /proc/<pid>/stat, or -1: open it each tick */
 	struct event *tick;    /* kernel counting: created at the first overflow */
+	struct sample *ring;   /* kernel counting: readings since the overflow, RING */
+	unsigned r0, rn;       /* the oldest reading, how many */
 	bool active;           /* kernel counting: the tick runs */
 	bool polled;           /* on the poll timer */
 	uint64_t last_ns, last_ms;
@@ -222,7 +236,7 @@ static int read_cpu(struct watch *x, uint64_t *ns)
 	return 0;
 }
 
-/* One tick of x: false when x is under its threshold. */
+/* One poll tick of x: false when x is under its threshold. */
 static bool tick_one(struct watch *x, uint64_t now)
 {
 	uint64_t t;
@@ -257,23 +271,102 @@ static void poll_tick(evutil_socket_t fd, short what, void *arg)
 			tick_one(w[i], now);
 }
 
+static struct sample *at(const struct watch *x, unsigned i)
+{
+	return &x->ring[(x->r0 + i) % RING];
+}
+
+static void ring_reset(struct watch *x, uint64_t ms, uint64_t ns)
+{
+	x->r0 = 0;
+	x->rn = 1;
+	x->ring[0].ms = ms;
+	x->ring[0].ns = ns;
+}
+
+/*
+ * Each quarter of the window in the ring (from the reading that starts it
+ * to the first at or after its end) at or over the line: a burst shorter
+ * than the window does not fire however hot it was, as with the polled
+ * ticks, while a tick of 62 ms under it on a busy machine does not break
+ * a quarter that is over it.
+ */
+static bool quarters_over(const struct watch *x)
+{
+	const struct sample *s0 = at(x, 0), *last = at(x, x->rn - 1);
+	uint64_t span = last->ms - s0->ms;
+	unsigned j = 0;
+	for (unsigned q = 1; q <= 4; q++) {
+		uint64_t end = s0->ms + span * q / 4;
+		unsigned e = j;
+		while (e < x->rn - 1 && at(x, e)->ms < end)
+			e++;
+		if (e == j)
+			continue;
+		const struct sample *a = at(x, j), *b = at(x, e);
+		if (b->ms == a->ms || (b->ns - a->ns) / ((b->ms - a->ms) * 10000ull) < x->percent)
+			return false;
+		j = e;
+	}
+	return true;
+}
+
+/*
+ * Kernel counting: the CPU over the last whole window, from the readings
+ * of the ticks since the overflow (the newest one at least a window old is
+ * the start). A whole window at or over the line fires, and the next must
+ * fill a window of its own. Under it, with the last tick under it too,
+ * back to waiting for the kernel's next overflow.
+ */
 static void ev_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct watch *x = arg;
+	uint64_t now = util_mono_ms(), c;
 	(void)fd, (void)what;
-	/* Under the line: back to waiting for the kernel's next overflow. */
-	if (!tick_one(x, util_mono_ms())) {
-		event_del(x->tick);
-		x->active = false;
+	if (read_cpu(x, &c) < 0)
+		goto idle; /* gone: the exit event unwatches it */
+	const struct sample *prev = at(x, x->rn - 1);
+	bool last_under = now == prev->ms ||
+			  (c - prev->ns) / ((now - prev->ms) * 10000ull) < x->percent;
+	if (x->rn == RING) {
+		x->r0 = (x->r0 + 1) % RING;
+		x->rn--;
 	}
+	at(x, x->rn)->ms = now;
+	at(x, x->rn)->ns = c;
+	x->rn++;
+	unsigned k = 0;
+	bool whole = false;
+	for (unsigned i = 0; i < x->rn; i++)
+		if (now - at(x, i)->ms >= x->window_ms) {
+			k = i;
+			whole = true;
+		}
+	if (!whole)
+		return;
+	x->r0 = (x->r0 + k) % RING;
+	x->rn -= k;
+	uint64_t pct = (c - at(x, 0)->ns) / ((now - at(x, 0)->ms) * 10000ull);
+	if (pct >= x->percent && quarters_over(x)) {
+		ring_reset(x, now, c);
+		ops->cpu(x->pid, pct > 100000 ? 100000 : (unsigned)pct);
+		return;
+	}
+	if (!last_under)
+		return;
+idle:
+	event_del(x->tick);
+	x->active = false;
 }
 
 static void wake(struct watch *x)
 {
 	if (x->polled || x->active)
 		return;
-	if (!x->tick && !(x->tick = event_new(evbase, -1, EV_PERSIST, ev_tick, x)))
+	if (!x->ring && !(x->ring = malloc(RING * sizeof(*x->ring))))
 		return; /* no memory: the next overflow tries again */
+	if (!x->tick && !(x->tick = event_new(evbase, -1, EV_PERSIST, ev_tick, x)))
+		return;
 	unsigned ms = x->window_ms / EV_DIV;
 	struct timeval tv = { 0, 0 };
 	if (ms < EV_TICK_MIN_MS)
@@ -282,10 +375,10 @@ static void wake(struct watch *x)
 	tv.tv_usec = (ms % 1000) * 1000;
 	/* The window is measured from here: the time since the last reading
 	 * (maybe long idle) says nothing about when the burst began. */
-	if (read_cpu(x, &x->last_ns) < 0 || event_add(x->tick, &tv) < 0)
+	uint64_t c;
+	if (read_cpu(x, &c) < 0 || event_add(x->tick, &tv) < 0)
 		return;
-	x->last_ms = util_mono_ms();
-	x->over_since_ms = 0;
+	ring_reset(x, util_mono_ms(), c);
 	x->active = true;
 }
 
@@ -420,6 +513,8 @@ static void clear(struct watch *x)
 	if (x->tick)
 		event_free(x->tick);
 	x->tick = NULL;
+	free(x->ring);
+	x->ring = NULL;
 	x->active = false;
 	close_counters(x);
 	if (x->statfd >= 0) {

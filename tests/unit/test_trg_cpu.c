@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "trg.h"
@@ -53,7 +54,7 @@ static void *spin(void *arg)
 	return arg;
 }
 
-enum kid { SPIN, IDLE, THREAD_LATER, THREAD_BEFORE };
+enum kid { SPIN, IDLE, THREAD_LATER, THREAD_BEFORE, BURST };
 
 static pid_t start(enum kid k)
 {
@@ -67,6 +68,16 @@ static pid_t start(enum kid k)
 		break;
 	case IDLE:
 		break;
+	case BURST: {
+		/* after the watch began: hot for 150 ms of a 400 ms window, then idle */
+		struct timespec t0, now;
+		usleep(200 * 1000);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do
+			clock_gettime(CLOCK_MONOTONIC, &now);
+		while ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 < 150);
+		break;
+	}
 	case THREAD_LATER:
 		/* after the watch began: counted through inherit */
 		usleep(300 * 1000);
@@ -193,6 +204,20 @@ static void perf_idle_does_not_fire(void **state)
 	assert_int_equal(nfired, 0);
 }
 
+/* Its average over the window is over the line, but not every quarter. */
+static void perf_short_burst_does_not_fire(void **state)
+{
+	(void)state;
+	if (!kernel_counts())
+		skip();
+	pid_t pid = start(BURST);
+	assert_int_equal(trg_cpu_watch(pid, PCT, WINDOW_MS), 0);
+	run(2);
+	stop(pid);
+	trg_cpu_unwatch(pid);
+	assert_int_equal(nfired, 0);
+}
+
 static void perf_gone_process(void **state)
 {
 	(void)state;
@@ -230,6 +255,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(perf_thread_started_later_fires, setup_perf, teardown),
 		cmocka_unit_test_setup_teardown(perf_thread_started_before_fires, setup_perf, teardown),
 		cmocka_unit_test_setup_teardown(perf_idle_does_not_fire, setup_perf, teardown),
+		cmocka_unit_test_setup_teardown(perf_short_burst_does_not_fire, setup_perf, teardown),
 		cmocka_unit_test_setup_teardown(perf_gone_process, setup_perf, teardown),
 		cmocka_unit_test_setup_teardown(poll_spinner_fires, setup_poll, teardown),
 		cmocka_unit_test_setup_teardown(poll_idle_does_not_fire, setup_poll, teardown),
