@@ -270,9 +270,9 @@ if part 3; then
 			print fd, pd, l, n, sh }'
 	}
 	# the window semantics (triggers/trg_cpu.c): the kernel's counter
-	# overflows after 1/16 of the window's allowed CPU, then the process is
-	# read every window/16 and fires when a whole window was over the line,
-	# so from a spike's start the fire comes after window + up to 1/16 of it
+	# overflows after 1/32 of the window's allowed CPU, then the process is
+	# read every window/32 and fires when a whole window was over the line,
+	# so from a spike's start the fire comes after window + up to 1/32 of it
 	# (with [cpu] perf_events = false: window + up to one 250 ms tick).
 	sed -n 's/.*; cpu: \([^;]*;[^;]*\); hang.*/  cpu watcher: \1/p' "$T/cpu.log"
 	read -r a_pd_d a_proc_d a_life a_n a_sh < <(spin_case hot 1000 30000)

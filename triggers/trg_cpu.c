@@ -7,19 +7,19 @@
  * Kernel counting (the default): a task-clock perf counter per thread of
  * the process (inherit: threads started later count in their creator's
  * counter), whose overflow period is the CPU the threshold allows in a
- * sixteenth of the window. The kernel counts; an idle process costs the
+ * 32nd of the window. The kernel counts; an idle process costs the
  * daemon nothing at all. An overflow sends a queued real-time signal
  * (F_SETSIG, fasync) that the daemon reads from a signalfd in its event
  * loop, so only a process that has used that much CPU wakes it. That
- * process then gets a timer of its own, every sixteenth of its window,
+ * process then gets a timer of its own, every 32nd of its window,
  * which reads its counters (read(2) on each fd, no /proc parsing) and
  * fires when the CPU over the last whole window (the readings since the
- * overflow, a ring of 18) and over each quarter of it is at or over the
+ * overflow, a ring of 34) and over each quarter of it is at or over the
  * threshold: averages, so a spinner that a busy machine holds at 85-95 %
- * of a core for a 62 ms tick now and then still fires at 90 %, while a
+ * of a core for a 31 ms tick now and then still fires at 90 %, while a
  * burst shorter than the window does not. The timer stops once a whole
  * window and its last tick are under the line. From a spike's start the fire
- * comes after at most one period (1/16 of the window at 100 % threshold)
+ * comes after at most one period (1/32 of the window at 100 % threshold)
  * plus the window: within 10 % of it.
  *
  * Why a signal and not poll(2) on the perf fd: a perf fd only polls
@@ -70,7 +70,7 @@
 #include "util.h"
 
 #define POLL_TICK_MS 250
-#define EV_DIV 16          /* event mode: tick and overflow period, window / 16 */
+#define EV_DIV 32          /* event mode: tick and overflow period, window / 32 */
 #define EV_TICK_MIN_MS 10
 #define THREADS_MAX 64     /* counters per process; more threads at watch time: polled */
 #define SIG_BATCH 16       /* siginfos per read of the signalfd */
@@ -192,9 +192,15 @@ static int open_counters(struct watch *x)
 		nheld++;
 	}
 	closedir(d);
-	if (e)
+	if (e) {
 		close_counters(x);
-	return e;
+		return e;
+	}
+	/* Sized by use: most processes have a few threads, not THREADS_MAX. */
+	int *fit = realloc(x->fds, x->nfd * sizeof(*x->fds));
+	if (fit)
+		x->fds = fit;
+	return 0;
 }
 
 /* CPU time of x so far, ns. */
@@ -288,7 +294,7 @@ static void ring_reset(struct watch *x, uint64_t ms, uint64_t ns)
  * Each quarter of the window in the ring (from the reading that starts it
  * to the first at or after its end) at or over the line: a burst shorter
  * than the window does not fire however hot it was, as with the polled
- * ticks, while a tick of 62 ms under it on a busy machine does not break
+ * ticks, while a tick of 31 ms under it on a busy machine does not break
  * a quarter that is over it.
  */
 static bool quarters_over(const struct watch *x)
@@ -367,7 +373,9 @@ static void wake(struct watch *x)
 		return; /* no memory: the next overflow tries again */
 	if (!x->tick && !(x->tick = event_new(evbase, -1, EV_PERSIST, ev_tick, x)))
 		return;
-	unsigned ms = x->window_ms / EV_DIV;
+	/* Rounded up: a window never takes more than EV_DIV ticks, so the
+	 * ring (EV_DIV + 2) always holds one whole. */
+	unsigned ms = (x->window_ms + EV_DIV - 1) / EV_DIV;
 	struct timeval tv = { 0, 0 };
 	if (ms < EV_TICK_MIN_MS)
 		ms = EV_TICK_MIN_MS;
