@@ -39,7 +39,11 @@ const char *trg_proc_status(void);
  * filter (the signalfd is made here). */
 int trg_cpu_init(struct event_base *base, const struct trg_ops *ops, bool use_perf);
 void trg_cpu_fini(void);
-int trg_cpu_watch(pid_t pid, unsigned percent, unsigned window_ms);
+/* pid is uid's: a uid's processes hold at most TRG_CPU_FDS_PER_UID
+ * counters (of the TRG_MAX_PIDS fds the watcher may hold in all); past
+ * it, its new watches are polled. */
+#define TRG_CPU_FDS_PER_UID 1024
+int trg_cpu_watch(pid_t pid, uid_t uid, unsigned percent, unsigned window_ms);
 void trg_cpu_unwatch(pid_t pid);
 const char *trg_cpu_status(void);
 

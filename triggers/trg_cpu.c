@@ -47,7 +47,10 @@
  *
  * Caps: TRG_MAX_PIDS watches; fds held for them (counters and stat files)
  * at most TRG_MAX_PIDS in all, the share of the fd limit svc_conn reserves
- * for the watchers; a watch that would pass it is polled by path.
+ * for the watchers; a watch that would pass it is polled by path. One
+ * uid's counters at most TRG_CPU_FDS_PER_UID (a quarter of that share:
+ * one uid's many-threaded processes cannot push every other uid's
+ * watches to polling); past it that uid's new watches are polled.
  * The table grows with use (pointers, doubled), not to the cap at start.
  */
 #include "trg.h"
@@ -84,6 +87,7 @@ struct sample {
 
 struct watch {
 	pid_t pid;
+	uid_t uid;
 	unsigned percent, window_ms;
 	int *fds;              /* kernel counting: one counter per thread */
 	unsigned nfd;          /* 0: polled */
@@ -161,8 +165,15 @@ static int open_counters(struct watch *x)
 	x->fds = calloc(THREADS_MAX, sizeof(*x->fds));
 	if (!x->fds)
 		return -ENOMEM;
+	/* This uid's share: counters its other watches hold. */
+	unsigned room = TRG_CPU_FDS_PER_UID;
+	for (size_t i = 0; i < nw; i++)
+		if (w[i] != x && w[i]->uid == x->uid)
+			room = w[i]->nfd >= room ? 0 : room - w[i]->nfd;
+	if (room > THREADS_MAX)
+		room = THREADS_MAX;
 	/* The main thread first: what it starts from now on is inherited. */
-	if (nheld >= TRG_MAX_PIDS)
+	if (nheld >= TRG_MAX_PIDS || room == 0)
 		return close_counters(x), -EMFILE;
 	if ((fd = perf_open(x->pid, period)) < 0)
 		return close_counters(x), fd;
@@ -177,7 +188,7 @@ static int open_counters(struct watch *x)
 		pid_t tid = (pid_t)atoi(de->d_name);
 		if (tid <= 0 || tid == x->pid)
 			continue;
-		if (x->nfd == THREADS_MAX || nheld >= TRG_MAX_PIDS) {
+		if (x->nfd == room || nheld >= TRG_MAX_PIDS) {
 			e = -EMFILE;
 			break;
 		}
@@ -535,7 +546,7 @@ static void clear(struct watch *x)
 	x->statfd = -1;
 }
 
-int trg_cpu_watch(pid_t pid, unsigned percent, unsigned window_ms)
+int trg_cpu_watch(pid_t pid, uid_t uid, unsigned percent, unsigned window_ms)
 {
 	struct watch *x = find(pid);
 	if (!x) {
@@ -557,6 +568,7 @@ int trg_cpu_watch(pid_t pid, unsigned percent, unsigned window_ms)
 		clear(x); /* re-armed: bind to the process that has the pid now */
 	}
 	x->pid = pid;
+	x->uid = uid;
 	x->percent = percent ? percent : 1;
 	x->window_ms = window_ms;
 	int e = perf_on ? open_counters(x) : -ENOTSUP;

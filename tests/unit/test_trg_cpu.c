@@ -157,7 +157,7 @@ static void fires(enum kid k)
 	if (k == THREAD_BEFORE)
 		while (nthreads(pid) < 2)
 			usleep(1000);
-	assert_int_equal(trg_cpu_watch(pid, PCT, WINDOW_MS), 0);
+	assert_int_equal(trg_cpu_watch(pid, getuid(), PCT, WINDOW_MS), 0);
 	run(30);
 	stop(pid);
 	trg_cpu_unwatch(pid);
@@ -195,7 +195,7 @@ static void perf_idle_does_not_fire(void **state)
 	if (!kernel_counts())
 		skip();
 	pid_t pid = start(IDLE);
-	assert_int_equal(trg_cpu_watch(pid, PCT, WINDOW_MS), 0);
+	assert_int_equal(trg_cpu_watch(pid, getuid(), PCT, WINDOW_MS), 0);
 	/* counted by the kernel, not polled */
 	assert_non_null(strstr(trg_cpu_status(), "(1 processes); /proc/<pid>/stat every 250 ms for 0"));
 	run(2);
@@ -211,7 +211,7 @@ static void perf_short_burst_does_not_fire(void **state)
 	if (!kernel_counts())
 		skip();
 	pid_t pid = start(BURST);
-	assert_int_equal(trg_cpu_watch(pid, PCT, WINDOW_MS), 0);
+	assert_int_equal(trg_cpu_watch(pid, getuid(), PCT, WINDOW_MS), 0);
 	run(2);
 	stop(pid);
 	trg_cpu_unwatch(pid);
@@ -225,7 +225,7 @@ static void perf_gone_process(void **state)
 		skip();
 	pid_t pid = start(IDLE);
 	stop(pid);
-	assert_int_equal(trg_cpu_watch(pid, PCT, WINDOW_MS), -ESRCH);
+	assert_int_equal(trg_cpu_watch(pid, getuid(), PCT, WINDOW_MS), -ESRCH);
 	assert_non_null(strstr(trg_cpu_status(), "(0 processes)"));
 }
 
@@ -240,7 +240,7 @@ static void poll_idle_does_not_fire(void **state)
 {
 	(void)state;
 	pid_t pid = start(IDLE);
-	assert_int_equal(trg_cpu_watch(pid, PCT, WINDOW_MS), 0);
+	assert_int_equal(trg_cpu_watch(pid, getuid(), PCT, WINDOW_MS), 0);
 	assert_non_null(strstr(trg_cpu_status(), "(1 processes)"));
 	run(2);
 	stop(pid);
