@@ -106,7 +106,7 @@ static struct event_base *evbase;
 static struct event *poll_timer, *sig_ev;
 static struct watch **w;
 static size_t nw, wcap;
-static size_t npolled;     /* watches with nfd == 0 */
+static size_t npolled;     /* watches on the poll timer */
 static unsigned nheld;     /* fds held: counters and stat files */
 static int sigfd = -1, signo;
 static sigset_t sigs;
