@@ -10,10 +10,10 @@ ROOT=$(pwd)
 
 PKGS_BUILD="build-essential cmake pkg-config libevent-dev libprotobuf-c-dev protobuf-c-compiler
  libsqlite3-dev libseccomp-dev libcmocka-dev libunwind-dev libdw-dev libinih-dev zlib1g-dev libisal-dev
- golang-go openjdk-17-jdk-headless libsystemd-dev"
+ golang-go openjdk-17-jdk-headless"
 PKGS_TEST="clang libclang-rt-14-dev protobuf-compiler sqlite3 man-db groff-base systemd
  dpkg-dev file visualvm libxml2-utils python3 gdb qemu-system-x86 busybox-static cpio
- nodejs"
+ nodejs earlyoom"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 

@@ -47,6 +47,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
 	command -v procdump > /dev/null || need="$need procdump"
 	command -v perf > /dev/null || need="$need linux-perf"
 	command -v heaptrack > /dev/null || need="$need heaptrack"
+	command -v earlyoom > /dev/null || need="$need earlyoom"   # triggers_bench: its VmRSS
 	[ -x /usr/bin/time ] || need="$need time"
 	if [ -n "$need" ]; then
 		echo "installing the peers:$need"
@@ -58,6 +59,7 @@ version() { "$@" 2>&1 | head -n 1; }
 PEERS="ProcDump: $(command -v procdump > /dev/null && dpkg-query -W -f '${Version}' procdump 2>/dev/null || echo missing);"
 PEERS="$PEERS perf: $(command -v perf > /dev/null && version perf --version || echo missing);"
 PEERS="$PEERS heaptrack: $(command -v heaptrack > /dev/null && version heaptrack --version || echo missing)"
+PEERS="$PEERS; earlyoom: $(command -v earlyoom > /dev/null && version earlyoom -v || echo missing)"
 
 export PD_BENCH_SUMMARY=$T/summary PD_BENCH_QUICK=$QUICK
 : > "$PD_BENCH_SUMMARY"

@@ -6,7 +6,11 @@
 #   1. exec -> cold-start capture armed (proc connector), 200 execs
 #   2. cgroup v1 memory threshold crossed -> OOM trigger fired / heap capture
 #   3. CPU spike -> EXCESSIVE_CPU fired, next to ProcDump's -C trigger
-#   4. daemon CPU and RSS while watching 500 idle connected processes
+#      (Debian's procdump 1.2)
+#   4. daemon CPU and RSS while watching 500 idle connected processes,
+#      next to earlyoom's (Debian's earlyoom, run --dryrun in the same
+#      30 s: a small C daemon that watches memory, the floor to compare
+#      an idle daemon's VmRSS and CPU with)
 # Each part gets its own daemon (private state dir and sockets under /tmp,
 # budgets that cannot run out), so no registration of one part leaks into
 # another. Needs root (cgroup v1, proc connector). About 3-4 minutes.
@@ -28,7 +32,7 @@ T=$(mktemp -d /tmp/pd-trgbench.XXXXXX)
 chmod 755 "$T"
 V1=/sys/fs/cgroup/memory
 CG=$V1/pd-trgbench-$$
-DPID= SPIN= PDUMP= SWARM=
+DPID= SPIN= PDUMP= SWARM= EO=
 ROWS=()
 # A snapshot of the binaries: a rebuild of the tree during the run must not
 # swap them under the benchmark. The daemon finds its helpers next to itself.
@@ -48,6 +52,7 @@ cleanup() {
 	for p in $(cat "$T"/pdump.kids 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
 	[ -n "$SPIN" ] && kill "$SPIN" 2>/dev/null && wait "$SPIN" 2>/dev/null
 	[ -n "$SWARM" ] && kill "$SWARM" 2>/dev/null && wait "$SWARM" 2>/dev/null
+	[ -n "$EO" ] && kill "$EO" 2>/dev/null && wait "$EO" 2>/dev/null
 	if [ -d "$CG" ]; then
 		for p in $(cat "$CG/cgroup.procs" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
 		sleep 0.1
@@ -216,8 +221,11 @@ if part 3; then
 	# spin_case NAME IDLE_MS CAP_MS: prints "daemon_delay_s procdump_delay_s lifetime_pct"
 	spin_case() {
 		local name=$1 idle=$2 cap=$3 out=$T/$1.spin pd=$T/$1.pd pid t0 fire pdt
-		# the spinner outlives the wait, so its /proc entry can still be read
-		"$APP" spin "$idle" $((cap + 10000)) > "$out" 2>&1 &
+		# the spinner outlives the wait, so its /proc entry can still be read.
+		# At nice -10: on a shared machine a spinner at nice 0 got 44-83 % of
+		# a core, under the 90 % line; this measures the watchers, not the
+		# scheduler (both watch the same spinner).
+		nice -n -10 "$APP" spin "$idle" $((cap + 10000)) > "$out" 2>&1 &
 		SPIN=$!
 		for _ in $(seq 100); do grep -q '^ready' "$out" && break; sleep 0.05; done
 		pid=$(sed -n 's/^ready pid=\([0-9]*\).*/\1/p' "$out")
@@ -261,9 +269,12 @@ if part 3; then
 			pd = (d == "") ? "none" : sprintf("%.3f", d - t0)
 			print fd, pd, l, n, sh }'
 	}
-	# the window semantics (triggers/trg_cpu.c): a 250 ms tick; it fires when
-	# every tick of a whole window was over the line, so from a spike's start
-	# the first fire comes after window + up to one tick (the partial first).
+	# the window semantics (triggers/trg_cpu.c): the kernel's counter
+	# overflows after 1/32 of the window's allowed CPU, then the process is
+	# read every window/32 and fires when a whole window was over the line,
+	# so from a spike's start the fire comes after window + up to 1/32 of it
+	# (with [cpu] perf_events = false: window + up to one 250 ms tick).
+	sed -n 's/.*; cpu: \([^;]*;[^;]*\); hang.*/  cpu watcher: \1/p' "$T/cpu.log"
 	read -r a_pd_d a_proc_d a_life a_n a_sh < <(spin_case hot 1000 30000)
 	echo "  spinner idle 1 s, then spins: profilingd fired after ${a_pd_d} s, procdump after ${a_proc_d} s" \
 		"(procdump's lifetime CPU% at the end: ${a_life})"
@@ -280,15 +291,15 @@ if part 3; then
 	# "none": it did not fire within the cap (a loaded machine starves the spinner).
 	fired() { [ "$1" = none ] && echo "not fired in $2 s (spinner: $3 % of a core)" || echo "$1 s"; }
 	summary "triggers: CPU spike after 1 s idle -> fired (ProcDump -C 90)" \
-		"$(fired "$a_pd_d" 30 "$a_sh")" ProcDump "$(fired "$a_proc_d" 30 "$a_sh")" "<= 1.25 s"
+		"$(fired "$a_pd_d" 30 "$a_sh")" ProcDump "$(fired "$a_proc_d" 30 "$a_sh")" "<= 1.1 s"
 	summary "triggers: CPU spike after 10 s idle -> fired (ProcDump -C 90)" \
-		"$(fired "$b_pd_d" 30 "$b_sh")" ProcDump "$(fired "$b_proc_d" 30 "$b_sh")" "<= 1.25 s"
+		"$(fired "$b_pd_d" 30 "$b_sh")" ProcDump "$(fired "$b_proc_d" 30 "$b_sh")" "<= 1.1 s"
 	row "3a spin after 1 s idle: delay to fire" \
 		"profilingd $a_pd_d s; procdump $(pdnote "$a_proc_d" 30 "$a_life")" \
-		"window + 1 tick (<= 1.25 s)" "$(awk -v a="$a_pd_d" 'BEGIN { print (a != "none" && a + 0 <= 1.25) ? "met" : "MISSED" }')"
+		"window + 10 % (<= 1.1 s)" "$(awk -v a="$a_pd_d" 'BEGIN { print (a != "none" && a + 0 <= 1.1) ? "met" : "MISSED" }')"
 	row "3b spin after 10 s idle: delay to fire" \
 		"profilingd $b_pd_d s; procdump $(pdnote "$b_proc_d" 30 "$b_life")" \
-		"window + 1 tick (<= 1.25 s)" "$(awk -v a="$b_pd_d" 'BEGIN { print (a != "none" && a + 0 <= 1.25) ? "met" : "MISSED" }')"
+		"window + 10 % (<= 1.1 s)" "$(awk -v a="$b_pd_d" 'BEGIN { print (a != "none" && a + 0 <= 1.1) ? "met" : "MISSED" }')"
 	stop_daemon
 fi
 
@@ -329,22 +340,49 @@ if part 4; then
 	retried=$(sed -n 's/.*connected (\([0-9]*\) only after retrying.*/\1/p' "$T/swarm.out")
 	nfd=$(ls /proc/"$DPID"/fd | wc -l)
 	refused=$(grep -ci 'closed\|cannot watch' "$T/idle.log")
+	# The peer: earlyoom, in the same 30 s (dry run: it never kills).
+	command -v earlyoom > /dev/null || apt-get install -y earlyoom >> "$T/apt.log" 2>&1 ||
+		echo "  earlyoom could not be installed (see apt-get)"
+	if command -v earlyoom > /dev/null; then
+		earlyoom --dryrun -r 0 > "$T/earlyoom.log" 2>&1 &
+		EO=$!
+	fi
+	eo_ns() { [ -n "$EO" ] && awk '{ print $1 }' /proc/"$EO"/schedstat 2>/dev/null || echo 0; }
 	sleep 3
+	eo0=$(eo_ns)
 	read -r idle_pct idle_tick_pct idle_wk idle_fk < <(measure 30)
+	eo1=$(eo_ns)
 	idle_rss=$(rss_kib VmRSS)
 	idle_hwm=$(rss_kib VmHWM)
+	eo_pct=- eo_rss=- eo_mib=-
+	if [ -n "$EO" ] && kill -0 "$EO" 2>/dev/null; then
+		eo_pct=$(awk -v a="$eo0" -v b="$eo1" 'BEGIN { printf "%.4f", (b - a) / 1e9 / 30 * 100 }')
+		eo_rss=$(awk '$1 == "VmRSS:" { print $2 }' /proc/"$EO"/status)
+		eo_mib=$(awk -v a="$eo_rss" 'BEGIN { printf "%.1f MiB", a / 1024 }')
+		echo "  earlyoom $(earlyoom -v 2>&1 | head -n 1 | awk '{ print $2 }') (--dryrun," 			"same 30 s): CPU ${eo_pct} % of a core; VmRSS ${eo_rss} KiB:" 			"$(awk '$1 ~ /^Rss(Anon|File|Shmem):$/ { printf "%s %s KiB ", $1, $2 }' /proc/"$EO"/status)"
+		kill "$EO" 2>/dev/null
+		wait "$EO" 2>/dev/null
+	fi
+	EO=
 	echo "  $NIDLE watched: CPU ${idle_pct} % of a core over 30 s (schedstat; ${idle_tick_pct} % from" \
 		"stat ticks), ${idle_wk} wake-ups/s (system: ${idle_fk} forks/s)"
+	# Every exec and exit on the machine reaches the daemon (the proc
+	# connector, for cold starts and system triggers): on a shared machine
+	# that, not the watching, is most of its CPU. Per process started:
+	per_fork() { awk -v p="$1" -v f="$2" 'BEGIN { if (f > 0) printf "%.1f", p / 100 * 1e6 / f; else print "-" }'; }
+	echo "  daemon CPU per process started on the machine: $(per_fork "$base_pct" "$base_fk") us" \
+		"(0 watched), $(per_fork "$idle_pct" "$idle_fk") us ($NIDLE watched)"
 	echo "  VmRSS ${idle_rss} KiB (VmHWM ${idle_hwm} KiB): $(rss_parts); $nfd open fds," \
 		"$refused refusal/close lines in the log"
 	grep -c 'fired for pid' "$T/idle.log" | sed 's/^/  fires while idle: /'
-	summary "triggers: daemon CPU watching $NIDLE idle processes" "$idle_pct % of a core" "-" "-" "< 0.1 %"
-	summary "triggers: daemon VmRSS watching $NIDLE idle processes" \
-		"$(awk -v a="$idle_rss" 'BEGIN { printf "%.1f MiB", a / 1024 }')" "-" "-" "< 4 MiB"
-	row "4a daemon CPU watching $NIDLE idle processes, 30 s" "${idle_pct} % of a core (0 watched: ${base_pct} %; ${retried:-?} clients connected only on a retry)" \
-		"< 0.1 %" "$(awk -v a="$idle_pct" 'BEGIN { print (a + 0 < 0.1) ? "met" : "MISSED" }')"
+	summary "triggers: daemon CPU watching $NIDLE idle processes (earlyoom: its own idle)" \
+		"$idle_pct % of a core" earlyoom "$([ "$eo_pct" = - ] && echo - || echo "$eo_pct %")" "< 0.05 %"
+	summary "triggers: daemon VmRSS watching $NIDLE idle processes (earlyoom's VmRSS)" \
+		"$(awk -v a="$idle_rss" 'BEGIN { printf "%.1f MiB", a / 1024 }')" earlyoom "$eo_mib" "< 4 MiB"
+	row "4a daemon CPU watching $NIDLE idle processes, 30 s" "${idle_pct} % of a core at ${idle_fk} forks/s on the machine (0 watched: ${base_pct} % at ${base_fk}/s; $(per_fork "$idle_pct" "$idle_fk") us per process started; ${retried:-?} clients connected only on a retry; earlyoom: ${eo_pct} %)" \
+		"< 0.05 %" "$(awk -v a="$idle_pct" 'BEGIN { print (a + 0 < 0.05) ? "met" : "MISSED" }')"
 	row "4b daemon VmRSS watching $NIDLE idle processes" \
-		"$(awk -v a="$idle_rss" 'BEGIN { printf "%.1f MiB", a / 1024 }') (0 watched: $(awk -v a="$base_rss" 'BEGIN { printf "%.1f MiB", a / 1024 }'))" \
+		"$(awk -v a="$idle_rss" 'BEGIN { printf "%.1f MiB", a / 1024 }') (0 watched: $(awk -v a="$base_rss" 'BEGIN { printf "%.1f MiB", a / 1024 }'); earlyoom: $eo_mib)" \
 		"< 4 MiB" "$(awk -v a="$idle_rss" 'BEGIN { print (a + 0 < 4096) ? "met" : "MISSED" }')"
 	kill "$SWARM" 2>/dev/null
 	wait "$SWARM" 2>/dev/null

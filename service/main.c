@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <systemd/sd-daemon.h>
+#include "svc_sd.h"
 #include <time.h>
 #include <unistd.h>
 #ifdef PROFILINGD_TEST_HOOKS
@@ -217,11 +217,11 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 	struct svc_config next;
 	unsigned refused = 0;
 
-	sd_notify(0, "RELOADING=1");
+	svc_sd_notify("RELOADING=1");
 	LOG_N("SIGHUP: reloading %s", live_src.path ? live_src.path : DEFAULT_CONFIG);
 	if (load_config(&live_src, &next, true)) {
 		LOG_E("reload failed: the running config is unchanged");
-		sd_notify(0, "READY=1");
+		svc_sd_notify("READY=1");
 		return;
 	}
 	bool methods_were = live_cfg->method_events;
@@ -236,7 +236,7 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 		log_set_level(live_cfg->log_level);
 	svc_admit_reconfigure(&live_cfg->rl);
 	LOG_N("reload done: %d change(s) applied, %u refused (restart needed)", changed, refused);
-	sd_notify(0, "READY=1");
+	svc_sd_notify("READY=1");
 }
 #ifdef PROFILINGD_TEST_HOOKS
 /*
@@ -432,7 +432,7 @@ int main(int argc, char **argv)
 	/* [methods.ID] of the config: their captures start with the loop. */
 	svc_methods_load(&cfg);
 	LOG_N("profilingd %s ready (state %s)", PROFILINGD_VERSION, cfg.state_dir);
-	sd_notify(0, "READY=1"); /* Type=notify under systemd; a no-op otherwise */
+	svc_sd_notify("READY=1"); /* Type=notify under systemd; a no-op otherwise */
 	if (event_base_dispatch(base) < 0)
 		LOG_E("event loop failed");
 	else
@@ -448,7 +448,7 @@ out:
 	 * left to act on (a session abandoned here is reported at the next
 	 * start, not as a runtime that went away).
 	 */
-	sd_notify(0, "STOPPING=1");
+	svc_sd_notify("STOPPING=1");
 	if (ev_hup)
 		event_free(ev_hup);
 	if (ev_int)

@@ -91,6 +91,7 @@ static const struct key keys[] = {
 	{ "capture", "method_events", K_BOOL, OFF(method_events), 0, 0, R_LIVE },
 	{ "memory", "available_percent", K_U32, OFF(mem_available_percent), 0, 50, R_RESTART },
 	{ "memory", "stall_percent", K_U32, OFF(mem_stall_percent), 0, 100, R_RESTART },
+	{ "cpu", "perf_events", K_BOOL, OFF(cpu_perf_events), 0, 0, R_RESTART },
 	{ "results", "retention_days", K_U32, OFF(retention_days), 1, 3650, R_LIVE },
 	{ "results", "delivery_attempts", K_U32, OFF(delivery_attempts), 1, 100, R_LIVE },
 	{ "results", "delivery_max_age_days", K_U32, OFF(delivery_max_age_days), 1, 3650, R_LIVE },
@@ -136,6 +137,7 @@ void svc_config_defaults(struct svc_config *c)
 	c->redact_max_memory = 1024ull << 20;
 	c->mem_available_percent = 5;
 	c->mem_stall_percent = 10;
+	c->cpu_perf_events = true;
 	c->retention_days = 14;
 	c->delivery_attempts = 3;
 	c->delivery_max_age_days = 7;
@@ -573,8 +575,8 @@ static void key_value(const struct svc_config *cfg, const struct key *k, char *o
 
 /* Sections in print order; keys print in table order within each. */
 static const char *const sections[] = {
-	"daemon", "limits", "capture", "ratelimit", "redact", "dlp", "jvm", "memory", "results",
-	"trace",
+	"daemon", "limits", "capture", "ratelimit", "redact", "dlp", "jvm", "memory", "cpu",
+	"results", "trace",
 };
 
 int svc_config_print(const struct svc_config *cfg, FILE *f)

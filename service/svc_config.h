@@ -93,6 +93,8 @@ struct svc_config {
 	/* [memory]: OOM warnings from the whole machine's memory */
 	uint32_t mem_available_percent; /* MemAvailable under this share of MemTotal; 0 off */
 	uint32_t mem_stall_percent;     /* /proc/pressure/memory "some" share of 1 s; 0 off */
+	/* [cpu]: the EXCESSIVE_CPU watcher */
+	bool cpu_perf_events;           /* task-clock counters; false: poll /proc (trg_cpu.c) */
 	/* [results] */
 	uint32_t retention_days;
 	uint32_t delivery_attempts;

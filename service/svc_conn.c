@@ -628,7 +628,8 @@ static void fit_fd_limit(void)
 {
 	struct rlimit rl;
 	/* Each peer holds two: its socket and its process's pidfd (svc_ident).
-	 * Each process the CPU watcher follows holds one too (trg_cpu.c), and
+	 * The CPU watcher holds at most TRG_MAX_PIDS (perf counters and stat
+	 * files of the processes it follows, trg_cpu.c), and
 	 * each runtime's process may have a crash ring memfd (svc_trigger.c). */
 	rlim_t want = 2 * ((rlim_t)cfg->max_clients + cfg->max_runtimes) + cfg->max_runtimes +
 		      TRG_MAX_PIDS + CONN_FD_RESERVE;

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <systemd/sd-daemon.h>
+#include "svc_sd.h"
 #include <unistd.h>
 
 #include "log.h"
@@ -112,7 +112,7 @@ static int inherited(struct svc_listener *l, int fd, const char *name)
 	struct sockaddr_un sa;
 	socklen_t len = sizeof(sa);
 
-	if (sd_is_socket(fd, AF_UNIX, SOCK_SEQPACKET, 1) <= 0) {
+	if (svc_sd_is_socket(fd, AF_UNIX, SOCK_SEQPACKET, 1) <= 0) {
 		LOG_E("activated socket '%s' (fd %d) is not a listening AF_UNIX SOCK_SEQPACKET "
 		      "socket: use ListenSequentialPacket= in the socket unit", name, fd);
 		return -EINVAL;
@@ -139,7 +139,7 @@ static int match(int fd, const char *name, const struct svc_listen_spec *spec, u
 		if (!strcmp(name, spec[i].name))
 			return (int)i;
 	for (unsigned i = 0; i < n; i++)
-		if (sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, spec[i].path, 0) > 0)
+		if (svc_sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, spec[i].path) > 0)
 			return (int)i;
 	return -1;
 }
@@ -154,13 +154,13 @@ int svc_listen_activated(struct svc_listener *ls, const struct svc_listen_spec *
 		memset(&ls[i], 0, sizeof(ls[i]));
 		ls[i].fd = -1;
 	}
-	nfds = sd_listen_fds_with_names(1, &names);
+	nfds = svc_sd_listen_fds_with_names(&names);
 	if (nfds < 0) {
 		LOG_W("socket activation: %s; binding the sockets here", strerror(-nfds));
 		return 0;
 	}
 	for (int k = 0; k < nfds; k++) {
-		int fd = SD_LISTEN_FDS_START + k;
+		int fd = SVC_SD_LISTEN_FDS_START + k;
 		const char *name = names && names[k] ? names[k] : "unknown";
 		int i = r < 0 ? -1 : match(fd, name, spec, n);
 		if (i < 0 || ls[i].fd >= 0) {

@@ -269,6 +269,14 @@ void svc_methods_exec(pid_t pid, const char *exe)
 	}
 }
 
+bool svc_methods_any(void)
+{
+	for (size_t i = 0; i < SVC_METHODS_MAX; i++)
+		if (table[i].used && !table[i].disabled)
+			return true;
+	return false;
+}
+
 int svc_methods_switch_off(void)
 {
 	for (size_t i = 0; i < SVC_METHODS_MAX; i++)

@@ -81,6 +81,8 @@ int svc_methods_switch_off(void);
  * enabled, unexpired config of exe whose canary picks pid hooks it.
  */
 void svc_methods_exec(pid_t pid, const char *exe);
+/* Any config in the table: an exec is then worth the /proc/<pid>/exe read. */
+bool svc_methods_any(void);
 /*
  * The config's [methods.ID] sections, added as profctl would (at start).
  * A refused one is logged with its reason and skipped.

@@ -219,15 +219,27 @@ static void on_proc_exec(pid_t pid)
 	unsigned uid, gid;
 	struct svc_reg *cold = NULL;
 
+	/* Every exec on the machine comes here: only one some registration
+	 * could match costs a read of its ids (/proc/<pid>/status). */
+	size_t i, hi = svc_trigreg_hi();
+	if (!hi && !svc_methods_any())
+		return;
 	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
 	ssize_t n = readlink(link, exe, sizeof(exe) - 1);
-	if (n <= 0 || util_proc_ids((int)pid, &uid, &gid) < 0)
+	if (n <= 0)
 		return;
 	exe[n] = '\0';
 	/* Method-event configs of this executable (their canary decides). */
 	svc_methods_exec(pid, exe);
+	for (i = 0; i < hi; i++) {
+		const struct svc_reg *r = svc_trigreg_at(i);
+		if (r && (!strcmp(r->exe, exe) || (r->sys && !r->exe[0])))
+			break;
+	}
+	if (i == hi || util_proc_ids((int)pid, &uid, &gid) < 0)
+		return;
 	/* Any registration of this executable under this uid makes pid the app's. */
-	for (size_t i = 0; i < svc_trigreg_hi(); i++) {
+	for (i = 0; i < hi; i++) {
 		struct svc_reg *r = svc_trigreg_at(i);
 		if (!r || r->uid != uid || strcmp(r->exe, exe))
 			continue;
@@ -243,7 +255,7 @@ static void on_proc_exec(pid_t pid)
 	/* System triggers: any uid, by executable path, cgroup and/or JVM main class. */
 	char cg[2048] = "", jmain[256] = "";
 	int jvm = -1; /* not looked at yet */
-	for (size_t i = 0; i < svc_trigreg_hi(); i++) {
+	for (i = 0; i < hi; i++) {
 		struct svc_reg *r = svc_trigreg_at(i);
 		if (!r || !r->sys || (r->exe[0] && strcmp(r->exe, exe)))
 			continue;
@@ -584,7 +596,7 @@ int svc_trigger_init(struct event_base *base, const struct svc_config *c)
 		return r;
 	if ((r = svc_session_subscribe_end(session_end, NULL)) < 0)
 		return r;
-	if ((r = trg_proc_init(base, &trg_ops)) < 0 || (r = trg_cpu_init(base, &trg_ops)) < 0 ||
+	if ((r = trg_proc_init(base, &trg_ops)) < 0 || (r = trg_cpu_init(base, &trg_ops, cfg->cpu_perf_events)) < 0 ||
 	    (r = trg_hang_init(base, &trg_ops)) < 0 || (r = trg_mem_init(base, &trg_ops)) < 0 ||
 	    (r = trg_psi_init(base, &trg_ops)) < 0 ||
 	    (r = trg_mem_global(cfg->mem_available_percent, cfg->mem_stall_percent)) < 0)

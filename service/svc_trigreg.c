@@ -155,7 +155,7 @@ void svc_trigreg_drop_pid(pid_t pid)
 void svc_trigreg_watch(const struct svc_app_pid *p)
 {
 	struct svc_reg *r = svc_trigreg_for(p, PROF_TRIGGER_EXCESSIVE_CPU);
-	if (r && trg_cpu_watch(p->pid, r->cpu_percent, r->cpu_window_ms) == -ENOSPC)
+	if (r && trg_cpu_watch(p->pid, p->uid, r->cpu_percent, r->cpu_window_ms) == -ENOSPC)
 		LOG_PEER(p->uid, LOG_WARNING, "cannot watch the CPU of pid %d: %d processes watched "
 			 "already", (int)p->pid, TRG_MAX_PIDS);
 	r = svc_trigreg_for(p, PROF_TRIGGER_OOM);

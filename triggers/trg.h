@@ -33,14 +33,22 @@ int trg_proc_init(struct event_base *base, const struct trg_ops *ops);
 void trg_proc_fini(void);
 const char *trg_proc_status(void);
 
-/* Per-process CPU% over a sliding window, one timer for all. */
-int trg_cpu_init(struct event_base *base, const struct trg_ops *ops);
+/* Per-process CPU% over a sliding window: task-clock perf counters whose
+ * overflow wakes the daemon (use_perf), else /proc/<pid>/stat polled every
+ * 250 ms; trg_cpu_status() says which, for how many. Before the seccomp
+ * filter (the signalfd is made here). */
+int trg_cpu_init(struct event_base *base, const struct trg_ops *ops, bool use_perf);
 void trg_cpu_fini(void);
-int trg_cpu_watch(pid_t pid, unsigned percent, unsigned window_ms);
+/* pid is uid's: a uid's processes hold at most TRG_CPU_FDS_PER_UID
+ * counters (of the TRG_MAX_PIDS fds the watcher may hold in all); past
+ * it, its new watches are polled. */
+#define TRG_CPU_FDS_PER_UID 1024
+int trg_cpu_watch(pid_t pid, uid_t uid, unsigned percent, unsigned window_ms);
 void trg_cpu_unwatch(pid_t pid);
 const char *trg_cpu_status(void);
 
-/* Heartbeats: a process that stops beating for timeout_ms has hung. */
+/* Heartbeats: a process that stops beating for timeout_ms has hung. One
+ * timer, set for the earliest deadline only. */
 int trg_hang_init(struct event_base *base, const struct trg_ops *ops);
 void trg_hang_fini(void);
 int trg_hang_beat(pid_t pid, unsigned timeout_ms);

@@ -18,9 +18,11 @@ for f in sbin/profilingd libexec/profilingd/profilingd-redact libexec/profilingd
 	grep -q "$f\$" "$T/files" || { cat "$T/files"; fail "package lacks $f"; }
 done
 dpkg-deb -f "$deb" Depends > "$T/depends"
-for d in libevent libsqlite3 libseccomp libsystemd0 libdw1; do
+for d in libevent libsqlite3 libseccomp libdw1; do
 	grep -q "$d" "$T/depends" || fail "Depends lacks $d: $(cat "$T/depends")"
 done
+# the daemon speaks sd_notify and socket activation itself (svc_sd.c)
+! grep -q libsystemd "$T/depends" || fail "Depends has libsystemd: $(cat "$T/depends")"
 dpkg-deb -e "$deb" "$T/ctl"
 grep -q "/etc/profilingd/profilingd.conf$" "$T/ctl/conffiles" || fail "config is not a conffile"
 # Maintainer scripts: executable, valid sh, and postinst enables both

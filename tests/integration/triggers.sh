@@ -27,6 +27,23 @@ go tool pprof -top "$out" 2>/dev/null > "$T/cpu.txt"
 top=$(awk '/flat%/ { getline; print $NF; exit }' "$T/cpu.txt")
 [ "$top" = spin_hot ] || { cat "$T/cpu.txt"; fail "top function of the excessive-cpu capture is '$top'"; }
 echo "ok: excessive cpu: capture while spinning, top function $top"
+# The kernel counted it where perf events are allowed (paranoid <= 2 lets
+# the sandboxed daemon count user time of any task)...
+if [ "$(cat /proc/sys/kernel/perf_event_paranoid)" -le 2 ]; then
+	grep -q "cpu watch of pid [0-9]*: [0-9]* task-clock counters" "$T/daemon.log" ||
+		fail "the cpu watcher did not use perf counters"
+	echo "ok: excessive cpu counted by task-clock perf counters"
+fi
+# ...and the /proc polling fallback still fires when they are off.
+stop_daemon
+start_daemon "[cpu]" "perf_events = false"
+grep -q "cpu: /proc/<pid>/stat every 250 ms (0 processes): no perf counters: off" "$T/daemon.log" ||
+	fail "the cpu watcher's status does not say it polls"
+out=$("$APP" cpu) || fail "excessive cpu, polled"
+grep -q "cpu watch of pid [0-9]*: /proc polled" "$T/daemon.log" || fail "the cpu watch was not polled"
+echo "ok: excessive cpu with [cpu] perf_events = false: polled /proc, fired"
+stop_daemon
+start_daemon
 
 "$APP" hang > "$T/hang.out" || fail "hang"
 out=$(sed -n 1p "$T/hang.out")

@@ -46,9 +46,9 @@ int trg_proc_init(struct event_base *base, const struct trg_ops *ops)
 }
 void trg_proc_fini(void) { stub_ops = NULL; }
 const char *trg_proc_status(void) { return "stub"; }
-int trg_cpu_init(struct event_base *base, const struct trg_ops *ops) { return 0; }
+int trg_cpu_init(struct event_base *base, const struct trg_ops *ops, bool use_perf) { return 0; }
 void trg_cpu_fini(void) {}
-int trg_cpu_watch(pid_t pid, unsigned percent, unsigned window_ms)
+int trg_cpu_watch(pid_t pid, uid_t uid, unsigned percent, unsigned window_ms)
 {
 	stub_cpu_watched = pid;
 	return 0;
@@ -101,6 +101,7 @@ void svc_methods_exec(pid_t pid, const char *exe)
 	(void)pid;
 	(void)exe;
 }
+bool svc_methods_any(void) { return false; }
 int svc_request_trigger(pid_t pid, uint64_t start, uid_t uid, gid_t gid, const char *app,
 			uint32_t type, const Pd__Params *params, uint32_t trigger, const char *tag,
 			uint32_t wait_ms, uint64_t *id, char *msg, size_t n)
