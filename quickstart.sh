@@ -13,7 +13,7 @@ PKGS_BUILD="build-essential cmake pkg-config libevent-dev libprotobuf-c-dev prot
  golang-go openjdk-17-jdk-headless"
 PKGS_TEST="clang libclang-rt-14-dev protobuf-compiler sqlite3 man-db groff-base systemd
  dpkg-dev file visualvm libxml2-utils python3 gdb qemu-system-x86 busybox-static cpio
- nodejs earlyoom"
+ nodejs"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
