@@ -150,8 +150,9 @@ static void test_methods_sections(void **state)
 	const char *bad[] = {
 		"[methods.x]\ncanary_percent = 101\n", "[methods.x]\nexpiry_s = 86401\n",
 		"[methods.x]\nexe = bin/app\n",
-		"[methods.x]\nmethod = /a:f\nmethod = /a:f\nmethod = /a:f\nmethod = /a:f\n"
-		"method = /a:f\nmethod = /a:f\nmethod = /a:f\nmethod = /a:f\nmethod = /a:f\n",
+		/* One string over two lines: the parentheses say so to clang. */
+		("[methods.x]\nmethod = /a:f\nmethod = /a:f\nmethod = /a:f\nmethod = /a:f\n"
+		 "method = /a:f\nmethod = /a:f\nmethod = /a:f\nmethod = /a:f\nmethod = /a:f\n"),
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_int_not_equal(load(&a, bad[i], &line, msg, sizeof(msg)), 0);
