@@ -9,9 +9,13 @@
 #    the agent and the Java test programs are built).
 . "$(dirname "$0")/lib.sh"
 start_daemon
-# A target whose runtime agent (LD_PRELOAD, client/preload.c) answers.
+# A target whose runtime agent (LD_PRELOAD, client/preload.c) answers:
+# sleep, or under sanitizers the instrumented spinner, since the preload
+# library then needs the sanitizer runtime in the process.
+TARGET=(sleep 120)
+[ -n "${PD_SANITIZE:-}" ] && TARGET=("$APPS/spinner" 120)
 PROFILINGD_RUNTIME_SOCKET=$RUNTIME_SOCKET LD_PRELOAD=$BUILD/client/libprofiling_preload.so \
-	sleep 120 &
+	"${TARGET[@]}" &
 TGT=$!
 for _ in $(seq 600); do
 	grep -q "runtime up: pid $TGT " "$T/daemon.log" && break
