@@ -264,19 +264,9 @@ void smp_stop(void)
 	/* A signal already queued may still run: wait until none is inside. */
 	while (atomic_load(&inflight))
 		sched_yield();
-	/*
-	 * A SIGPROF still pending must not meet SIG_DFL, which would kill the
-	 * app: an app without its own handler gets SIG_IGN, which also
-	 * discards what is pending.
-	 */
-	if (!(old_action.sa_flags & SA_SIGINFO) && old_action.sa_handler == SIG_DFL) {
-		struct sigaction ign;
-		memset(&ign, 0, sizeof(ign));
-		ign.sa_handler = SIG_IGN;
-		sigaction(SMP_SIGNAL, &ign, NULL);
-	} else {
-		sigaction(SMP_SIGNAL, &old_action, NULL);
-	}
+	/* A SIGPROF still pending must not meet SIG_DFL, which would kill the
+	 * app (util_sig_restore). */
+	util_sig_restore(SMP_SIGNAL, &old_action);
 }
 
 void smp_discard(void)

@@ -99,6 +99,18 @@ int util_read_all(int fd, size_t max, uint8_t **out, size_t *n)
 	return 0;
 }
 
+void util_sig_restore(int sig, const struct sigaction *old)
+{
+	if (!(old->sa_flags & SA_SIGINFO) && old->sa_handler == SIG_DFL) {
+		struct sigaction ign;
+		memset(&ign, 0, sizeof(ign));
+		ign.sa_handler = SIG_IGN;
+		sigaction(sig, &ign, NULL);
+	} else {
+		sigaction(sig, old, NULL);
+	}
+}
+
 int util_sigpipe_block(void)
 {
 	sigset_t set;

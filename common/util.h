@@ -28,6 +28,13 @@ int util_read_all(int fd, size_t max, uint8_t **out, size_t *n);
  * util_sigpipe_drain discards one pending on this thread. 0 or -errno.
  */
 int util_sigpipe_block(void);
+struct sigaction;
+/*
+ * Put back the handler of sig that a sampler replaced (old). Where that
+ * was SIG_DFL, SIG_IGN instead: a profiling signal still pending must not
+ * meet the default action, which kills the process (and discards it).
+ */
+void util_sig_restore(int sig, const struct sigaction *old);
 void util_sigpipe_drain(void);
 /* Read /proc/<pid>/stat field 22 (start time in clock ticks). 0 or -errno. */
 int util_proc_start_time(int pid, uint64_t *start);

@@ -740,14 +740,7 @@ static void stop(void)
 	while (atomic_load(&inflight))
 		sched_yield();
 	/* A SIGPROF still pending must not meet SIG_DFL, which kills the VM. */
-	if (!(old_action.sa_flags & SA_SIGINFO) && old_action.sa_handler == SIG_DFL) {
-		struct sigaction ign;
-		memset(&ign, 0, sizeof(ign));
-		ign.sa_handler = SIG_IGN;
-		sigaction(JVA_SIGNAL, &ign, NULL);
-	} else {
-		sigaction(JVA_SIGNAL, &old_action, NULL);
-	}
+	util_sig_restore(JVA_SIGNAL, &old_action);
 }
 
 void jva_halt(void)
