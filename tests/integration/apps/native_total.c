@@ -89,17 +89,23 @@ static int64_t proc_stat_ns(void)
 	return (int64_t)(ut + st) * (1000000000 / tck);
 }
 
+/* One point of the CPU log (the recorder's, and main's at both ends). */
+static void log_point(void)
+{
+	uint32_t i = atomic_load(&cpu_n);
+	if (i < LOG_MAX) {
+		cpu_log[i].rt_ns = now_ns(CLOCK_REALTIME);
+		cpu_log[i].cpu_ns = now_ns(CLOCK_PROCESS_CPUTIME_ID);
+		cpu_log[i].stat_ns = proc_stat_ns();
+		atomic_store(&cpu_n, i + 1);
+	}
+}
+
 static void *recorder(void *arg)
 {
 	(void)arg;
 	while (!atomic_load(&stop)) {
-		uint32_t i = atomic_load(&cpu_n);
-		if (i < LOG_MAX) {
-			cpu_log[i].rt_ns = now_ns(CLOCK_REALTIME);
-			cpu_log[i].cpu_ns = now_ns(CLOCK_PROCESS_CPUTIME_ID);
-			cpu_log[i].stat_ns = proc_stat_ns();
-			atomic_store(&cpu_n, i + 1);
-		}
+		log_point();
 		struct timespec ts = { 0, 2000000 };
 		nanosleep(&ts, NULL);
 	}
@@ -231,9 +237,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "native_total: cannot connect to profilingd: %s\n", strerror(-err));
 		return 1;
 	}
-	/* An idle process has no window to measure: no recorder to wake it. */
-	if (nthreads > 0)
+	/*
+	 * An idle process has no window to measure: no recorder to wake it.
+	 * The log's first point is taken here, before the request: on a loaded
+	 * machine the recorder thread may first run after the capture began,
+	 * and the window must lie inside the log.
+	 */
+	if (nthreads > 0) {
+		log_point();
 		pthread_create(&rec, NULL, recorder, NULL);
+	}
 	for (int i = 0; i < nthreads; i++)
 		pthread_create(&th[i], NULL, spinner, (void *)(uintptr_t)(i + 1));
 
@@ -254,8 +267,10 @@ int main(int argc, char **argv)
 	atomic_store(&stop, 1);
 	for (int i = 0; i < nthreads; i++)
 		pthread_join(th[i], NULL);
-	if (nthreads > 0)
+	if (nthreads > 0) {
 		pthread_join(rec, NULL);
+		log_point(); /* after the result: the window's end is inside too */
+	}
 	prof_close(pc);
 	if (o.error) {
 		fprintf(stderr, "native_total: capture failed: %s: %s\n", prof_strerror(o.error), o.message);
