@@ -204,6 +204,18 @@ static void perr(struct parse_ctx *pc, int err, const char *fmt, ...)
 	}
 }
 
+/* The config's booleans: true/yes/on/1, false/no/off/0. 0 or -EINVAL. */
+static int parse_bool(const char *v, bool *out)
+{
+	if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on") || !strcmp(v, "1"))
+		*out = true;
+	else if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off") || !strcmp(v, "0"))
+		*out = false;
+	else
+		return -EINVAL;
+	return 0;
+}
+
 static int set_key(struct svc_config *cfg, const struct key *k, const char *v)
 {
 	char *p = (char *)cfg + k->off;
@@ -220,14 +232,7 @@ static int set_key(struct svc_config *cfg, const struct key *k, const char *v)
 	case K_STR_USER:
 		return util_strlcpy(p, v, 64) >= 64 ? -ENAMETOOLONG : 0;
 	case K_BOOL:
-		if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on") || !strcmp(v, "1"))
-			*(bool *)p = true;
-		else if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off") ||
-			 !strcmp(v, "0"))
-			*(bool *)p = false;
-		else
-			return -EINVAL;
-		return 0;
+		return parse_bool(v, (bool *)p);
 	case K_LEVEL: {
 		int l = log_level_parse(v);
 		if (l < 0)
@@ -258,6 +263,30 @@ static int set_key(struct svc_config *cfg, const struct key *k, const char *v)
 		return 0;
 	}
 	return -EINVAL;
+}
+
+/*
+ * The Android-parity request parameters of a [trigger.NAME]: 1 set, 0 a bad
+ * value, -1 not one of them. Spelled as profctl's --fill and --java-allocs
+ * and read back by svc_config_print; Android's name "ring_buffer" is taken
+ * too. A switch takes the config's booleans.
+ */
+static int systrig_parity(struct svc_systrig *t, const char *key, const char *v)
+{
+	if (!strcmp(key, "buffer_fill_policy")) {
+		t->fill_policy = !strcmp(v, "discard") ? PROF_FILL_DISCARD
+				 : !strcmp(v, "ring") || !strcmp(v, "ring_buffer") ? PROF_FILL_RING_BUFFER
+				 : 0;
+		return t->fill_policy != 0;
+	}
+	if (!strcmp(key, "track_java_allocations")) {
+		bool on = false;
+		if (parse_bool(v, &on) < 0)
+			return 0;
+		t->java_allocs = on ? PROF_SWITCH_ON : PROF_SWITCH_OFF;
+		return 1;
+	}
+	return -1;
 }
 
 /* [trigger.NAME] key = value: a system trigger (policy/profilingd.conf). */
@@ -292,9 +321,12 @@ static int systrig_kv(struct parse_ctx *pc, const char *tname, const char *key, 
 		      (is_ms ? ms : ms / 1000) <= UINT32_MAX;
 		n = is_ms ? ms : ms / 1000;
 	}
+	int parity = systrig_parity(t, key, v);
 	int named = !strcmp(key, "type") ? names_trigger_parse(v)
 		    : !strcmp(key, "capture") ? names_type_parse(v) : 0;
-	if (!strcmp(key, "type"))
+	if (parity >= 0)
+		ok = parity;
+	else if (!strcmp(key, "type"))
 		ok = (t->type = named > 0 ? (uint32_t)named : 0) != 0;
 	else if (!strcmp(key, "capture"))
 		/* Method events need targets, which a trigger does not carry. */
@@ -325,7 +357,10 @@ static int systrig_kv(struct parse_ctx *pc, const char *tname, const char *key, 
 		ok = 0;
 	if (!ok) {
 		const char *one_of = !strcmp(key, "type") ? names_trigger_list()
-				     : !strcmp(key, "capture") ? names_type_list() : NULL;
+				     : !strcmp(key, "capture") ? names_type_list()
+				     : !strcmp(key, "buffer_fill_policy") ? "discard, ring"
+				     : !strcmp(key, "track_java_allocations") ? "on, off (or true, false)"
+				     : NULL;
 		if (one_of)
 			perr(pc, -EINVAL, "[trigger.%s] %s = %s: not one of %s", tname, key, v, one_of);
 		else
@@ -622,6 +657,12 @@ int svc_config_print(const struct svc_config *cfg, FILE *f)
 			(unsigned long long)t->memory_bytes, t->timeout_ms, t->duration_ms);
 		if (t->background_ms)
 			fprintf(f, "background_ms = %u\n", t->background_ms);
+		if (t->fill_policy)
+			fprintf(f, "buffer_fill_policy = %s\n",
+				t->fill_policy == PROF_FILL_DISCARD ? "discard" : "ring");
+		if (t->java_allocs)
+			fprintf(f, "track_java_allocations = %s\n",
+				t->java_allocs == PROF_SWITCH_ON ? "on" : "off");
 	}
 	for (unsigned i = 0; i < cfg->nmethods; i++) {
 		const struct svc_methods_conf *m = &cfg->methods[i];

@@ -623,6 +623,10 @@ int svc_trigger_init(struct event_base *base, const struct svc_config *c)
 		prm.duration_ms = st->duration_ms;
 		prm.has_background_ms = st->background_ms != 0;
 		prm.background_ms = st->background_ms;
+		prm.has_buffer_fill_policy = st->fill_policy != 0;
+		prm.buffer_fill_policy = st->fill_policy;
+		prm.has_track_java_allocations = st->java_allocs != 0;
+		prm.track_java_allocations = st->java_allocs;
 		t.params = &prm;
 		struct svc_reg *sr = svc_trigreg_slot("", 0);
 		if (!sr || svc_trigreg_fill(sr, &t, why, sizeof(why)) != 0) {

@@ -58,6 +58,29 @@ n=$((n + 1))
 kill "$TGT"; wait "$TGT" 2> /dev/null || true
 pass "buffer fill policy: $n system traces, discard/ring reached profilingd-ftrace"
 
+# A system trigger ([trigger.NAME] buffer_fill_policy) carries the policy
+# into its capture as a request's params do. The trigger is EXCESSIVE_CPU of
+# the spinner (a path no other test's process has), so its preload agent
+# has said hello when it fires: a system trigger does not wait for one.
+stop_daemon
+start_daemon "[trigger.fill]" "type = excessive-cpu" "exe = $APPS/spinner" "cpu_percent = 15" \
+	"cpu_window_ms = 1s" "capture = trace" "duration_ms = 500" "buffer_fill_policy = discard"
+"$PROFILINGD" --check-config "$T/profilingd.conf" 2> /dev/null |
+	grep -qx "buffer_fill_policy = discard" || fail "--check-config does not print buffer_fill_policy"
+PROFILINGD_RUNTIME_SOCKET=$RUNTIME_SOCKET LD_PRELOAD=$BUILD/client/libprofiling_preload.so \
+	"$APPS/spinner" 60 &
+TGT=$!
+for _ in $(seq 600); do
+	[ "$(grep -c 'kernel sched data: ok .* fill=discard$' "$T/daemon.log")" -ge 3 ] && break
+	sleep 0.1
+done
+kill "$TGT"; wait "$TGT" 2> /dev/null || true
+grep -q "excessive-cpu trigger of sys:fill fired for pid $TGT" "$T/daemon.log" ||
+	fail "the excessive-cpu system trigger did not fire for pid $TGT"
+[ "$(grep -c 'kernel sched data: ok .* fill=discard$' "$T/daemon.log")" -eq 3 ] ||
+	fail "[trigger.fill] buffer_fill_policy = discard did not reach profilingd-ftrace"
+pass "[trigger.fill] buffer_fill_policy = discard: the system trigger's trace ran with fill=discard"
+
 AGENT=$BUILD/runtime/jvmti/libprofiling_jvmti.so
 JAVA=$(ls /usr/lib/jvm/*/bin/java 2> /dev/null | head -n 1 || true)
 if [ ! -f "$AGENT" ] || [ ! -f "$APPS/java/HeapHog.class" ] || [ -z "$JAVA" ]; then
@@ -83,3 +106,28 @@ out=$("$APPS/it_request" --pid "$JPID" --type heap --duration-ms 1000 --java-all
 [ -s "$out" ] || fail "track_java_allocations on: no profile at '$out'"
 kill "$JPID"; wait "$JPID" 2> /dev/null || true
 pass "track_java_allocations: on gives $(stat -c %s "$out") bytes of Java allocations, off is refused"
+
+# The same switch from a system trigger ([trigger.NAME]
+# track_java_allocations = off): a busy JVM whose main class matches gets
+# a heap profile, and the JVM's agent refuses it as above.
+stop_daemon
+start_daemon "[trigger.jalloc]" "type = excessive-cpu" "java_main = HeapHog" "cpu_percent = 10" \
+	"cpu_window_ms = 1s" "capture = heap" "duration_ms = 500" "track_java_allocations = off"
+"$PROFILINGD" --check-config "$T/profilingd.conf" 2> /dev/null |
+	grep -qx "track_java_allocations = off" || fail "--check-config does not print track_java_allocations"
+"$JAVA" "-agentpath:$AGENT=socket=$RUNTIME_SOCKET" -cp "$APPS/java" HeapHog 60 \
+	> "$T/hh2.out" 2> "$T/hh2.err" &
+JPID=$!
+offs() { grep -c "failed: invalid request: track_java_allocations is off" "$T/daemon.log" || true; }
+before=$(offs)
+for _ in $(seq 600); do
+	[ "$(offs)" -gt "$before" ] && break
+	kill -0 "$JPID" 2> /dev/null || fail "JVM exited before the trigger's capture"
+	sleep 0.1
+done
+kill "$JPID"; wait "$JPID" 2> /dev/null || true
+grep -q "excessive-cpu trigger of sys:jalloc fired for pid $JPID" "$T/daemon.log" ||
+	fail "the excessive-cpu system trigger did not fire for JVM pid $JPID"
+[ "$(offs)" -gt "$before" ] ||
+	fail "[trigger.jalloc] track_java_allocations = off did not reach the JVM's agent"
+pass "[trigger.jalloc] track_java_allocations = off: the JVM's agent refused the trigger's heap profile"

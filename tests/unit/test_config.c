@@ -122,6 +122,57 @@ static void test_trace_section(void **state)
 	svc_config_free(&c);
 }
 
+/* [trigger.NAME] buffer_fill_policy and track_java_allocations (issue #21):
+ * parsed, printed back so that they re-parse, and a bad value names the
+ * line and what is valid. */
+static void test_trigger_parity(void **state)
+{
+	struct svc_config a, b;
+	char msg[256];
+	int line;
+	(void)state;
+	assert_int_equal(load(&a, "[trigger.t]\ntype = cold-start\nexe = /bin/a\ncapture = trace\n"
+			      "buffer_fill_policy = discard\n[trigger.j]\ntype = cold-start\n"
+			      "java_main = Leak\ncapture = heap\ntrack_java_allocations = off\n"
+			      "[trigger.r]\ntype = crash\nexe = /bin/r\nbuffer_fill_policy = ring_buffer\n"
+			      "track_java_allocations = yes\n[trigger.d]\ntype = crash\nexe = /bin/d\n",
+			      &line, msg, sizeof(msg)), 0);
+	assert_int_equal(a.systrig[0].fill_policy, PROF_FILL_DISCARD);
+	assert_int_equal(a.systrig[0].java_allocs, PROF_SWITCH_DEFAULT);
+	assert_int_equal(a.systrig[1].java_allocs, PROF_SWITCH_OFF);
+	assert_int_equal(a.systrig[1].fill_policy, PROF_FILL_DEFAULT);
+	assert_int_equal(a.systrig[2].fill_policy, PROF_FILL_RING_BUFFER);
+	assert_int_equal(a.systrig[2].java_allocs, PROF_SWITCH_ON);
+	assert_int_equal(a.systrig[3].fill_policy, PROF_FILL_DEFAULT);
+	char *out = print(&a);
+	assert_non_null(strstr(out, "buffer_fill_policy = discard\n"));
+	assert_non_null(strstr(out, "track_java_allocations = off\n"));
+	assert_non_null(strstr(out, "buffer_fill_policy = ring\ntrack_java_allocations = on\n"));
+	/* A default is left out, as background_ms is. */
+	assert_non_null(strstr(out, "[trigger.d]\n"));
+	assert_null(strstr(strstr(out, "[trigger.d]\n"), "buffer_fill_policy"));
+	assert_int_equal(load(&b, out, &line, msg, sizeof(msg)), 0);
+	for (unsigned i = 0; i < 4; i++) {
+		assert_int_equal(a.systrig[i].fill_policy, b.systrig[i].fill_policy);
+		assert_int_equal(a.systrig[i].java_allocs, b.systrig[i].java_allocs);
+	}
+	free(out);
+	svc_config_free(&a);
+	svc_config_free(&b);
+	assert_int_equal(load(&a, "[trigger.t]\ntype = crash\nexe = /bin/true\n"
+			      "buffer_fill_policy = overwrite\n", &line, msg, sizeof(msg)), -EINVAL);
+	assert_int_equal(line, 4);
+	assert_string_equal(msg, "[trigger.t] buffer_fill_policy = overwrite: not one of "
+			    "discard, ring");
+	svc_config_free(&a);
+	assert_int_equal(load(&a, "[trigger.t]\ntype = crash\ntrack_java_allocations = 2\n",
+			      &line, msg, sizeof(msg)), -EINVAL);
+	assert_int_equal(line, 3);
+	assert_string_equal(msg, "[trigger.t] track_java_allocations = 2: not one of on, off "
+			    "(or true, false)");
+	svc_config_free(&a);
+}
+
 /* [methods.ID]: parsed, checked, printed back, and its bounds refused. */
 static void test_methods_sections(void **state)
 {
@@ -330,6 +381,7 @@ int main(void)
 		cmocka_unit_test(test_print_round_trip),
 		cmocka_unit_test(test_methods_sections),
 		cmocka_unit_test(test_trigger_spellings),
+		cmocka_unit_test(test_trigger_parity),
 		cmocka_unit_test(test_reload_classes),
 		cmocka_unit_test(test_duration_units),
 	};
