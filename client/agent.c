@@ -283,19 +283,32 @@ static int agent_stack(int sock, const Pd__CaptureRequest *cr, int out_fd, uint3
 	return agent_done_msg(sock, cr->session_id, PROF_E_NONE, NULL, bytes, &st);
 }
 
-/* The flight recorder runs all the time: wait, then snapshot every ring. */
+/*
+ * The flight recorder runs all the time: wait, then snapshot every ring.
+ * With buffer_fill_policy discard the capture is a discard window instead
+ * (client/trace.h): its start, not its end, and CaptureDone.dropped is
+ * then the events dropped because a ring was full, which the daemon puts
+ * in the result's note.
+ */
 static int agent_trace(int sock, const Pd__CaptureRequest *cr, int out_fd, uint32_t dur)
 {
+	const Pd__Params *p = cr->params;
+	bool discard = p && p->has_buffer_fill_policy && p->buffer_fill_policy == PROF_FILL_DISCARD;
 	struct trc_stats ts;
 	struct smp_stats st = { 0 };
 	uint64_t bytes = 0;
-	int r = agent_wait(sock, cr, dur, NULL);
-	if (r != 0)
-		return r < 0 ? r : 0;
-	if ((r = trc_snapshot(out_fd, &ts, &bytes)) < 0)
+	if (discard)
+		trc_discard_begin();
+	int w = agent_wait(sock, cr, dur, NULL);
+	int r = w == 0 ? trc_snapshot(out_fd, &ts, &bytes) : 0;
+	if (discard)
+		trc_discard_end();
+	if (w != 0)
+		return w < 0 ? w : 0;
+	if (r < 0)
 		return agent_done_msg(sock, cr->session_id, write_status(r), strerror(-r), 0, NULL);
 	st.samples = ts.events;
-	st.dropped = ts.dropped;
+	st.dropped = discard ? ts.discarded : ts.dropped;
 	return agent_done_fmt(sock, cr->session_id, PROF_E_NONE, NULL, bytes, &st, "perfetto");
 }
 

@@ -20,6 +20,10 @@
 
 struct trc_ring {
 	_Atomic uint64_t head;   /* events ever written; only the owner writes it */
+	/* A discard window (trc_discard_begin): the owner's head when it first
+	 * wrote in window win, and the events it dropped since. Only the owner
+	 * writes these; win last, so a reader that sees win sees the rest. */
+	_Atomic uint64_t win, base, discarded;
 	int32_t tid;
 	char comm[16];
 	struct trc_ev ev[TRC_RING_EVENTS];
@@ -29,6 +33,8 @@ struct trc_ring {
 static _Atomic int32_t state[TRC_MAX_RINGS];
 static struct trc_ring *_Atomic rings[TRC_MAX_RINGS];
 static _Atomic uint32_t skipped;
+/* The discard window now open, 0 for none (ring mode); ids never repeat. */
+static _Atomic uint64_t window, windows;
 static pthread_key_t ring_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static __thread struct trc_ring *my_ring __attribute__((tls_model("initial-exec")));
@@ -74,6 +80,7 @@ static struct trc_ring *ring_claim(void)
 				atomic_store(&rings[i], r);
 			}
 			atomic_store(&r->head, 0);
+			atomic_store(&r->win, 0); /* a dead thread's window is not ours */
 			r->tid = tid;
 			memset(r->comm, 0, sizeof(r->comm));
 			prctl(PR_GET_NAME, r->comm, 0, 0, 0);
@@ -98,6 +105,22 @@ static void put(uint8_t type, const char *name, int64_t value)
 		}
 	}
 	uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+	uint64_t w = atomic_load_explicit(&window, memory_order_acquire);
+	if (w) {
+		/* Discard: this thread's window starts at its first event in it,
+		 * and once the ring holds TRC_RING_EVENTS of them the rest are
+		 * counted, not written, so no event of the window is overwritten. */
+		if (atomic_load_explicit(&r->win, memory_order_relaxed) != w) {
+			atomic_store_explicit(&r->base, h, memory_order_relaxed);
+			atomic_store_explicit(&r->discarded, 0, memory_order_relaxed);
+			atomic_store_explicit(&r->win, w, memory_order_release);
+		}
+		if (h - atomic_load_explicit(&r->base, memory_order_relaxed) >= TRC_RING_EVENTS) {
+			uint64_t d = atomic_load_explicit(&r->discarded, memory_order_relaxed);
+			atomic_store_explicit(&r->discarded, d + 1, memory_order_relaxed);
+			return;
+		}
+	}
 	struct trc_ev *e = &r->ev[h % TRC_RING_EVENTS];
 	atomic_store_explicit(&e->seq, 0, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
@@ -160,6 +183,16 @@ static void thread_name(const struct trc_ring *r, char comm[17])
 	comm[strcspn(comm, "\n")] = '\0';
 }
 
+void trc_discard_begin(void)
+{
+	atomic_store(&window, atomic_fetch_add(&windows, 1) + 1);
+}
+
+void trc_discard_end(void)
+{
+	atomic_store(&window, 0);
+}
+
 int trc_snapshot(int fd, struct trc_stats *st, uint64_t *bytes)
 {
 	struct tfmt_out *o = malloc(sizeof(*o));
@@ -177,12 +210,24 @@ int trc_snapshot(int fd, struct trc_stats *st, uint64_t *bytes)
 	read_cmdline(cmd, sizeof(cmd));
 	prctl(PR_GET_NAME, comm, 0, 0, 0);
 	tfmt_process(o, pid, comm, cmd);
+	uint64_t w = atomic_load(&window);
 	for (int i = 0; i < TRC_MAX_RINGS; i++) {
 		struct trc_ring *ring = atomic_load(&rings[i]);
 		if (!ring || atomic_load(&state[i]) == 0)
 			continue;
-		uint64_t h = atomic_load_explicit(&ring->head, memory_order_acquire);
-		uint64_t start = h > TRC_RING_EVENTS ? h - TRC_RING_EVENTS : 0;
+		uint64_t start, h;
+		if (w) {
+			/* Discard: only the window's events, none overwritten. A
+			 * thread that wrote nothing in it has nothing to give. */
+			if (atomic_load_explicit(&ring->win, memory_order_acquire) != w)
+				continue;
+			start = atomic_load_explicit(&ring->base, memory_order_relaxed);
+			st->discarded += atomic_load_explicit(&ring->discarded, memory_order_relaxed);
+			h = atomic_load_explicit(&ring->head, memory_order_acquire);
+		} else {
+			h = atomic_load_explicit(&ring->head, memory_order_acquire);
+			start = h > TRC_RING_EVENTS ? h - TRC_RING_EVENTS : 0;
+		}
 		size_t n = 0;
 		for (uint64_t k = start; k < h; k++) {
 			const struct trc_ev *e = &ring->ev[k % TRC_RING_EVENTS];
@@ -195,8 +240,9 @@ int trc_snapshot(int fd, struct trc_stats *st, uint64_t *bytes)
 				continue; /* overwritten while we copied it */
 			n++;
 		}
-		/* Overwritten before the copy, plus overwritten during it. */
-		st->dropped += start + ((h - start) - n);
+		/* Overwritten before the copy, plus overwritten during it (in a
+		 * discard window: none, and nothing before the window counts). */
+		st->dropped += (w ? 0 : start) + ((h - start) - n);
 		if (!n)
 			continue;
 		st->threads++;

@@ -2,7 +2,12 @@
  * The trace flight recorder: prof_trace_begin/end/instant/counter write into
  * a per-thread ring that always runs, so a capture can include what
  * happened before it was asked for. Each ring is fixed-size and overwrites
- * its oldest events (counted as dropped). Writers take no lock: a ring has
+ * its oldest events (counted as dropped): the ring buffer fill policy, the
+ * default. A capture with buffer_fill_policy discard opens a discard window
+ * (Android's meaning, as the kernel buffer's): each thread's ring then
+ * starts at its first event in the window, keeps TRC_RING_EVENTS of them,
+ * and drops the later ones, counted in trc_stats.discarded; the window's
+ * snapshot holds no event from before it. Writers take no lock: a ring has
  * one writer, its thread; the snapshot copies it and keeps only the events
  * that were not overwritten while it copied.
  *
@@ -22,8 +27,17 @@
 
 struct trc_stats {
 	uint64_t events, dropped;
+	uint64_t discarded; /* in a discard window: events not written, the ring full */
 	uint32_t threads, threads_skipped;
 };
+
+/*
+ * Open and close a discard window (one at a time: the daemon runs one
+ * capture per process). Until trc_discard_end, trc_snapshot writes the
+ * window's events only. Both are a single atomic store.
+ */
+void trc_discard_begin(void);
+void trc_discard_end(void);
 
 /*
  * Write a Perfetto trace (a stream of TracePackets) of every ring's

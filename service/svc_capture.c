@@ -548,6 +548,15 @@ int svc_capture_done(struct svc_conn *rt, const Pd__CaptureDone *d)
 	}
 	s->samples = d->samples;
 	s->dropped = d->dropped;
+	/* Discard (client/trace.h): the runtime's count is of the events its
+	 * full flight recorder did not keep; the app is told with the result,
+	 * after any note already there (the background trace's). */
+	if (s->type == PROF_SYSTEM_TRACE && s->fill_policy == PROF_FILL_DISCARD && d->dropped) {
+		size_t l = strlen(s->note);
+		util_fmt(s->note + l, sizeof(s->note) - l, "%sflight recorder full "
+			 "(buffer_fill_policy discard): %llu events dropped", l ? "; " : "",
+			 (unsigned long long)d->dropped);
+	}
 	s->rt = NULL;
 	s->done_msg = true;
 	/*

@@ -110,7 +110,9 @@ enum prof_switch { PROF_SWITCH_DEFAULT = 0, PROF_SWITCH_ON = 1, PROF_SWITCH_OFF 
  *   buffer_kb     64 .. 65536,   default 4096  (PROF_SYSTEM_TRACE, kernel
  *                 buffer per CPU)
  *   buffer_fill_policy  enum prof_fill_policy, default ring buffer
- *                 (PROF_SYSTEM_TRACE: the kernel buffer)
+ *                 (PROF_SYSTEM_TRACE: the kernel buffer and the flight
+ *                 recorder; with discard the recorder keeps each thread's
+ *                 first events of the capture, and the note counts the rest)
  *   track_java_allocations  enum prof_switch, default on (PROF_HEAP_PROFILE
  *                 of a JVM: the JVMTI agent's sampled Java allocations; off
  *                 leaves native allocations only, where the allocator is
