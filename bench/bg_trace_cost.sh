@@ -10,9 +10,11 @@
 #   - kernel CPU "idle": /proc/stat kernel time (system+irq+softirq) over
 #     windows with the ring on and paused, alternating, and the events/s
 #     the ring took then, times the per-event cost from the load runs;
-#   - memory: the ring's buffer_total_size_kb, and how many seconds of
-#     events it holds at each rate (per CPU: now - oldest event, once it
-#     has wrapped).
+#   - memory: the ring's buffer_total_size_kb plus the daemon's VmRSS, and
+#     how many seconds of events the ring holds at each rate (per CPU: now -
+#     oldest event, once it has wrapped).
+# Each of daemon CPU, kernel CPU and memory gets a summary line for both
+# states, "idle" and "sched load" (pingpong), as issue #21 asks.
 # Not a test: it asserts nothing. Needs root and tracefs with instances; it
 # will not touch a ring that is running already (a daemon with it on).
 #   usage: bench/bg_trace_cost.sh [BUILD_DIR]
@@ -46,8 +48,11 @@ grep -q 'background trace: ok background on' "$T/daemon.log" || { tail -5 "$T/da
 HZ=$(getconf CLK_TCK)
 NCPU=$(nproc)
 
+# Another profilingd started with [trace] background off removes the ring
+# (one instance for the machine): then nothing here means anything.
+gone() { [ -d "$BG" ] || { echo "the ring $BG was removed (another profilingd with [trace] background off started?): no figures" >&2; exit 1; }; }
 # events the ring has taken so far, all CPUs (entries + overwritten)
-ring_events() { cat "$BG"/per_cpu/cpu*/stats | awk '/^entries:|^overrun:/ { n += $2 } END { print n }'; }
+ring_events() { gone; cat "$BG"/per_cpu/cpu*/stats | awk '/^entries:|^overrun:/ { n += $2 } END { print n }'; }
 # seconds the ring holds, the least over the CPUs that wrapped; "-" if none has
 ring_held() {
 	for s in "$BG"/per_cpu/cpu*/stats; do
@@ -57,38 +62,47 @@ ring_held() {
 }
 kernel_ticks() { awk '/^cpu / { print $4 + $7 + $8 }' /proc/stat; }
 daemon_ticks() { awk '{ print $14 + $15 }' "/proc/$DPID/stat"; }
-ring() { echo "$1" > "$BG/tracing_on"; }
+daemon_rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$DPID/status"; }
+ring() { gone; echo "$1" > "$BG/tracing_on"; }
 
 echo "ring: $KB KiB per CPU, $(cat "$BG/buffer_total_size_kb") KiB in all ($NCPU CPUs), events: $(cat "$BG/set_event" | tr '\n' ' ')"
 
 # The load: pingpong with the ring paused and recording, alternating.
-sys_off=0 sys_on=0 ev_on=0 wall_on=0
+sys_off=0 sys_on=0 ev_on=0 wall_on=0 wall_off=0 dl_on=0 dl_off=0
 for i in $(seq "$PAIRS"); do
 	for mode in 0 1; do
 		ring "$mode"
-		e0=$(ring_events)
+		e0=$(ring_events) d0=$(daemon_ticks)
 		line=$("$PP" "$ROUNDS")
-		e1=$(ring_events)
+		e1=$(ring_events) d1=$(daemon_ticks)
 		s=$(sed 's/.*sys_ms=//' <<< "$line")
 		w=$(sed 's/.*wall_ms=\([0-9.]*\).*/\1/' <<< "$line")
 		if [ "$mode" = 1 ]; then
 			sys_on=$(awk -v a="$sys_on" -v b="$s" 'BEGIN { print a + b }')
 			wall_on=$(awk -v a="$wall_on" -v b="$w" 'BEGIN { print a + b }')
 			ev_on=$((ev_on + e1 - e0))
+			dl_on=$((dl_on + d1 - d0))
 		else
 			sys_off=$(awk -v a="$sys_off" -v b="$s" 'BEGIN { print a + b }')
+			wall_off=$(awk -v a="$wall_off" -v b="$w" 'BEGIN { print a + b }')
+			dl_off=$((dl_off + d1 - d0))
 		fi
 		echo "  pingpong $ROUNDS rounds, ring $([ "$mode" = 1 ] && echo on || echo paused): $line, ring events $((e1 - e0))"
 	done
 done
 ring 1
 held_load=$(ring_held)
+rss_load=$(daemon_rss_kb)
+read -r dlpct dlpoff <<< "$(awk -v on="$dl_on" -v off="$dl_off" -v won="$wall_on" -v woff="$wall_off" \
+	-v hz="$HZ" 'BEGIN { printf "%.3f %.3f\n", won ? 100 * on / hz / (won / 1e3) : 0,
+	woff ? 100 * off / hz / (woff / 1e3) : 0 }')"
 read -r per_round per_event pct rate <<< "$(awk -v on="$sys_on" -v off="$sys_off" -v ev="$ev_on" \
 	-v n="$((ROUNDS * PAIRS))" -v w="$wall_on" 'BEGIN {
 	d = (on - off) * 1e6                      # extra system ns
 	printf "%.0f %.0f %.2f %.0f\n", d / n, ev ? d / ev : 0, off ? 100 * (on - off) / off : 0, w ? ev / (w / 1e3) : 0 }')"
 echo "load: system time $sys_off ms paused, $sys_on ms recording over $((ROUNDS * PAIRS)) rounds:" \
-	"+$per_round ns a round, +$per_event ns a ring event (+$pct % system time); $rate events/s; the ring holds $held_load s"
+	"+$per_round ns a round, +$per_event ns a ring event (+$pct % system time); $rate events/s; the ring holds $held_load s;" \
+	"daemon $dlpct % of one CPU with the ring on, $dlpoff % paused; daemon RSS $rss_load KiB"
 
 # "Idle": whatever this machine runs, with the ring on and paused.
 k_on=0 k_off=0 d_on=0 d_off=0 ev_idle=0
@@ -108,6 +122,7 @@ done
 ring 1
 sleep 1
 held_idle=$(ring_held)
+rss_idle=$(daemon_rss_kb)
 secs=$((WIN * PAIRS))
 read -r kon koff dpct dpoff evs est <<< "$(awk -v kon="$k_on" -v koff="$k_off" -v d="$d_on" -v doff="$d_off" -v ev="$ev_idle" \
 	-v s="$secs" -v hz="$HZ" -v nc="$NCPU" -v pe="$per_event" 'BEGIN {
@@ -116,10 +131,13 @@ read -r kon koff dpct dpoff evs est <<< "$(awk -v kon="$k_on" -v koff="$k_off" -
 echo "idle ($secs s each way): kernel time $kon % of all CPUs with the ring on, $koff % paused" \
 	"(other users' noise included); $evs events/s x $per_event ns = $est % of one CPU;" \
 	"daemon $dpct % of one CPU with the ring on, $dpoff % paused (its watchers; the ring adds no work to it);" \
-	"the ring holds $held_idle s"
+	"the ring holds $held_idle s; daemon RSS $rss_idle KiB"
+ring_kb=$(cat "$BG/buffer_total_size_kb")
 summary "background trace: kernel time per sched event (pingpong)" "$per_event ns" - - -
-summary "background trace: extra system time under pingpong" "$pct %" - - -
-summary "background trace: kernel CPU at this machine's idle rate ($evs events/s)" "$est %" - - "< 1 %"
-summary "background trace: daemon CPU, ring on (paused: $dpoff %)" "$dpct %" - - "no more than paused"
-summary "background trace: ring memory ($KB KiB per CPU)" "$(cat "$BG/buffer_total_size_kb") KiB" - - -
+summary "background trace, idle: kernel CPU at this machine's rate ($evs events/s)" "$est %" - - "< 1 %"
+summary "background trace, sched load: kernel CPU, extra system time under pingpong ($rate events/s)" "$pct %" - - -
+summary "background trace, idle: daemon CPU, ring on (paused: $dpoff %)" "$dpct %" - - "no more than paused"
+summary "background trace, sched load: daemon CPU, ring on (paused: $dlpoff %)" "$dlpct %" - - "no more than paused"
+summary "background trace, idle: memory, ring ($KB KiB per CPU) + daemon RSS" "$((ring_kb + rss_idle)) KiB" - - -
+summary "background trace, sched load: memory, ring + daemon RSS" "$((ring_kb + rss_load)) KiB" - - -
 summary "background trace: seconds held, idle / pingpong" "$held_idle s / $held_load s" - - -

@@ -20,11 +20,25 @@ n=0
 for t in heap-dump heapdump heap_dump HEAP_DUMP PROF_HEAP_DUMP Heap-Dump \
 	heap-profile heap heapprofile heap_profile HEAP_PROFILE PROF_HEAP_PROFILE \
 	stack stack-sampling stack_sampling STACK_SAMPLING PROF_STACK_SAMPLING \
-	trace system-trace system_trace SYSTEM_TRACE PROF_SYSTEM_TRACE; do
+	trace system-trace system_trace SYSTEM_TRACE PROF_SYSTEM_TRACE \
+	prof_heap_dump Prof-Stack_Sampling prof-system-trace; do
 	try 3 --type "$t"
+	# budget takes the same option through the same parser.
+	rc=0
+	"$PROFCTL" --socket "$NOSOCK" budget --type "$t" > "$T/out" 2> "$T/err" || rc=$?
+	[ "$rc" -eq 3 ] || fail "profctl budget --type $t: exit $rc, want 3: $(cat "$T/err")"
 	n=$((n + 1))
 done
-pass "$n type spellings accepted"
+pass "$n type spellings accepted by request and budget"
+
+# Method events name a type a request cannot carry (no targets): refused
+# with the list, every spelling of it.
+for t in methods method-events METHOD_EVENTS PROF_METHOD_EVENTS; do
+	try 2 --type "$t"
+	grep -q "method events need targets (profctl methods add); request takes one of heap-dump, heap-profile, stack, trace" "$T/err" ||
+		fail "request --type $t: $(cat "$T/err")"
+done
+pass "request --type methods refused with the valid types"
 
 n=0
 for d in 500ms 5s 2m 1.5s 0.25m 1h 5 100ms 60m; do

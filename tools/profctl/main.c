@@ -899,6 +899,11 @@ static int cmd_request(void)
 	Pdctl__Capture cp = PDCTL__CAPTURE__INIT;
 	if (!opt.pid || !opt.type)
 		die(EX_USAGE, "request needs --pid N and --type TYPE (%s)", names_type_list());
+	/* issue #21: a request carries no targets, so it can name only the
+	 * listed types; method events are `profctl methods add`. */
+	if (opt.type == PROF_METHOD_EVENTS)
+		die(EX_USAGE, "request --type %s: method events need targets (profctl methods add); "
+		    "request takes one of %s", names_type_str(opt.type), names_type_list());
 	cp.pid = opt.pid;
 	cp.type = opt.type;
 	cp.has_duration_ms = opt.duration_ms != 0;
