@@ -7,9 +7,15 @@ command -v systemd-analyze > /dev/null || skip "systemd-analyze (package systemd
 U=$BUILD/policy/systemd
 [ -f "$U/profilingd.service" ] && [ -f "$U/profilingd.socket" ] || fail "units not generated in $U"
 mkdir -p "$T/units"
-sed "s|^ExecStart=.*/profilingd\$|ExecStart=$PROFILINGD|" "$U/profilingd.service" > "$T/units/profilingd.service"
+FTRACE=$BUILD/runtime/ftrace/profilingd-ftrace
+sed -e "s|^ExecStart=.*/profilingd\$|ExecStart=$PROFILINGD|" \
+	-e "s|^ExecStopPost=-.*/profilingd-ftrace |ExecStopPost=-$FTRACE |" \
+	"$U/profilingd.service" > "$T/units/profilingd.service"
 cp "$U/profilingd.socket" "$T/units/"
 grep -q "^ExecStart=$PROFILINGD\$" "$T/units/profilingd.service" || fail "no ExecStart to rewrite"
+# The background trace's ring is removed after every stop (issue #21).
+grep -qx "ExecStopPost=-$FTRACE --background off" "$T/units/profilingd.service" ||
+	fail "no ExecStopPost removing the background trace's ring"
 rc=0
 SYSTEMD_LOG_LEVEL=info systemd-analyze verify --man=no "$T/units/profilingd.service" \
 	"$T/units/profilingd.socket" > "$T/verify.log" 2>&1 || rc=$?

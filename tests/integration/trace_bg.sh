@@ -130,4 +130,21 @@ start_daemon
 wait_log "background trace: ok background off removed=1"
 [ -d "$BGDIR" ] && fail "a start with [trace] background off left $BGDIR"
 stop_daemon
-pass "background trace (request, trigger, profctl): starts by T - ${BG_MS} ms, app sched data before T, foreign tasks anonymised; cap refused; ring removed when off"
+
+# The systemd unit's ExecStopPost takes it down after any stop (here a
+# kill -9, which no code in the daemon sees): the command line of the
+# generated unit, with this build's helper for the installed one.
+UNIT=$BUILD/policy/systemd/profilingd.service
+post=$(sed -n 's/^ExecStopPost=-//p' "$UNIT")
+[ -n "$post" ] || fail "$UNIT has no ExecStopPost"
+post=${post/#*\/profilingd-ftrace /$BUILD/runtime/ftrace/profilingd-ftrace }
+start_daemon "[trace]" "background = on"
+wait_log "background trace: ok background on"
+kill -9 "$DAEMON_PID"; wait "$DAEMON_PID" 2> /dev/null || true
+DAEMON_PID=
+[ -d "$BGDIR" ] || fail "no ring after a kill -9: nothing for ExecStopPost to remove"
+$post 2> "$T/post.err" || { cat "$T/post.err"; fail "ExecStopPost ($post) failed"; }
+grep -q "ok background off removed=1" "$T/post.err" || { cat "$T/post.err"; fail "ExecStopPost: $(cat "$T/post.err")"; }
+[ -d "$BGDIR" ] && fail "the unit's ExecStopPost ($post) left $BGDIR"
+echo "ExecStopPost ($post) removed the ring a kill -9 left"
+pass "background trace (request, trigger, profctl): starts by T - ${BG_MS} ms, app sched data before T, foreign tasks anonymised; cap refused; ring removed when off and by the unit's ExecStopPost"
