@@ -18,7 +18,7 @@ RING=4096
 
 # run POLICY: sets A B L U path note, and min max count of the kept n<k>.
 run() {
-	"$APPS/trace_fill" "$1" 1000 > "$T/$1.out" 2> "$T/$1.err" ||
+	"$APPS/trace_fill" "$1" "${2:-1000}" > "$T/$1.out" 2> "$T/$1.err" ||
 		{ cat "$T/$1.err"; fail "$1: the capture failed"; }
 	read -r A B L U < "$T/$1.out"
 	path=$(sed -n 2p "$T/$1.out")
@@ -36,7 +36,14 @@ run() {
 	[ $((max - min + 1)) -eq "$count" ] || fail "$1: the kept events n$min..n$max have holes"
 }
 
-run discard
+# A window that did not fill (the writer starved on a loaded machine: fewer
+# than 4096 events in it, so nothing to drop) proves nothing either way:
+# again, longer.
+for dur in 1000 4000 10000; do
+	run discard "$dur"
+	[ -n "$note" ] || [ "$count" -ge "$RING" ] || { echo "discard: the window did not fill in $dur ms; again"; continue; }
+	break
+done
 case "$note" in
 *"flight recorder full (buffer_fill_policy discard): "*" events dropped"*) ;;
 *) fail "discard: the note does not say how many events were dropped: '$note'" ;;
