@@ -550,8 +550,11 @@ int svc_capture_done(struct svc_conn *rt, const Pd__CaptureDone *d)
 	s->dropped = d->dropped;
 	/* Discard (client/trace.h): the runtime's count is of the events its
 	 * full flight recorder did not keep; the app is told with the result,
-	 * after any note already there (the background trace's). */
-	if (s->type == PROF_SYSTEM_TRACE && s->fill_policy == PROF_FILL_DISCARD && d->dropped) {
+	 * after any note already there (the background trace's). A JVM's
+	 * agent has no such recorder: its GC ring's count is of overwritten
+	 * events, whatever the policy. */
+	if (s->type == PROF_SYSTEM_TRACE && s->fill_policy == PROF_FILL_DISCARD && !s->jvm &&
+	    d->dropped) {
 		size_t l = strlen(s->note);
 		util_fmt(s->note + l, sizeof(s->note) - l, "%sflight recorder full "
 			 "(buffer_fill_policy discard): %llu events dropped", l ? "; " : "",
