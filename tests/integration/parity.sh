@@ -68,13 +68,14 @@ start_daemon "[trigger.fill]" "type = excessive-cpu" "exe = $APPS/spinner" "cpu_
 "$PROFILINGD" --check-config "$T/profilingd.conf" 2> /dev/null |
 	grep -qx "buffer_fill_policy = discard" || fail "--check-config does not print buffer_fill_policy"
 PROFILINGD_RUNTIME_SOCKET=$RUNTIME_SOCKET LD_PRELOAD=$BUILD/client/libprofiling_preload.so \
-	"$APPS/spinner" 60 &
+	"$APPS/spinner" 120 &
 TGT=$!
 for _ in $(seq 600); do
 	[ "$(grep -c 'kernel sched data: ok .* fill=discard$' "$T/daemon.log")" -ge 3 ] && break
 	sleep 0.1
 done
-kill "$TGT"; wait "$TGT" 2> /dev/null || true
+kill "$TGT" 2> /dev/null || true
+wait "$TGT" 2> /dev/null || true
 grep -q "excessive-cpu trigger of sys:fill fired for pid $TGT" "$T/daemon.log" ||
 	fail "the excessive-cpu system trigger did not fire for pid $TGT"
 [ "$(grep -c 'kernel sched data: ok .* fill=discard$' "$T/daemon.log")" -eq 3 ] ||
@@ -125,7 +126,8 @@ for _ in $(seq 600); do
 	kill -0 "$JPID" 2> /dev/null || fail "JVM exited before the trigger's capture"
 	sleep 0.1
 done
-kill "$JPID"; wait "$JPID" 2> /dev/null || true
+kill "$JPID" 2> /dev/null || true
+wait "$JPID" 2> /dev/null || true
 grep -q "excessive-cpu trigger of sys:jalloc fired for pid $JPID" "$T/daemon.log" ||
 	fail "the excessive-cpu system trigger did not fire for JVM pid $JPID"
 [ "$(offs)" -gt "$before" ] ||
