@@ -66,6 +66,40 @@ static int parse_ids(const char *s, int32_t *out, size_t *n)
 	return 0;
 }
 
+/* "--cmdline HEX": the app's /proc cmdline bytes, hex so that its NULs
+ * survive argv; at most RDC_CMDLINE_MAX bytes. -EINVAL otherwise. */
+static int parse_hex(const char *s, char *out, size_t *n)
+{
+	size_t l = strlen(s);
+	if (l % 2 || l / 2 > RDC_CMDLINE_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < l; i += 2) {
+		int v = 0;
+		for (int k = 0; k < 2; k++) {
+			char c = s[i + (size_t)k];
+			int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+			if (d < 0)
+				return -EINVAL;
+			v = v * 16 + d;
+		}
+		out[i / 2] = (char)v;
+	}
+	*n = l / 2;
+	return 0;
+}
+
+/* A decimal uid or tid: 0 .. UINT32_MAX - 1. */
+static int parse_u32(const char *s, uint32_t *v)
+{
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(s, &end, 10);
+	if (end == s || *end || errno || *s == '-' || x >= UINT32_MAX)
+		return -EINVAL;
+	*v = (uint32_t)x;
+	return 0;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -76,6 +110,9 @@ static void usage(FILE *f)
 		"  --kernel-fd N         perfetto: the kernel's stream is on fd N (3 or more)\n"
 		"  --dlp REGEX           scrub matches from trace names (repeatable)\n"
 		"  --dlp-builtin         also scrub e-mail addresses, IPv4 and long hex tokens\n"
+		"  --uid U               heap formats: the process's uid (process metadata)\n"
+		"  --cmdline HEX         heap formats: its /proc cmdline, hex (at most 1024 bytes)\n"
+		"  --oom-tid T           heapgraph: an OOM caused the dump; T is the failing thread\n"
 		"  --debug-seccomp       trap forbidden syscalls and name them, instead of kill\n"
 		"  --test-forbidden      after the sandbox is on, try openat(2) (for tests)\n"
 		"  --allow-root          run even as root (development only)\n");
@@ -84,7 +121,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	enum { O_FORMAT = 256, O_PIDS, O_TIDS, O_KFD, O_DLP, O_DLP_BUILTIN, O_DEBUG, O_FORBIDDEN,
-	       O_ROOT };
+	       O_ROOT, O_UID, O_CMDLINE, O_OOM_TID };
 	static const struct option opts[] = {
 		{ "format", required_argument, NULL, O_FORMAT },
 		{ "pids", required_argument, NULL, O_PIDS },
@@ -95,6 +132,9 @@ int main(int argc, char **argv)
 		{ "debug-seccomp", no_argument, NULL, O_DEBUG },
 		{ "test-forbidden", no_argument, NULL, O_FORBIDDEN },
 		{ "allow-root", no_argument, NULL, O_ROOT },
+		{ "uid", required_argument, NULL, O_UID },
+		{ "cmdline", required_argument, NULL, O_CMDLINE },
+		{ "oom-tid", required_argument, NULL, O_OOM_TID },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -103,6 +143,8 @@ int main(int argc, char **argv)
 	size_t npids = 0, ntids = 0, ndlp = 0;
 	bool debug = false, forbidden = false, allow_root = false;
 	int c, r, kfd = -1;
+	static char cmdline[RDC_CMDLINE_MAX];
+	struct rdc_proc proc = { .cmdline = cmdline };
 	char *end;
 
 	/* Before a byte of any app's data: redactors share one uid (sandbox.h). */
@@ -142,6 +184,19 @@ int main(int argc, char **argv)
 		case O_DEBUG: debug = true; break;
 		case O_FORBIDDEN: forbidden = true; break;
 		case O_ROOT: allow_root = true; break;
+		case O_UID:
+			if (parse_u32(optarg, &proc.uid) < 0)
+				goto bad;
+			proc.has_uid = true;
+			break;
+		case O_CMDLINE:
+			if (parse_hex(optarg, cmdline, &proc.cmdline_len) < 0)
+				goto bad;
+			break;
+		case O_OOM_TID:
+			if (parse_u32(optarg, &proc.oom_tid) < 0)
+				goto bad;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: goto bad;
 		}
@@ -195,7 +250,7 @@ int main(int argc, char **argv)
 	}
 
 	struct rdc_policy pol = { .pids = pids, .npids = npids, .tids = tids, .ntids = ntids,
-				  .dlp = d };
+				  .dlp = d, .proc = &proc };
 	struct rdc_stats st;
 	memset(&st, 0, sizeof(st));
 	r = perfetto ? rdc_perfetto(0, kfd, 1, &pol, &st) : fn(0, 1, &pol, &st);
