@@ -100,6 +100,36 @@ static int parse_u32(const char *s, uint32_t *v)
 	return 0;
 }
 
+/*
+ * The DLP rules apply to the process's cmdline as to a trace's command
+ * lines (docs/PERFETTO.md, "DLP"): each argument is scrubbed; arguments
+ * that no longer fit RDC_CMDLINE_MAX are left out, and a failed scrub
+ * drops the whole cmdline rather than keep it unchecked.
+ */
+static void scrub_cmdline(const struct rdc_dlp *d, char *cmd, size_t *n)
+{
+	static char out[RDC_CMDLINE_MAX], arg[RDC_CMDLINE_MAX + 1], s[2 * RDC_CMDLINE_MAX];
+	size_t o = 0;
+	for (size_t i = 0; i < *n;) {
+		const char *z = memchr(cmd + i, '\0', *n - i);
+		size_t l = z ? (size_t)(z - (cmd + i)) : *n - i;
+		memcpy(arg, cmd + i, l);
+		arg[l] = '\0';
+		if (rdc_dlp_scrub(d, arg, s, sizeof(s), NULL) < 0) {
+			*n = 0;
+			return;
+		}
+		size_t sl = strlen(s);
+		if (o + sl + 1 > sizeof(out))
+			break;
+		memcpy(out + o, s, sl + 1);
+		o += sl + 1;
+		i += l + 1;
+	}
+	memcpy(cmd, out, o);
+	*n = o;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -229,6 +259,8 @@ int main(int argc, char **argv)
 		status("error: bad --dlp pattern\n");
 		return EX_SOFTWARE;
 	}
+	if (d && proc.cmdline_len)
+		scrub_cmdline(d, cmdline, &proc.cmdline_len);
 	/* Nothing but fds 0-2 and the kernel's stream may stay open into the
 	 * sandbox. */
 	if (kfd > 3)

@@ -63,6 +63,11 @@ static int recheck(struct session *s)
 	if (s->ident.pid <= 0)
 		return 0;
 	int r = svc_ident_check(&s->ident);
+	/* The heap formats name the process (issue #20): read it now, while
+	 * it is still the process admitted (an OOM'd JVM exits after). */
+	if (r == 0 && s->format == PROF_FORMAT_PERFETTO &&
+	    (s->type == PROF_HEAP_DUMP || s->type == PROF_HEAP_PROFILE))
+		svc_redact_proc_read(&s->proc, s->pid, s->ident.start);
 	if (r == 0)
 		return 0;
 	util_fmt(msg, sizeof(msg), r == -EPERM

@@ -113,6 +113,7 @@ struct svc_config {
 		uint32_t timeout_ms, duration_ms;
 		uint64_t memory_bytes;
 		uint32_t background_ms;  /* a system trace's running background part */
+		uint32_t format;         /* enum prof_format (issue #20) */
 	} systrig[SVC_MAX_SYSTRIG];
 	unsigned nsystrig;
 	/*

@@ -354,7 +354,7 @@ void svc_deliver_start(struct session *s)
 		svc_deliver_fail(s, PROF_E_POST_PROCESSING, msg);
 		return;
 	}
-	r = svc_redact_start(s->raw_fd, kfd, s->out_fd, format, s->pid, s->ident.start,
+	r = svc_redact_start(s->raw_fd, kfd, s->out_fd, format, s->pid, s->ident.start, &s->proc,
 			     redact_done, s, &s->rd);
 	if (kfd >= 0)
 		close(kfd); /* the redactor has its own copy */
