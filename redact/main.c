@@ -130,6 +130,35 @@ static void scrub_cmdline(const struct rdc_dlp *d, char *cmd, size_t *n)
 	*n = o;
 }
 
+/*
+ * A heap format's kernel context (issue #20, docs/PERFETTO.md): the
+ * kernel's stream on kfd, redacted by the trace rules (rdc_perfetto, with
+ * no runtime stream: fd 0 is at its end once the converter has read it),
+ * appended to the heap packets already on fd 1. A Perfetto trace is a
+ * bare sequence of packets, so the two concatenated are one trace. When
+ * it fails (nothing of the app's in it, malformed), the heap capture
+ * stands alone: fd 1 is cut back to where the context began. Returns the
+ * kernel records kept; st's byte counts grow by the context's.
+ */
+static uint64_t kernel_context(int kfd, const struct rdc_policy *pol, struct rdc_stats *st)
+{
+	struct rdc_stats ks;
+	off_t at = lseek(1, 0, SEEK_CUR);
+	if (at < 0)
+		return 0; /* not a file: nothing could be taken back */
+	int r = rdc_perfetto(0, kfd, 1, pol, &ks);
+	if (r < 0) {
+		if (ftruncate(1, at) < 0 || lseek(1, at, SEEK_SET) != at) {
+			status("error: cannot take back a failed kernel context\n");
+			exit(EX_SOFTWARE);
+		}
+		return 0;
+	}
+	st->in_bytes += ks.in_bytes;
+	st->out_bytes += ks.out_bytes;
+	return ks.kept;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -143,6 +172,7 @@ static void usage(FILE *f)
 		"  --uid U               heap formats: the process's uid (process metadata)\n"
 		"  --cmdline HEX         heap formats: its /proc cmdline, hex (at most 1024 bytes)\n"
 		"  --oom-tid T           heapgraph: an OOM caused the dump; T is the failing thread\n"
+		"  --kernel-fd N         also heapgraph, heapprofile: kernel context appended\n"
 		"  --debug-seccomp       trap forbidden syscalls and name them, instead of kill\n"
 		"  --test-forbidden      after the sandbox is on, try openat(2) (for tests)\n"
 		"  --allow-root          run even as root (development only)\n");
@@ -246,8 +276,10 @@ int main(int argc, char **argv)
 		fn = rdc_heapgraph;
 	else if (format && !strcmp(format, "heapprofile"))
 		fn = rdc_heapprofile;
-	/* Only a trace has kernel data; elsewhere an extra input is a mistake. */
-	if ((!fn && !perfetto) || (kfd >= 0 && !perfetto) || npids == 0 || optind != argc)
+	/* Only a trace, or a heap format's kernel context (issue #20), has
+	 * kernel data; elsewhere an extra input is a mistake. */
+	bool heap = fn == rdc_heapgraph || fn == rdc_heapprofile;
+	if ((!fn && !perfetto) || (kfd >= 0 && !perfetto && !heap) || npids == 0 || optind != argc)
 		goto bad;
 	if ((getuid() == 0 || geteuid() == 0) && !allow_root) {
 		status("error: refusing to redact as root; the daemon drops privileges first\n");
@@ -286,6 +318,9 @@ int main(int argc, char **argv)
 	struct rdc_stats st;
 	memset(&st, 0, sizeof(st));
 	r = perfetto ? rdc_perfetto(0, kfd, 1, &pol, &st) : fn(0, 1, &pol, &st);
+	uint64_t kept_kernel = 0;
+	if (r == 0 && heap && kfd >= 0)
+		kept_kernel = kernel_context(kfd, &pol, &st);
 	if (r < 0) {
 		status("error: %s: %s\n", format,
 			r == -EBADMSG ? "malformed artifact"
@@ -293,10 +328,11 @@ int main(int argc, char **argv)
 			: strerror(-r));
 		return names_errno_exit(r);
 	}
-	status("ok in=%llu out=%llu kept=%llu dropped=%llu anonymised=%llu scrubbed=%llu\n",
+	status("ok in=%llu out=%llu kept=%llu dropped=%llu anonymised=%llu scrubbed=%llu%s%llu\n",
 		(unsigned long long)st.in_bytes, (unsigned long long)st.out_bytes,
 		(unsigned long long)st.kept, (unsigned long long)st.dropped,
-		(unsigned long long)st.anonymised, (unsigned long long)st.scrubbed);
+		(unsigned long long)st.anonymised, (unsigned long long)st.scrubbed,
+		heap && kfd >= 0 ? " kernel_kept=" : "", heap && kfd >= 0 ? kept_kernel : 0ull);
 	return 0;
 bad:
 	usage(stderr);
