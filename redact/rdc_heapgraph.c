@@ -16,7 +16,9 @@
  * types, the interned field names and the roots; objects follow in
  * packets of about HG_PACKET bytes, index counting up from 0 and
  * continued set on all but the last (upstream's rule for one dump).
- * Then, on a second sequence, the threads' stacks (put_threads).
+ * Then, on a second sequence, the process and the threads' stacks
+ * (put_threads), and upstream's ArtProcessMetadata with the OOM thread's
+ * stack when an OOM caused the dump (put_metadata).
  *
  * Sizes: HPROF records no object sizes. self_size is the HPROF's own
  * byte count (instance field bytes, ids of an object array, elements of a
