@@ -9,11 +9,33 @@
 # perfetto_trace.proto for the sched data); the graph still counts its
 # objects; the sched data holds the JVM's own tasks by pid and no foreign
 # task's name (a loop of pdforeignproc runs beside it); the daemon read the
-# ring. Without background_ms the same dump has no sched data.
+# ring. Without background_ms the same dump has no sched data. First, the
+# redactor alone: a kernel context that fails is cut back.
 . "$(dirname "$0")/lib.sh"
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+
+# The redactor alone, under its seccomp filter: a kernel context that
+# fails (nothing of the app's in it: an empty stream, a stream of another
+# pid's only, garbage) is cut back off the output, and the heap graph is
+# delivered exactly as without it.
+R=$BUILD/redact/profilingd-redact
+H=$SRC/tests/fuzz/corpus/hprof/heapdump-id8.hprof
+"$R" --format heapgraph --pids 4242 --allow-root < "$H" > "$T/alone.pt" 2> /dev/null ||
+	fail "heapgraph of $H failed"
+head -c 4096 /dev/urandom > "$T/garbage.ftrace"
+: > "$T/empty.ftrace"
+for k in empty garbage; do
+	rc=0
+	"$R" --format heapgraph --pids 4242 --allow-root --kernel-fd 3 < "$H" > "$T/with-$k.pt" \
+		3< "$T/$k.ftrace" 2> "$T/with-$k.err" || rc=$?
+	[ $rc -eq 0 ] || fail "$k kernel context: the redactor failed ($rc): $(cat "$T/with-$k.err")"
+	cmp -s "$T/alone.pt" "$T/with-$k.pt" || fail "$k kernel context: not cut back to the heap graph"
+	grep -q ' kernel_kept=0$' "$T/with-$k.err" || fail "$k kernel context: status $(cat "$T/with-$k.err")"
+done
+pass "a failed kernel context is cut back: the heap graph alone ($(stat -c %s "$T/alone.pt") bytes)"
+
 command -v setpriv > /dev/null || skip "setpriv (util-linux) is needed to run the JVM as another uid"
 command -v protoc > /dev/null || skip "protoc (protobuf-compiler) is not installed"
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
 FT=$BUILD/runtime/ftrace/profilingd-ftrace
 PROFCTL=$BUILD/tools/profctl/profctl
 J=
@@ -27,6 +49,20 @@ for d in /sys/kernel/tracing /sys/kernel/debug/tracing; do
 done
 [ -n "$BGDIR" ] || skip "no tracefs with instances here (test in tests/vm)"
 U=61126
+
+# A real kernel stream with no task of the "app" (a pid no process has)
+# fails after the redactor has written part of it: cut back all the same.
+"$FT" --duration-ms 200 > "$T/foreign.ftrace" 2> "$T/ft.err" || fail "profilingd-ftrace: $(cat "$T/ft.err")"
+[ -s "$T/foreign.ftrace" ] || fail "profilingd-ftrace recorded nothing"
+NOPID=$(($(cat /proc/sys/kernel/pid_max) - 1))
+[ -d /proc/$NOPID ] && skip "pid $NOPID exists: no pid is free of sched events"
+"$R" --format heapgraph --pids $NOPID --allow-root < "$H" > "$T/alone-np.pt" 2> /dev/null ||
+	fail "heapgraph of $H failed"
+"$R" --format heapgraph --pids $NOPID --allow-root --kernel-fd 3 < "$H" > "$T/with-foreign.pt" \
+	3< "$T/foreign.ftrace" 2> "$T/with-foreign.err" || fail "foreign kernel context: $(cat "$T/with-foreign.err")"
+cmp -s "$T/alone-np.pt" "$T/with-foreign.pt" || fail "a foreign-only kernel context was not cut back"
+grep -q ' kernel_kept=0$' "$T/with-foreign.err" || fail "foreign: status $(cat "$T/with-foreign.err")"
+pass "a foreign-only kernel stream ($(stat -c %s "$T/foreign.ftrace") bytes) is cut back too"
 
 cp "$(command -v sleep)" "$T/pdforeignproc"
 ( while :; do "$T/pdforeignproc" 0.005; done ) &
