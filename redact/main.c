@@ -66,6 +66,99 @@ static int parse_ids(const char *s, int32_t *out, size_t *n)
 	return 0;
 }
 
+/* "--cmdline HEX": the app's /proc cmdline bytes, hex so that its NULs
+ * survive argv; at most RDC_CMDLINE_MAX bytes. -EINVAL otherwise. */
+static int parse_hex(const char *s, char *out, size_t *n)
+{
+	size_t l = strlen(s);
+	if (l % 2 || l / 2 > RDC_CMDLINE_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < l; i += 2) {
+		int v = 0;
+		for (int k = 0; k < 2; k++) {
+			char c = s[i + (size_t)k];
+			int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+			if (d < 0)
+				return -EINVAL;
+			v = v * 16 + d;
+		}
+		out[i / 2] = (char)v;
+	}
+	*n = l / 2;
+	return 0;
+}
+
+/* A decimal uid or tid: 0 .. UINT32_MAX - 1. */
+static int parse_u32(const char *s, uint32_t *v)
+{
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(s, &end, 10);
+	if (end == s || *end || errno || *s == '-' || x >= UINT32_MAX)
+		return -EINVAL;
+	*v = (uint32_t)x;
+	return 0;
+}
+
+/*
+ * The DLP rules apply to the process's cmdline as to a trace's command
+ * lines (docs/PERFETTO.md, "DLP"): each argument is scrubbed; arguments
+ * that no longer fit RDC_CMDLINE_MAX are left out, and a failed scrub
+ * drops the whole cmdline rather than keep it unchecked.
+ */
+static void scrub_cmdline(const struct rdc_dlp *d, char *cmd, size_t *n)
+{
+	static char out[RDC_CMDLINE_MAX], arg[RDC_CMDLINE_MAX + 1], s[2 * RDC_CMDLINE_MAX];
+	size_t o = 0;
+	for (size_t i = 0; i < *n;) {
+		const char *z = memchr(cmd + i, '\0', *n - i);
+		size_t l = z ? (size_t)(z - (cmd + i)) : *n - i;
+		memcpy(arg, cmd + i, l);
+		arg[l] = '\0';
+		if (rdc_dlp_scrub(d, arg, s, sizeof(s), NULL) < 0) {
+			*n = 0;
+			return;
+		}
+		size_t sl = strlen(s);
+		if (o + sl + 1 > sizeof(out))
+			break;
+		memcpy(out + o, s, sl + 1);
+		o += sl + 1;
+		i += l + 1;
+	}
+	memcpy(cmd, out, o);
+	*n = o;
+}
+
+/*
+ * A heap format's kernel context (issue #20, docs/PERFETTO.md): the
+ * kernel's stream on kfd, redacted by the trace rules (rdc_perfetto, with
+ * no runtime stream: fd 0 is at its end once the converter has read it),
+ * appended to the heap packets already on fd 1. A Perfetto trace is a
+ * bare sequence of packets, so the two concatenated are one trace. When
+ * it fails (nothing of the app's in it, malformed), the heap capture
+ * stands alone: fd 1 is cut back to where the context began. Returns the
+ * kernel records kept; st's byte counts grow by the context's.
+ */
+static uint64_t kernel_context(int kfd, const struct rdc_policy *pol, struct rdc_stats *st)
+{
+	struct rdc_stats ks;
+	off_t at = lseek(1, 0, SEEK_CUR);
+	if (at < 0)
+		return 0; /* not a file: nothing could be taken back */
+	int r = rdc_perfetto(0, kfd, 1, pol, &ks);
+	if (r < 0) {
+		if (ftruncate(1, at) < 0 || lseek(1, at, SEEK_SET) != at) {
+			status("error: cannot take back a failed kernel context\n");
+			exit(EX_SOFTWARE);
+		}
+		return 0;
+	}
+	st->in_bytes += ks.in_bytes;
+	st->out_bytes += ks.out_bytes;
+	return ks.kept;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -76,6 +169,10 @@ static void usage(FILE *f)
 		"  --kernel-fd N         perfetto: the kernel's stream is on fd N (3 or more)\n"
 		"  --dlp REGEX           scrub matches from trace names (repeatable)\n"
 		"  --dlp-builtin         also scrub e-mail addresses, IPv4 and long hex tokens\n"
+		"  --uid U               heap formats: the process's uid (process metadata)\n"
+		"  --cmdline HEX         heap formats: its /proc cmdline, hex (at most 1024 bytes)\n"
+		"  --oom-tid T           heapgraph: an OOM caused the dump; T is the failing thread\n"
+		"  --kernel-fd N         also heapgraph, heapprofile: kernel context appended\n"
 		"  --debug-seccomp       trap forbidden syscalls and name them, instead of kill\n"
 		"  --test-forbidden      after the sandbox is on, try openat(2) (for tests)\n"
 		"  --allow-root          run even as root (development only)\n");
@@ -84,7 +181,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	enum { O_FORMAT = 256, O_PIDS, O_TIDS, O_KFD, O_DLP, O_DLP_BUILTIN, O_DEBUG, O_FORBIDDEN,
-	       O_ROOT };
+	       O_ROOT, O_UID, O_CMDLINE, O_OOM_TID };
 	static const struct option opts[] = {
 		{ "format", required_argument, NULL, O_FORMAT },
 		{ "pids", required_argument, NULL, O_PIDS },
@@ -95,6 +192,9 @@ int main(int argc, char **argv)
 		{ "debug-seccomp", no_argument, NULL, O_DEBUG },
 		{ "test-forbidden", no_argument, NULL, O_FORBIDDEN },
 		{ "allow-root", no_argument, NULL, O_ROOT },
+		{ "uid", required_argument, NULL, O_UID },
+		{ "cmdline", required_argument, NULL, O_CMDLINE },
+		{ "oom-tid", required_argument, NULL, O_OOM_TID },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -103,6 +203,8 @@ int main(int argc, char **argv)
 	size_t npids = 0, ntids = 0, ndlp = 0;
 	bool debug = false, forbidden = false, allow_root = false;
 	int c, r, kfd = -1;
+	static char cmdline[RDC_CMDLINE_MAX];
+	struct rdc_proc proc = { .cmdline = cmdline };
 	char *end;
 
 	/* Before a byte of any app's data: redactors share one uid (sandbox.h). */
@@ -142,6 +244,19 @@ int main(int argc, char **argv)
 		case O_DEBUG: debug = true; break;
 		case O_FORBIDDEN: forbidden = true; break;
 		case O_ROOT: allow_root = true; break;
+		case O_UID:
+			if (parse_u32(optarg, &proc.uid) < 0)
+				goto bad;
+			proc.has_uid = true;
+			break;
+		case O_CMDLINE:
+			if (parse_hex(optarg, cmdline, &proc.cmdline_len) < 0)
+				goto bad;
+			break;
+		case O_OOM_TID:
+			if (parse_u32(optarg, &proc.oom_tid) < 0)
+				goto bad;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: goto bad;
 		}
@@ -161,8 +276,10 @@ int main(int argc, char **argv)
 		fn = rdc_heapgraph;
 	else if (format && !strcmp(format, "heapprofile"))
 		fn = rdc_heapprofile;
-	/* Only a trace has kernel data; elsewhere an extra input is a mistake. */
-	if ((!fn && !perfetto) || (kfd >= 0 && !perfetto) || npids == 0 || optind != argc)
+	/* Only a trace, or a heap format's kernel context (issue #20), has
+	 * kernel data; elsewhere an extra input is a mistake. */
+	bool heap = fn == rdc_heapgraph || fn == rdc_heapprofile;
+	if ((!fn && !perfetto) || (kfd >= 0 && !perfetto && !heap) || npids == 0 || optind != argc)
 		goto bad;
 	if ((getuid() == 0 || geteuid() == 0) && !allow_root) {
 		status("error: refusing to redact as root; the daemon drops privileges first\n");
@@ -174,6 +291,8 @@ int main(int argc, char **argv)
 		status("error: bad --dlp pattern\n");
 		return EX_SOFTWARE;
 	}
+	if (d && proc.cmdline_len)
+		scrub_cmdline(d, cmdline, &proc.cmdline_len);
 	/* Nothing but fds 0-2 and the kernel's stream may stay open into the
 	 * sandbox. */
 	if (kfd > 3)
@@ -195,10 +314,13 @@ int main(int argc, char **argv)
 	}
 
 	struct rdc_policy pol = { .pids = pids, .npids = npids, .tids = tids, .ntids = ntids,
-				  .dlp = d };
+				  .dlp = d, .proc = &proc };
 	struct rdc_stats st;
 	memset(&st, 0, sizeof(st));
 	r = perfetto ? rdc_perfetto(0, kfd, 1, &pol, &st) : fn(0, 1, &pol, &st);
+	uint64_t kept_kernel = 0;
+	if (r == 0 && heap && kfd >= 0)
+		kept_kernel = kernel_context(kfd, &pol, &st);
 	if (r < 0) {
 		status("error: %s: %s\n", format,
 			r == -EBADMSG ? "malformed artifact"
@@ -206,10 +328,11 @@ int main(int argc, char **argv)
 			: strerror(-r));
 		return names_errno_exit(r);
 	}
-	status("ok in=%llu out=%llu kept=%llu dropped=%llu anonymised=%llu scrubbed=%llu\n",
+	status("ok in=%llu out=%llu kept=%llu dropped=%llu anonymised=%llu scrubbed=%llu%s%llu\n",
 		(unsigned long long)st.in_bytes, (unsigned long long)st.out_bytes,
 		(unsigned long long)st.kept, (unsigned long long)st.dropped,
-		(unsigned long long)st.anonymised, (unsigned long long)st.scrubbed);
+		(unsigned long long)st.anonymised, (unsigned long long)st.scrubbed,
+		heap && kfd >= 0 ? " kernel_kept=" : "", heap && kfd >= 0 ? kept_kernel : 0ull);
 	return 0;
 bad:
 	usage(stderr);

@@ -17,6 +17,7 @@
 #ifndef PD_RDC_H
 #define PD_RDC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,24 @@ struct rdc_policy {
 	const int32_t *tids;   /* the app's threads; may be empty */
 	size_t ntids;
 	const struct rdc_dlp *dlp; /* patterns to scrub from names, or NULL */
+	const struct rdc_proc *proc; /* the heap formats' process metadata, or NULL */
+};
+
+/*
+ * The captured process as the daemon read it when the capture started
+ * (issue #20): the heap formats write it as upstream's process metadata.
+ * It is the app's own (its /proc/<pid>/cmdline, its uid), so keeping it
+ * names no one else. oom_tid is a number the runtime reported (the OS tid
+ * of the thread whose Java allocation failed): untrusted, only ever
+ * compared with the dump's own thread ids, never used as an index.
+ */
+#define RDC_CMDLINE_MAX 1024 /* bytes of cmdline kept; the daemon cuts it */
+struct rdc_proc {
+	bool has_uid;
+	uint32_t uid;
+	const char *cmdline; /* NUL-separated arguments, as in /proc */
+	size_t cmdline_len;  /* <= RDC_CMDLINE_MAX */
+	uint32_t oom_tid;    /* 0: the dump was not caused by an OOM */
 };
 
 struct rdc_stats {
@@ -61,7 +80,7 @@ int rdc_hprof(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stat
  */
 int rdc_heapgraph(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stats *st);
 int rdc_heapgraph_buf(const uint8_t *in, size_t n, int out_fd, int32_t pid,
-		      struct rdc_stats *st);
+		      const struct rdc_proc *proc, struct rdc_stats *st);
 /*
  * rdc_heapprofile: a gzip'd pprof heap profile (the native agent's or the
  * JVMTI agent's) -> one ProfilePacket with ProcessHeapSamples, as

@@ -16,7 +16,9 @@
  * types, the interned field names and the roots; objects follow in
  * packets of about HG_PACKET bytes, index counting up from 0 and
  * continued set on all but the last (upstream's rule for one dump).
- * Then, on a second sequence, the threads' stacks (put_threads).
+ * Then, on a second sequence, the process and the threads' stacks
+ * (put_threads), and upstream's ArtProcessMetadata with the OOM thread's
+ * stack when an OOM caused the dump (put_metadata).
  *
  * Sizes: HPROF records no object sizes. self_size is the HPROF's own
  * byte count (instance field bytes, ids of an object array, elements of a
@@ -70,6 +72,7 @@ struct hg {
 	unsigned idsz;
 	uint64_t ts_ns;
 	int32_t pid;
+	const struct rdc_proc *proc; /* process metadata, OOM tid; may be NULL */
 
 	struct hmap utf8;   /* name id -> body offset of its UTF8 record */
 	struct hmap cname;  /* class id -> name id (LOAD CLASS) */
@@ -810,23 +813,121 @@ static int put_roots(struct hg *h)
 	return 0;
 }
 
+/* "Class.method" of the STACK FRAME at foff (bounds checked in pass 1)
+ * into fn; its length. */
+static size_t frame_name(const struct hg *h, size_t foff, char *fn, size_t fnsz)
+{
+	char cls[HG_MAX_NAME + 8];
+	size_t len;
+	uint64_t cname = 0;
+	const uint8_t *m = utf8(h, get_id(h, h->in + foff + h->idsz), &len);
+	size_t ml = m ? (len < HG_MAX_NAME ? len : HG_MAX_NAME) : 1;
+	cls[0] = '\0';
+	if (hmap_get(&h->cserial, (uint64_t)be32(h->in + foff + 4 * h->idsz) + 1, &cname)) {
+		size_t cl;
+		const uint8_t *c = utf8(h, cname, &cl);
+		if (c)
+			java_name(c, cl < HG_MAX_NAME ? cl : HG_MAX_NAME, cls, sizeof(cls));
+	}
+	int n = snprintf(fn, fnsz, "%s%s%.*s", cls, cls[0] ? "." : "", (int)ml,
+			 m ? (const char *)m : "?");
+	return n < 0 ? 0 : strnlen(fn, fnsz);
+}
+
+/*
+ * The thread whose allocation failed (h->proc->oom_tid, a number the
+ * runtime reported) as upstream's ArtProcessMetadata.oom_thread_java_stack
+ * into st: its frames leaf first, as ART writes them. The thread is found
+ * only among the dump's own named threads (the attach path's Thread.print
+ * records, whose serial is the OS tid: docs/JVM.md), by equality: a tid
+ * that names no thread of the dump, however large, finds nothing and
+ * reads nothing. 1 if found, 0 if not.
+ */
+static int oom_stack(struct hg *h, struct rdc_pbw *st)
+{
+	char fn[2 * HG_MAX_NAME + 16];
+	uint64_t best, toff, foff;
+	uint32_t tid = h->proc ? h->proc->oom_tid : 0;
+	if (!tid || !hmap_get(&h->tbest, (uint64_t)tid + 1, &best) || !h->threads[best - 1].name ||
+	    !hmap_get(&h->strace, (uint64_t)h->threads[best - 1].trace + 1, &toff))
+		return 0;
+	size_t tb = (size_t)toff;
+	uint32_t nf = be32(h->in + tb + 8);
+	for (uint32_t k = 0; k < nf; k++) {
+		if (!hmap_get(&h->sframe, get_id(h, h->in + tb + 12 + (size_t)k * h->idsz), &foff))
+			continue;
+		size_t n = frame_name(h, (size_t)foff, fn, sizeof(fn)), sl;
+		rdc_pbw_reset(&h->obj);
+		rdc_pbw_bytes(&h->obj, RDC_PF_JFRAME_METHOD_NAME, fn, n);
+		const uint8_t *src = utf8(h, get_id(h, h->in + foff + 3 * h->idsz), &sl);
+		if (src && sl)
+			rdc_pbw_bytes(&h->obj, RDC_PF_JFRAME_SOURCE_FILE, src,
+				      sl < HG_MAX_NAME ? sl : HG_MAX_NAME);
+		/* HPROF's line: > 0 a line; 0 none, -1 unknown, -2 compiled, -3 native. */
+		int32_t line = (int32_t)be32(h->in + foff + 4 * h->idsz + 4);
+		if (line > 0)
+			rdc_pbw_u64(&h->obj, RDC_PF_JFRAME_LINE_NUMBER, (uint64_t)line);
+		rdc_pbw_msg(st, RDC_PF_JSTACK_FRAMES, &h->obj);
+	}
+	return 1;
+}
+
+/*
+ * Upstream's ArtProcessMetadata (TracePacket 131) on sequence 2: the
+ * dumped process's pid, uid and argv[0], and, when an OOM caused the
+ * dump, the failing thread's stack. trace_processor reads a dump as an
+ * OOME one when oom_allocation_size is present; JVMTI's ResourceExhausted
+ * does not tell the size, so it is written as 0 (unknown).
+ */
+static int put_metadata(struct hg *h)
+{
+	struct rdc_pbw md, st;
+	rdc_pbw_init(&md, HG_MAX_OUT);
+	rdc_pbw_init(&st, HG_MAX_OUT);
+	const struct rdc_proc *pr = h->proc;
+	rdc_pbw_u64(&md, RDC_PF_APM_PID, (uint64_t)(uint32_t)h->pid);
+	if (pr && pr->has_uid)
+		rdc_pbw_u64(&md, RDC_PF_APM_UID, pr->uid);
+	if (pr && pr->cmdline && pr->cmdline_len) {
+		size_t n = pr->cmdline_len < RDC_CMDLINE_MAX ? pr->cmdline_len : RDC_CMDLINE_MAX;
+		rdc_pbw_bytes(&md, RDC_PF_APM_PROCESS_NAME, pr->cmdline, strnlen(pr->cmdline, n));
+	}
+	if (pr && pr->oom_tid) {
+		rdc_pbw_u64(&md, RDC_PF_APM_OOM_ALLOCATION_SIZE, 0);
+		if (oom_stack(h, &st))
+			rdc_pbw_msg(&md, RDC_PF_APM_OOM_THREAD_JAVA_STACK, &st);
+	}
+	if (st.err && !md.err)
+		md.err = st.err;
+	rdc_pbw_reset(&h->tmp);
+	rdc_pbw_u64(&h->tmp, RDC_PF_PACKET_TIMESTAMP, h->ts_ns);
+	rdc_pbw_u64(&h->tmp, RDC_PF_PACKET_SEQ_ID, 2);
+	rdc_pbw_msg(&h->tmp, RDC_PF_PACKET_ART_PROCESS_METADATA, &md);
+	if (md.err && !h->tmp.err)
+		h->tmp.err = md.err;
+	rdc_pbw_msg(&h->pkt, RDC_PF_TRACE_PACKET, &h->tmp);
+	rdc_pbw_free(&md);
+	rdc_pbw_free(&st);
+	return rdc_pbw_flush(&h->pkt, h->out_fd, &h->out_bytes);
+}
+
 /*
  * The threads' stacks at the dump (HotSpot's STACK TRACE per thread, named
  * by the attach path's Thread.print: docs/JVM.md) as one PerfSample per
- * thread on sequence 2, with a ProcessTree naming the threads and the
- * frames and callstacks interned on that sequence. HPROF has no OS tids:
- * a thread's tid here is its HPROF thread serial.
+ * thread on sequence 2, with a ProcessTree naming the process (pid,
+ * cmdline, uid: h->proc) and the threads, and the frames and callstacks
+ * interned on that sequence; then the process metadata (put_metadata).
+ * A thread's tid is its HPROF thread serial: the OS tid for the attach
+ * path's threads (ja_hprof writes them so), a serial of HotSpot's for a
+ * dump without them.
  */
 static int put_threads(struct hg *h)
 {
-	unsigned id = h->idsz;
-	char cls[HG_MAX_NAME + 8], fn[2 * HG_MAX_NAME + 16];
+	char fn[2 * HG_MAX_NAME + 16];
 	struct rdc_pbw tree, interned, pk;
 	uint64_t *fids = NULL;
 	int r = 0;
 	bool named = false;
-	if (!h->nthreads)
-		return 0;
 	/* The attach path appends named copies (Thread.print) of the stacks
 	 * HotSpot dumped unnamed, under serials of its own: when there are
 	 * named ones, they are the threads. */
@@ -836,7 +937,7 @@ static int put_threads(struct hg *h)
 	rdc_pbw_init(&interned, HG_MAX_OUT);
 	rdc_pbw_init(&pk, HG_MAX_OUT);
 	rdc_pbw_reset(&h->obj);
-	rdc_pbw_u64(&h->obj, RDC_PF_PTP_PID, (uint64_t)(uint32_t)h->pid);
+	rdc_pbw_process(&h->obj, h->pid, h->proc);
 	rdc_pbw_msg(&tree, RDC_PF_PT_PROCESSES, &h->obj);
 	uint64_t iid = 0;
 	for (uint32_t i = 0; i < h->nthreads && r == 0; i++) {
@@ -868,24 +969,14 @@ static int put_threads(struct hg *h)
 		uint32_t kept = 0;
 		/* HPROF lists the top frame first; a callstack is root first. */
 		for (uint32_t k = nf; k-- > 0;) {
-			uint64_t foff, cname = 0;
-			if (!hmap_get(&h->sframe, get_id(h, h->in + tb + 12 + (size_t)k * id), &foff))
+			uint64_t foff;
+			if (!hmap_get(&h->sframe, get_id(h, h->in + tb + 12 + (size_t)k * h->idsz), &foff))
 				continue;
-			const uint8_t *m = utf8(h, get_id(h, h->in + foff + id), &len);
-			size_t ml = m ? (len < HG_MAX_NAME ? len : HG_MAX_NAME) : 1;
-			cls[0] = '\0';
-			if (hmap_get(&h->cserial, (uint64_t)be32(h->in + foff + 4 * id) + 1, &cname)) {
-				size_t cl;
-				const uint8_t *c = utf8(h, cname, &cl);
-				if (c)
-					java_name(c, cl < HG_MAX_NAME ? cl : HG_MAX_NAME, cls, sizeof(cls));
-			}
-			int n = snprintf(fn, sizeof(fn), "%s%s%.*s", cls, cls[0] ? "." : "", (int)ml,
-					 m ? (const char *)m : "?");
+			size_t n = frame_name(h, (size_t)foff, fn, sizeof(fn));
 			fids[kept++] = ++iid;
 			rdc_pbw_reset(&h->obj);
 			rdc_pbw_u64(&h->obj, RDC_PF_ISTR_IID, iid);
-			rdc_pbw_bytes(&h->obj, RDC_PF_ISTR_STR, fn, n < 0 ? 0 : strnlen(fn, sizeof(fn)));
+			rdc_pbw_bytes(&h->obj, RDC_PF_ISTR_STR, fn, n);
 			rdc_pbw_msg(&interned, RDC_PF_ID_FUNCTION_NAMES, &h->obj);
 			rdc_pbw_reset(&h->obj);
 			rdc_pbw_u64(&h->obj, RDC_PF_FRAME_IID, iid);
@@ -906,7 +997,8 @@ static int put_threads(struct hg *h)
 		rdc_pbw_u64(&h->tmp, RDC_PF_PACKET_SEQ_ID, 2);
 		rdc_pbw_u64(&h->tmp, RDC_PF_PACKET_SEQ_FLAGS, 1); /* SEQ_INCREMENTAL_STATE_CLEARED */
 		rdc_pbw_msg(&h->tmp, RDC_PF_PACKET_PROCESS_TREE, &tree);
-		rdc_pbw_msg(&h->tmp, RDC_PF_PACKET_INTERNED_DATA, &interned);
+		if (interned.n)
+			rdc_pbw_msg(&h->tmp, RDC_PF_PACKET_INTERNED_DATA, &interned);
 		rdc_pbw_msg(&h->pkt, RDC_PF_TRACE_PACKET, &h->tmp);
 		r = rdc_pbw_flush(&h->pkt, h->out_fd, &h->out_bytes);
 	}
@@ -932,7 +1024,7 @@ static int put_threads(struct hg *h)
 	rdc_pbw_free(&tree);
 	rdc_pbw_free(&interned);
 	rdc_pbw_free(&pk);
-	return r;
+	return r ? r : put_metadata(h);
 }
 
 static int pass2(struct hg *h)
@@ -957,7 +1049,7 @@ static int pass2(struct hg *h)
 }
 
 int rdc_heapgraph_buf(const uint8_t *in, size_t n, int out_fd, int32_t pid,
-		      struct rdc_stats *st)
+		      const struct rdc_proc *proc, struct rdc_stats *st)
 {
 	struct hg h;
 	int r;
@@ -965,6 +1057,7 @@ int rdc_heapgraph_buf(const uint8_t *in, size_t n, int out_fd, int32_t pid,
 	h.in = in;
 	h.size = n;
 	h.pid = pid;
+	h.proc = proc;
 	h.out_fd = out_fd;
 	rdc_pbw_init(&h.hgb, HG_MAX_OUT);
 	rdc_pbw_init(&h.obj, HG_MAX_OUT);
@@ -1010,7 +1103,7 @@ int rdc_heapgraph(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_
 	int r = util_read_all(in_fd, HG_MAX_IN, &in, &n);
 	if (r < 0)
 		return r;
-	r = rdc_heapgraph_buf(in, n, out_fd, p->pids[0], st);
+	r = rdc_heapgraph_buf(in, n, out_fd, p->pids[0], p->proc, st);
 	free(in);
 	return r;
 }

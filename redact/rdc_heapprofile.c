@@ -331,6 +331,17 @@ static int convert(struct hpc *c, int out_fd, struct rdc_stats *st)
 	rdc_pbw_raw(&pp, c->stacks.b, c->stacks.n);
 	rdc_pbw_msg(&pp, RDC_PF_PP_PROCESS_DUMPS, &dump);
 	rdc_pbw_u64(&pp, RDC_PF_PP_INDEX, 0);
+	/* The process first (issue #20): pid, cmdline and uid as the daemon
+	 * read them, in the ProcessTree traced_probes writes beside heapprofd. */
+	rdc_pbw_reset(&c->m);
+	rdc_pbw_process(&c->m, c->pol->pids[0], c->pol->proc);
+	rdc_pbw_msg(&pkt, RDC_PF_PT_PROCESSES, &c->m);
+	rdc_pbw_reset(&c->m);
+	rdc_pbw_u64(&c->m, RDC_PF_PACKET_TIMESTAMP, ts);
+	rdc_pbw_u64(&c->m, RDC_PF_PACKET_SEQ_ID, 1);
+	rdc_pbw_msg(&c->m, RDC_PF_PACKET_PROCESS_TREE, &pkt);
+	rdc_pbw_msg(&trace, RDC_PF_TRACE_PACKET, &c->m);
+	rdc_pbw_reset(&pkt);
 	rdc_pbw_u64(&pkt, RDC_PF_PACKET_TIMESTAMP, ts);
 	rdc_pbw_u64(&pkt, RDC_PF_PACKET_SEQ_ID, 1);
 	rdc_pbw_msg(&pkt, RDC_PF_PACKET_PROFILE_PACKET, &pp);

@@ -1,5 +1,6 @@
 /* The converters' protobuf writer: see rdc_pbw.h. */
 #include "rdc_pbw.h"
+#include "rdc.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -129,4 +130,22 @@ int rdc_pbw_flush(struct rdc_pbw *w, int fd, uint64_t *total)
 		*total += w->n;
 	w->n = 0;
 	return 0;
+}
+
+void rdc_pbw_process(struct rdc_pbw *w, int32_t pid, const struct rdc_proc *proc)
+{
+	rdc_pbw_u64(w, RDC_PF_PTP_PID, (uint64_t)(uint32_t)pid);
+	if (!proc)
+		return;
+	/* The daemon cut it to RDC_CMDLINE_MAX; cut again rather than trust. */
+	size_t n = proc->cmdline_len < RDC_CMDLINE_MAX ? proc->cmdline_len : RDC_CMDLINE_MAX;
+	for (size_t i = 0; proc->cmdline && i < n;) {
+		const char *a = proc->cmdline + i;
+		const char *z = memchr(a, '\0', n - i);
+		size_t l = z ? (size_t)(z - a) : n - i;
+		rdc_pbw_bytes(w, RDC_PF_PTP_CMDLINE, a, l);
+		i += l + 1;
+	}
+	if (proc->has_uid)
+		rdc_pbw_u64(w, RDC_PF_PTP_UID, proc->uid);
 }

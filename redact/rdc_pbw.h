@@ -30,13 +30,26 @@ enum rdc_pf {
 	RDC_PF_PACKET_PROCESS_TREE = 2,
 	RDC_PF_PACKET_INTERNED_DATA = 12,
 	RDC_PF_PACKET_PERF_SAMPLE = 66,
+	RDC_PF_PACKET_ART_PROCESS_METADATA = 131,
 	/* protos/perfetto/trace/ps/process_tree.proto */
 	RDC_PF_PT_PROCESSES = 1,
 	RDC_PF_PT_THREADS = 2,
 	RDC_PF_PTP_PID = 1,                 /* ProcessTree.Process */
+	RDC_PF_PTP_CMDLINE = 3,             /* repeated string: one per argument */
+	RDC_PF_PTP_UID = 5,
 	RDC_PF_PTT_TID = 1,                 /* ProcessTree.Thread */
 	RDC_PF_PTT_NAME = 2,
 	RDC_PF_PTT_TGID = 3,
+	/* protos/perfetto/trace/profiling/art_process_metadata.proto */
+	RDC_PF_APM_PID = 1,                 /* ArtProcessMetadata */
+	RDC_PF_APM_UID = 2,
+	RDC_PF_APM_PROCESS_NAME = 3,        /* argv[0] */
+	RDC_PF_APM_OOM_ALLOCATION_SIZE = 5, /* its presence marks an OOME dump */
+	RDC_PF_APM_OOM_THREAD_JAVA_STACK = 8,
+	RDC_PF_JSTACK_FRAMES = 1,           /* JavaStack: leaf first */
+	RDC_PF_JFRAME_METHOD_NAME = 1,      /* JavaFrame */
+	RDC_PF_JFRAME_SOURCE_FILE = 2,
+	RDC_PF_JFRAME_LINE_NUMBER = 3,
 	/* protos/perfetto/trace/interned_data/interned_data.proto */
 	RDC_PF_ID_FUNCTION_NAMES = 5,
 	RDC_PF_ID_FRAMES = 6,
@@ -133,5 +146,11 @@ void rdc_pbw_packed(struct rdc_pbw *w, uint32_t f, const uint64_t *v, size_t n);
 /* Write all of w to fd and empty it. 0, w->err, -ENOSPC/-EDQUOT or -errno;
  * *total (may be NULL) grows by the bytes written. */
 int rdc_pbw_flush(struct rdc_pbw *w, int fd, uint64_t *total);
+
+struct rdc_proc;
+/* One ProcessTree.Process of pid into w: pid, then, from proc (may be
+ * NULL), each cmdline argument (split at NULs, an empty last one dropped)
+ * and the uid (issue #20, process metadata). */
+void rdc_pbw_process(struct rdc_pbw *w, int32_t pid, const struct rdc_proc *proc);
 
 #endif

@@ -63,6 +63,11 @@ static int recheck(struct session *s)
 	if (s->ident.pid <= 0)
 		return 0;
 	int r = svc_ident_check(&s->ident);
+	/* The heap formats name the process (issue #20): read it now, while
+	 * it is still the process admitted (an OOM'd JVM exits after). */
+	if (r == 0 && s->format == PROF_FORMAT_PERFETTO &&
+	    (s->type == PROF_HEAP_DUMP || s->type == PROF_HEAP_PROFILE))
+		svc_redact_proc_read(&s->proc, s->pid, s->ident.start);
 	if (r == 0)
 		return 0;
 	util_fmt(msg, sizeof(msg), r == -EPERM
@@ -167,7 +172,8 @@ static void ftrace_done(void *ud, int code, const char *msg)
 		svc_deliver_start(s);
 }
 
-static void start_ftrace(struct session *s)
+/* dur: the live part after the background part, ms (1..). */
+static void start_ftrace(struct session *s, uint32_t dur)
 {
 	if (util_fmt(s->ft_path, sizeof(s->ft_path), "%s/%llu.ftrace", svc_store_raw_dir(),
 		     (unsigned long long)s->id) < 0)
@@ -212,7 +218,7 @@ static void start_ftrace(struct session *s)
 						   ? (s->admitted_boot_ns - began) / 1000000 : 0));
 		}
 	}
-	int r = svc_ftrace_start(s->id, s->duration_ms, s->buffer_kb,
+	int r = svc_ftrace_start(s->id, dur, s->buffer_kb,
 				 s->fill_policy == PROF_FILL_DISCARD, from, lead, s->ft_fd, ftrace_done, s,
 				 &s->ft);
 	if (r < 0) {
@@ -223,6 +229,27 @@ static void start_ftrace(struct session *s)
 		return;
 	}
 	s->ft_running = true;
+}
+
+/*
+ * Kernel context for a heap capture (issue #20): a heap dump or heap
+ * profile in Perfetto format with background_ms gets the background ring's
+ * sched data from background_ms before its admission, redacted by the
+ * trace rules and appended to the heap packets in one file
+ * (docs/PERFETTO.md, "Heap formats"). Only with the ring: without it
+ * there is no past to add, and the app is told so.
+ */
+static bool heap_context(struct session *s)
+{
+	if (s->format != PROF_FORMAT_PERFETTO || !s->background_ms ||
+	    (s->type != PROF_HEAP_DUMP && s->type != PROF_HEAP_PROFILE))
+		return false;
+	if (!svc_session_config()->trace_bg) {
+		util_fmt(s->note, sizeof(s->note), "the background trace is off ([trace] "
+			 "background): the heap capture has no kernel context");
+		return false;
+	}
+	return true;
 }
 
 int svc_capture_open_raw(struct session *s)
@@ -325,7 +352,9 @@ static void jvm_dump_done(void *ud, int code, const char *msg)
 	      msg);
 	s->capture_done = true;
 	svc_session_release_hold(s, 0);
-	svc_deliver_start(s);
+	/* With kernel context, the last of the two to finish delivers. */
+	if (!s->ft_running)
+		svc_deliver_start(s);
 }
 
 static void start_jvm_dump(struct session *s)
@@ -348,6 +377,9 @@ static void start_jvm_dump(struct session *s)
 	s->start_ns = util_now_ns(CLOCK_REALTIME);
 	LOG_I("session %llu: heap dump of JVM pid %d through the attach protocol",
 	      (unsigned long long)s->id, (int)s->pid);
+	/* A dump is an instant: the context is the past, plus 1 ms. */
+	if (heap_context(s))
+		start_ftrace(s, 1);
 }
 
 static void agent_load_done(void *ud, int code, const char *msg)
@@ -492,8 +524,8 @@ static void start_capture(struct session *s, struct svc_conn *rt)
 		svc_deliver_fail(s, names_errno_error(r, PROF_E_UNKNOWN), msg);
 		return;
 	}
-	if (s->type == PROF_SYSTEM_TRACE)
-		start_ftrace(s);
+	if (s->type == PROF_SYSTEM_TRACE || heap_context(s))
+		start_ftrace(s, s->duration_ms);
 	p.has_duration_ms = 1;
 	p.duration_ms = s->duration_ms;
 	p.has_frequency_hz = 1;

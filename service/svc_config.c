@@ -353,6 +353,11 @@ static int systrig_kv(struct parse_ctx *pc, const char *tname, const char *key, 
 		t->duration_ms = (uint32_t)n;
 	else if (!strcmp(key, "background_ms") && num && n <= SVC_TRACE_BG_MAX_S * 1000ull)
 		t->background_ms = (uint32_t)n;
+	else if (!strcmp(key, "format")) {
+		int f = names_format_parse(v);
+		ok = f >= 0;
+		t->format = ok ? (uint32_t)f : 0;
+	}
 	else
 		ok = 0;
 	if (!ok) {

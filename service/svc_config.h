@@ -115,6 +115,7 @@ struct svc_config {
 		uint32_t background_ms;  /* a system trace's running background part */
 		uint32_t fill_policy;    /* enum prof_fill_policy; 0 = the request default */
 		uint32_t java_allocs;    /* enum prof_switch; 0 = the request default */
+		uint32_t format;         /* enum prof_format (issue #20) */
 	} systrig[SVC_MAX_SYSTRIG];
 	unsigned nsystrig;
 	/*

@@ -280,7 +280,9 @@ static void redact_done(void *ud, int code, const char *rmsg)
 static int kernel_stream(struct session *s, const char *format)
 {
 	struct stat st, st2;
-	if (strcmp(format, "perfetto") || s->ft_fd < 0 || !s->ft_path[0] ||
+	/* A trace's, or a heap capture's kernel context (issue #20). */
+	if ((strcmp(format, "perfetto") && strcmp(format, "heapgraph") &&
+	     strcmp(format, "heapprofile")) || s->ft_fd < 0 || !s->ft_path[0] ||
 	    fstat(s->ft_fd, &st) < 0 || st.st_size == 0)
 		return -1;
 	int fd = open(s->ft_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -354,7 +356,7 @@ void svc_deliver_start(struct session *s)
 		svc_deliver_fail(s, PROF_E_POST_PROCESSING, msg);
 		return;
 	}
-	r = svc_redact_start(s->raw_fd, kfd, s->out_fd, format, s->pid, s->ident.start,
+	r = svc_redact_start(s->raw_fd, kfd, s->out_fd, format, s->pid, s->ident.start, &s->proc,
 			     redact_done, s, &s->rd);
 	if (kfd >= 0)
 		close(kfd); /* the redactor has its own copy */

@@ -9,12 +9,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "svc_config.h"
 #include "util.h"
 
-#define MAX_ARGS (16 + 2 * SVC_MAX_DLP)
+#define MAX_ARGS (22 + 2 * SVC_MAX_DLP)
 
 static const struct svc_config *cfg;
 
@@ -51,6 +52,27 @@ static void list_tids(pid_t pid, uint64_t start, char *out, size_t n)
 		out[0] = '\0';
 }
 
+void svc_redact_proc_read(struct svc_redact_proc *p, pid_t pid, uint64_t start)
+{
+	char path[64], buf[SVC_REDACT_CMDLINE_MAX + 1];
+	unsigned uid[4], gid[4];
+	uint64_t now = 0;
+	if (!p || p->read || pid <= 0 || !start)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	ssize_t n = util_read_file(path, buf, sizeof(buf));
+	/* Both readings are the admitted process's only if it is still that
+	 * process after them (pid reuse). */
+	if (util_proc_creds((int)pid, uid, gid) < 0 ||
+	    util_proc_start_time((int)pid, &now) < 0 || now != start)
+		return;
+	p->read = true;
+	p->uid = uid[0];
+	p->cmdline_len = n > 0 ? (uint16_t)n : 0;
+	if (n > 0)
+		memcpy(p->cmdline, buf, (size_t)n);
+}
+
 int svc_redact_init(const struct svc_config *c)
 {
 	cfg = c;
@@ -58,9 +80,11 @@ int svc_redact_init(const struct svc_config *c)
 }
 
 int svc_redact_start(int in_fd, int kernel_fd, int out_fd, const char *format, pid_t app_pid,
-		     uint64_t app_start, svc_helper_cb cb, void *ud, struct svc_helper **out)
+		     uint64_t app_start, const struct svc_redact_proc *proc, svc_helper_cb cb,
+		     void *ud, struct svc_helper **out)
 {
-	char pids[16], tids[SVC_REDACT_TIDS_MAX * 12];
+	char pids[16], tids[SVC_REDACT_TIDS_MAX * 12], uid[16], oom[16];
+	char hex[2 * SVC_REDACT_CMDLINE_MAX + 1];
 	char *argv[MAX_ARGS];
 	int n = 0;
 
@@ -81,6 +105,26 @@ int svc_redact_start(int in_fd, int kernel_fd, int out_fd, const char *format, p
 	if (kernel_fd >= 0) {
 		argv[n++] = "--kernel-fd";
 		argv[n++] = "3";
+	}
+	/* The heap formats' process metadata: numbers, and the cmdline in hex
+	 * so its NULs survive argv (docs/PERFETTO.md, "Heap formats"). */
+	if (proc && proc->read && strncmp(format, "heap", 4) == 0) {
+		snprintf(uid, sizeof(uid), "%u", (unsigned)proc->uid);
+		argv[n++] = "--uid";
+		argv[n++] = uid;
+		if (proc->cmdline_len) {
+			size_t len = proc->cmdline_len < SVC_REDACT_CMDLINE_MAX
+				     ? proc->cmdline_len : SVC_REDACT_CMDLINE_MAX;
+			for (size_t i = 0; i < len; i++)
+				snprintf(hex + 2 * i, 3, "%02x", (unsigned char)proc->cmdline[i]);
+			argv[n++] = "--cmdline";
+			argv[n++] = hex;
+		}
+	}
+	if (proc && proc->oom_tid && strcmp(format, "heapgraph") == 0) {
+		snprintf(oom, sizeof(oom), "%u", (unsigned)proc->oom_tid);
+		argv[n++] = "--oom-tid";
+		argv[n++] = oom;
 	}
 	if (svc_helper_redact_as_daemon())
 		argv[n++] = "--allow-root";

@@ -7,6 +7,7 @@
 #ifndef PD_SVC_REDACT_H
 #define PD_SVC_REDACT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -18,6 +19,25 @@ struct svc_config;
  * samples are dropped as not the app's). */
 #define SVC_REDACT_TIDS_MAX 1024
 
+/*
+ * The captured process for the heap formats' process metadata (issue #20,
+ * docs/PERFETTO.md): read by the daemon when the capture starts, passed to
+ * the redactor as numbers and hex bytes, never parsed from the artifact.
+ */
+#define SVC_REDACT_CMDLINE_MAX 1024 /* bytes of /proc/<pid>/cmdline kept */
+struct svc_redact_proc {
+	bool read;             /* svc_redact_proc_read ran and found the process */
+	uint32_t uid;          /* its real uid */
+	uint32_t oom_tid;      /* the thread whose Java allocation failed; 0: none */
+	uint16_t cmdline_len;
+	char cmdline[SVC_REDACT_CMDLINE_MAX];
+};
+
+/* Fill p (once: a later call keeps the first reading) with pid's real uid
+ * and the first SVC_REDACT_CMDLINE_MAX bytes of its cmdline, when pid is
+ * still the process that started at start. Nothing on any failure. */
+void svc_redact_proc_read(struct svc_redact_proc *p, pid_t pid, uint64_t start);
+
 /* Keep cfg ([redact], [dlp]) for the runs. 0. */
 int svc_redact_init(const struct svc_config *cfg);
 /*
@@ -28,8 +48,11 @@ int svc_redact_init(const struct svc_config *cfg);
  * app_start: the app process's start time (svc_ident); its threads are
  * named to the redactor only while app_pid is still that process (0: it is
  * gone, no threads).
+ * proc: the process metadata and OOM thread for the heap formats (--uid,
+ * --cmdline, --oom-tid); NULL or unread: none.
  */
 int svc_redact_start(int in_fd, int kernel_fd, int out_fd, const char *format, pid_t app_pid,
-		     uint64_t app_start, svc_helper_cb cb, void *ud, struct svc_helper **h);
+		     uint64_t app_start, const struct svc_redact_proc *proc, svc_helper_cb cb,
+		     void *ud, struct svc_helper **h);
 
 #endif

@@ -23,8 +23,11 @@
 
 #include <errno.h>
 #include <event2/event.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -182,6 +185,26 @@ void svc_session_release_files(struct session *s)
 	if (s->out_path[0])
 		unlink(s->out_path);
 	s->out_path[0] = '\0';
+}
+
+int svc_session_set_oom_tid(uint64_t id, pid_t pid, uint32_t tid)
+{
+	char path[64];
+	struct stat st;
+	struct session *s = svc_session_find(id);
+	if (!s || s->pid != pid)
+		return -ESRCH;
+	/* The runtime's word: a number, kept only if it names one of the
+	 * process's own threads (the redactor still only compares it). */
+	if (!tid || tid > INT32_MAX)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "/proc/%d/task/%u", (int)pid, (unsigned)tid);
+	if (stat(path, &st) < 0)
+		return -EINVAL;
+	s->proc.oom_tid = tid;
+	LOG_I("session %llu: the OOM's failing thread is %u of pid %d", (unsigned long long)id,
+	      (unsigned)tid, (int)pid);
+	return 0;
 }
 
 void svc_session_event_done(pid_t pid, uint32_t kind, int status)

@@ -32,6 +32,12 @@ struct svc_config;
 int svc_session_init(struct event_base *base, const struct svc_config *cfg);
 void svc_session_fini(void);
 
+/* The OOM trigger's capture id of pid was started by the runtime's OOM
+ * event, which named tid as the thread whose allocation failed: the heap
+ * graph marks that thread's stack (issue #20). Kept only when tid is one of
+ * pid's threads now and session id is still pid's. 0, -ESRCH or -EINVAL. */
+int svc_session_set_oom_tid(uint64_t id, pid_t pid, uint32_t tid);
+
 /* Tell pid's runtime that what its held event started is over (EventDone). */
 void svc_session_event_done(pid_t pid, uint32_t kind, int status);
 

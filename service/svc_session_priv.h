@@ -14,6 +14,7 @@
 
 #include "svc_config.h"
 #include "svc_ident.h"
+#include "svc_redact.h"
 #include "wire.h"
 
 enum sess_state { S_WAIT_RUNTIME, S_CAPTURING, S_REDACTING };
@@ -66,6 +67,9 @@ struct session {
 	unsigned nmethods;
 	uint32_t method_every, method_max_hits;
 	const char *redact_format;       /* NULL: the type's format */
+	/* Heap formats (issue #20): the process as read at capture start,
+	 * and the OOM thread the runtime named. */
+	struct svc_redact_proc proc;
 	struct event *timer;
 	void (*on_timer)(struct session *s);
 	uint64_t start_ns;

@@ -553,12 +553,20 @@ void svc_trigger_runtime_event(struct svc_conn *rt, const Pd__RuntimeEvent *ev)
 		 * a JVM's is a heap dump (its graph) unless the trigger asked otherwise. */
 		struct svc_app_pid *p = svc_trigreg_pid(pid);
 		struct svc_reg *r = p ? svc_trigreg_for(p, PROF_TRIGGER_OOM) : NULL;
+		uint64_t before = r ? r->active : 0;
 		if (r)
 			e = fire_as(r, pid, jvm ? "oom-java" : "oom-malloc",
 				    jvm && r->capture == PROF_HEAP_PROFILE ? PROF_HEAP_DUMP : 0);
 		else
 			LOG_PEER(svc_conn_uid(rt), LOG_INFO, "pid %d has no OOM trigger: nothing captured",
 				 (int)pid);
+		/* The failing thread, for the heap graph's OOM stack (issue #20),
+		 * to the capture this event started only; a tid that is not one
+		 * of pid's threads is dropped. */
+		if (r && e == 0 && r->active != before && ev->has_tid &&
+		    svc_session_set_oom_tid(r->active, pid, ev->tid) < 0)
+			LOG_PEER(svc_conn_uid(rt), LOG_INFO, "pid %d named thread %u as its OOM's, "
+				 "which is not one of its threads: ignored", (int)pid, (unsigned)ev->tid);
 	}
 	/* A runtime holding its thread for us is let go when no capture runs. */
 	if (ev->has_hold && ev->hold && e != 0)
@@ -627,6 +635,8 @@ int svc_trigger_init(struct event_base *base, const struct svc_config *c)
 		prm.buffer_fill_policy = st->fill_policy;
 		prm.has_track_java_allocations = st->java_allocs != 0;
 		prm.track_java_allocations = st->java_allocs;
+		prm.has_format = st->format != 0;
+		prm.format = st->format;
 		t.params = &prm;
 		struct svc_reg *sr = svc_trigreg_slot("", 0);
 		if (!sr || svc_trigreg_fill(sr, &t, why, sizeof(why)) != 0) {

@@ -5,7 +5,9 @@
  * the UTF8 names they use).
  *
  * Our ids live far from HotSpot's (which are addresses): 0x7fd0... with
- * 8-byte ids, 0xfd...... with 4-byte ids. Our serials start at 0x7f000000.
+ * 8-byte ids, 0xfd...... with 4-byte ids. Our trace serials start at
+ * 0x7f000000; a thread's serial is its OS tid, or 0x7f000000 + its index
+ * when Thread.print gave none.
  */
 #include "ja.h"
 
@@ -373,15 +375,20 @@ int ja_hprof_with_threads(int in_fd, int out_fd, const struct ja_threads *t)
 		uint32_t nf = th->nframes < JA_MAX_FRAMES ? th->nframes : JA_MAX_FRAMES;
 		uint64_t name = str_id(&o, th->name, th->name_len);
 		uint64_t state = str_id(&o, th->state, th->state_len);
+		/* The thread's serial is its OS tid (Thread.print's nid) when it
+		 * has one: HPROF has no other place for it, and the redactor
+		 * names threads by it and finds the OOM thread by it (docs/JVM.md).
+		 * Linux tids stay below 2^22, so they never meet our own serials. */
+		uint32_t tserial = th->nid && th->nid < SERIAL_BASE ? (uint32_t)th->nid : SERIAL_BASE + i;
 		w_rec(w, TAG_STACK_TRACE, 12 + nf * idsz);
 		w_u4(w, SERIAL_BASE + i);
-		w_u4(w, SERIAL_BASE + i);
+		w_u4(w, tserial);
 		w_u4(w, nf);
 		for (uint32_t k = 0; k < nf; k++)
 			w_id(w, fids[k]);
 		/* START THREAD: serial, object (none), trace, name, group, parent group. */
 		w_rec(w, TAG_START_THREAD, 8 + 4 * idsz);
-		w_u4(w, SERIAL_BASE + i);
+		w_u4(w, tserial);
 		w_id(w, 0);
 		w_u4(w, SERIAL_BASE + i);
 		w_id(w, name);

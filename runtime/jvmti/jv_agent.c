@@ -78,6 +78,7 @@ static pthread_cond_t oom_cond;
 static bool oom_held, oom_done;
 static _Atomic int oom_pending;
 static _Atomic uint64_t oom_last_ms;
+static _Atomic uint32_t oom_tid;   /* the held thread's OS tid, for the daemon */
 
 /* ------------------------------------------------------------- options */
 
@@ -254,6 +255,9 @@ static void JNICALL on_resource_exhausted(jvmtiEnv *j, JNIEnv *jni, jint flags,
 	oom_held = true;
 	oom_done = false;
 	pthread_mutex_unlock(&oom_lock);
+	/* Its OS tid is what Thread.print calls nid: the heap dump's threads
+	 * carry it, so the daemon can mark this thread's stack as the OOM's. */
+	atomic_store(&oom_tid, (uint32_t)gettid());
 	atomic_store(&oom_pending, 1);
 	wake();
 	LOG_N("Java heap exhausted (%s): holding this thread up to %u ms for the daemon",
@@ -288,6 +292,8 @@ static void send_oom(int sock)
 	ev.value = 0;
 	ev.has_hold = 1;
 	ev.hold = 1;
+	ev.tid = atomic_load(&oom_tid);
+	ev.has_tid = ev.tid != 0;
 	rm.msg_case = PD__RUNTIME_MSG__MSG_EVENT;
 	rm.event = &ev;
 	if (send_msg(sock, &rm) < 0)

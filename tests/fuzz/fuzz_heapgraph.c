@@ -44,12 +44,19 @@ static void check_trace(int fd)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const int32_t pid = 1000;
-	const struct rdc_policy pol = { .pids = &pid, .npids = 1 };
+	/* Process metadata on every run, and an OOM tid that names the first
+	 * Thread.print thread of the corpus dumps (written by ja_hprof's old
+	 * serial base) for some inputs and nothing for others. */
+	static const char cmdline[] = "java\0-Xmx32m\0OomFill";
+	const struct rdc_proc proc = { .has_uid = true, .uid = 1000, .cmdline = cmdline,
+				       .cmdline_len = sizeof(cmdline),
+				       .oom_tid = 0x7f000000u + (uint32_t)(size % 4) };
+	const struct rdc_policy pol = { .pids = &pid, .npids = 1, .proc = &proc };
 	struct rdc_stats st;
 	int out = memfd_create("fuzz-hg-out", MFD_CLOEXEC);
 	if (out < 0)
 		return 0;
-	if (rdc_heapgraph_buf(data, size, out, pid, &st) == 0) {
+	if (rdc_heapgraph_buf(data, size, out, pid, &proc, &st) == 0) {
 		if (!st.out_bytes)
 			abort();
 		check_trace(out);

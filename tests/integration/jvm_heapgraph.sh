@@ -7,7 +7,8 @@
 # against proto/perfetto_heap.proto; heapgraph_check's per-class counts
 # equal A, B and `jcmd GC.class_histogram`; the references are there; the
 # secret is absent in ASCII and in UTF-16; every thread's stack is a
-# PerfSample, main's ending in HeapGraphCounts.main.
+# PerfSample, main's ending in HeapGraphCounts.main; the process metadata
+# (pid, cmdline, uid) is there, with no OOM fields.
 . "$(dirname "$0")/lib.sh"
 
 command -v setpriv > /dev/null || skip "setpriv (util-linux) is needed to run the JVM as another uid"
@@ -31,8 +32,10 @@ for J in "${JDKS[@]}"; do
 		fail "$name: javac"
 	chmod -R a+rX "$cls"
 	out=$T/hg-$name.out
-	setpriv --reuid=$U --regid=$U --clear-groups "$J/bin/java" -Xmx256m -cp "$cls" \
-		HeapGraphCounts $A $B $SECRET 300 > "$out" 2>&1 &
+	# The secret through the environment: the cmdline is the process
+	# metadata the graph keeps (the app's own), the heap's values are not.
+	HG_SECRET=$SECRET setpriv --reuid=$U --regid=$U --clear-groups "$J/bin/java" -Xmx256m \
+		-cp "$cls" HeapGraphCounts $A $B env 300 > "$out" 2>&1 &
 	JP=$!
 	for _ in $(seq 300); do grep -q ready "$out" && break; sleep 0.1; done
 	grep -q ready "$out" || fail "$name: HeapGraphCounts did not start: $(cat "$out")"
@@ -69,6 +72,15 @@ for J in "${JDKS[@]}"; do
 	grep -q 'str: "HeapGraphCounts.main"' "$T/hg-$name.txt" ||
 		fail "$name: HeapGraphCounts.main is not among the stacks' functions"
 	grep -q 'name: "main"' "$T/hg-$name.txt" || fail "$name: the main thread is not named"
+	# Process metadata (issue #20): the process's pid, cmdline and uid in
+	# its ProcessTree entry, and ArtProcessMetadata without OOM fields (no
+	# OOM caused this dump).
+	grep -qx "    uid: $U" "$T/hg-$name.txt" || fail "$name: no uid $U in the process metadata"
+	grep -qx "      cmdline: \"HeapGraphCounts\"" "$T/hg-$name.txt" ||
+		fail "$name: the cmdline is not in the process tree"
+	grep -qx "    process_name: \"$J/bin/java\"" "$T/hg-$name.txt" ||
+		fail "$name: ArtProcessMetadata.process_name is not $J/bin/java"
+	grep -q "oom_" "$T/hg-$name.txt" && fail "$name: OOM fields in a dump no OOM caused"
 	# No values: the secret's characters in any encoding.
 	grep -qa "$SECRET" "$path" && fail "$name: the secret is in the graph (ASCII)"
 	u16=$(printf '%s' "$SECRET" | iconv -f ascii -t utf-16le | od -An -tx1 | tr -d ' \n')

@@ -1,10 +1,13 @@
-/* Unit tests of profilingd-jattach's parsers (runtime/jvm/ja_parse.c). */
+/* Unit tests of profilingd-jattach's parsers (runtime/jvm/ja_parse.c) and
+ * of the thread records it appends to a heap dump (ja_hprof.c). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -80,6 +83,44 @@ static void test_threads(void **state)
 	(void)state;
 }
 
+static uint32_t be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Each appended thread's serial is its OS tid (Thread.print's nid): the
+ * redactor names threads by it and finds an OOM's failing thread by it. */
+static void test_hprof_threads(void **state)
+{
+	struct ja_threads t;
+	static const uint8_t head[31] = "JAVA PROFILE 1.0.2\0\0\0\0\x08";
+	uint8_t out[8192];
+	assert_int_equal(ja_threads_parse(dump17, sizeof(dump17) - 1, &t), 0);
+	int in = memfd_create("hprof-in", 0), o = memfd_create("hprof-out", 0);
+	assert_true(in >= 0 && o >= 0);
+	assert_int_equal(write(in, head, sizeof(head)), (ssize_t)sizeof(head));
+	assert_int_equal(ja_hprof_with_threads(in, o, &t), 0);
+	ssize_t n = pread(o, out, sizeof(out), 0);
+	assert_true(n > (ssize_t)sizeof(head) && n < (ssize_t)sizeof(out));
+	uint32_t serials[4], nser = 0;
+	for (size_t p = sizeof(head); p + 9 <= (size_t)n;) {
+		uint32_t len = be32(out + p + 5);
+		assert_true(len <= (size_t)n - p - 9);
+		if (out[p] == 0x0a) { /* START THREAD */
+			assert_true(nser < 4);
+			serials[nser++] = be32(out + p + 9);
+		}
+		p += 9 + len;
+	}
+	assert_int_equal(nser, 2);
+	assert_int_equal(serials[0], 0x1234);
+	assert_int_equal(serials[1], 777);
+	close(in);
+	close(o);
+	ja_threads_free(&t);
+	(void)state;
+}
+
 static void test_main_class(void **state)
 {
 	char out[64];
@@ -103,6 +144,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_reply),
 		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_hprof_threads),
 		cmocka_unit_test(test_main_class),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

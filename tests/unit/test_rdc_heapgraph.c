@@ -11,8 +11,11 @@
  *   in a char[] (UTF-16), a byte[] (Latin-1 and UTF-8), an int field and
  *   a static long is absent from the output in any of those encodings.
  * - test_graph_truncated: every prefix of the HPROF is refused.
+ * - test_graph_oom: process metadata (ProcessTree.Process, ArtProcessMetadata)
+ *   and the OOM thread's stack; tids a JVM could lie with name no stack.
  * - test_profile: in-use bytes per call site equal the pprof's, a sample
- *   of another pid and its strings are gone.
+ *   of another pid and its strings are gone; the process's pid, cmdline
+ *   and uid come first.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -45,9 +48,21 @@ static const struct pin {
 	{ "TracePacket", "process_tree", RDC_PF_PACKET_PROCESS_TREE, 2 },
 	{ "TracePacket", "interned_data", RDC_PF_PACKET_INTERNED_DATA, 12 },
 	{ "TracePacket", "perf_sample", RDC_PF_PACKET_PERF_SAMPLE, 66 },
+	{ "TracePacket", "art_process_metadata", RDC_PF_PACKET_ART_PROCESS_METADATA, 131 },
+	{ "ArtProcessMetadata", "pid", RDC_PF_APM_PID, 1 },
+	{ "ArtProcessMetadata", "uid", RDC_PF_APM_UID, 2 },
+	{ "ArtProcessMetadata", "process_name", RDC_PF_APM_PROCESS_NAME, 3 },
+	{ "ArtProcessMetadata", "oom_allocation_size", RDC_PF_APM_OOM_ALLOCATION_SIZE, 5 },
+	{ "ArtProcessMetadata", "oom_thread_java_stack", RDC_PF_APM_OOM_THREAD_JAVA_STACK, 8 },
+	{ "JavaStack", "frames", RDC_PF_JSTACK_FRAMES, 1 },
+	{ "JavaFrame", "method_name", RDC_PF_JFRAME_METHOD_NAME, 1 },
+	{ "JavaFrame", "source_file", RDC_PF_JFRAME_SOURCE_FILE, 2 },
+	{ "JavaFrame", "line_number", RDC_PF_JFRAME_LINE_NUMBER, 3 },
 	{ "ProcessTree", "processes", RDC_PF_PT_PROCESSES, 1 },
 	{ "ProcessTree", "threads", RDC_PF_PT_THREADS, 2 },
 	{ "Process", "pid", RDC_PF_PTP_PID, 1 },
+	{ "Process", "cmdline", RDC_PF_PTP_CMDLINE, 3 },
+	{ "Process", "uid", RDC_PF_PTP_UID, 5 },
 	{ "Thread", "tid", RDC_PF_PTT_TID, 1 },
 	{ "Thread", "name", RDC_PF_PTT_NAME, 2 },
 	{ "Thread", "tgid", RDC_PF_PTT_TGID, 3 },
@@ -397,19 +412,25 @@ static void build(struct hb *b, unsigned idsz)
 	rec_done(b, r);
 }
 
-static int run_graph(const uint8_t *in, size_t n, uint8_t **out, size_t *outn)
+static int run_graph_p(const uint8_t *in, size_t n, const struct rdc_proc *proc, uint8_t **out,
+		       size_t *outn)
 {
 	int fd = memfd_create("hg", 0);
 	assert_true(fd >= 0);
 	struct rdc_stats st;
 	memset(&st, 0, sizeof(st));
-	int r = rdc_heapgraph_buf(in, n, fd, 4242, &st);
+	int r = rdc_heapgraph_buf(in, n, fd, 4242, proc, &st);
 	off_t len = lseek(fd, 0, SEEK_END);
 	*outn = (size_t)len;
 	*out = malloc(*outn + 1);
 	assert_int_equal(pread(fd, *out, *outn, 0), (ssize_t)*outn);
 	close(fd);
 	return r;
+}
+
+static int run_graph(const uint8_t *in, size_t n, uint8_t **out, size_t *outn)
+{
+	return run_graph_p(in, n, NULL, out, outn);
 }
 
 static bool has(const uint8_t *h, size_t n, const void *needle, size_t k)
@@ -604,6 +625,158 @@ static void test_graph_truncated(void **state)
 	free(b.d);
 }
 
+/* ------------------------------------------------- process metadata */
+
+/* What a trace says about the process: its ProcessTree.Process and its
+ * ArtProcessMetadata (the OOM stack's frames, leaf first). */
+struct procmeta {
+	unsigned processes, apm;
+	uint64_t pid, uid, apm_pid, apm_uid;
+	char cmdline[4][32];
+	unsigned ncmd;
+	char process_name[32];
+	bool oom;                /* oom_allocation_size present */
+	char frames[4][64];
+	uint64_t lines[4];
+	unsigned nframes;
+};
+
+static void str_to(char *dst, size_t n, const struct pb *s, uint64_t len)
+{
+	snprintf(dst, n, "%.*s", (int)len, (const char *)s->p);
+}
+
+static void read_meta(const uint8_t *d, size_t n, struct procmeta *m)
+{
+	struct pb t = { d, d + n }, pk, x, y, z, w;
+	uint32_t f;
+	uint64_t v;
+	memset(m, 0, sizeof(*m));
+	while (t.p < t.end) {
+		assert_int_equal(rd_field(&t, &f, &v, &pk), 2);
+		while (pk.p < pk.end) {
+			int wt = rd_field(&pk, &f, &v, &x);
+			assert_true(wt >= 0);
+			if (wt == 2 && f == 2) { /* process_tree */
+				while (x.p < x.end) {
+					if (rd_field(&x, &f, &v, &y) != 2 || f != 1)
+						continue;
+					m->processes++;
+					while (y.p < y.end) {
+						int w2 = rd_field(&y, &f, &v, &z);
+						if (f == 1)
+							m->pid = v;
+						if (f == 5)
+							m->uid = v;
+						if (f == 3 && w2 == 2 && m->ncmd < 4)
+							str_to(m->cmdline[m->ncmd++], 32, &z, v);
+					}
+				}
+			}
+			if (wt == 2 && f == 131) { /* art_process_metadata */
+				m->apm++;
+				while (x.p < x.end) {
+					int w2 = rd_field(&x, &f, &v, &y);
+					if (f == 1)
+						m->apm_pid = v;
+					if (f == 2)
+						m->apm_uid = v;
+					if (f == 3 && w2 == 2)
+						str_to(m->process_name, 32, &y, v);
+					if (f == 5)
+						m->oom = true;
+					while (f == 8 && w2 == 2 && y.p < y.end) {
+						if (rd_field(&y, &f, &v, &z) != 2 || f != 1)
+							continue;
+						assert_true(m->nframes < 4);
+						while (z.p < z.end) {
+							int w3 = rd_field(&z, &f, &v, &w);
+							if (f == 1 && w3 == 2)
+								str_to(m->frames[m->nframes], 64, &w, v);
+							if (f == 3)
+								m->lines[m->nframes] = v;
+						}
+						m->nframes++;
+						f = 8;
+					}
+				}
+			}
+		}
+	}
+}
+
+/*
+ * An OOM caused the dump: the failing thread (OS tid 3, the serial the
+ * attach path gives its Thread.print thread "worker-1") is the OOM stack,
+ * in ArtProcessMetadata's shape, beside the process's pid, uid and
+ * cmdline. Then the JVM lies: a tid of HotSpot's own unnamed copy of the
+ * thread (9), a stack trace's serial (7), a huge one: the dump is still an
+ * OOME one, but no stack is named and nothing else is read.
+ */
+static void test_graph_oom(void **state)
+{
+	(void)state;
+	struct hb b;
+	uint8_t *out;
+	size_t n;
+	static const char cmd[] = "java\0-Xmx32m\0OomFill";
+	struct rdc_proc proc = { .has_uid = true, .uid = 1234, .cmdline = cmd,
+				 .cmdline_len = sizeof(cmd), .oom_tid = 3 };
+	struct procmeta m;
+	build(&b, 8);
+	assert_int_equal(run_graph_p(b.d, b.n, &proc, &out, &n), 0);
+	read_meta(out, n, &m);
+	assert_int_equal(m.processes, 1);
+	assert_int_equal(m.pid, 4242);
+	assert_int_equal(m.uid, 1234);
+	assert_int_equal(m.ncmd, 3);
+	assert_string_equal(m.cmdline[0], "java");
+	assert_string_equal(m.cmdline[1], "-Xmx32m");
+	assert_string_equal(m.cmdline[2], "OomFill");
+	assert_int_equal(m.apm, 1);
+	assert_int_equal(m.apm_pid, 4242);
+	assert_int_equal(m.apm_uid, 1234);
+	assert_string_equal(m.process_name, "java");
+	assert_true(m.oom);
+	assert_int_equal(m.nframes, 1);
+	assert_string_equal(m.frames[0], "com.example.Secret.sleepHere");
+	assert_int_equal(m.lines[0], 42);
+	free(out);
+
+	/* No OOM: the metadata without the OOM fields. */
+	proc.oom_tid = 0;
+	assert_int_equal(run_graph_p(b.d, b.n, &proc, &out, &n), 0);
+	read_meta(out, n, &m);
+	assert_int_equal(m.apm, 1);
+	assert_false(m.oom);
+	assert_int_equal(m.nframes, 0);
+	free(out);
+
+	static const uint32_t lies[] = { 9, 7, 4, 0x7f000000u, UINT32_MAX - 1 };
+	for (size_t i = 0; i < sizeof(lies) / sizeof(lies[0]); i++) {
+		proc.oom_tid = lies[i];
+		assert_int_equal(run_graph_p(b.d, b.n, &proc, &out, &n), 0);
+		read_meta(out, n, &m);
+		assert_true(m.oom);
+		assert_int_equal(m.nframes, 0);
+		free(out);
+	}
+
+	/* A cmdline the daemon would never pass (over the cap, no NUL at the
+	 * end) is cut at the cap, never read past. */
+	static char big[RDC_CMDLINE_MAX + 64];
+	memset(big, 'a', sizeof(big));
+	proc.cmdline = big;
+	proc.cmdline_len = sizeof(big);
+	proc.oom_tid = 3;
+	assert_int_equal(run_graph_p(b.d, b.n, &proc, &out, &n), 0);
+	read_meta(out, n, &m);
+	assert_int_equal(m.ncmd, 1);
+	assert_int_equal(m.nframes, 1);
+	free(out);
+	free(b.d);
+}
+
 /* ------------------------------------------------------- heap profile */
 
 static void test_profile(void **state)
@@ -644,7 +817,10 @@ static void test_profile(void **state)
 	assert_int_equal(write(in, gz, gzn), (ssize_t)gzn);
 	lseek(in, 0, SEEK_SET);
 	int32_t pid = 4242;
-	struct rdc_policy pol = { .pids = &pid, .npids = 1 };
+	static const char cmd[] = "./native_heap\0--leak";
+	const struct rdc_proc proc = { .has_uid = true, .uid = 1234, .cmdline = cmd,
+				       .cmdline_len = sizeof(cmd) };
+	struct rdc_policy pol = { .pids = &pid, .npids = 1, .proc = &proc };
 	struct rdc_stats st;
 	memset(&st, 0, sizeof(st));
 	assert_int_equal(rdc_heapprofile(in, out, &pol, &st), 0);
@@ -662,33 +838,45 @@ static void test_profile(void **state)
 	uint64_t x;
 	uint64_t inuse[2] = { 0, 0 }, allocs[2] = { 0, 0 };
 	unsigned ns = 0, interval = 0;
-	assert_int_equal(rd_field(&t, &f, &x, &pk), 2);
-	while (pk.p < pk.end) {
-		if (rd_field(&pk, &f, &x, &pp) != 2 || f != 37)
-			continue;
-		while (pp.p < pp.end) {
-			if (rd_field(&pp, &f, &x, &dump) != 2 || f != 5)
+	/* The process first: pid, cmdline, uid (issue #20). */
+	struct procmeta m;
+	read_meta(d, n, &m);
+	assert_int_equal(m.processes, 1);
+	assert_int_equal(m.pid, 4242);
+	assert_int_equal(m.uid, 1234);
+	assert_int_equal(m.ncmd, 2);
+	assert_string_equal(m.cmdline[0], "./native_heap");
+	assert_string_equal(m.cmdline[1], "--leak");
+	assert_int_equal(m.apm, 0);
+	while (t.p < t.end) {
+		assert_int_equal(rd_field(&t, &f, &x, &pk), 2);
+		while (pk.p < pk.end) {
+			if (rd_field(&pk, &f, &x, &pp) != 2 || f != 37)
 				continue;
-			while (dump.p < dump.end) {
-				int w = rd_field(&dump, &f, &x, &hs);
-				if (f == 12)
-					interval = (unsigned)x;
-				if (w != 2 || f != 2)
+			while (pp.p < pp.end) {
+				if (rd_field(&pp, &f, &x, &dump) != 2 || f != 5)
 					continue;
-				uint64_t a = 0, fr = 0, ac = 0;
-				struct pb s;
-				while (hs.p < hs.end) {
-					rd_field(&hs, &f, &x, &s);
-					if (f == 2)
-						a = x;
-					if (f == 3)
-						fr = x;
-					if (f == 5)
-						ac = x;
+				while (dump.p < dump.end) {
+					int w = rd_field(&dump, &f, &x, &hs);
+					if (f == 12)
+						interval = (unsigned)x;
+					if (w != 2 || f != 2)
+						continue;
+					uint64_t a = 0, fr = 0, ac = 0;
+					struct pb s;
+					while (hs.p < hs.end) {
+						rd_field(&hs, &f, &x, &s);
+						if (f == 2)
+							a = x;
+						if (f == 3)
+							fr = x;
+						if (f == 5)
+							ac = x;
+					}
+					assert_true(ns < 2);
+					inuse[ns] = a - fr;
+					allocs[ns++] = ac;
 				}
-				assert_true(ns < 2);
-				inuse[ns] = a - fr;
-				allocs[ns++] = ac;
 			}
 		}
 	}
@@ -711,6 +899,7 @@ int main(void)
 		cmocka_unit_test(test_graph_id4),
 		cmocka_unit_test(test_graph_id8),
 		cmocka_unit_test(test_graph_truncated),
+		cmocka_unit_test(test_graph_oom),
 		cmocka_unit_test(test_profile),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

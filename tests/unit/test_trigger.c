@@ -216,11 +216,21 @@ static void test_oom_hold_released(void **state)
 	/* With a trigger, its capture holds the thread until it ends. */
 	assert_int_equal(add(PROF_TRIGGER_OOM), 0);
 	stub_event_done = -1;
+	ev.has_tid = 1;
+	ev.tid = 4321;
 	svc_trigger_runtime_event(&app, &ev);
 	assert_int_equal(stub_requests, 1);
 	assert_int_equal(stub_last.type, PROF_HEAP_PROFILE);
 	assert_string_equal(stub_last.tag, "oom-malloc");
 	assert_int_equal(stub_event_done, -1);
+	/* The failing thread goes to the capture it started (issue #20)... */
+	assert_int_equal(stub_oom_tid, 4321);
+	assert_true(stub_oom_session != 0);
+	/* ... and not to one it did not: a second OOM while it runs. */
+	stub_oom_tid = 0;
+	svc_trigger_runtime_event(&app, &ev);
+	assert_int_equal(stub_requests, 1);
+	assert_int_equal(stub_oom_tid, 0);
 }
 
 static void test_remove_and_fini(void **state)

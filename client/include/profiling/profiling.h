@@ -121,7 +121,10 @@ enum prof_switch { PROF_SWITCH_DEFAULT = 0, PROF_SWITCH_ON = 1, PROF_SWITCH_OFF 
  *                 (PROF_SYSTEM_TRACE: the trace starts this long before
  *                 the capture, from the daemon's running background trace;
  *                 where that is off the trace starts at the capture and
- *                 the result's note says so)
+ *                 the result's note says so; PROF_HEAP_DUMP and
+ *                 PROF_HEAP_PROFILE with format PROF_FORMAT_PERFETTO: the
+ *                 ring's sched data of that window is appended to the heap
+ *                 packets, docs/PERFETTO.md "Heap formats")
  */
 struct prof_params {
 	uint32_t size; /* sizeof(struct prof_params): PROF_PARAMS_INIT */

@@ -95,6 +95,16 @@ void svc_session_unsubscribe_end(svc_session_end_fn fn, void *ud)
 		stub_end_fn = NULL;
 }
 void svc_session_event_done(pid_t pid, uint32_t kind, int status) { stub_event_done = status; }
+/* The OOM thread handed to the session the OOM started (its id, its tid). */
+uint64_t stub_oom_session;
+uint32_t stub_oom_tid;
+int svc_session_set_oom_tid(uint64_t id, pid_t pid, uint32_t tid)
+{
+	(void)pid;
+	stub_oom_session = id;
+	stub_oom_tid = tid;
+	return 0;
+}
 /* svc_methods: the trigger tests add no method-event config. */
 void svc_methods_exec(pid_t pid, const char *exe)
 {

@@ -40,6 +40,8 @@ extern struct stub_request {
 extern int stub_cooldown_ret, stub_cooldown_records;
 /* svc_capture_stop calls (pid, trigger) and svc_session_event_done's status. */
 extern int stub_stops, stub_event_done;
+extern uint64_t stub_oom_session;
+extern uint32_t stub_oom_tid;
 extern pid_t stub_cpu_watched;
 
 void stub_reset(void);
