@@ -357,8 +357,7 @@ static int systrig_kv(struct parse_ctx *pc, const char *tname, const char *key, 
 		int f = names_format_parse(v);
 		ok = f >= 0;
 		t->format = ok ? (uint32_t)f : 0;
-	}
-	else
+	} else
 		ok = 0;
 	if (!ok) {
 		const char *one_of = !strcmp(key, "type") ? names_trigger_list()
