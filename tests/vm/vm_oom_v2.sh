@@ -10,8 +10,10 @@
 #   SRC_BUILD_DIR: take the daemon and apps from another build (e.g. one of
 #   the code before a change) while the kernel cache stays in BUILD_DIR.
 # PD_VM_CASES overrides the cases of the first VM (default below), and
-# then no second VM runs; PD_VM_MEM its memory (512M), PD_VM_TIMEOUT the
-# seconds it may take (500).
+# then no second VM runs; PD_VM_MEM its memory (768M), PD_VM_TIMEOUT the
+# seconds it may take (500). PD_VM_JDK is the JDK whose jlink makes the jvm
+# case's runtime (default java-17-openjdk-amd64; one without jlink, or an
+# empty value, skips that case and says so).
 set -euo pipefail
 
 BUILD=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
