@@ -65,7 +65,7 @@ for jdk in $JDKS; do
 		fail "$name: no heap dump stored for uid $U"
 	facts=$("$CHECKERS/hprof_check" "$f" 'OomGrow$Chunk') || fail "$name: the dump does not parse"
 	chunks=$(echo "$facts" | awk '$1 == "instances" { print $3 }')
-	# 30 % of 256 MiB less the VM's own: some 40 MiB of 256 KiB chunks.
+	# 30 % of 256 MiB less the JVM's own: some 40 MiB of 256 KiB chunks.
 	[ "${chunks:-0}" -ge 80 ] || fail "$name: only ${chunks:-no} OomGrow\$Chunk in the dump"
 	echo "$facts" | grep -q '^nonzero_primitive_arrays 0$' || fail "$name: the stored dump is not redacted"
 	echo "$facts" | grep -q '^thread grower .*OomGrow' || fail "$name: no stack of the grower thread"

@@ -291,7 +291,7 @@ case_kmsg() {
 
 # A JVM whose -Xmx (1 GiB) is far above its cgroup's memory.max (256 MiB):
 # the kernel kills it long before Java's OutOfMemoryError. A system OOM
-# trigger by main class fires at 30 % of the limit (77 MiB: the VM's own
+# trigger by main class fires at 30 % of the limit (77 MiB: the JVM's own
 # ~25 MiB and ~50 MiB of live chunks); the heap dump it takes is written by
 # the JVM to its /tmp, a tmpfs charged to the JVM's cgroup, so at its end
 # the cgroup holds about twice the live set: ~130 MiB plus what the app
