@@ -379,8 +379,14 @@ static void on_mem_warn(pid_t pid)
 {
 	struct svc_app_pid *p = svc_trigreg_pid(pid);
 	struct svc_reg *r = p ? svc_trigreg_for(p, PROF_TRIGGER_OOM) : NULL;
-	if (r)
-		fire(r, pid, names_trigger_str(r->type));
+	if (!r)
+		return;
+	/* A JVM near its memory line gets a heap dump (its graph, what holds
+	 * the memory), as for the OOM its agent reports: an allocation sample
+	 * of a few hundred ms says little about a live set built over minutes.
+	 * A trigger asking for another capture gets that. */
+	bool jvm = r->capture == PROF_HEAP_PROFILE && svc_jvm_detect(pid);
+	fire_as(r, pid, names_trigger_str(r->type), jvm ? PROF_HEAP_DUMP : 0);
 }
 
 /* The kill came: offer the capture before it again, saying so. */

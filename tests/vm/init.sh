@@ -289,8 +289,74 @@ case_kmsg() {
 	stop_daemon
 }
 
+# A JVM whose -Xmx (1 GiB) is far above its cgroup's memory.max (256 MiB):
+# the kernel kills it long before Java's OutOfMemoryError. A system OOM
+# trigger by main class fires at 30 % of the limit (77 MiB: the JVM's own
+# ~25 MiB and ~50 MiB of live chunks); the heap dump it takes is written by
+# the JVM to its /tmp, a tmpfs charged to the JVM's cgroup, so at its end
+# the cgroup holds about twice the live set: ~130 MiB plus what the app
+# grew meanwhile (12.5 MiB/s), well under the line. The JVM runs as its own
+# user; the dump, redacted, is stored for that uid before the kill, and the
+# kill is linked to it.
 case_jvm() {
-	result jvm SKIP "no JDK is packed into the VM image (a JDK is ~200 MiB: too slow to pack and boot under TCG)"
+	name=jvm
+	[ -z "$JVM_SKIP" ] || { result $name SKIP "$JVM_SKIP"; return; }
+	cg=$CG/pd-jvm
+	mkdir $cg
+	echo $((256 << 20)) > $cg/memory.max
+	start_daemon "[trigger.jvmoom]" "type = oom" "java_main = OomGrow" "memory_percent = 30" ||
+		{ result $name FAIL "daemon did not start"; return; }
+	t0=$(cut -d ' ' -f 1 /proc/uptime)
+	# SerialGC and C1 only: one CPU under TCG, no compiler or GC threads to feed.
+	rc=0
+	sh -c "echo \$\$ > $cg/cgroup.procs && exec su -s /bin/sh pdjava -c 'exec $JRT/bin/java \
+		-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xmx1g \
+		-agentpath:$BUILD/runtime/jvmti/libprofiling_jvmti.so=socket=$S/runtime.sock \
+		-cp $BUILD/tests/integration/apps/java OomGrow 256 20'" > $S/run.out 2> $S/run.err || rc=$?
+	t1=$(cut -d ' ' -f 1 /proc/uptime)
+	jpid=$(sed -n 's/^pid //p' $S/run.out)
+	echo "jvm: pid $jpid ran $(awk -v a=$t0 -v b=$t1 'BEGIN { printf "%.1f", b - a }') s," \
+		"$(grep grown $S/run.out | tail -n 1), exit $rc; pd-jvm: $(tr '\n' ' ' < $cg/memory.events)"
+	dump=$(ls $S/state/results/61023/*.hprof 2>/dev/null | head -n 1)
+	facts=
+	[ -n "$dump" ] && facts=$($BUILD/tests/integration/check/hprof_check $dump 'OomGrow$Chunk' 2>&1)
+	chunks=$(echo "$facts" | awk '$1 == "instances" { print $3 }')
+	# The heap dump's line must come before the kill's: the VM wrote it alive.
+	ldump=$(grep -n "JVM heap dump of pid $jpid: ok" $S/daemon.log | head -n 1 | cut -d : -f 1)
+	wait_log "OOM-killed by the kernel's cgroup OOM killer (memory.max [0-9]* of /pd-jvm)"
+	lkill=$(grep -n "OOM-killed by the kernel's cgroup OOM killer (memory.max [0-9]* of /pd-jvm)" \
+		$S/daemon.log | head -n 1 | cut -d : -f 1)
+	if [ "$rc" -ne 137 ]; then
+		result $name FAIL "the JVM was not SIGKILLed (exit $rc)"
+	elif ! grep -q "^oom_kill [1-9]" $cg/memory.events; then
+		result $name FAIL "no oom_kill in pd-jvm's memory.events"
+	elif grep -q OutOfMemoryError $S/run.err; then
+		result $name FAIL "Java's own OutOfMemoryError came first"
+	elif ! grep -q "oom trigger of sys:jvmoom fired for pid $jpid" $S/daemon.log; then
+		result $name FAIL "the OOM trigger did not fire for JVM pid $jpid"
+	elif [ -z "$ldump" ]; then
+		result $name FAIL "no heap dump of pid $jpid was taken"
+	elif [ -z "$lkill" ]; then
+		result $name FAIL "the kill was not recorded as a cgroup OOM kill at /pd-jvm"
+	elif [ "$ldump" -gt "$lkill" ]; then
+		result $name FAIL "the heap dump came after the kill"
+	elif [ -z "$dump" ]; then
+		result $name FAIL "no .hprof stored for uid 61023"
+	elif [ "${chunks:-0}" -lt 100 ]; then
+		result $name FAIL "the dump holds ${chunks:-no} OomGrow\$Chunk (want >= 100): $facts"
+	elif ! echo "$facts" | grep -q "^nonzero_primitive_arrays 0$"; then
+		result $name FAIL "the stored dump is not redacted: $facts"
+	elif ! echo "$facts" | grep -q "^thread grower .*OomGrow"; then
+		result $name FAIL "no stack of the grower thread in the dump"
+	elif ! wait_log "OOM-killed .*; its heap capture is queued again for the app"; then
+		result $name FAIL "the kill was not linked to the heap dump"
+	else
+		grep -E "oom trigger of sys:jvmoom fired|JVM heap dump of pid|; its heap capture is queued" \
+			$S/daemon.log
+		secs=$(awk -v a=$t0 -v b=$t1 'BEGIN { printf "%.1f", b - a }')
+		result $name PASS "heap dump ($(stat -c %s $dump) bytes, $chunks chunks, redacted) before the cgroup's OOM kill, linked; JVM start to kill $secs s"
+	fi
+	stop_daemon
 }
 
 case_status() {
