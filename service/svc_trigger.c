@@ -113,6 +113,10 @@ static int fire_as(struct svc_reg *r, pid_t pid, const char *tag, uint32_t captu
 	r->active = id;
 	r->last_session = id;
 	r->last_ns = util_now_ns(CLOCK_MONOTONIC);
+	if (p && r->type == PROF_TRIGGER_OOM) {
+		p->oom_session = id;
+		p->oom_ns = r->last_ns;
+	}
 	r->fired++;
 	LOG_PEER(uid, LOG_INFO, "%s trigger of %s fired for pid %d: session %llu",
 		 names_trigger_str(r->type), r->app, (int)pid, (unsigned long long)id);
@@ -203,7 +207,7 @@ static void session_end(const struct svc_session_end *e, void *ud)
 
 /* ------------------------------------------------------------ watchers */
 
-static void link_kill(struct svc_reg *r, pid_t pid, const char *how);
+static void link_kill(struct svc_reg *r, const struct svc_app_pid *p, const char *how);
 
 static void proc_cgroups(pid_t pid, char *out, size_t n)
 {
@@ -293,10 +297,10 @@ static void on_proc_exit(pid_t pid, int wstatus)
 		int sig = WTERMSIG(wstatus);
 		struct svc_reg *oom = svc_trigreg_for(p, PROF_TRIGGER_OOM);
 		/* Without the kernel's own word, a SIGKILL soon after the warning. */
-		if (sig == SIGKILL && oom && oom->last_session &&
-		    util_now_ns(CLOCK_MONOTONIC) - oom->last_ns < 60ull * 1000000000ull &&
+		if (sig == SIGKILL && oom && p->oom_session &&
+		    util_now_ns(CLOCK_MONOTONIC) - p->oom_ns < 60ull * 1000000000ull &&
 		    !trg_mem_counts_kills(pid))
-			link_kill(oom, pid, "killed by SIGKILL (likely the OOM killer)");
+			link_kill(oom, p, "killed by SIGKILL (likely the OOM killer)");
 		struct svc_reg *cr = svc_trigreg_find(p->app, PROF_TRIGGER_CRASH);
 		char path[SVC_PATH_MAX + 32];
 		ssize_t saved = 0;
@@ -390,14 +394,14 @@ static void on_mem_warn(pid_t pid)
 }
 
 /* The kill came: offer the capture before it again, saying so. */
-static void link_kill(struct svc_reg *r, pid_t pid, const char *how)
+static void link_kill(struct svc_reg *r, const struct svc_app_pid *p, const char *how)
 {
 	char note[256];
-	if (!r || !r->last_session)
+	if (!r || !p || !p->oom_session)
 		return;
-	double secs = (double)(util_now_ns(CLOCK_MONOTONIC) - r->last_ns) / 1e9;
-	util_fmt(note, sizeof(note), "%s %.1f s after this capture (pid %d)", how, secs, (int)pid);
-	if (svc_db_result_requeue(r->last_session, note) == 0)
+	double secs = (double)(util_now_ns(CLOCK_MONOTONIC) - p->oom_ns) / 1e9;
+	util_fmt(note, sizeof(note), "%s %.1f s after this capture (pid %d)", how, secs, (int)p->pid);
+	if (svc_db_result_requeue(p->oom_session, note) == 0)
 		LOG_N("%s: %s; its heap capture is queued again for the app", r->app, note);
 	else
 		LOG_N("%s: %s, but that capture has no stored result", r->app, note);
@@ -407,7 +411,7 @@ static void on_mem_kill(pid_t pid, const char *how)
 {
 	struct svc_app_pid *p = svc_trigreg_pid(pid);
 	if (p)
-		link_kill(svc_trigreg_for(p, PROF_TRIGGER_OOM), pid, how);
+		link_kill(svc_trigreg_for(p, PROF_TRIGGER_OOM), p, how);
 }
 
 static const struct trg_ops trg_ops = {

@@ -56,6 +56,11 @@ struct svc_app_pid {
 	int clients;                  /* connected clients of this pid */
 	int sys_reg;                  /* the system trigger that claimed it, or -1 */
 	int crash_fd;                 /* its crash ring memfd (svc_trigreg_give_crash), or -1 */
+	/* Its own last OOM-trigger capture: a kill links to this process's
+	 * capture, not to the registration's latest, which may be another
+	 * process's (a system trigger, or an app with several processes). */
+	uint64_t oom_session;
+	uint64_t oom_ns;
 };
 
 
