@@ -1539,15 +1539,63 @@ static int out_location(struct pr *c, struct in_loc *l, uint64_t *id)
 	return 0;
 }
 
-static bool sample_settled(struct pr *c, size_t nl, size_t nv, size_t nlab);
+static bool labels_settled(const struct pr *c, size_t nv, size_t nlab);
+static bool frames_settled(struct pr *c, size_t nl);
 
-/* One sample: judged, and written when it is the app's (0); in pass 1,
- * 1 when it cannot be judged yet. */
+/*
+ * Frames of one packed location_id field: their count, or -EBADMSG when
+ * a varint runs past the field or over 10 bytes (what rd_varint refuses).
+ * Checked for every sample, kept or not, so a malformed one is refused
+ * whoever it belongs to, as when every frame was decoded.
+ */
+static ssize_t packed_count(const uint8_t *p, const uint8_t *e)
+{
+	size_t n = 0, run = 0, worst = 0;
+
+	/* Without branches on the bytes: ids of one and two bytes mix at
+	 * random, and a mispredicted branch a frame was most of this. */
+	for (; p < e; p++) {
+		size_t more = *p >> 7;
+		run = (run + 1) * more;
+		n += more ^ 1;
+		worst = run > worst ? run : worst;
+	}
+	return run || worst >= 10 ? -EBADMSG : (ssize_t)n;
+}
+
+/* Decode a packed field checked by packed_count into c->sl[nl..). */
+static int packed_decode(struct pr *c, const uint8_t *p, const uint8_t *e, size_t *nl,
+			 size_t n)
+{
+	struct rd pk = { p, e };
+	int r;
+
+	if (*nl + n > c->sl_cap &&
+	    (r = grow(&c->sl, &c->sl_cap, *nl + n, sizeof(*c->sl), PR_MAX_FRAMES)))
+		return r;
+	while (pk.p < pk.e)
+		if (rd_varint(&pk, &c->sl[(*nl)++]))
+			return -EBADMSG;
+	return 0;
+}
+
+/*
+ * One sample: judged, and written when it is the app's (0); in pass 1,
+ * 1 when it cannot be judged yet.
+ *
+ * Cheapest first, as half the samples or more are not the app's: the
+ * fields are walked once, a packed location_id field (every writer's)
+ * only counted; the pid label decides; only a kept sample's frames are
+ * decoded, straight into output ids while every one is a location
+ * already made (the common case once the hot frames have been seen).
+ */
 static int sample(struct pr *c, const uint8_t *p, size_t n)
 {
-	size_t nl = 0, nv = 0, nlab = 0;
+	size_t nl = 0, nv = 0, nlab = 0, npk = 0;
 	int64_t values[PP_MAX_VALUES];
 	struct rd d = { p, p + n };
+	/* The one packed location_id field, not yet decoded into c->sl. */
+	const uint8_t *pk_p = NULL, *pk_e = NULL;
 	int r;
 
 	while (d.p < d.e) {
@@ -1557,12 +1605,28 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 		const uint8_t *x = NULL;
 		if (rd_field(&d, &num, &wt, &v, &x))
 			return -EBADMSG;
-		if (num == 1 || num == 2) {
+		if (num == 1 && wt == WT_LEN && !nl && !pk_p) {
+			ssize_t k = packed_count(x, x + v);
+			if (k < 0)
+				return (int)k;
+			if ((size_t)k > PR_MAX_FRAMES)
+				return -E2BIG;
+			pk_p = x;
+			pk_e = x + v;
+			npk = (size_t)k;
+		} else if (num == 1 || num == 2) {
 			/* Packed, or one number per field: both are valid. */
 			struct rd pk = { NULL, NULL };
 			uint64_t one = v;
 			if (wt != WT_LEN && wt != WT_VARINT)
 				return -EBADMSG;
+			/* A second location_id field: the frames in order. */
+			if (num == 1 && pk_p) {
+				if ((r = packed_decode(c, pk_p, pk_e, &nl, npk)))
+					return r;
+				pk_p = pk_e = NULL;
+				npk = 0;
+			}
 			if (wt == WT_LEN)
 				pk = (struct rd){ x, x + v };
 			/* Room for as many ids as bytes, at most the cap, once:
@@ -1624,8 +1688,10 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 			nlab++;
 		}
 	}
-	/* In pass 1, a sample that names what has not come yet waits. */
-	if (c->online && !sample_settled(c, nl, nv, nlab))
+	/* In pass 1, a sample that names what has not come yet waits. A
+	 * sample not the app's reaches nothing of its frames: judged on its
+	 * labels alone. */
+	if (c->online && !labels_settled(c, nv, nlab))
 		return 1;
 	if (nv != c->ntypes)
 		return -EBADMSG;
@@ -1644,13 +1710,44 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 		return 0;
 	}
 
+	size_t nf = nl + npk;
 	/* Worst case: every frame, value and label a 10-byte varint. */
-	size_t bound = 32 + nl * 10 + PP_MAX_VALUES * 10 + PP_MAX_LABELS * 48;
+	size_t bound = 32 + nf * 10 + PP_MAX_VALUES * 10 + PP_MAX_LABELS * 48;
 	if ((r = enc_room(c, bound)) ||
-	    (r = grow(&c->olocs_tmp, &c->olocs_tmp_cap, nl + 1, sizeof(*c->olocs_tmp), SIZE_MAX / 16)))
+	    (r = grow(&c->olocs_tmp, &c->olocs_tmp_cap, nf + 1, sizeof(*c->olocs_tmp), SIZE_MAX / 16)))
 		return r;
-	size_t on = 0, blen = 0;
-	for (size_t i = 0; i < nl; i++) {
+	size_t on = 0, blen = 0, kernel = 0;
+	bool fast = false;
+	if (pk_p && !nl && c->loc_ix.dense) {
+		/* Every frame a location already made, or fall through. */
+		struct rd pk = { pk_p, pk_e };
+		uint64_t lid = 0;
+		fast = true;
+		while (pk.p < pk.e) {
+			rd_varint(&pk, &lid); /* checked by packed_count */
+			uint32_t o = lid - 1 < c->nlocs ? c->loc_out[lid - 1] : 0;
+			if (!o) {
+				fast = false;
+				break;
+			}
+			if (o != LOC_KERNEL) {
+				c->olocs_tmp[on++] = o;
+				blen += varint_len(o);
+			} else {
+				kernel++;
+			}
+		}
+	}
+	if (fast) {
+		c->st->anonymised += kernel;
+	} else {
+		on = blen = 0;
+		if (pk_p && (r = packed_decode(c, pk_p, pk_e, &nl, npk)))
+			return r;
+		if (c->online && !frames_settled(c, nl))
+			return 1;
+	}
+	for (size_t i = 0; !fast && i < nl; i++) {
 		uint64_t lid = c->sl[i];
 		ssize_t li = c->loc_ix.dense && lid - 1 < c->nlocs ? (ssize_t)(lid - 1) :
 			     find_id(&c->loc_ix, c->locs, c->nlocs, sizeof(*c->locs), lid);
@@ -1796,10 +1893,12 @@ static bool settled(const struct pr *c, int64_t i)
 
 /*
  * In pass 1, whether the sample just parsed can be judged on what came
- * so far, exactly as pass 2 would: every string, location, mapping and
- * function it reaches is already read. Pure: nothing is marked or counted.
+ * so far, exactly as pass 2 would: its values and every string its labels
+ * name are already read (here), and for a kept sample every location,
+ * mapping, function and string its frames reach (frames_settled). Pure:
+ * nothing is marked or counted.
  */
-static bool sample_settled(struct pr *c, size_t nl, size_t nv, size_t nlab)
+static bool labels_settled(const struct pr *c, size_t nv, size_t nlab)
 {
 	if (nv != c->ntypes)
 		return false;
@@ -1807,6 +1906,12 @@ static bool sample_settled(struct pr *c, size_t nl, size_t nv, size_t nlab)
 		if (!settled(c, c->lab[i].key) || !settled(c, c->lab[i].str) ||
 		    !settled(c, c->lab[i].unit))
 			return false;
+	return true;
+}
+
+/* The same for a kept sample's frames, c->sl[0..nl). */
+static bool frames_settled(struct pr *c, size_t nl)
+{
 	for (size_t i = 0; i < nl; i++) {
 		uint64_t lid = c->sl[i];
 		/* The common case first: dense ids, a location already made. */
