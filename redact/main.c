@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +184,9 @@ int main(int argc, char **argv)
 		status("error: --kernel-fd %d is not open\n", kfd);
 		return EX_SOFTWARE;
 	}
+	/* The pprof redactor's threads (rdc_pprof.c) share the one malloc
+	 * arena: no 64 MiB arena reservation per thread under RLIMIT_AS. */
+	mallopt(M_ARENA_MAX, 1);
 	if ((r = sbx_install(redactor_policy, redactor_policy_count, debug)) < 0) {
 		status("error: cannot install the seccomp filter: %s\n", strerror(-r));
 		return EX_SOFTWARE;
