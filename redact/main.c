@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <getopt.h>
 #include <malloc.h>
@@ -79,13 +80,15 @@ static void usage(FILE *f)
 		"  --dlp-builtin         also scrub e-mail addresses, IPv4 and long hex tokens\n"
 		"  --debug-seccomp       trap forbidden syscalls and name them, instead of kill\n"
 		"  --test-forbidden      after the sandbox is on, try openat(2) (for tests)\n"
+		"  --test-fork           after the sandbox is on, try clone(2) without\n"
+		"                        CLONE_THREAD, a new process (for tests)\n"
 		"  --allow-root          run even as root (development only)\n");
 }
 
 int main(int argc, char **argv)
 {
 	enum { O_FORMAT = 256, O_PIDS, O_TIDS, O_KFD, O_DLP, O_DLP_BUILTIN, O_DEBUG, O_FORBIDDEN,
-	       O_ROOT };
+	       O_ROOT, O_FORK };
 	static const struct option opts[] = {
 		{ "format", required_argument, NULL, O_FORMAT },
 		{ "pids", required_argument, NULL, O_PIDS },
@@ -95,6 +98,7 @@ int main(int argc, char **argv)
 		{ "dlp-builtin", no_argument, NULL, O_DLP_BUILTIN },
 		{ "debug-seccomp", no_argument, NULL, O_DEBUG },
 		{ "test-forbidden", no_argument, NULL, O_FORBIDDEN },
+		{ "test-fork", no_argument, NULL, O_FORK },
 		{ "allow-root", no_argument, NULL, O_ROOT },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
@@ -102,7 +106,7 @@ int main(int argc, char **argv)
 	static int32_t pids[MAX_IDS], tids[MAX_IDS];
 	const char *format = NULL, *dlp[RDC_DLP_MAX];
 	size_t npids = 0, ntids = 0, ndlp = 0;
-	bool debug = false, forbidden = false, allow_root = false;
+	bool debug = false, forbidden = false, allow_root = false, try_fork = false;
 	int c, r, kfd = -1;
 	char *end;
 
@@ -143,6 +147,7 @@ int main(int argc, char **argv)
 		case O_DEBUG: debug = true; break;
 		case O_FORBIDDEN: forbidden = true; break;
 		case O_ROOT: allow_root = true; break;
+		case O_FORK: try_fork = true; break;
 		case 'h': usage(stdout); return 0;
 		default: goto bad;
 		}
@@ -195,6 +200,16 @@ int main(int argc, char **argv)
 		/* Raw syscall: glibc's open() may take another route. */
 		long fd = syscall(SYS_openat, -100, "/etc/passwd", 0);
 		status("error: the sandbox let openat through (%ld)\n", fd);
+		return EX_SOFTWARE;
+	}
+	if (try_fork) {
+		/* The filter lets clone through for threads only: a process,
+		 * as fork(2) makes it, must die here. Raw, as glibc might use
+		 * clone3 (refused with ENOSYS) or vfork. */
+		long pid = syscall(SYS_clone, (unsigned long)SIGCHLD, 0ul, 0ul, 0ul, 0ul);
+		if (pid == 0)
+			_exit(EX_SOFTWARE);
+		status("error: the sandbox let a process through (%ld)\n", pid);
 		return EX_SOFTWARE;
 	}
 
