@@ -708,9 +708,9 @@ struct pr {
 	struct in_fn *fns;
 	size_t nfns, fns_cap;
 	struct id_index map_ix, loc_ix, fn_ix;
-	/* Output id of each input location by position (LOC_KERNEL: a kernel
-	 * frame, dropped), apart from the tables so the lookup per frame stays
-	 * in cache. */
+	/* Output id of each input location by position, as loc_code encodes
+	 * it (0 not made yet, LOC_KERNEL: a kernel frame, dropped), apart from
+	 * the tables so the lookup per frame stays in cache. */
 	uint32_t *loc_out;
 	int64_t types[PP_MAX_VALUES][2];
 	size_t ntypes;
@@ -1509,6 +1509,28 @@ static inline size_t varint_len(uint64_t v)
 	return v < 0x80 ? 1 : (size_t)(64 - __builtin_clzll(v) + 6) / 7;
 }
 
+/*
+ * An output location id as loc_out holds it: its varint bytes (ids are
+ * under 2^20, PR_MAX_ENTRIES: at most three) in the low bytes, their
+ * count in the top one; put_code writes it without a loop. Nonzero, and
+ * never LOC_KERNEL (count 0xff).
+ */
+static uint32_t loc_code(uint32_t id)
+{
+	uint8_t b[10];
+	size_t n = (size_t)(put_varint(b, id) - b);
+	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)n << 24;
+}
+
+/* Three bytes stored whatever the length: the caller has the room. */
+static inline uint8_t *put_code(uint8_t *e, uint32_t x)
+{
+	e[0] = (uint8_t)x;
+	e[1] = (uint8_t)(x >> 8);
+	e[2] = (uint8_t)(x >> 16);
+	return e + (x >> 24);
+}
+
 /* A scalar field, left out when zero (proto3, as protobuf-c writes it). */
 static inline uint8_t *put_uint(uint8_t *p, unsigned num, uint64_t v)
 {
@@ -1804,8 +1826,19 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 		unsigned wt;
 		uint64_t v;
 		const uint8_t *x = NULL;
-		if (rd_field(&d, &num, &wt, &v, &x))
+		/* Fields 1-3 with a one-byte length, every writer's sample:
+		 * read without the general path. */
+		uint8_t tag = *d.p;
+		if ((tag == 0x0a || tag == 0x12 || tag == 0x1a) && d.e - d.p >= 2 && d.p[1] < 0x80 &&
+		    d.p[1] <= d.e - d.p - 2) {
+			num = tag >> 3;
+			wt = WT_LEN;
+			v = d.p[1];
+			x = d.p + 2;
+			d.p = x + v;
+		} else if (rd_field(&d, &num, &wt, &v, &x)) {
 			return -EBADMSG;
+		}
 		if (num == 1 && wt == WT_LEN && !nl && !pk_p) {
 			ssize_t k = packed_count(x, x + v);
 			if (k < 0)
@@ -1918,7 +1951,9 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 		return r;
 	/* The output's location ids go straight to enc + ENC_IDS, encoded;
 	 * their tag and length are put in front once their length is known. */
-	enum { ENC_IDS = 4 }; /* tag, and a length < 2^21 (65536 x 10 bytes) */
+	/* Room in front: the sample's own tag and length, then the ids' (each
+	 * length < 2^21, 65536 frames x 5 bytes, so a tag and 3 bytes). */
+	enum { ENC_IDS = 8 };
 	uint8_t *ids = c->enc + ENC_IDS, *e = ids, *q;
 	size_t kernel = 0;
 	bool fast = false;
@@ -1945,7 +1980,7 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 				break;
 			}
 			if (o != LOC_KERNEL)
-				e = put_varint(e, o);
+				e = put_code(e, o);
 			else
 				kernel++;
 		}
@@ -1970,10 +2005,10 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 			uint64_t id;
 			if ((r = out_location(c, &c->locs[li], &id)))
 				return r;
-			o = c->loc_out[li] = id ? (uint32_t)id : LOC_KERNEL;
+			o = c->loc_out[li] = id ? loc_code((uint32_t)id) : LOC_KERNEL;
 		}
 		if (o != LOC_KERNEL)
-			e = put_varint(e, o);
+			e = put_code(e, o);
 		else
 			c->st->anonymised++; /* a kernel frame removed */
 	}
@@ -2030,7 +2065,12 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 		e += b - body;
 		kept_labels++;
 	}
-	if ((r = put_msg(c, 2, start, (size_t)(e - start))))
+	/* The sample's tag and length in front of it: one copy to the sink. */
+	size_t mlen = (size_t)(e - start);
+	start -= 1 + varint_len(mlen);
+	start[0] = 2 << 3 | WT_LEN;
+	put_varint(start + 1, mlen);
+	if ((r = sink_put(&c->out, start, (size_t)(e - start))))
 		return r;
 	c->st->kept++;
 	return 0;
