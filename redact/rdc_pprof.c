@@ -743,7 +743,7 @@ struct pr {
 	/* one sample's fields, reused */
 	uint64_t *sl;
 	size_t sl_cap;
-	struct { int64_t key, str, num, unit; } *lab;
+	struct lab { int64_t key, str, num, unit; } *lab;
 	size_t lab_cap;
 	uint8_t *enc;
 	size_t enc_cap;
@@ -1738,6 +1738,17 @@ static int out_location(struct pr *c, struct in_loc *l, uint64_t *id)
 static bool labels_settled(const struct pr *c, size_t nv, size_t nlab);
 static bool frames_settled(struct pr *c, size_t nl);
 
+/* Label field f (1 key, 2 str, 3 num, 4 num_unit) of lb. */
+static inline void lab_set(struct lab *lb, unsigned f, int64_t v)
+{
+	switch (f) {
+	case 1: lb->key = v; break;
+	case 2: lb->str = v; break;
+	case 3: lb->num = v; break;
+	default: lb->unit = v; break;
+	}
+}
+
 /*
  * Frames of one packed location_id field: their count, or -EBADMSG when
  * a varint runs past the field or over 10 bytes (what rd_varint refuses).
@@ -1891,7 +1902,10 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 			if (nlab == c->lab_cap &&
 			    (r = grow(&c->lab, &c->lab_cap, nlab + 1, sizeof(*c->lab), PR_MAX_SLABELS)))
 				return r;
-			int64_t lv[4] = { 0, 0, 0, 0 };
+			/* Straight into the label, field by field: a copy of a
+			 * local array made here waited on its own stores. */
+			struct lab *lb = &c->lab[nlab];
+			lb->key = lb->str = lb->num = lb->unit = 0;
 			struct rd lr = { x, x + v };
 			while (lr.p < lr.e) {
 				uint32_t ln;
@@ -1905,20 +1919,16 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 					lr.p++;
 					if (rd_varint(&lr, &lval))
 						return -EBADMSG;
-					lv[(t >> 3) - 1] = (int64_t)lval;
+					lab_set(lb, t >> 3, (int64_t)lval);
 					continue;
 				}
 				if (rd_field(&lr, &ln, &lwt, &lval, &y))
 					return -EBADMSG;
 				if (ln >= 1 && ln <= 4) {
 					WANT_VARINT(lwt);
-					lv[ln - 1] = (int64_t)lval;
+					lab_set(lb, ln, (int64_t)lval);
 				}
 			}
-			c->lab[nlab].key = lv[0];
-			c->lab[nlab].str = lv[1];
-			c->lab[nlab].num = lv[2];
-			c->lab[nlab].unit = lv[3];
 			nlab++;
 		}
 	}
