@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -285,6 +286,62 @@ static void test_packed_ids(void **state)
 	close(good);
 }
 
+/*
+ * The deflater thread's write fails (/dev/full: ENOSPC): the error comes
+ * back from rdc_pprof, whether the output fails at its end (a small
+ * profile) or mid-stream while the parser still fills buffers (a large
+ * one: many 256 KiB buffers of kept samples), and nothing hangs.
+ */
+static void test_output_fails(void **state)
+{
+	int32_t pids[] = { APP };
+	struct rdc_policy pol = { .pids = pids, .npids = 1 };
+	int full = open("/dev/full", O_WRONLY | O_CLOEXEC);
+	(void)state;
+	if (full < 0)
+		skip();
+	int in = make_profile(true);
+	assert_int_equal(rdc_pprof(in, full, &pol, NULL), -ENOSPC);
+	close(in);
+
+	struct pp_builder *b;
+	uint64_t m, f, loc[4096], stack[32];
+	int64_t v[2] = { 1, 10000000 };
+	struct pp_label la[1] = { { .key = "pid", .num = APP } };
+	uint32_t seed = 1;
+	assert_int_equal(pp_new(&b), 0);
+	assert_int_equal(pp_add_sample_type(b, "samples", "count"), 0);
+	assert_int_equal(pp_add_sample_type(b, "cpu", "nanoseconds"), 0);
+	assert_int_equal(pp_add_mapping(b, 0x400000, 0x900000, 0, "/usr/bin/app", NULL, true, false, &m), 0);
+	assert_int_equal(pp_add_function(b, "f", NULL, "f.c", 1, &f), 0);
+	for (size_t i = 0; i < 4096; i++)
+		assert_int_equal(pp_add_location(b, m, 0x400000 + i * 16, f, (int64_t)i, &loc[i]), 0);
+	/* Frames at random: deflate cannot make the kept samples small. */
+	for (int s = 0; s < 40000; s++) {
+		for (size_t i = 0; i < 32; i++) {
+			seed = seed * 1103515245u + 12345u;
+			stack[i] = loc[(seed >> 16) % 4096];
+		}
+		assert_int_equal(pp_add_sample(b, stack, 32, v, 2, la, 1), 0);
+	}
+	in = memfd();
+	assert_int_equal(pp_write_gz(b, in, NULL), 0);
+	pp_free(b);
+	lseek(in, 0, SEEK_SET);
+	struct rdc_stats st;
+	assert_int_equal(rdc_pprof(in, full, &pol, &st), -ENOSPC);
+	/* Not at the end: the parser was still going when it heard. */
+	assert_true(st.kept < 40000);
+	/* The same profile to a real file: all kept. */
+	int out = memfd();
+	lseek(in, 0, SEEK_SET);
+	assert_int_equal(rdc_pprof(in, out, &pol, &st), 0);
+	assert_int_equal(st.kept, 40000);
+	close(out);
+	close(in);
+	close(full);
+}
+
 static void test_dlp(void **state)
 {
 	struct rdc_dlp *d;
@@ -315,6 +372,7 @@ int main(void)
 		cmocka_unit_test(test_no_samples_at_all),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_packed_ids),
+		cmocka_unit_test(test_output_fails),
 		cmocka_unit_test(test_dlp),
 	};
 	return cmocka_run_group_tests_name("rdc_pprof", tests, NULL, NULL);
