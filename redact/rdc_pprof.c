@@ -130,6 +130,9 @@ struct src {
 	uint8_t *in;         /* PR_CHUNK compressed bytes */
 	uint8_t *buf;        /* the window: inflated bytes [pos, end) unread */
 	size_t cap, pos, end;
+	uint8_t *own;        /* the window's own buffer, own_cap bytes */
+	size_t own_cap;
+	bool lent;           /* buf is the rest of cur, lent by the queue */
 	uint64_t raw_base;   /* inflated offset of buf[0] */
 	/* gzip: the inflater thread, which alone touches the codec, in and
 	 * the fd from src_rewind to src_stop; its output in iq, cur[cur_off..)
@@ -227,8 +230,8 @@ static int src_open(struct src *s, int fd)
 		return r;
 	s->in_off = 0;
 	s->gz = n == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-	s->cap = PR_CHUNK;
-	s->buf = malloc(s->cap);
+	s->cap = s->own_cap = PR_CHUNK;
+	s->buf = s->own = malloc(s->cap);
 	s->in = s->gz ? malloc(PR_CHUNK) : NULL;
 	if (!s->buf || (s->gz && !s->in))
 		return -ENOMEM;
@@ -245,6 +248,9 @@ static void src_stop(struct src *s)
 	pthread_join(s->ith, NULL);
 	s->ith_on = false;
 	s->cur = NULL;
+	s->buf = s->own;
+	s->cap = s->own_cap;
+	s->lent = false;
 }
 
 static void src_close(struct src *s)
@@ -257,7 +263,7 @@ static void src_close(struct src *s)
 	if (s->zinit)
 		inflateEnd(&s->z);
 #endif
-	free(s->buf);
+	free(s->own);
 	free(s->in);
 	free(s->mem);
 }
@@ -459,8 +465,13 @@ static int src_inflate(struct src *s, size_t room)
 	}
 }
 
-/* More inflated bytes at buf[end..cap): 1 some came, 0 end of data, -errno. */
-static int src_fill(struct src *s)
+/*
+ * More inflated bytes at buf[end..cap), the window its own: 1 some came,
+ * 0 end of data, -errno. From the inflater, at most want (copied: the
+ * window goes back to being lent as soon as it drains); from a file, as
+ * many as fit.
+ */
+static int src_fill(struct src *s, size_t want)
 {
 	size_t room = s->cap - s->end, got;
 	int r;
@@ -475,7 +486,72 @@ static int src_fill(struct src *s)
 	}
 	if (s->zend)
 		return 0;
-	return src_inflate(s, room);
+	return src_inflate(s, want < room ? want : room);
+}
+
+/*
+ * The window drained: lend it the rest of the inflater's current buffer
+ * (or the next), no copy; most of the input is read so, only a field
+ * that straddles two buffers is copied (src_unlend). 1, 0 at the end of
+ * the data, -errno.
+ */
+static int src_lend(struct src *s)
+{
+	s->raw_base += s->end;
+	s->pos = s->end = 0;
+	if (s->lent) {
+		rdc_bufq_release(s->iq, s->cur);
+		s->cur = NULL;
+		s->lent = false;
+		s->buf = s->own;
+		s->cap = s->own_cap;
+	}
+	for (;;) {
+		if (s->zend)
+			return 0;
+		if (!s->cur) {
+			if (!(s->cur = rdc_bufq_take_full(s->iq)))
+				return -EIO; /* not closed while we read */
+			s->cur_off = 0;
+		}
+		struct rdc_bufq_buf *b = s->cur;
+		if (b->status < 0)
+			return b->status;
+		size_t k = b->len - s->cur_off;
+		if (k) {
+			s->buf = b->data + s->cur_off;
+			s->end = s->cap = k;
+			s->cur_off = b->len;
+			s->lent = true;
+			if (s->raw_base + s->end > RDC_PPROF_MAX_RAW)
+				return -E2BIG;
+			if (b->status == 0)
+				s->zend = true; /* the stream's last bytes */
+			return 1;
+		}
+		int st = b->status;
+		rdc_bufq_release(s->iq, b);
+		s->cur = NULL;
+		if (st == 0)
+			s->zend = true;
+	}
+}
+
+/* The lent window's unread bytes into the window's own buffer (at most
+ * PR_CHUNK, which it holds), the queue's buffer given back. */
+static void src_unlend(struct src *s)
+{
+	size_t k = s->end - s->pos;
+
+	memcpy(s->own, s->buf + s->pos, k);
+	rdc_bufq_release(s->iq, s->cur);
+	s->cur = NULL;
+	s->raw_base += s->pos;
+	s->pos = 0;
+	s->end = k;
+	s->buf = s->own;
+	s->cap = s->own_cap;
+	s->lent = false;
 }
 
 /* Slide the unread bytes to the front of the window. */
@@ -495,24 +571,34 @@ static void src_slide(struct src *s)
  */
 static int src_want(struct src *s, size_t n, bool short_ok)
 {
+	int r;
+
 	if (s->end - s->pos >= n)
 		return 0;
 	if (n > PR_MAX_FIELD)
 		return -E2BIG;
+	if (s->iq && !s->lent && s->pos == s->end) {
+		if ((r = src_lend(s)) < 0)
+			return r;
+		if (s->end - s->pos >= n)
+			return 0;
+	}
+	if (s->lent)
+		src_unlend(s);
 	if (s->cap - s->pos < n + 16 || s->cap - s->end < PR_CHUNK / 4)
 		src_slide(s);
 	if (s->cap < n + 16) {
 		size_t ncap = s->cap;
 		while (ncap < n + 16)
 			ncap *= 2;
-		uint8_t *g = realloc(s->buf, ncap);
+		uint8_t *g = realloc(s->own, ncap);
 		if (!g)
 			return -ENOMEM;
-		s->buf = g;
-		s->cap = ncap;
+		s->buf = s->own = g;
+		s->cap = s->own_cap = ncap;
 	}
 	while (s->end - s->pos < n) {
-		int r = src_fill(s);
+		r = src_fill(s, n - (s->end - s->pos));
 		if (r < 0)
 			return r;
 		if (!r)
@@ -526,9 +612,14 @@ static int src_skip(struct src *s, uint64_t n)
 {
 	while (n) {
 		if (s->pos == s->end) {
-			s->raw_base += s->end;
-			s->pos = s->end = 0;
-			int r = src_fill(s);
+			int r;
+			if (s->iq) {
+				r = src_lend(s);
+			} else {
+				s->raw_base += s->end;
+				s->pos = s->end = 0;
+				r = src_fill(s, SIZE_MAX);
+			}
 			if (r < 0)
 				return r;
 			if (!r)
