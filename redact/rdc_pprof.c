@@ -39,6 +39,14 @@
  * zlib at Z_BEST_SPEED. Both read one gzip member, check its CRC and
  * length, and ignore what follows it; tests/unit runs both builds.
  *
+ * Threads: a gzip'd input is inflated on a thread of its own (src_worker,
+ * from src_rewind to src_stop) and the output deflated and written on
+ * another (sink_worker, from sink_open to sink_finish), each through an
+ * rdc_bufq of PR_QBUFS buffers; the parser reads a buffer in place when
+ * it can (src_lend) and copies only a field that straddles two. Each
+ * worker alone touches its codec and fd; errors come back through the
+ * queue. Both are joined before rdc_pprof returns.
+ *
  * Same rules as the unpack-and-rebuild redactor this replaced (kept in
  * tests/unit/rdc_pprof_ref.c, and test_rdc_pprof_diff holds them equal):
  * functions are merged by (name, file), locations by (mapping, address),
@@ -52,7 +60,8 @@
  * Memory: never the samples. The input's tables by position (a mapping 56
  * bytes, a location 52, a function 48, a string 5), its strings' text up
  * to PR_HELD_MAX (3 MiB with 8 bytes each; past it dropped), the output's tables
- * sized by what is kept, one inflate window, one field at a time. Caps,
+ * sized by what is kept, one inflate window, one field at a time, and the
+ * two queues (2 x PR_QBUFS x 256 KiB) and threads' stacks (256 KiB each). Caps,
  * each -E2BIG when passed (exit 66): input 256 MiB gzip'd and 1 GiB
  * inflated; one top-level field (a sample, a string...) 16 MiB; 2^16
  * frames and 4096 labels in one sample (the agents write at most 512 and
