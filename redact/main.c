@@ -16,8 +16,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,13 +177,15 @@ static void usage(FILE *f)
 		"  --kernel-fd N         also heapgraph, heapprofile: kernel context appended\n"
 		"  --debug-seccomp       trap forbidden syscalls and name them, instead of kill\n"
 		"  --test-forbidden      after the sandbox is on, try openat(2) (for tests)\n"
+		"  --test-fork           after the sandbox is on, try clone(2) without\n"
+		"                        CLONE_THREAD, a new process (for tests)\n"
 		"  --allow-root          run even as root (development only)\n");
 }
 
 int main(int argc, char **argv)
 {
 	enum { O_FORMAT = 256, O_PIDS, O_TIDS, O_KFD, O_DLP, O_DLP_BUILTIN, O_DEBUG, O_FORBIDDEN,
-	       O_ROOT, O_UID, O_CMDLINE, O_OOM_TID };
+	       O_ROOT, O_UID, O_CMDLINE, O_OOM_TID, O_FORK };
 	static const struct option opts[] = {
 		{ "format", required_argument, NULL, O_FORMAT },
 		{ "pids", required_argument, NULL, O_PIDS },
@@ -191,6 +195,7 @@ int main(int argc, char **argv)
 		{ "dlp-builtin", no_argument, NULL, O_DLP_BUILTIN },
 		{ "debug-seccomp", no_argument, NULL, O_DEBUG },
 		{ "test-forbidden", no_argument, NULL, O_FORBIDDEN },
+		{ "test-fork", no_argument, NULL, O_FORK },
 		{ "allow-root", no_argument, NULL, O_ROOT },
 		{ "uid", required_argument, NULL, O_UID },
 		{ "cmdline", required_argument, NULL, O_CMDLINE },
@@ -201,7 +206,7 @@ int main(int argc, char **argv)
 	static int32_t pids[MAX_IDS], tids[MAX_IDS];
 	const char *format = NULL, *dlp[RDC_DLP_MAX];
 	size_t npids = 0, ntids = 0, ndlp = 0;
-	bool debug = false, forbidden = false, allow_root = false;
+	bool debug = false, forbidden = false, allow_root = false, try_fork = false;
 	int c, r, kfd = -1;
 	static char cmdline[RDC_CMDLINE_MAX];
 	struct rdc_proc proc = { .cmdline = cmdline };
@@ -257,6 +262,7 @@ int main(int argc, char **argv)
 			if (parse_u32(optarg, &proc.oom_tid) < 0)
 				goto bad;
 			break;
+		case O_FORK: try_fork = true; break;
 		case 'h': usage(stdout); return 0;
 		default: goto bad;
 		}
@@ -302,6 +308,9 @@ int main(int argc, char **argv)
 		status("error: --kernel-fd %d is not open\n", kfd);
 		return EX_SOFTWARE;
 	}
+	/* The pprof redactor's threads (rdc_pprof.c) share the one malloc
+	 * arena: no 64 MiB arena reservation per thread under RLIMIT_AS. */
+	mallopt(M_ARENA_MAX, 1);
 	if ((r = sbx_install(redactor_policy, redactor_policy_count, debug)) < 0) {
 		status("error: cannot install the seccomp filter: %s\n", strerror(-r));
 		return EX_SOFTWARE;
@@ -310,6 +319,16 @@ int main(int argc, char **argv)
 		/* Raw syscall: glibc's open() may take another route. */
 		long fd = syscall(SYS_openat, -100, "/etc/passwd", 0);
 		status("error: the sandbox let openat through (%ld)\n", fd);
+		return EX_SOFTWARE;
+	}
+	if (try_fork) {
+		/* The filter lets clone through for threads only: a process,
+		 * as fork(2) makes it, must die here. Raw, as glibc might use
+		 * clone3 (refused with ENOSYS) or vfork. */
+		long pid = syscall(SYS_clone, (unsigned long)SIGCHLD, 0ul, 0ul, 0ul, 0ul);
+		if (pid == 0)
+			_exit(EX_SOFTWARE);
+		status("error: the sandbox let a process through (%ld)\n", pid);
 		return EX_SOFTWARE;
 	}
 

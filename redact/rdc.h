@@ -3,8 +3,8 @@
  * reads an untrusted artifact from in_fd and writes a redacted copy that
  * holds only the requesting app's data to out_fd. They run inside the
  * profilingd-redact child: no privileges, a seccomp allow-list, so they
- * may only read/write/lseek/close the fds they are given and allocate
- * memory (no open, no sockets, no threads).
+ * may only read/write/lseek/close the fds they are given, allocate memory
+ * and start threads (rdc_pprof's two; no open, no sockets, no process).
  *
  * Every redactor parses all of its input: an artifact that does not parse,
  * or that would produce an empty result, is refused (-EBADMSG), never
@@ -57,7 +57,8 @@ struct rdc_stats {
 
 /* A file in_fd is read twice, from its current offset to its end, never
  * whole in memory; a pipe is read whole first (up to the 256 MiB input
- * cap). Output gzip'd, at Z_BEST_SPEED. */
+ * cap). Output gzip'd, at Z_BEST_SPEED. Inflating and deflating run on
+ * two threads of its own, joined before it returns. */
 int rdc_pprof(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stats *st);
 /*
  * in_fd: the runtime's trace, the app's word only: kernel-origin packets

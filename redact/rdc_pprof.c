@@ -39,6 +39,14 @@
  * zlib at Z_BEST_SPEED. Both read one gzip member, check its CRC and
  * length, and ignore what follows it; tests/unit runs both builds.
  *
+ * Threads: a gzip'd input is inflated on a thread of its own (src_worker,
+ * from src_rewind to src_stop) and the output deflated and written on
+ * another (sink_worker, from sink_open to sink_finish), each through an
+ * rdc_bufq of PR_QBUFS buffers; the parser reads a buffer in place when
+ * it can (src_lend) and copies only a field that straddles two. Each
+ * worker alone touches its codec and fd; errors come back through the
+ * queue. Both are joined before rdc_pprof returns.
+ *
  * Same rules as the unpack-and-rebuild redactor this replaced (kept in
  * tests/unit/rdc_pprof_ref.c, and test_rdc_pprof_diff holds them equal):
  * functions are merged by (name, file), locations by (mapping, address),
@@ -52,7 +60,8 @@
  * Memory: never the samples. The input's tables by position (a mapping 56
  * bytes, a location 52, a function 48, a string 5), its strings' text up
  * to PR_HELD_MAX (3 MiB with 8 bytes each; past it dropped), the output's tables
- * sized by what is kept, one inflate window, one field at a time. Caps,
+ * sized by what is kept, one inflate window, one field at a time, and the
+ * two queues (2 x PR_QBUFS x 256 KiB) and threads' stacks (256 KiB each). Caps,
  * each -E2BIG when passed (exit 66): input 256 MiB gzip'd and 1 GiB
  * inflated; one top-level field (a sample, a string...) 16 MiB; 2^16
  * frames and 4096 labels in one sample (the agents write at most 512 and
@@ -62,6 +71,7 @@
 #include "rdc.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +84,7 @@
 #endif
 
 #include "pprof.h"
+#include "rdc_bufq.h"
 #include "util.h"
 
 #define RDC_PPROF_MAX_IN  (256ull << 20)
@@ -90,6 +101,8 @@
 #define PR_MAX_CHARS    (64u << 20)
 #define PR_CHUNK        (256u << 10) /* pread and inflate granule */
 #define PR_OUT_STAGE    (256u << 10)
+#define PR_QBUFS        3            /* buffers between main and a gzip thread */
+#define PR_THREAD_STACK (256u << 10)
 #define PR_COMMENT_MAX  512          /* a scrubbed comment, with its NUL */
 #ifndef PR_HELD_MAX /* tests/unit builds one with a small cap */
 #define PR_HELD_MAX     (3u << 20)   /* input strings held by pass 1, with 8 B each */
@@ -126,7 +139,18 @@ struct src {
 	uint8_t *in;         /* PR_CHUNK compressed bytes */
 	uint8_t *buf;        /* the window: inflated bytes [pos, end) unread */
 	size_t cap, pos, end;
+	uint8_t *own;        /* the window's own buffer, own_cap bytes */
+	size_t own_cap;
+	bool lent;           /* buf is the rest of cur, lent by the queue */
 	uint64_t raw_base;   /* inflated offset of buf[0] */
+	/* gzip: the inflater thread, which alone touches the codec, in and
+	 * the fd from src_rewind to src_stop; its output in iq, cur[cur_off..)
+	 * not yet copied into the window. */
+	struct rdc_bufq *iq;
+	pthread_t ith;
+	bool ith_on;
+	struct rdc_bufq_buf *cur;
+	size_t cur_off;
 };
 
 static int src_pread(struct src *s, uint8_t *dst, size_t want, size_t *got)
@@ -215,30 +239,166 @@ static int src_open(struct src *s, int fd)
 		return r;
 	s->in_off = 0;
 	s->gz = n == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-	s->cap = PR_CHUNK;
-	s->buf = malloc(s->cap);
+	s->cap = s->own_cap = PR_CHUNK;
+	s->buf = s->own = malloc(s->cap);
 	s->in = s->gz ? malloc(PR_CHUNK) : NULL;
 	if (!s->buf || (s->gz && !s->in))
 		return -ENOMEM;
 	return 0;
 }
 
+/* Stop the inflater thread, if it runs: it sees the queue closed at its
+ * next buffer, at most PR_CHUNK of inflating away. */
+static void src_stop(struct src *s)
+{
+	if (!s->ith_on)
+		return;
+	rdc_bufq_close(s->iq, 0);
+	pthread_join(s->ith, NULL);
+	s->ith_on = false;
+	s->cur = NULL;
+	s->buf = s->own;
+	s->cap = s->own_cap;
+	s->lent = false;
+}
+
 static void src_close(struct src *s)
 {
+	src_stop(s);
+	rdc_bufq_free(s->iq);
 #ifdef RDC_HAVE_ISAL
 	free(s->iz);
 #else
 	if (s->zinit)
 		inflateEnd(&s->z);
 #endif
-	free(s->buf);
+	free(s->own);
 	free(s->in);
 	free(s->mem);
+}
+
+/*
+ * Inflate into dst[0..room): 1 with *made > 0 bytes, 0 the gzip member
+ * ended (*made may be > 0), -EBADMSG (corrupt, or the file ended first).
+ * One gzip member is read; whatever follows it is ignored, with either
+ * library. The inflater thread's alone.
+ */
+#ifdef RDC_HAVE_ISAL
+static int src_zin(struct src *s, uint8_t *dst, size_t room, size_t *made)
+{
+	struct inflate_state *z = s->iz;
+	size_t got;
+	int r;
+
+	*made = 0;
+	for (;;) {
+		if (!z->avail_in) {
+			if ((r = src_pread(s, s->in, PR_CHUNK, &got)) < 0)
+				return r;
+			if (!got)
+				return -EBADMSG; /* the file ended before the stream did */
+			z->next_in = s->in;
+			z->avail_in = (uint32_t)got;
+		}
+		uint32_t had = z->avail_in;
+		z->next_out = dst;
+		z->avail_out = (uint32_t)room;
+		int zr = isal_inflate(z);
+		*made = room - z->avail_out;
+		/* Anything but "more input" or "more room" is a bad stream: a
+		 * header field overflow cannot happen with no header buffers. */
+		if (zr != ISAL_DECOMP_OK && zr != ISAL_END_INPUT && zr != ISAL_OUT_OVERFLOW)
+			return -EBADMSG;
+		if (z->block_state == ISAL_BLOCK_FINISH)
+			return 0;
+		if (*made)
+			return 1;
+		if (z->avail_in == had && had)
+			return -EBADMSG; /* no progress on either side */
+	}
+}
+#else
+static int src_zin(struct src *s, uint8_t *dst, size_t room, size_t *made)
+{
+	size_t got;
+	int r;
+
+	*made = 0;
+	for (;;) {
+		if (!s->z.avail_in) {
+			if ((r = src_pread(s, s->in, PR_CHUNK, &got)) < 0)
+				return r;
+			if (!got)
+				return -EBADMSG; /* the file ended before the stream did */
+			s->z.next_in = s->in;
+			s->z.avail_in = (uInt)got;
+		}
+		s->z.next_out = dst;
+		s->z.avail_out = (uInt)room;
+		int zr = inflate(&s->z, Z_NO_FLUSH);
+		*made = room - s->z.avail_out;
+		if (zr == Z_STREAM_END)
+			return 0;
+		if (zr == Z_MEM_ERROR)
+			return -ENOMEM;
+		if (zr != Z_OK && (zr != Z_BUF_ERROR || s->z.avail_in))
+			return -EBADMSG;
+		if (*made)
+			return 1;
+	}
+}
+#endif
+
+/*
+ * The inflater thread: fills the queue's buffers in order, each whole but
+ * the last, whose status says how the stream ended (0, or -errno). It
+ * runs ahead of the parser by at most PR_QBUFS buffers (the queue's cap),
+ * so memory stays flat and a gzip bomb costs the main thread's own cap
+ * check (RDC_PPROF_MAX_RAW), not more.
+ */
+static void *src_worker(void *arg)
+{
+	struct src *s = arg;
+	struct rdc_bufq_buf *b;
+	size_t size = rdc_bufq_size(s->iq);
+
+	while ((b = rdc_bufq_take_free(s->iq))) {
+		int r = 1;
+		while (r > 0 && b->len < size) {
+			size_t made;
+			r = src_zin(s, b->data + b->len, size - b->len, &made);
+			b->len += made;
+		}
+		b->status = r;
+		rdc_bufq_push(s->iq, b);
+		if (r <= 0)
+			break;
+	}
+	return NULL;
+}
+
+/* A thread of the redactor's: a small stack (it calls only the codec and
+ * read or write), which RLIMIT_AS would otherwise pay 8 MiB for. */
+static int thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t a;
+	int r;
+
+	if ((r = pthread_attr_init(&a)))
+		return -r;
+	r = pthread_attr_setstacksize(&a, PR_THREAD_STACK);
+	if (!r)
+		r = pthread_create(t, &a, fn, arg);
+	pthread_attr_destroy(&a);
+	return -r;
 }
 
 /* Back to the first byte, for the next pass. */
 static int src_rewind(struct src *s)
 {
+	int r;
+
+	src_stop(s);
 	s->in_off = 0;
 	s->pos = s->end = 0;
 	s->raw_base = 0;
@@ -253,103 +413,74 @@ static int src_rewind(struct src *s)
 	isal_inflate_init(s->iz);
 	s->iz->crc_flag = ISAL_GZIP;
 	s->zinit = true;
-	return 0;
 #else
 	s->z.next_in = NULL;
 	s->z.avail_in = 0;
-	if (s->zinit)
-		return inflateReset(&s->z) == Z_OK ? 0 : -ENOMEM;
-	memset(&s->z, 0, sizeof(s->z));
-	/* windowBits 15 + 16: gzip only, which is what the magic promised. */
-	if (inflateInit2(&s->z, 15 + 16) != Z_OK)
-		return -ENOMEM;
-	s->zinit = true;
-	return 0;
+	if (s->zinit) {
+		if (inflateReset(&s->z) != Z_OK)
+			return -ENOMEM;
+	} else {
+		memset(&s->z, 0, sizeof(s->z));
+		/* windowBits 15 + 16: gzip only, which is what the magic promised. */
+		if (inflateInit2(&s->z, 15 + 16) != Z_OK)
+			return -ENOMEM;
+		s->zinit = true;
+	}
 #endif
+	/* Inflating overlaps parsing: on its own thread (ISA-L's inflate is
+	 * a third of the time on one core), PR_QBUFS x PR_CHUNK ahead. */
+	if (!s->iq && (r = rdc_bufq_new(&s->iq, PR_QBUFS, PR_CHUNK)))
+		return r;
+	rdc_bufq_reset(s->iq);
+	s->cur = NULL;
+	if ((r = thread_start(&s->ith, src_worker, s)))
+		return r;
+	s->ith_on = true;
+	return 0;
+}
+
+/* Up to room inflated bytes into buf[end..): 1 some came, 0 the stream
+ * ended with none, -EBADMSG, -E2BIG (the inflated cap), -errno. */
+static int src_inflate(struct src *s, size_t room)
+{
+	for (;;) {
+		if (!s->cur) {
+			if (!(s->cur = rdc_bufq_take_full(s->iq)))
+				return -EIO; /* not closed while we read */
+			s->cur_off = 0;
+		}
+		struct rdc_bufq_buf *b = s->cur;
+		if (b->status < 0)
+			return b->status;
+		size_t k = b->len - s->cur_off;
+		if (k > room)
+			k = room;
+		memcpy(s->buf + s->end, b->data + s->cur_off, k);
+		s->end += k;
+		s->cur_off += k;
+		if (s->raw_base + s->end > RDC_PPROF_MAX_RAW)
+			return -E2BIG;
+		if (s->cur_off == b->len) {
+			int st = b->status;
+			rdc_bufq_release(s->iq, b);
+			s->cur = NULL;
+			if (st == 0) {
+				s->zend = true;
+				return k > 0;
+			}
+		}
+		if (k)
+			return 1;
+	}
 }
 
 /*
- * Inflate into buf[end..end + room): 1 some bytes came, 0 the gzip member
- * ended with none, -EBADMSG (corrupt, or the file ended first), -E2BIG.
- * One gzip member is read; whatever follows it is ignored, with either
- * library.
+ * More inflated bytes at buf[end..cap), the window its own: 1 some came,
+ * 0 end of data, -errno. From the inflater, at most want (copied: the
+ * window goes back to being lent as soon as it drains); from a file, as
+ * many as fit.
  */
-#ifdef RDC_HAVE_ISAL
-static int src_inflate(struct src *s, size_t room)
-{
-	struct inflate_state *z = s->iz;
-	size_t got;
-	int r;
-
-	for (;;) {
-		if (!z->avail_in) {
-			if ((r = src_pread(s, s->in, PR_CHUNK, &got)) < 0)
-				return r;
-			if (!got)
-				return -EBADMSG; /* the file ended before the stream did */
-			z->next_in = s->in;
-			z->avail_in = (uint32_t)got;
-		}
-		uint32_t had = z->avail_in;
-		z->next_out = s->buf + s->end;
-		z->avail_out = (uint32_t)room;
-		int zr = isal_inflate(z);
-		size_t made = room - z->avail_out;
-		s->end += made;
-		if (s->raw_base + s->end > RDC_PPROF_MAX_RAW)
-			return -E2BIG;
-		/* Anything but "more input" or "more room" is a bad stream: a
-		 * header field overflow cannot happen with no header buffers. */
-		if (zr != ISAL_DECOMP_OK && zr != ISAL_END_INPUT && zr != ISAL_OUT_OVERFLOW)
-			return -EBADMSG;
-		if (z->block_state == ISAL_BLOCK_FINISH) {
-			s->zend = true;
-			return made > 0;
-		}
-		if (made)
-			return 1;
-		if (z->avail_in == had && had)
-			return -EBADMSG; /* no progress on either side */
-	}
-}
-#else
-static int src_inflate(struct src *s, size_t room)
-{
-	size_t got;
-	int r;
-
-	for (;;) {
-		if (!s->z.avail_in) {
-			if ((r = src_pread(s, s->in, PR_CHUNK, &got)) < 0)
-				return r;
-			if (!got)
-				return -EBADMSG; /* the file ended before the stream did */
-			s->z.next_in = s->in;
-			s->z.avail_in = (uInt)got;
-		}
-		s->z.next_out = s->buf + s->end;
-		s->z.avail_out = (uInt)room;
-		int zr = inflate(&s->z, Z_NO_FLUSH);
-		size_t made = room - s->z.avail_out;
-		s->end += made;
-		if (s->raw_base + s->end > RDC_PPROF_MAX_RAW)
-			return -E2BIG;
-		if (zr == Z_STREAM_END) {
-			s->zend = true;
-			return made > 0;
-		}
-		if (zr == Z_MEM_ERROR)
-			return -ENOMEM;
-		if (zr != Z_OK && (zr != Z_BUF_ERROR || s->z.avail_in))
-			return -EBADMSG;
-		if (made)
-			return 1;
-	}
-}
-#endif
-
-/* More inflated bytes at buf[end..cap): 1 some came, 0 end of data, -errno. */
-static int src_fill(struct src *s)
+static int src_fill(struct src *s, size_t want)
 {
 	size_t room = s->cap - s->end, got;
 	int r;
@@ -364,7 +495,72 @@ static int src_fill(struct src *s)
 	}
 	if (s->zend)
 		return 0;
-	return src_inflate(s, room);
+	return src_inflate(s, want < room ? want : room);
+}
+
+/*
+ * The window drained: lend it the rest of the inflater's current buffer
+ * (or the next), no copy; most of the input is read so, only a field
+ * that straddles two buffers is copied (src_unlend). 1, 0 at the end of
+ * the data, -errno.
+ */
+static int src_lend(struct src *s)
+{
+	s->raw_base += s->end;
+	s->pos = s->end = 0;
+	if (s->lent) {
+		rdc_bufq_release(s->iq, s->cur);
+		s->cur = NULL;
+		s->lent = false;
+		s->buf = s->own;
+		s->cap = s->own_cap;
+	}
+	for (;;) {
+		if (s->zend)
+			return 0;
+		if (!s->cur) {
+			if (!(s->cur = rdc_bufq_take_full(s->iq)))
+				return -EIO; /* not closed while we read */
+			s->cur_off = 0;
+		}
+		struct rdc_bufq_buf *b = s->cur;
+		if (b->status < 0)
+			return b->status;
+		size_t k = b->len - s->cur_off;
+		if (k) {
+			s->buf = b->data + s->cur_off;
+			s->end = s->cap = k;
+			s->cur_off = b->len;
+			s->lent = true;
+			if (s->raw_base + s->end > RDC_PPROF_MAX_RAW)
+				return -E2BIG;
+			if (b->status == 0)
+				s->zend = true; /* the stream's last bytes */
+			return 1;
+		}
+		int st = b->status;
+		rdc_bufq_release(s->iq, b);
+		s->cur = NULL;
+		if (st == 0)
+			s->zend = true;
+	}
+}
+
+/* The lent window's unread bytes into the window's own buffer (at most
+ * PR_CHUNK, which it holds), the queue's buffer given back. */
+static void src_unlend(struct src *s)
+{
+	size_t k = s->end - s->pos;
+
+	memcpy(s->own, s->buf + s->pos, k);
+	rdc_bufq_release(s->iq, s->cur);
+	s->cur = NULL;
+	s->raw_base += s->pos;
+	s->pos = 0;
+	s->end = k;
+	s->buf = s->own;
+	s->cap = s->own_cap;
+	s->lent = false;
 }
 
 /* Slide the unread bytes to the front of the window. */
@@ -384,24 +580,34 @@ static void src_slide(struct src *s)
  */
 static int src_want(struct src *s, size_t n, bool short_ok)
 {
+	int r;
+
 	if (s->end - s->pos >= n)
 		return 0;
 	if (n > PR_MAX_FIELD)
 		return -E2BIG;
+	if (s->iq && !s->lent && s->pos == s->end) {
+		if ((r = src_lend(s)) < 0)
+			return r;
+		if (s->end - s->pos >= n)
+			return 0;
+	}
+	if (s->lent)
+		src_unlend(s);
 	if (s->cap - s->pos < n + 16 || s->cap - s->end < PR_CHUNK / 4)
 		src_slide(s);
 	if (s->cap < n + 16) {
 		size_t ncap = s->cap;
 		while (ncap < n + 16)
 			ncap *= 2;
-		uint8_t *g = realloc(s->buf, ncap);
+		uint8_t *g = realloc(s->own, ncap);
 		if (!g)
 			return -ENOMEM;
-		s->buf = g;
-		s->cap = ncap;
+		s->buf = s->own = g;
+		s->cap = s->own_cap = ncap;
 	}
 	while (s->end - s->pos < n) {
-		int r = src_fill(s);
+		r = src_fill(s, n - (s->end - s->pos));
 		if (r < 0)
 			return r;
 		if (!r)
@@ -415,9 +621,14 @@ static int src_skip(struct src *s, uint64_t n)
 {
 	while (n) {
 		if (s->pos == s->end) {
-			s->raw_base += s->end;
-			s->pos = s->end = 0;
-			int r = src_fill(s);
+			int r;
+			if (s->iq) {
+				r = src_lend(s);
+			} else {
+				s->raw_base += s->end;
+				s->pos = s->end = 0;
+				r = src_fill(s, SIZE_MAX);
+			}
 			if (r < 0)
 				return r;
 			if (!r)
@@ -571,9 +782,15 @@ struct sink {
 	z_stream z;
 #endif
 	bool zinit;
-	uint8_t *stage, *zout;
-	size_t len;
+	uint8_t *zout;
 	uint64_t written;
+	/* The deflater thread, which alone touches the codec, zout, fd and
+	 * written from sink_open to sink_finish; the main thread fills cur
+	 * and hands it over through oq. */
+	struct rdc_bufq *oq;
+	pthread_t oth;
+	bool oth_on;
+	struct rdc_bufq_buf *cur;
 };
 
 struct pr {
@@ -591,9 +808,9 @@ struct pr {
 	struct in_fn *fns;
 	size_t nfns, fns_cap;
 	struct id_index map_ix, loc_ix, fn_ix;
-	/* Output id of each input location by position (LOC_KERNEL: a kernel
-	 * frame, dropped), apart from the tables so the lookup per frame stays
-	 * in cache. */
+	/* Output id of each input location by position, as loc_code encodes
+	 * it (0 not made yet, LOC_KERNEL: a kernel frame, dropped), apart from
+	 * the tables so the lookup per frame stays in cache. */
 	uint32_t *loc_out;
 	int64_t types[PP_MAX_VALUES][2];
 	size_t ntypes;
@@ -626,10 +843,8 @@ struct pr {
 	/* one sample's fields, reused */
 	uint64_t *sl;
 	size_t sl_cap;
-	struct { int64_t key, str, num, unit; } *lab;
+	struct lab { int64_t key, str, num, unit; } *lab;
 	size_t lab_cap;
-	uint64_t *olocs_tmp;
-	size_t olocs_tmp_cap;
 	uint8_t *enc;
 	size_t enc_cap;
 
@@ -1191,16 +1406,16 @@ static int64_t str_new(struct pr *c, const char *s)
 
 /* ---- output: staged, deflated, written */
 
-/* Deflate the staged bytes (and end the stream when finish) and write
- * what comes out. */
+/* Deflate in[0..n) (and end the stream when finish) and write what comes
+ * out. The deflater thread's alone. */
 #ifdef RDC_HAVE_ISAL
-static int sink_pump(struct sink *o, bool finish)
+static int sink_pump(struct sink *o, const uint8_t *in, size_t n, bool finish)
 {
 	struct isal_zstream *z = o->z;
 	unsigned idle = 0;
 
-	z->next_in = o->stage;
-	z->avail_in = (uint32_t)o->len;
+	z->next_in = (uint8_t *)in;
+	z->avail_in = (uint32_t)n;
 	z->end_of_stream = finish;
 	z->flush = NO_FLUSH;
 	for (;;) {
@@ -1225,16 +1440,15 @@ static int sink_pump(struct sink *o, bool finish)
 		if (idle > 8)
 			return -EIO;
 	}
-	o->len = 0;
 	return 0;
 }
 #else
-static int sink_pump(struct sink *o, bool finish)
+static int sink_pump(struct sink *o, const uint8_t *in, size_t n, bool finish)
 {
 	int flush = finish ? Z_FINISH : Z_NO_FLUSH, zr;
 
-	o->z.next_in = o->stage;
-	o->z.avail_in = (uInt)o->len;
+	o->z.next_in = (Bytef *)in;
+	o->z.avail_in = (uInt)n;
 	do {
 		o->z.next_out = o->zout;
 		o->z.avail_out = PR_OUT_STAGE;
@@ -1249,40 +1463,89 @@ static int sink_pump(struct sink *o, bool finish)
 			o->written += have;
 		}
 	} while (o->z.avail_out == 0);
-	o->len = 0;
 	if (finish && zr != Z_STREAM_END)
 		return -EIO;
 	return 0;
 }
 #endif
 
+/*
+ * The deflater thread: deflates and writes the full buffers in order;
+ * status 1 marks the last (the stream ends with it). A failure closes
+ * the queue with its error, which the main thread reads at its next
+ * handoff. Memory: PR_QBUFS x PR_OUT_STAGE (the queue's cap); at the cap
+ * the parser waits for the deflater.
+ */
+static void *sink_worker(void *arg)
+{
+	struct sink *o = arg;
+	struct rdc_bufq_buf *b;
+
+	while ((b = rdc_bufq_take_full(o->oq))) {
+		bool last = b->status == 1;
+		int r = sink_pump(o, b->data, b->len, last);
+		rdc_bufq_release(o->oq, b);
+		if (r) {
+			rdc_bufq_close(o->oq, r);
+			break;
+		}
+		if (last)
+			break;
+	}
+	return NULL;
+}
+
+/* The error that stopped the deflater, or -EIO when it stopped unasked. */
+static int sink_err(struct sink *o)
+{
+	int r = rdc_bufq_err(o->oq);
+	return r ? r : -EIO;
+}
+
 static int sink_put(struct sink *o, const void *p, size_t n)
 {
 	const uint8_t *b = p;
+	size_t size = PR_OUT_STAGE;
 
 	while (n) {
-		size_t k = PR_OUT_STAGE - o->len;
+		if (!o->cur && !(o->cur = rdc_bufq_take_free(o->oq)))
+			return sink_err(o);
+		size_t k = size - o->cur->len;
 		if (k > n)
 			k = n;
-		memcpy(o->stage + o->len, b, k);
-		o->len += k;
+		memcpy(o->cur->data + o->cur->len, b, k);
+		o->cur->len += k;
 		b += k;
 		n -= k;
-		if (o->len == PR_OUT_STAGE) {
-			int r = sink_pump(o, false);
-			if (r)
-				return r;
+		if (o->cur->len == size) {
+			rdc_bufq_push(o->oq, o->cur);
+			o->cur = NULL;
 		}
 	}
 	return 0;
 }
 
+/* The last bytes, the stream's end, and the thread joined: 0 when every
+ * byte was deflated and written. */
+static int sink_finish(struct sink *o)
+{
+	if (!o->cur && !(o->cur = rdc_bufq_take_free(o->oq)))
+		return sink_err(o);
+	o->cur->status = 1;
+	rdc_bufq_push(o->oq, o->cur);
+	o->cur = NULL;
+	pthread_join(o->oth, NULL);
+	o->oth_on = false;
+	return rdc_bufq_err(o->oq);
+}
+
 static int sink_open(struct sink *o, int fd)
 {
+	int r;
+
 	o->fd = fd;
-	o->stage = malloc(PR_OUT_STAGE);
 	o->zout = malloc(PR_OUT_STAGE);
-	if (!o->stage || !o->zout)
+	if (!o->zout)
 		return -ENOMEM;
 #ifdef RDC_HAVE_ISAL
 	/* ISA-L's level 1 (its fastest with a real hash): ~8x zlib's level 1
@@ -1303,11 +1566,23 @@ static int sink_open(struct sink *o, int fd)
 		return -ENOMEM;
 #endif
 	o->zinit = true;
+	/* Deflating overlaps parsing, on its own thread. */
+	if ((r = rdc_bufq_new(&o->oq, PR_QBUFS, PR_OUT_STAGE)) ||
+	    (r = thread_start(&o->oth, sink_worker, o)))
+		return r;
+	o->oth_on = true;
 	return 0;
 }
 
 static void sink_close(struct sink *o)
 {
+	/* An error in the main thread: the deflater stops at its next
+	 * buffer, what it has not taken yet left undeflated. */
+	if (o->oth_on) {
+		rdc_bufq_close(o->oq, 0);
+		pthread_join(o->oth, NULL);
+	}
+	rdc_bufq_free(o->oq);
 #ifdef RDC_HAVE_ISAL
 	free(o->z);
 	free(o->level_buf);
@@ -1315,7 +1590,6 @@ static void sink_close(struct sink *o)
 	if (o->zinit)
 		deflateEnd(&o->z);
 #endif
-	free(o->stage);
 	free(o->zout);
 }
 
@@ -1333,6 +1607,28 @@ static inline size_t varint_len(uint64_t v)
 {
 	/* 7 bits a byte: (bits + 6) / 7, one byte for 0. */
 	return v < 0x80 ? 1 : (size_t)(64 - __builtin_clzll(v) + 6) / 7;
+}
+
+/*
+ * An output location id as loc_out holds it: its varint bytes (ids are
+ * under 2^20, PR_MAX_ENTRIES: at most three) in the low bytes, their
+ * count in the top one; put_code writes it without a loop. Nonzero, and
+ * never LOC_KERNEL (count 0xff).
+ */
+static uint32_t loc_code(uint32_t id)
+{
+	uint8_t b[10];
+	size_t n = (size_t)(put_varint(b, id) - b);
+	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)n << 24;
+}
+
+/* Three bytes stored whatever the length: the caller has the room. */
+static inline uint8_t *put_code(uint8_t *e, uint32_t x)
+{
+	e[0] = (uint8_t)x;
+	e[1] = (uint8_t)(x >> 8);
+	e[2] = (uint8_t)(x >> 16);
+	return e + (x >> 24);
 }
 
 /* A scalar field, left out when zero (proto3, as protobuf-c writes it). */
@@ -1539,15 +1835,101 @@ static int out_location(struct pr *c, struct in_loc *l, uint64_t *id)
 	return 0;
 }
 
-static bool sample_settled(struct pr *c, size_t nl, size_t nv, size_t nlab);
+static bool labels_settled(const struct pr *c, size_t nv, size_t nlab);
+static bool frames_settled(struct pr *c, size_t nl);
 
-/* One sample: judged, and written when it is the app's (0); in pass 1,
- * 1 when it cannot be judged yet. */
+/* Label field f (1 key, 2 str, 3 num, 4 num_unit) of lb. */
+static inline void lab_set(struct lab *lb, unsigned f, int64_t v)
+{
+	switch (f) {
+	case 1: lb->key = v; break;
+	case 2: lb->str = v; break;
+	case 3: lb->num = v; break;
+	default: lb->unit = v; break;
+	}
+}
+
+/*
+ * Frames of one packed location_id field: their count, or -EBADMSG when
+ * a varint runs past the field or over 10 bytes (what rd_varint refuses).
+ * Checked for every sample, kept or not, so a malformed one is refused
+ * whoever it belongs to, as when every frame was decoded.
+ */
+static ssize_t packed_count(const uint8_t *p, const uint8_t *e)
+{
+	const uint64_t top = 0x8080808080808080ull;
+	size_t n = 0, run = 0; /* run: continuation bytes since the last end */
+
+	/*
+	 * Eight bytes at a time (this was a fifth of sample() a byte at a
+	 * time): a byte under 0x80 ends a varint. A run of 10 continuation
+	 * bytes cannot fit inside one word past its first end, so it is seen
+	 * where words meet: the run carried in, plus the word's leading
+	 * continuation bytes (all 8 when it has no end).
+	 */
+	while (e - p >= 8) {
+		uint64_t w;
+		memcpy(&w, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+		w = __builtin_bswap64(w);
+#endif
+		uint64_t ends = ~w & top;
+		n += (size_t)(((ends >> 7) * 0x0101010101010101ull) >> 56);
+		if (!ends) {
+			run += 8;
+		} else {
+			run += (size_t)__builtin_ctzll(ends) >> 3;
+			if (run >= 10)
+				return -EBADMSG;
+			run = (size_t)__builtin_clzll(ends) >> 3;
+		}
+		if (run >= 10)
+			return -EBADMSG;
+		p += 8;
+	}
+	for (; p < e; p++) {
+		size_t more = *p >> 7;
+		run = (run + 1) * more;
+		n += more ^ 1;
+		if (run >= 10)
+			return -EBADMSG;
+	}
+	return run ? -EBADMSG : (ssize_t)n;
+}
+
+/* Decode a packed field checked by packed_count into c->sl[nl..). */
+static int packed_decode(struct pr *c, const uint8_t *p, const uint8_t *e, size_t *nl,
+			 size_t n)
+{
+	struct rd pk = { p, e };
+	int r;
+
+	if (*nl + n > c->sl_cap &&
+	    (r = grow(&c->sl, &c->sl_cap, *nl + n, sizeof(*c->sl), PR_MAX_FRAMES)))
+		return r;
+	while (pk.p < pk.e)
+		if (rd_varint(&pk, &c->sl[(*nl)++]))
+			return -EBADMSG;
+	return 0;
+}
+
+/*
+ * One sample: judged, and written when it is the app's (0); in pass 1,
+ * 1 when it cannot be judged yet.
+ *
+ * Cheapest first, as half the samples or more are not the app's: the
+ * fields are walked once, a packed location_id field (every writer's)
+ * only counted; the pid label decides; only a kept sample's frames are
+ * decoded, straight into output ids while every one is a location
+ * already made (the common case once the hot frames have been seen).
+ */
 static int sample(struct pr *c, const uint8_t *p, size_t n)
 {
-	size_t nl = 0, nv = 0, nlab = 0;
+	size_t nl = 0, nv = 0, nlab = 0, npk = 0;
 	int64_t values[PP_MAX_VALUES];
 	struct rd d = { p, p + n };
+	/* The one packed location_id field, not yet decoded into c->sl. */
+	const uint8_t *pk_p = NULL, *pk_e = NULL;
 	int r;
 
 	while (d.p < d.e) {
@@ -1555,14 +1937,41 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 		unsigned wt;
 		uint64_t v;
 		const uint8_t *x = NULL;
-		if (rd_field(&d, &num, &wt, &v, &x))
+		/* Fields 1-3 with a one-byte length, every writer's sample:
+		 * read without the general path. */
+		uint8_t tag = *d.p;
+		if ((tag == 0x0a || tag == 0x12 || tag == 0x1a) && d.e - d.p >= 2 && d.p[1] < 0x80 &&
+		    d.p[1] <= d.e - d.p - 2) {
+			num = tag >> 3;
+			wt = WT_LEN;
+			v = d.p[1];
+			x = d.p + 2;
+			d.p = x + v;
+		} else if (rd_field(&d, &num, &wt, &v, &x)) {
 			return -EBADMSG;
-		if (num == 1 || num == 2) {
+		}
+		if (num == 1 && wt == WT_LEN && !nl && !pk_p) {
+			ssize_t k = packed_count(x, x + v);
+			if (k < 0)
+				return (int)k;
+			if ((size_t)k > PR_MAX_FRAMES)
+				return -E2BIG;
+			pk_p = x;
+			pk_e = x + v;
+			npk = (size_t)k;
+		} else if (num == 1 || num == 2) {
 			/* Packed, or one number per field: both are valid. */
 			struct rd pk = { NULL, NULL };
 			uint64_t one = v;
 			if (wt != WT_LEN && wt != WT_VARINT)
 				return -EBADMSG;
+			/* A second location_id field: the frames in order. */
+			if (num == 1 && pk_p) {
+				if ((r = packed_decode(c, pk_p, pk_e, &nl, npk)))
+					return r;
+				pk_p = pk_e = NULL;
+				npk = 0;
+			}
 			if (wt == WT_LEN)
 				pk = (struct rd){ x, x + v };
 			/* Room for as many ids as bytes, at most the cap, once:
@@ -1593,7 +2002,10 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 			if (nlab == c->lab_cap &&
 			    (r = grow(&c->lab, &c->lab_cap, nlab + 1, sizeof(*c->lab), PR_MAX_SLABELS)))
 				return r;
-			int64_t lv[4] = { 0, 0, 0, 0 };
+			/* Straight into the label, field by field: a copy of a
+			 * local array made here waited on its own stores. */
+			struct lab *lb = &c->lab[nlab];
+			lb->key = lb->str = lb->num = lb->unit = 0;
 			struct rd lr = { x, x + v };
 			while (lr.p < lr.e) {
 				uint32_t ln;
@@ -1607,25 +2019,23 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 					lr.p++;
 					if (rd_varint(&lr, &lval))
 						return -EBADMSG;
-					lv[(t >> 3) - 1] = (int64_t)lval;
+					lab_set(lb, t >> 3, (int64_t)lval);
 					continue;
 				}
 				if (rd_field(&lr, &ln, &lwt, &lval, &y))
 					return -EBADMSG;
 				if (ln >= 1 && ln <= 4) {
 					WANT_VARINT(lwt);
-					lv[ln - 1] = (int64_t)lval;
+					lab_set(lb, ln, (int64_t)lval);
 				}
 			}
-			c->lab[nlab].key = lv[0];
-			c->lab[nlab].str = lv[1];
-			c->lab[nlab].num = lv[2];
-			c->lab[nlab].unit = lv[3];
 			nlab++;
 		}
 	}
-	/* In pass 1, a sample that names what has not come yet waits. */
-	if (c->online && !sample_settled(c, nl, nv, nlab))
+	/* In pass 1, a sample that names what has not come yet waits. A
+	 * sample not the app's reaches nothing of its frames: judged on its
+	 * labels alone. */
+	if (c->online && !labels_settled(c, nv, nlab))
 		return 1;
 	if (nv != c->ntypes)
 		return -EBADMSG;
@@ -1644,13 +2054,57 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 		return 0;
 	}
 
+	size_t nf = nl + npk;
 	/* Worst case: every frame, value and label a 10-byte varint. */
-	size_t bound = 32 + nl * 10 + PP_MAX_VALUES * 10 + PP_MAX_LABELS * 48;
-	if ((r = enc_room(c, bound)) ||
-	    (r = grow(&c->olocs_tmp, &c->olocs_tmp_cap, nl + 1, sizeof(*c->olocs_tmp), SIZE_MAX / 16)))
+	size_t bound = 32 + nf * 10 + PP_MAX_VALUES * 10 + PP_MAX_LABELS * 48;
+	if ((r = enc_room(c, bound)))
 		return r;
-	size_t on = 0, blen = 0;
-	for (size_t i = 0; i < nl; i++) {
+	/* The output's location ids go straight to enc + ENC_IDS, encoded;
+	 * their tag and length are put in front once their length is known. */
+	/* Room in front: the sample's own tag and length, then the ids' (each
+	 * length < 2^21, 65536 frames x 5 bytes, so a tag and 3 bytes). */
+	enum { ENC_IDS = 8 };
+	uint8_t *ids = c->enc + ENC_IDS, *e = ids, *q;
+	size_t kernel = 0;
+	bool fast = false;
+	if (pk_p && !nl && c->loc_ix.dense) {
+		/* Every frame a location already made, or fall through. */
+		const uint8_t *x = pk_p;
+		fast = true;
+		while (x < pk_e) {
+			uint64_t lid = *x++;
+			/* Ids under 2^14 (a profile's first 16383 locations)
+			 * inline; larger ones through rd_varint. */
+			if (lid >= 0x80) {
+				if (*x < 0x80) {
+					lid = (lid & 0x7f) | (uint64_t)*x++ << 7;
+				} else {
+					struct rd pk = { x - 1, pk_e };
+					rd_varint(&pk, &lid); /* checked by packed_count */
+					x = pk.p;
+				}
+			}
+			uint32_t o = lid - 1 < c->nlocs ? c->loc_out[lid - 1] : 0;
+			if (!o) {
+				fast = false;
+				break;
+			}
+			if (o != LOC_KERNEL)
+				e = put_code(e, o);
+			else
+				kernel++;
+		}
+	}
+	if (fast) {
+		c->st->anonymised += kernel;
+	} else {
+		e = ids;
+		if (pk_p && (r = packed_decode(c, pk_p, pk_e, &nl, npk)))
+			return r;
+		if (c->online && !frames_settled(c, nl))
+			return 1;
+	}
+	for (size_t i = 0; !fast && i < nl; i++) {
 		uint64_t lid = c->sl[i];
 		ssize_t li = c->loc_ix.dense && lid - 1 < c->nlocs ? (ssize_t)(lid - 1) :
 			     find_id(&c->loc_ix, c->locs, c->nlocs, sizeof(*c->locs), lid);
@@ -1661,23 +2115,21 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 			uint64_t id;
 			if ((r = out_location(c, &c->locs[li], &id)))
 				return r;
-			o = c->loc_out[li] = id ? (uint32_t)id : LOC_KERNEL;
+			o = c->loc_out[li] = id ? loc_code((uint32_t)id) : LOC_KERNEL;
 		}
-		if (o != LOC_KERNEL) {
-			c->olocs_tmp[on++] = o;
-			blen += varint_len(o);
-		} else {
+		if (o != LOC_KERNEL)
+			e = put_code(e, o);
+		else
 			c->st->anonymised++; /* a kernel frame removed */
-		}
 	}
 
-	uint8_t *e = c->enc, *q;
 	/* location_id and value, packed, as protobuf-c writes proto3. */
-	if (on) {
-		*e++ = 0x0a;
-		e = put_varint(e, blen);
-		for (size_t i = 0; i < on; i++)
-			e = put_varint(e, c->olocs_tmp[i]);
+	uint8_t *start = ids;
+	size_t blen = (size_t)(e - ids);
+	if (blen) {
+		start -= 1 + varint_len(blen);
+		start[0] = 0x0a;
+		put_varint(start + 1, blen);
 	}
 	*e++ = 0x12;
 	q = e++;
@@ -1723,7 +2175,12 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 		e += b - body;
 		kept_labels++;
 	}
-	if ((r = put_msg(c, 2, c->enc, (size_t)(e - c->enc))))
+	/* The sample's tag and length in front of it: one copy to the sink. */
+	size_t mlen = (size_t)(e - start);
+	start -= 1 + varint_len(mlen);
+	start[0] = 2 << 3 | WT_LEN;
+	put_varint(start + 1, mlen);
+	if ((r = sink_put(&c->out, start, (size_t)(e - start))))
 		return r;
 	c->st->kept++;
 	return 0;
@@ -1796,10 +2253,12 @@ static bool settled(const struct pr *c, int64_t i)
 
 /*
  * In pass 1, whether the sample just parsed can be judged on what came
- * so far, exactly as pass 2 would: every string, location, mapping and
- * function it reaches is already read. Pure: nothing is marked or counted.
+ * so far, exactly as pass 2 would: its values and every string its labels
+ * name are already read (here), and for a kept sample every location,
+ * mapping, function and string its frames reach (frames_settled). Pure:
+ * nothing is marked or counted.
  */
-static bool sample_settled(struct pr *c, size_t nl, size_t nv, size_t nlab)
+static bool labels_settled(const struct pr *c, size_t nv, size_t nlab)
 {
 	if (nv != c->ntypes)
 		return false;
@@ -1807,6 +2266,12 @@ static bool sample_settled(struct pr *c, size_t nl, size_t nv, size_t nlab)
 		if (!settled(c, c->lab[i].key) || !settled(c, c->lab[i].str) ||
 		    !settled(c, c->lab[i].unit))
 			return false;
+	return true;
+}
+
+/* The same for a kept sample's frames, c->sl[0..nl). */
+static bool frames_settled(struct pr *c, size_t nl)
+{
 	for (size_t i = 0; i < nl; i++) {
 		uint64_t lid = c->sl[i];
 		/* The common case first: dense ids, a location already made. */
@@ -2140,7 +2605,7 @@ static int run(struct pr *c, int in_fd, int out_fd)
 	}
 	if ((r = scrub_comments(c, cidx)) || (r = write_tables(c)) || (r = write_trailer(c, cidx)))
 		goto out;
-	if (c->out.zinit && !(r = sink_pump(&c->out, true)))
+	if (c->out.zinit && !(r = sink_finish(&c->out)))
 		c->st->out_bytes = c->out.written;
 out:
 	free(cidx);
@@ -2188,7 +2653,6 @@ int rdc_pprof(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stat
 	free(c->ofn_ht.slot);
 	free(c->sl);
 	free(c->lab);
-	free(c->olocs_tmp);
 	free(c->enc);
 	free(c->held);
 	free(c->hoff);

@@ -29,6 +29,13 @@ if command -v setpriv > /dev/null; then
 		--test-forbidden < /dev/null > /dev/null 2>&1 || rc=$?
 	[ "$rc" -eq 159 ] || fail "as nobody: exit $rc, want 159"
 	echo "ok: same as nobody"
+	# The pprof redactor starts two threads (clone with CLONE_THREAD);
+	# a process (clone without it, as fork makes) is still killed.
+	rc=0
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$R" --format pprof --pids 1 \
+		--test-fork < /dev/null > /dev/null 2> "$T/err" || rc=$?
+	[ "$rc" -eq 159 ] || { cat "$T/err"; fail "clone of a process under the sandbox: exit $rc, want 159 (SIGSYS)"; }
+	echo "ok: a new process kills the redactor (SIGSYS); threads only"
 	# Redactors share one uid: none may ptrace another or read its memory.
 	mkfifo "$T/in"
 	setpriv --reuid=65534 --regid=65534 --clear-groups "$R" --format pprof --pids 1 \

@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -222,6 +223,125 @@ static void test_malformed(void **state)
 	close(good);
 }
 
+/*
+ * A packed location_id field is only counted, not decoded, for a sample
+ * that is dropped (rdc_pprof.c: packed_count): it must refuse what
+ * decoding refused. The valid profile, inflated, with one more sample (no
+ * pid label: dropped) whose packed ids are ids, one at the limit of ten
+ * bytes, or a varint that runs over ten bytes or past the field, put at
+ * offsets that straddle the 8-byte words packed_count reads.
+ */
+static void test_packed_ids(void **state)
+{
+	static const struct {
+		const char *what;
+		uint8_t ids[24];
+		size_t n;
+		int want;
+	} cases[] = {
+		{ "short ids", { 1, 2, 3, 0x81, 0x01 }, 5, 0 },
+		{ "a 10-byte id", { 1, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01 }, 11, 0 },
+		{ "11 bytes", { 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01 }, 11,
+		  -EBADMSG },
+		{ "11 bytes across words", { 1, 2, 3, 4, 5, 6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+					    0xff, 0xff, 0x01 }, 17, -EBADMSG },
+		{ "11 bytes, the run ends inside a word", { 1, 2, 3, 4, 5, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+							    0xff, 0xff, 0xff, 0xff, 0x01 }, 16, -EBADMSG },
+		{ "10 bytes across words", { 1, 2, 3, 4, 5, 6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+					    0xff, 0xff, 0x01 }, 16, 0 },
+		{ "cut short", { 1, 2, 3, 4, 5, 6, 7, 8, 9, 0x85 }, 10, -EBADMSG },
+		{ "cut short in a word", { 1, 2, 3, 4, 5, 6, 7, 0x85 }, 8, -EBADMSG },
+	};
+	int32_t pids[] = { APP };
+	struct rdc_policy pol = { .pids = pids, .npids = 1 };
+	int good = make_profile(true);
+	uint8_t *raw;
+	size_t rawn;
+	Perftools__Profiles__Profile *pb = decode(good, &raw, &rawn);
+	(void)state;
+	perftools__profiles__profile__free_unpacked(pb, NULL);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint8_t smp[64], *q = smp;
+		*q++ = 0x0a; /* location_id, packed */
+		*q++ = (uint8_t)cases[i].n;
+		memcpy(q, cases[i].ids, cases[i].n);
+		q += cases[i].n;
+		*q++ = 0x12; /* value, packed: the profile's two types */
+		*q++ = 2;
+		*q++ = 1;
+		*q++ = 1;
+		int in = memfd(), out = memfd();
+		uint8_t hdr[2] = { 0x12, (uint8_t)(q - smp) }; /* Profile.sample */
+		assert_int_equal(write(in, raw, rawn), (ssize_t)rawn);
+		assert_int_equal(write(in, hdr, 2), 2);
+		assert_int_equal(write(in, smp, (size_t)(q - smp)), q - smp);
+		lseek(in, 0, SEEK_SET);
+		int r = rdc_pprof(in, out, &pol, NULL);
+		if (r != cases[i].want)
+			fail_msg("%s: %d, want %d", cases[i].what, r, cases[i].want);
+		close(in);
+		close(out);
+	}
+	free(raw);
+	close(good);
+}
+
+/*
+ * The deflater thread's write fails (/dev/full: ENOSPC): the error comes
+ * back from rdc_pprof, whether the output fails at its end (a small
+ * profile) or mid-stream while the parser still fills buffers (a large
+ * one: many 256 KiB buffers of kept samples), and nothing hangs.
+ */
+static void test_output_fails(void **state)
+{
+	int32_t pids[] = { APP };
+	struct rdc_policy pol = { .pids = pids, .npids = 1 };
+	int full = open("/dev/full", O_WRONLY | O_CLOEXEC);
+	(void)state;
+	if (full < 0)
+		skip();
+	int in = make_profile(true);
+	assert_int_equal(rdc_pprof(in, full, &pol, NULL), -ENOSPC);
+	close(in);
+
+	struct pp_builder *b;
+	uint64_t m, f, loc[4096], stack[32];
+	int64_t v[2] = { 1, 10000000 };
+	struct pp_label la[1] = { { .key = "pid", .num = APP } };
+	uint32_t seed = 1;
+	assert_int_equal(pp_new(&b), 0);
+	assert_int_equal(pp_add_sample_type(b, "samples", "count"), 0);
+	assert_int_equal(pp_add_sample_type(b, "cpu", "nanoseconds"), 0);
+	assert_int_equal(pp_add_mapping(b, 0x400000, 0x900000, 0, "/usr/bin/app", NULL, true, false, &m), 0);
+	assert_int_equal(pp_add_function(b, "f", NULL, "f.c", 1, &f), 0);
+	for (size_t i = 0; i < 4096; i++)
+		assert_int_equal(pp_add_location(b, m, 0x400000 + i * 16, f, (int64_t)i, &loc[i]), 0);
+	/* Frames at random: deflate cannot make the kept samples small. */
+	for (int s = 0; s < 40000; s++) {
+		for (size_t i = 0; i < 32; i++) {
+			seed = seed * 1103515245u + 12345u;
+			stack[i] = loc[(seed >> 16) % 4096];
+		}
+		assert_int_equal(pp_add_sample(b, stack, 32, v, 2, la, 1), 0);
+	}
+	in = memfd();
+	assert_int_equal(pp_write_gz(b, in, NULL), 0);
+	pp_free(b);
+	lseek(in, 0, SEEK_SET);
+	struct rdc_stats st;
+	assert_int_equal(rdc_pprof(in, full, &pol, &st), -ENOSPC);
+	/* Not at the end: the parser was still going when it heard. */
+	assert_true(st.kept < 40000);
+	/* The same profile to a real file: all kept. */
+	int out = memfd();
+	lseek(in, 0, SEEK_SET);
+	assert_int_equal(rdc_pprof(in, out, &pol, &st), 0);
+	assert_int_equal(st.kept, 40000);
+	close(out);
+	close(in);
+	close(full);
+}
+
 static void test_dlp(void **state)
 {
 	struct rdc_dlp *d;
@@ -251,6 +371,8 @@ int main(void)
 		cmocka_unit_test(test_no_app_samples),
 		cmocka_unit_test(test_no_samples_at_all),
 		cmocka_unit_test(test_malformed),
+		cmocka_unit_test(test_packed_ids),
+		cmocka_unit_test(test_output_fails),
 		cmocka_unit_test(test_dlp),
 	};
 	return cmocka_run_group_tests_name("rdc_pprof", tests, NULL, NULL);

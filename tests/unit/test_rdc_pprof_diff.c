@@ -641,6 +641,50 @@ static void test_sample_caps(void **state)
 }
 
 /* The seed corpus of fuzz_pprof, for each pid its samples name. */
+/*
+ * Profiles of many samples (each generated one's samples repeated), in
+ * every field order, gzip'd: megabytes inflated, so the inflater thread
+ * hands over many 256 KiB buffers and fields straddle them (the window is
+ * lent a buffer, then copies what straddles; rdc_pprof.c, src_lend).
+ */
+static void test_large(void **state)
+{
+	static const int32_t pids[] = { 100 };
+	size_t ok = 0;
+
+	(void)state;
+	for (unsigned seed = 1; seed <= 8; seed++) {
+		struct gen *g = malloc(sizeof(*g));
+		char what[64];
+		rng = 0x9e3779b97f4a7c15ull * (seed + 1000);
+		gen_profile(g, false);
+		struct rdc_policy pol = { .pids = pids, .npids = 1 };
+		Perftools__Profiles__Sample **orig = g->p.sample;
+		size_t norig = g->p.n_sample, reps = 40000 / (norig ? norig : 1);
+		Perftools__Profiles__Sample **many = malloc(norig * reps * sizeof(*many) + 1);
+		assert_non_null(many);
+		for (size_t i = 0; i < norig * reps; i++)
+			many[i] = orig[i % norig];
+		g->p.sample = many;
+		g->p.n_sample = norig * reps;
+		size_t n, gzn;
+		uint8_t *raw = pack(&g->p, (int)(seed % 4), &n);
+		uint8_t *gz = gzip_buf(raw, n, &gzn);
+		snprintf(what, sizeof(what), "large seed %u (%zu bytes)", seed, n);
+		/* Over 1 MiB: four buffers of the inflater's at least. */
+		ok += same(gz, gzn, &pol, what) == 0 && n > (1u << 20);
+		free(raw);
+		free(gz);
+		g->p.sample = orig;
+		g->p.n_sample = norig;
+		free(many);
+		gen_free(g);
+		free(g);
+	}
+	/* Most hold the app's samples and span buffers: the test was real. */
+	assert_true(ok >= 4);
+}
+
 static void test_corpus(void **state)
 {
 	DIR *d = opendir(PD_PPROF_CORPUS);
@@ -697,6 +741,7 @@ int main(void)
 		cmocka_unit_test(test_corpus),
 		cmocka_unit_test(test_pipe),
 		cmocka_unit_test(test_sample_caps),
+		cmocka_unit_test(test_large),
 	};
 	return cmocka_run_group_tests_name("rdc_pprof_diff", tests, NULL, NULL);
 }
