@@ -130,6 +130,8 @@ struct jvv_layout {
 int jvv_parse(const struct jvv_tables *t, struct jvv_layout *l);
 /* The running VM's tables (dlsym in libjvm.so); as jvv_parse. */
 int jvv_read(struct jvv_layout *l);
+/* The tables of the libjvm.so dlopen'ed as handle (tests); as jvv_parse. */
+int jvv_read_from(void *handle, struct jvv_layout *l);
 
 /* ---- heap profile (jv_heap.c) */
 

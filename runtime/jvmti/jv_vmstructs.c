@@ -148,7 +148,14 @@ static int64_t exported(void *h, const char *name)
 int jvv_read(struct jvv_layout *l)
 {
 	void *h = dlopen("libjvm.so", RTLD_LAZY | RTLD_NOLOAD);
-	void *dh = h ? h : RTLD_DEFAULT;
+	int r = jvv_read_from(h ? h : RTLD_DEFAULT, l);
+	if (h)
+		dlclose(h);
+	return r;
+}
+
+int jvv_read_from(void *dh, struct jvv_layout *l)
+{
 	struct jvv_tables t;
 	memset(&t, 0, sizeof(t));
 	const char *const *s = dlsym(dh, "gHotSpotVMStructs");
@@ -186,8 +193,6 @@ int jvv_read(struct jvv_layout *l)
 		      t.address_off + 8 <= t.struct_stride && t.type_name_off + 8 <= t.type_stride &&
 		      t.type_size_off + 8 <= t.type_stride;
 	}
-	if (h)
-		dlclose(h);
 	int r = jvv_parse(all ? &t : NULL, l);
 	if (r < 0)
 		LOG_I("VMStructs: no %s: Java -> native -> Java stacks lack their C frames",
