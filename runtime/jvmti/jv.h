@@ -8,7 +8,8 @@
  * Module prefixes: jv_ (agent), jvs_ (stack sampler, GetStackTrace), jva_
  * (stack sampler, AsyncGetCallTrace from signals), jvh_ (heap profile),
  * jvg_ (GC ring), jvm_ (method names, shared by the pprof writers), jvv_
- * (HotSpot's VMStructs: the frame layout the signal sampler splices with).
+ * (HotSpot's VMStructs: the frame layout the signal sampler splices with),
+ * jvy_ (ELF .symtab names for the native frames dladdr cannot name).
  */
 #ifndef PD_JV_H
 #define PD_JV_H
@@ -132,6 +133,29 @@ int jvv_parse(const struct jvv_tables *t, struct jvv_layout *l);
 int jvv_read(struct jvv_layout *l);
 /* The tables of the libjvm.so dlopen'ed as handle (tests); as jvv_parse. */
 int jvv_read_from(void *handle, struct jvv_layout *l);
+
+/* ---- function names from an ELF file's .symtab (jv_symtab.c), off the signal path */
+
+#define JVY_MAX_SYMS   (1u << 20)        /* functions kept per file; more: unnamed */
+#define JVY_MAX_STRTAB (64ull << 20)     /* a larger string table: the file is not read */
+
+/* The image to parse: read(ctx, off, buf, n) fills buf or fails (<0). */
+struct jvy_reader {
+	int (*read)(void *ctx, uint64_t off, void *buf, size_t n);
+	void *ctx;
+	uint64_t size;
+};
+
+struct jvy_table;
+/* The defined, sized functions of an ELF64 little-endian image's .symtab,
+ * sorted. 0; -ENOENT (stripped, none); -ENOEXEC (malformed); -ENOMEM. */
+int jvy_parse(const struct jvy_reader *r, struct jvy_table **out);
+/* An absolute path, read with pread (never mapped); as jvy_parse. */
+int jvy_load(const char *path, struct jvy_table **out);
+/* The function covering vaddr (a file address: pc minus the load bias),
+ * its start in *start; NULL when none does. */
+const char *jvy_lookup(const struct jvy_table *t, uint64_t vaddr, uint64_t *start);
+void jvy_free(struct jvy_table *t);
 
 /* ---- heap profile (jv_heap.c) */
 

@@ -13,7 +13,8 @@
  * claims a slot of a preallocated MPSC ring (a CAS on the head; a full ring
  * drops and counts), fills it and publishes it with a release store. The
  * agent thread drains the ring every tick into the (thread, stack) table
- * and symbolises at the end with JVMTI (jv_names.c) and dladdr.
+ * and symbolises at the end with JVMTI (jv_names.c), dladdr and, for what
+ * the dynamic symbols do not name, the module's .symtab (jv_symtab.c).
  *
  * Below the top Java frame (docs/JVMTI.md, "Mixed stacks") it splices the
  * C frames AGCT walks across: between a native method and the Java code it
@@ -39,6 +40,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <libunwind.h>
+#include <link.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -1016,17 +1018,94 @@ static const struct jva_name *name_of(JNIEnv *env)
 	return NULL;
 }
 
-/* The pprof location of a native pc: its dynamic symbol (dladdr), else module+offset. */
+/* The .symtab of each module met while writing one profile (jv_symtab.c). */
+#define JVA_MAX_MODULES 32
+static struct jva_module {
+	char path[256];
+	struct jvy_table *t; /* NULL: stripped or unreadable */
+} mods[JVA_MAX_MODULES];
+static uint32_t nmods;
+
+typedef char *(*demangle_fn)(const char *mangled, char *buf, size_t *len, int *status);
+
+static void free_modules(void)
+{
+	for (uint32_t i = 0; i < nmods; i++)
+		jvy_free(mods[i].t);
+	nmods = 0;
+}
+
+static const struct jvy_table *module_symtab(const char *path)
+{
+	for (uint32_t i = 0; i < nmods; i++)
+		if (!strcmp(mods[i].path, path))
+			return mods[i].t;
+	if (nmods == JVA_MAX_MODULES || strlen(path) >= sizeof(mods[0].path))
+		return NULL; /* past the cap: named by dladdr only */
+	struct jva_module *m = &mods[nmods++];
+	util_strlcpy(m->path, path, sizeof(m->path));
+	int r = jvy_load(path, &m->t);
+	if (r < 0 && r != -ENOENT)
+		LOG_D("no .symtab names from %s: %s", path, strerror(-r));
+	return m->t;
+}
+
+/* A .symtab name for pprof: C++ names demangled where the process has
+ * libstdc++'s demangler, without their parameter lists. */
+static void symtab_name(const char *sym, char *out, size_t n)
+{
+	static demangle_fn demangle;
+	static bool looked;
+	int status = -1;
+	char *d = NULL;
+	if (!looked) {
+		demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+		looked = true;
+	}
+	if (demangle && sym[0] == '_' && sym[1] == 'Z')
+		d = demangle(sym, NULL, NULL, &status);
+	if (!d || status != 0) {
+		util_strlcpy(out, sym, n);
+		free(d);
+		return;
+	}
+	/* Cut at the parameters' '(' outside template arguments. */
+	int depth = 0;
+	for (char *c = d; *c; c++) {
+		if (*c == '<')
+			depth++;
+		else if (*c == '>' && depth > 0)
+			depth--;
+		else if (*c == '(' && !depth && c > d && strncmp(c - (c - d >= 8 ? 8 : 0),
+									   "operator", 8)) {
+			*c = '\0';
+			break;
+		}
+	}
+	util_strlcpy(out, d, n);
+	free(d);
+}
+
+/* The pprof location of a native pc: its dynamic symbol (dladdr), else its
+ * module's .symtab name, else module+offset. */
 static int native_location(struct pp_builder *b, uint64_t pc, uint64_t *loc)
 {
 	Dl_info di;
+	struct link_map *lm = NULL;
+	const char *sym;
 	char name[320];
 	uint64_t fn;
 	int r;
 	memset(&di, 0, sizeof(di));
 	/* pc is a return address except at the leaf: pc - 1 is inside the call. */
-	if (dladdr((void *)(uintptr_t)(pc - 1), &di) && di.dli_sname)
+	if (!dladdr1((void *)(uintptr_t)(pc - 1), &di, (void **)&lm, RTLD_DL_LINKMAP))
+		memset(&di, 0, sizeof(di));
+	if (di.dli_sname)
 		util_strlcpy(name, di.dli_sname, sizeof(name));
+	else if (di.dli_fname && lm && di.dli_fname[0] == '/' &&
+		 (sym = jvy_lookup(module_symtab(di.dli_fname), pc - 1 - (uint64_t)lm->l_addr,
+				   NULL)))
+		symtab_name(sym, name, sizeof(name));
 	else if (di.dli_fname)
 		snprintf(name, sizeof(name), "%s+0x%llx",
 			 strrchr(di.dli_fname, '/') ? strrchr(di.dli_fname, '/') + 1 : di.dli_fname,
@@ -1153,6 +1232,7 @@ int jva_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 	}
 	r = pp_write_gz(b, fd, bytes);
 out:
+	free_modules();
 	jvm_names_free(nm);
 	pp_free(b);
 	jva_discard();

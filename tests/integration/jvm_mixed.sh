@@ -5,11 +5,12 @@
 #    spins in C (pd_native_spin) and calls back into Java (javaCallback).
 #    CPU samples must hold the stack pd_native_spin <- Java_JniMixed_nativeWork
 #    <- JniMixed.nativeWork <- JniMixed.main (native frames above the Java
-#    ones) and JniMixed.javaCallback <- (HotSpot's JavaCalls and jni_Call*
-#    frames in libjvm.so) <- Java_JniMixed_nativeWork <- JniMixed.nativeWork
-#    <- JniMixed.main (Java -> native -> Java with the C frames between the
-#    segments), each followed by the launcher's native frames below
-#    JniMixed.main (libjli.so, libc), and no sample of the sleeping thread.
+#    ones) and JniMixed.javaCallback <- JavaCalls::call_helper <- ... <-
+#    jni_CallStaticLongMethod <- Java_JniMixed_nativeWork <-
+#    JniMixed.nativeWork <- JniMixed.main (Java -> native -> Java with the C
+#    frames between the segments), each followed by the native frames below
+#    JniMixed.main (JavaCalls::call_helper ... jni_CallStaticVoidMethod ...
+#    JavaMain ... libc), and no sample of the sleeping thread.
 #  - vmstructs=0 (a VM without gHotSpotVMStructs): the hello lists
 #    mixed_stacks as missing and the Java -> native -> Java stack is the
 #    Java frames only, as AsyncGetCallTrace gives them.
@@ -57,11 +58,13 @@ for jdk in $JDKS; do
 	out=$("$APPS/it_request" --pid "$JPID" --type stack --hz 200 \
 		--duration-ms 3000) || fail "$name: CPU capture failed"
 	go tool pprof -traces "$out" > "$T/traces.txt" 2>&1 || fail "$name: pprof cannot read $out"
-	# The launcher's thread (libjli.so's JavaMain) below main, started by libc.
-	below='JniMixed[.]main( libjvm[.]so[^ ]*| [^ ]*JavaCalls[^ ]*| jni_[^ ]*)+ (libjli[.]so[^ ]*|JavaMain|ThreadJavaMain)( [^ ]+)* (libc[.]so[^ ]*|start_thread|clone[0-9]*)$'
+	# Below main: HotSpot's JNI call from the launcher's thread (libjli.so's
+	# JavaMain), started by libc (whose own symbols are stripped here).
+	# libjvm.so and libjli.so keep a .symtab: their functions are named.
+	below='JniMixed[.]main JavaCalls::call_helper( [^ ]+)* jni_CallStaticVoidMethod( [^ ]+)* JavaMain( [^ ]+)* (libc[.]so[^ ]*|start_thread|clone[0-9]*)$'
 	has_stack "$out" "^pd_native_spin Java_JniMixed_nativeWork JniMixed[.]nativeWork $below" ||
 		{ cat "$T/traces.txt"; fail "$name: no native frames above and below the Java ones"; }
-	has_stack "$out" "^JniMixed[.]javaCallback( libjvm[.]so[^ ]*| [^ ]*JavaCalls[^ ]*| jni_[^ ]*)+ Java_JniMixed_nativeWork JniMixed[.]nativeWork $below" ||
+	has_stack "$out" "^JniMixed[.]javaCallback JavaCalls::call_helper( [^ ]+)* jni_CallStaticLongMethod Java_JniMixed_nativeWork JniMixed[.]nativeWork $below" ||
 		{ cat "$T/traces.txt"; fail "$name: no Java -> C -> Java stack with the C frames between"; }
 	go tool pprof -comments "$out" 2>/dev/null | grep -q "mixed stacks: [1-9][0-9]* native runs" ||
 		{ go tool pprof -comments "$out"; fail "$name: the comment does not count the native runs"; }
