@@ -935,6 +935,17 @@ int jva_start(JNIEnv *jni, uint32_t hz, bool wall_clock)
 	if (lay.ok && !mixed)
 		LOG_I("no %s: Java -> native -> Java stacks lack their C frames",
 		      stub_ret ? "JNIEnv offset in JavaThread" : "call stub address");
+	if (mixed) {
+		/* The handler finds each thread's stack through its env: try it
+		 * on this thread's, which must hold a local of ours. */
+		uintptr_t t = (uintptr_t)jni - (uintptr_t)env_offset, here = (uintptr_t)&t;
+		uintptr_t base = word(t + lay.stack_base), size = word(t + lay.stack_size);
+		if (!base || !size || size > base || here >= base || here < base - size) {
+			mixed = false;
+			LOG_I("JavaThread::_stack_base/_stack_size do not hold the agent's stack: "
+			      "Java -> native -> Java stacks lack their C frames");
+		}
+	}
 
 	/* libunwind sets up global state under a lock on first use: not in the handler. */
 	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
@@ -1156,7 +1167,7 @@ static int add_comment(struct pp_builder *b)
 				 (unsigned long long)atomic_load(&runs_unplaced));
 		else
 			snprintf(c + o, sizeof(c) - o, "; mixed stacks: off (no %s)",
-				 lay.ok ? "call stub address or JNIEnv offset" : lay.missing);
+				 lay.ok ? "call stub address, JNIEnv offset or stack bounds" : lay.missing);
 	}
 	return pp_add_comment(b, c);
 }
