@@ -272,7 +272,10 @@ static uintptr_t find_stub(const struct jva_bounds *b, uintptr_t *from)
 			if (p + 32 > b->hi)
 				break;
 			int32_t n = *(const int32_t *)(p + 16);
-			if (n >= 0 && (uint32_t)n <= w - STUB_WORDS && word(p + 24) == b->thread) {
+			/* The JavaThread* is everywhere on a HotSpot stack: the
+			 * return into a file mapping (call_helper) narrows it. */
+			if (n >= 0 && (uint32_t)n <= w - STUB_WORDS && word(p + 24) == b->thread &&
+			    in_ranges(word(p + 8))) {
 				*from = p + 32;
 				return p;
 			}
