@@ -106,12 +106,23 @@ struct jva_rec {
 	uint64_t below[JVA_MAX_SPLICE];
 };
 
+/* The native run below a thread's lowest Java frame, kept by its handler:
+ * it stays the same while that frame lives, so the next sample whose
+ * bottom stub is at the same place, returning to the same pc with the same
+ * saved rbp, copies it instead of unwinding it again. */
+struct jva_bottom {
+	uintptr_t stub, ret, rbp;
+	uint32_t n;
+	uint64_t pcs[JVA_RUN_FRAMES];
+};
+
 /* A timer's thread. flags: set by the handler when it is no Java thread. */
 struct jva_thread {
 	pid_t tid;
 	bool armed;
 	_Atomic uint32_t not_java;
 	timer_t timer;
+	struct jva_bottom bottom; /* only this thread's handler touches it */
 };
 
 /* One frame of an aggregated stack: a Java frame, a native pc or a pseudo-frame. */
@@ -326,7 +337,30 @@ static uint32_t unwind_from_stub(const ucontext_t *uc, uintptr_t p, uintptr_t st
  * which frame each belongs to is not known; when AGCT cut the stack at
  * JVS_MAX_FRAMES, only the runs of the frames it kept.
  */
-static void splice(struct jva_rec *r, const ucontext_t *uc, const struct jva_bounds *b)
+/* The run below the lowest Java frame, from the thread's cache when its
+ * stub is the one seen last (c may be NULL: no cache). */
+static uint32_t bottom_run(const ucontext_t *uc, uintptr_t p, struct jva_bottom *c,
+			   uint64_t *out, uint32_t max)
+{
+	uintptr_t ret = word(p + 8), rbp = word(p);
+	if (c && c->stub == p && c->ret == ret && c->rbp == rbp) {
+		uint32_t n = c->n < max ? c->n : max;
+		memcpy(out, c->pcs, n * sizeof(*out));
+		return n;
+	}
+	uint32_t n = unwind_from_stub(uc, p, 0, out, max);
+	if (c && max == JVA_RUN_FRAMES) {
+		memcpy(c->pcs, out, n * sizeof(*out));
+		c->n = n;
+		c->stub = p;
+		c->ret = ret;
+		c->rbp = rbp;
+	}
+	return n;
+}
+
+static void splice(struct jva_rec *r, const ucontext_t *uc, const struct jva_bounds *b,
+		   struct jva_bottom *cache)
 {
 	uint16_t at[JVA_MAX_RUNS];
 	uintptr_t mid[JVA_MAX_RUNS], stop[JVA_MAX_RUNS], bottom = 0, from = b->lo;
@@ -371,8 +405,8 @@ static void splice(struct jva_rec *r, const ucontext_t *uc, const struct jva_bou
 	}
 	if (!cut && bottom && r->nbelow < JVA_MAX_SPLICE && r->nruns < JVA_MAX_RUNS) {
 		uint32_t room = JVA_MAX_SPLICE - r->nbelow;
-		uint32_t n = unwind_from_stub(uc, bottom, 0, &r->below[r->nbelow],
-					      room < JVA_RUN_FRAMES ? room : JVA_RUN_FRAMES);
+		uint32_t n = bottom_run(uc, bottom, cache, &r->below[r->nbelow],
+					room < JVA_RUN_FRAMES ? room : JVA_RUN_FRAMES);
 		if (n) {
 			r->runs[r->nruns].at = (uint16_t)r->nframes;
 			r->runs[r->nruns++].len = (uint16_t)n;
@@ -385,7 +419,7 @@ unplaced:
 	/* Keep what is placed for sure: nothing between the segments. */
 	atomic_fetch_add_explicit(&runs_unplaced, 1, memory_order_relaxed);
 	if (!cut && bottom && r->nruns == 0) {
-		uint32_t n = unwind_from_stub(uc, bottom, 0, r->below, JVA_RUN_FRAMES);
+		uint32_t n = bottom_run(uc, bottom, cache, r->below, JVA_RUN_FRAMES);
 		if (n) {
 			r->runs[0].at = (uint16_t)r->nframes;
 			r->runs[0].len = (uint16_t)n;
@@ -446,8 +480,10 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 	}
 	r->nnative = n;
 	r->nruns = r->nbelow = 0;
-	if (mix && tr.num_frames > 0)
-		splice(r, ucv, &b);
+	if (mix && tr.num_frames > 0) {
+		uint32_t ix = (uint32_t)si->si_value.sival_int;
+		splice(r, ucv, &b, ix < JVS_MAX_THREADS ? &threads[ix].bottom : NULL);
+	}
 	r->tid = (int32_t)gettid_();
 	r->env = env;
 	r->weight = 1 + (uint32_t)(si->si_overrun > 0 ? si->si_overrun : 0);
@@ -622,6 +658,7 @@ static int arm_locked(pid_t tid)
 	sev.sigev_notify_thread_id = tid;
 	sev.sigev_value.sival_int = (int)nthreads; /* the handler's index */
 	atomic_store(&t->not_java, 0);
+	memset(&t->bottom, 0, sizeof(t->bottom)); /* stub 0: nothing kept */
 	if (timer_create(wall ? CLOCK_MONOTONIC : thread_cpu_clock(tid), &sev, &t->timer) < 0)
 		return -errno; /* it exited meanwhile */
 	struct itimerspec its;
