@@ -7,7 +7,9 @@
  *
  * Module prefixes: jv_ (agent), jvs_ (stack sampler, GetStackTrace), jva_
  * (stack sampler, AsyncGetCallTrace from signals), jvh_ (heap profile),
- * jvg_ (GC ring), jvm_ (method names, shared by the pprof writers).
+ * jvg_ (GC ring), jvm_ (method names, shared by the pprof writers), jvv_
+ * (HotSpot's VMStructs: the frame layout the signal sampler splices with),
+ * jvy_ (ELF .symtab names for the native frames dladdr cannot name).
  */
 #ifndef PD_JV_H
 #define PD_JV_H
@@ -65,6 +67,10 @@ void jvs_discard(void);
 
 #define JVA_RING        4096   /* samples between two drains (every 50 ms); more: dropped */
 #define JVA_MAX_NATIVE  32     /* native frames above the top Java frame */
+#define JVA_MAX_SPLICE  64     /* native frames below it, all runs together; more: cut */
+#define JVA_MAX_RUNS    16     /* native runs below the top Java frame; deeper ones: left out */
+#define JVA_RUN_FRAMES  24     /* frames of one such run */
+#define JVA_SCAN_BYTES  (256 * 1024) /* stack searched for call stubs, from the interrupted sp */
 #define JVA_MAX_RANGES  1024   /* executable file mappings the handler unwinds through */
 #define JVA_AGCT_ERRORS 11     /* AGCT's codes 0 .. -10 (forte.cpp) */
 #define JVA_DRAIN_NS    50000000ull
@@ -78,6 +84,10 @@ void jvs_discard(void);
  * for the debug log.
  */
 bool jva_init(JavaVM *vm, jvmtiEventCallbacks *cb, bool time_handler);
+/* At setup, after jva_init: whether the stacks get the C frames between
+ * and below the Java segments (docs/JVMTI.md, "Mixed stacks"); use_vmstructs
+ * false behaves as a VM without the tables (tests). */
+bool jva_init_mixed(bool use_vmstructs);
 bool jva_available(void);
 /* After SetEventCallbacks: enable the events AGCT needs. 0 or -EIO. */
 int jva_enable_events(void);
@@ -94,6 +104,58 @@ void jva_discard(void);
 /* From any thread (VMDeath): stop the timers and the handler; the agent
  * thread frees the rest. */
 void jva_halt(void);
+
+/* ---- HotSpot's layout from its VMStructs tables (jv_vmstructs.c) */
+
+/* Where each member of a gHotSpotVMStructs / gHotSpotVMTypes row is. */
+struct jvv_tables {
+	const char *structs, *types;
+	uint64_t type_name_off_s, field_name_off, is_static_off, offset_off, address_off;
+	uint64_t struct_stride;
+	uint64_t type_name_off, type_size_off, type_stride;
+};
+
+/* Byte offsets, each checked to lie inside its type's size. */
+struct jvv_layout {
+	bool ok;
+	uint32_t stack_base, stack_size;      /* JavaThread: address, size_t */
+	uint32_t thread_anchor;               /* JavaThread::_anchor (JavaFrameAnchor) */
+	uint32_t last_sp, last_pc;            /* JavaFrameAnchor::_last_Java_sp/_pc */
+	uint32_t wrapper_anchor;              /* JavaCallWrapper::_anchor */
+	uint32_t thread_size, wrapper_size;
+	const uintptr_t *call_stub_ret;       /* &StubRoutines::_call_stub_return_address */
+	char missing[96];                     /* !ok: the first field not found or out of range */
+};
+
+/* Reads t into l: 0, or -ENOENT/-ERANGE with l->missing set (l->ok false). */
+int jvv_parse(const struct jvv_tables *t, struct jvv_layout *l);
+/* The running VM's tables (dlsym in libjvm.so); as jvv_parse. */
+int jvv_read(struct jvv_layout *l);
+/* The tables of the libjvm.so dlopen'ed as handle (tests); as jvv_parse. */
+int jvv_read_from(void *handle, struct jvv_layout *l);
+
+/* ---- function names from an ELF file's .symtab (jv_symtab.c), off the signal path */
+
+#define JVY_MAX_SYMS   (1u << 20)        /* functions kept per file; more: unnamed */
+#define JVY_MAX_STRTAB (64ull << 20)     /* a larger string table: the file is not read */
+
+/* The image to parse: read(ctx, off, buf, n) fills buf or fails (<0). */
+struct jvy_reader {
+	int (*read)(void *ctx, uint64_t off, void *buf, size_t n);
+	void *ctx;
+	uint64_t size;
+};
+
+struct jvy_table;
+/* The defined, sized functions of an ELF64 little-endian image's .symtab,
+ * sorted. 0; -ENOENT (stripped, none); -ENOEXEC (malformed); -ENOMEM. */
+int jvy_parse(const struct jvy_reader *r, struct jvy_table **out);
+/* An absolute path, read with pread (never mapped); as jvy_parse. */
+int jvy_load(const char *path, struct jvy_table **out);
+/* The function covering vaddr (a file address: pc minus the load bias),
+ * its start in *start; NULL when none does. */
+const char *jvy_lookup(const struct jvy_table *t, uint64_t vaddr, uint64_t *start);
+void jvy_free(struct jvy_table *t);
 
 /* ---- heap profile (jv_heap.c) */
 

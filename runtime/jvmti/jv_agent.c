@@ -14,6 +14,8 @@
  *   sampler=thread   per-thread GetStackTrace (the default without AGCT)
  *   sampler=all      GetAllStackTraces (one safepoint); for measurements
  *   asgct=0          behave as a JVM without AsyncGetCallTrace (tests)
+ *   vmstructs=0      behave as a JVM without gHotSpotVMStructs: no C frames
+ *                    between or below the Java segments (tests)
  *
  * The agent thread is a JVMTI agent thread (a Java daemon thread running
  * native code): it owns the runtime.sock connection, reconnects when the
@@ -58,12 +60,14 @@ struct jv_caps jv_caps;
 
 static struct {
 	char socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	bool debug, all_at_once, no_async, no_agct;
+	bool debug, all_at_once, no_async, no_agct, no_vmstructs;
 	uint32_t oom_hold_ms;
 } opt = { .oom_hold_ms = 60000 };
 
 /* Stack samples come from jv_async.c: AGCT found and its events enabled. */
 static bool use_async;
+/* And the VMStructs it splices native frames with (jv_vmstructs.c). */
+static bool use_mixed;
 
 static _Atomic bool loaded, started, dying;
 static int wake_fd = -1;           /* eventfd: an OOM to report, or VM death */
@@ -117,6 +121,10 @@ static int parse_options(const char *s)
 			if (strcmp(v, "0") && strcmp(v, "1"))
 				return -EINVAL;
 			opt.no_agct = !strcmp(v, "0");
+		} else if (!strcmp(kv, "vmstructs")) {
+			if (strcmp(v, "0") && strcmp(v, "1"))
+				return -EINVAL;
+			opt.no_vmstructs = !strcmp(v, "0");
 		} else {
 			return -EINVAL;
 		}
@@ -157,7 +165,7 @@ static int send_hello(int sock)
 {
 	Pd__RuntimeMsg rm = PD__RUNTIME_MSG__INIT;
 	Pd__RuntimeHello h = PD__RUNTIME_HELLO__INIT;
-	char *caps[5], *missing[4];
+	char *caps[6], *missing[5];
 	size_t nc = 0, nm = 0;
 
 	/* stack_sampling and heap_dump (JNI) need no optional capability; the others do. */
@@ -181,6 +189,11 @@ static int send_hello(int sock)
 		caps[nc++] = "async_stacks";
 	else
 		missing[nm++] = "async_stacks";
+	/* The C frames between and below the Java segments (HotSpot's VMStructs). */
+	if (use_async && use_mixed)
+		caps[nc++] = "mixed_stacks";
+	else
+		missing[nm++] = "mixed_stacks";
 	h.pid = (uint32_t)getpid();
 	h.runtime = "jvm";
 	h.version = vm_version;
@@ -775,6 +788,7 @@ static jint setup(JavaVM *vm, char *options, bool onload)
 		LOG_W("cannot enable the events AsyncGetCallTrace needs: GetStackTrace sampler");
 		use_async = false;
 	}
+	use_mixed = use_async && jva_init_mixed(!opt.no_vmstructs);
 	LOG_I("stack sampler: %s", use_async ? "AsyncGetCallTrace from signals"
 		: opt.no_async ? (opt.all_at_once ? "GetAllStackTraces" : "GetStackTrace")
 			       : "GetStackTrace (no AsyncGetCallTrace in this VM)");

@@ -13,7 +13,18 @@
  * claims a slot of a preallocated MPSC ring (a CAS on the head; a full ring
  * drops and counts), fills it and publishes it with a release store. The
  * agent thread drains the ring every tick into the (thread, stack) table
- * and symbolises at the end with JVMTI (jv_names.c) and dladdr.
+ * and symbolises at the end with JVMTI (jv_names.c), dladdr and, for what
+ * the dynamic symbols do not name, the module's .symtab (jv_symtab.c).
+ *
+ * Below the top Java frame (docs/JVMTI.md, "Mixed stacks") it splices the
+ * C frames AGCT walks across: between a native method and the Java code it
+ * called back (the JNI function, jni_Call*Method, JavaCalls), and below the
+ * lowest Java frame (the launcher, start_thread). Each Java segment begins
+ * at a call stub's frame, found on the stack by the return address HotSpot
+ * publishes (StubRoutines::_call_stub_return_address); the stub's caller is
+ * unwound with libunwind until the older segment's last Java sp, read from
+ * the JavaCallWrapper's frame anchor. The offsets come from HotSpot's
+ * VMStructs (jv_vmstructs.c); without them the stacks are as before.
  *
  * AGCT needs: the ClassLoad event enabled (else it answers -1), jmethodIDs
  * allocated for every method it may meet (GetClassMethods on each prepared
@@ -29,6 +40,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <libunwind.h>
+#include <link.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -84,6 +96,24 @@ struct jva_rec {
 	JNIEnv *env;         /* names the thread (learn_names) */
 	uint64_t native[JVA_MAX_NATIVE];
 	ASGCT_CallFrame frames[JVS_MAX_FRAMES];
+	/* The native runs below the top Java frame: run i, runs[i].len pcs of
+	 * below[] in turn, goes before AGCT frame runs[i].at (the native
+	 * method that called back); at == nframes: below the lowest frame. */
+	uint32_t nruns, nbelow;
+	struct {
+		uint16_t at, len;
+	} runs[JVA_MAX_RUNS];
+	uint64_t below[JVA_MAX_SPLICE];
+};
+
+/* The native run below a thread's lowest Java frame, kept by its handler:
+ * it stays the same while that frame lives, so the next sample whose
+ * bottom stub is at the same place, returning to the same pc with the same
+ * saved rbp, copies it instead of unwinding it again. */
+struct jva_bottom {
+	uintptr_t stub, ret, rbp;
+	uint32_t n;
+	uint64_t pcs[JVA_RUN_FRAMES];
 };
 
 /* A timer's thread. flags: set by the handler when it is no Java thread. */
@@ -92,6 +122,7 @@ struct jva_thread {
 	bool armed;
 	_Atomic uint32_t not_java;
 	timer_t timer;
+	struct jva_bottom bottom; /* only this thread's handler touches it */
 };
 
 /* One frame of an aggregated stack: a Java frame, a native pc or a pseudo-frame. */
@@ -133,6 +164,10 @@ static uint32_t nranges;
 static _Atomic uint64_t ring_head, ring_tail;
 static _Atomic uint64_t ring_dropped, agct_err[JVA_AGCT_ERRORS], not_java;
 static _Atomic uint64_t handler_ns, handler_runs; /* what the handler costs (debug log) */
+static struct jvv_layout lay;      /* lay.ok: mixed stacks (read at load) */
+static bool mixed;                 /* lay.ok and the call stub's address known */
+static uintptr_t stub_ret;         /* StubRoutines::_call_stub_return_address */
+static _Atomic uint64_t runs_spliced, runs_unplaced;
 static bool timing;
 static _Atomic int running, inflight;
 
@@ -189,6 +224,211 @@ static struct jva_rec *claim(void)
 	return &ring[h % JVA_RING];
 }
 
+/*
+ * The part of the interrupted thread's stack the handler may read: from
+ * its sp to the base HotSpot recorded for the thread (JavaThread::
+ * _stack_base/_stack_size), at most JVA_SCAN_BYTES. Every word read below
+ * lies inside [lo, hi), so a wrong value found on the stack can only give a
+ * wrong frame, never a fault.
+ */
+struct jva_bounds {
+	uintptr_t lo, hi, thread;
+};
+
+static uintptr_t word(uintptr_t a)
+{
+	return *(const uintptr_t *)a;
+}
+
+static bool stack_bounds(JNIEnv *env, const ucontext_t *uc, struct jva_bounds *b)
+{
+	if (!mixed || env_offset <= 0)
+		return false;
+	/* The JNIEnv is a field of the JavaThread (learnt through eetop). */
+	uintptr_t t = (uintptr_t)env - (uintptr_t)env_offset;
+	uintptr_t base = word(t + lay.stack_base), size = word(t + lay.stack_size);
+	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	if (!base || !size || size > base || sp >= base || sp < base - size)
+		return false;
+	b->thread = t;
+	b->lo = (sp + 7) & ~(uintptr_t)7;
+	b->hi = (base - b->lo > JVA_SCAN_BYTES ? b->lo + JVA_SCAN_BYTES : base) & ~(uintptr_t)7;
+	return b->lo < b->hi;
+}
+
+/*
+ * HotSpot's call stub on x86_64 Linux (StubRoutines::call_stub, the frame
+ * that starts each Java segment) begins with push rbp; mov rbp, rsp. At its
+ * rbp p: the caller's rbp, at p+8 the return into JavaCalls::call_helper,
+ * at p+16 and p+24 its 7th and 8th C arguments, passed on the stack by the
+ * ABI: the parameter count (int) and the JavaThread*. Below p it keeps 12
+ * words (the JavaCallWrapper* at p-48, saved registers), pushes the n
+ * parameter words and calls the Java entry, whose return address is then
+ * _call_stub_return_address at p - 8 * (13 + n); an interpreted callee
+ * moves it down by the locals it adds after the parameters.
+ */
+#define STUB_WORDS     13
+#define STUB_WRAPPER   48
+#define STUB_MAX_SLOTS 1024 /* parameters and interpreter locals searched over */
+
+/* The next call stub's rbp from *from up, or 0; *from moves past it. */
+static uintptr_t find_stub(const struct jva_bounds *b, uintptr_t *from)
+{
+	for (uintptr_t q = *from; q + 8 <= b->hi; q += 8) {
+		if (word(q) != stub_ret)
+			continue;
+		/* p is above q by 13 words, the n parameters and any locals. */
+		for (uint32_t w = STUB_WORDS; w < STUB_WORDS + STUB_MAX_SLOTS; w++) {
+			uintptr_t p = q + 8 * w;
+			if (p + 32 > b->hi)
+				break;
+			int32_t n = *(const int32_t *)(p + 16);
+			/* The JavaThread* is everywhere on a HotSpot stack: the
+			 * return into a file mapping (call_helper) narrows it. */
+			if (n >= 0 && (uint32_t)n <= w - STUB_WORDS && word(p + 24) == b->thread &&
+			    in_ranges(word(p + 8))) {
+				*from = p + 32;
+				return p;
+			}
+		}
+	}
+	*from = b->hi;
+	return 0;
+}
+
+/*
+ * The native frames of the call stub at p's caller (call_helper, the JNI
+ * functions, the native method's C code, or the launcher and start_thread
+ * below the lowest segment), until the older Java frame (stop_sp: its
+ * last_Java_sp; 0: none, to the end of the stack) or a pc outside the
+ * executable file mappings (the native method's wrapper is JIT code).
+ */
+static uint32_t unwind_from_stub(const ucontext_t *uc, uintptr_t p, uintptr_t stop_sp,
+				 uint64_t *out, uint32_t max)
+{
+	ucontext_t c = *uc;
+	unw_cursor_t cur;
+	uint32_t n = 0;
+	c.uc_mcontext.gregs[REG_RIP] = (greg_t)word(p + 8);
+	c.uc_mcontext.gregs[REG_RSP] = (greg_t)(p + 16);
+	c.uc_mcontext.gregs[REG_RBP] = (greg_t)word(p);
+	/* Not a signal frame: the pc is a return address (libunwind looks up pc - 1). */
+	if (unw_init_local2(&cur, (unw_context_t *)&c, 0) < 0)
+		return 0;
+	while (n < max) {
+		unw_word_t ip = 0, sp = 0;
+		if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || !in_ranges(ip) ||
+		    unw_get_reg(&cur, UNW_REG_SP, &sp) < 0 || (stop_sp && sp >= stop_sp))
+			break;
+		out[n++] = ip;
+		if (unw_step(&cur) <= 0)
+			break;
+	}
+	return n;
+}
+
+/*
+ * Splice the native runs below the top Java frame into r. The call stubs,
+ * innermost first, pair with the native methods among AGCT's frames below
+ * the top one (a Java -> native -> Java transition each); the stub whose
+ * wrapper's anchor is empty had no Java caller: its run goes below the
+ * lowest frame. When the two counts differ (the VM itself called Java: a
+ * static initialiser, class loading) the middle runs are left out, since
+ * which frame each belongs to is not known; when AGCT cut the stack at
+ * JVS_MAX_FRAMES, only the runs of the frames it kept.
+ */
+/* The run below the lowest Java frame, from the thread's cache when its
+ * stub is the one seen last (c may be NULL: no cache). */
+static uint32_t bottom_run(const ucontext_t *uc, uintptr_t p, struct jva_bottom *c,
+			   uint64_t *out, uint32_t max)
+{
+	uintptr_t ret = word(p + 8), rbp = word(p);
+	if (c && c->stub == p && c->ret == ret && c->rbp == rbp) {
+		uint32_t n = c->n < max ? c->n : max;
+		memcpy(out, c->pcs, n * sizeof(*out));
+		return n;
+	}
+	uint32_t n = unwind_from_stub(uc, p, 0, out, max);
+	if (c && max == JVA_RUN_FRAMES) {
+		memcpy(c->pcs, out, n * sizeof(*out));
+		c->n = n;
+		c->stub = p;
+		c->ret = ret;
+		c->rbp = rbp;
+	}
+	return n;
+}
+
+static void splice(struct jva_rec *r, const ucontext_t *uc, const struct jva_bounds *b,
+		   struct jva_bottom *cache)
+{
+	uint16_t at[JVA_MAX_RUNS];
+	uintptr_t mid[JVA_MAX_RUNS], stop[JVA_MAX_RUNS], bottom = 0, from = b->lo;
+	uint32_t k = 0, m = 0;
+	bool cut = r->nframes >= JVS_MAX_FRAMES;
+
+	for (int32_t i = 1; i < r->nframes && i < JVS_MAX_FRAMES && k < JVA_MAX_RUNS; i++)
+		if (r->frames[i].lineno == -3) /* AGCT's mark of a native method */
+			at[k++] = (uint16_t)i;
+	for (;;) {
+		uintptr_t p = find_stub(b, &from);
+		if (!p)
+			break;
+		uintptr_t cw = word(p - STUB_WRAPPER);
+		if (cw & 7 || cw < p + 32 || cw + lay.wrapper_size > b->hi)
+			goto unplaced; /* not a wrapper on this stack: stop trusting the walk */
+		uintptr_t last = word(cw + lay.wrapper_anchor + lay.last_sp);
+		if (!last) {
+			bottom = p;
+			break;
+		}
+		if (last <= p || last >= b->hi)
+			goto unplaced;
+		if (m == JVA_MAX_RUNS)
+			break;
+		mid[m] = p;
+		stop[m++] = last;
+	}
+	if (cut)
+		m = m < k ? m : k;
+	else if (m != k)
+		goto unplaced;
+	for (uint32_t i = 0; i < m && r->nbelow < JVA_MAX_SPLICE; i++) {
+		uint32_t room = JVA_MAX_SPLICE - r->nbelow;
+		uint32_t n = unwind_from_stub(uc, mid[i], stop[i], &r->below[r->nbelow],
+					      room < JVA_RUN_FRAMES ? room : JVA_RUN_FRAMES);
+		if (n) {
+			r->runs[r->nruns].at = at[i];
+			r->runs[r->nruns++].len = (uint16_t)n;
+			r->nbelow += n;
+		}
+	}
+	if (!cut && bottom && r->nbelow < JVA_MAX_SPLICE && r->nruns < JVA_MAX_RUNS) {
+		uint32_t room = JVA_MAX_SPLICE - r->nbelow;
+		uint32_t n = bottom_run(uc, bottom, cache, &r->below[r->nbelow],
+					room < JVA_RUN_FRAMES ? room : JVA_RUN_FRAMES);
+		if (n) {
+			r->runs[r->nruns].at = (uint16_t)r->nframes;
+			r->runs[r->nruns++].len = (uint16_t)n;
+			r->nbelow += n;
+		}
+	}
+	atomic_fetch_add_explicit(&runs_spliced, r->nruns, memory_order_relaxed);
+	return;
+unplaced:
+	/* Keep what is placed for sure: nothing between the segments. */
+	atomic_fetch_add_explicit(&runs_unplaced, 1, memory_order_relaxed);
+	if (!cut && bottom && r->nruns == 0) {
+		uint32_t n = bottom_run(uc, bottom, cache, r->below, JVA_RUN_FRAMES);
+		if (n) {
+			r->runs[0].at = (uint16_t)r->nframes;
+			r->runs[0].len = (uint16_t)n;
+			r->nruns = 1;
+			r->nbelow = n;
+		}
+	}
+}
+
 static void handler(int sig, siginfo_t *si, void *ucv)
 {
 	int saved_errno = errno;
@@ -219,20 +459,31 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 	if (tr.num_frames <= 0 && -tr.num_frames < JVA_AGCT_ERRORS)
 		atomic_fetch_add_explicit(&agct_err[-tr.num_frames], 1, memory_order_relaxed);
 
-	/* The native frames above the top Java frame (JNI code, the VM's C++). */
+	/* The native frames above the top Java frame (JNI code, the VM's C++),
+	 * up to the thread's last Java sp when it is in native code or the VM. */
+	struct jva_bounds b;
+	bool mix = stack_bounds(env, ucv, &b);
+	uintptr_t top_stop = mix ? word(b.thread + lay.thread_anchor + lay.last_sp) : 0;
 	unw_cursor_t cur;
 	uint32_t n = 0;
 	if (unw_init_local2(&cur, (unw_context_t *)ucv, UNW_INIT_SIGNAL_FRAME) == 0) {
 		while (n < JVA_MAX_NATIVE) {
-			unw_word_t ip = 0;
+			unw_word_t ip = 0, sp = 0;
 			if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || !in_ranges(ip))
 				break; /* JIT code, a stub or the interpreter: Java's part */
+			if (top_stop && (unw_get_reg(&cur, UNW_REG_SP, &sp) < 0 || sp >= top_stop))
+				break;
 			r->native[n++] = ip;
 			if (unw_step(&cur) <= 0)
 				break;
 		}
 	}
 	r->nnative = n;
+	r->nruns = r->nbelow = 0;
+	if (mix && tr.num_frames > 0) {
+		uint32_t ix = (uint32_t)si->si_value.sival_int;
+		splice(r, ucv, &b, ix < JVS_MAX_THREADS ? &threads[ix].bottom : NULL);
+	}
 	r->tid = (int32_t)gettid_();
 	r->env = env;
 	r->weight = 1 + (uint32_t)(si->si_overrun > 0 ? si->si_overrun : 0);
@@ -329,6 +580,17 @@ bool jva_init(JavaVM *vm, jvmtiEventCallbacks *cb, bool time_handler)
 	return true;
 }
 
+bool jva_init_mixed(bool use_vmstructs)
+{
+	if (!use_vmstructs) {
+		memset(&lay, 0, sizeof(lay));
+		snprintf(lay.missing, sizeof(lay.missing), "VMStructs (vmstructs=0)");
+		LOG_I("vmstructs=0: Java -> native -> Java stacks lack their C frames");
+		return false;
+	}
+	return jvv_read(&lay) == 0;
+}
+
 bool jva_available(void)
 {
 	return agct != NULL;
@@ -396,6 +658,7 @@ static int arm_locked(pid_t tid)
 	sev.sigev_notify_thread_id = tid;
 	sev.sigev_value.sival_int = (int)nthreads; /* the handler's index */
 	atomic_store(&t->not_java, 0);
+	memset(&t->bottom, 0, sizeof(t->bottom)); /* stub 0: nothing kept */
 	if (timer_create(wall ? CLOCK_MONOTONIC : thread_cpu_clock(tid), &sev, &t->timer) < 0)
 		return -errno; /* it exited meanwhile */
 	struct itimerspec its;
@@ -599,7 +862,7 @@ static void add_stack(int32_t tid, JNIEnv *env, const struct jva_frame *f, uint3
 /* Move what the handlers published into the table; stops at a slot in progress. */
 static void drain(void)
 {
-	static struct jva_frame f[JVA_MAX_NATIVE + JVS_MAX_FRAMES];
+	static struct jva_frame f[JVA_MAX_NATIVE + JVS_MAX_FRAMES + JVA_MAX_SPLICE];
 	uint64_t t = atomic_load_explicit(&ring_tail, memory_order_relaxed);
 	uint64_t h = atomic_load_explicit(&ring_head, memory_order_acquire);
 	for (; t < h; t++) {
@@ -610,10 +873,19 @@ static void drain(void)
 		for (uint32_t i = 0; i < r->nnative && i < JVA_MAX_NATIVE; i++)
 			f[n++] = (struct jva_frame){ .v = r->native[i], .kind = JVA_F_NATIVE };
 		if (r->nframes > 0) {
-			for (int32_t i = 0; i < r->nframes && i < JVS_MAX_FRAMES; i++)
-				f[n++] = (struct jva_frame){
-					.v = (uint64_t)(uintptr_t)r->frames[i].method_id,
-					.bci = r->frames[i].lineno, .kind = JVA_F_JAVA };
+			/* Runs are in stack order (their at ascending), each inside below[]. */
+			uint32_t run = 0, pc = 0;
+			int32_t nf = r->nframes < JVS_MAX_FRAMES ? r->nframes : JVS_MAX_FRAMES;
+			for (int32_t i = 0; i <= nf; i++) {
+				for (; run < r->nruns && run < JVA_MAX_RUNS && r->runs[run].at == i; run++)
+					for (uint32_t k = 0; k < r->runs[run].len && pc < JVA_MAX_SPLICE; k++)
+						f[n++] = (struct jva_frame){ .v = r->below[pc++],
+									     .kind = JVA_F_NATIVE };
+				if (i < nf)
+					f[n++] = (struct jva_frame){
+						.v = (uint64_t)(uintptr_t)r->frames[i].method_id,
+						.bci = r->frames[i].lineno, .kind = JVA_F_JAVA };
+			}
 		} else {
 			f[n++] = (struct jva_frame){ .v = (uint64_t)(-(int64_t)r->nframes),
 						     .kind = JVA_F_ERROR };
@@ -695,6 +967,25 @@ int jva_start(JNIEnv *jni, uint32_t hz, bool wall_clock)
 	self_tid = gettid_();
 	read_ranges();
 	init_names(jni);
+	/* The stubs are generated at VM start: their address is known by now. */
+	atomic_store(&runs_spliced, 0);
+	atomic_store(&runs_unplaced, 0);
+	stub_ret = lay.ok ? *lay.call_stub_ret : 0;
+	mixed = lay.ok && stub_ret && env_offset > 0;
+	if (lay.ok && !mixed)
+		LOG_I("no %s: Java -> native -> Java stacks lack their C frames",
+		      stub_ret ? "JNIEnv offset in JavaThread" : "call stub address");
+	if (mixed) {
+		/* The handler finds each thread's stack through its env: try it
+		 * on this thread's, which must hold a local of ours. */
+		uintptr_t t = (uintptr_t)jni - (uintptr_t)env_offset, here = (uintptr_t)&t;
+		uintptr_t base = word(t + lay.stack_base), size = word(t + lay.stack_size);
+		if (!base || !size || size > base || here >= base || here < base - size) {
+			mixed = false;
+			LOG_I("JavaThread::_stack_base/_stack_size do not hold the agent's stack: "
+			      "Java -> native -> Java stacks lack their C frames");
+		}
+	}
 
 	/* libunwind sets up global state under a lock on first use: not in the handler. */
 	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
@@ -778,17 +1069,94 @@ static const struct jva_name *name_of(JNIEnv *env)
 	return NULL;
 }
 
-/* The pprof location of a native pc: its dynamic symbol (dladdr), else module+offset. */
+/* The .symtab of each module met while writing one profile (jv_symtab.c). */
+#define JVA_MAX_MODULES 32
+static struct jva_module {
+	char path[256];
+	struct jvy_table *t; /* NULL: stripped or unreadable */
+} mods[JVA_MAX_MODULES];
+static uint32_t nmods;
+
+typedef char *(*demangle_fn)(const char *mangled, char *buf, size_t *len, int *status);
+
+static void free_modules(void)
+{
+	for (uint32_t i = 0; i < nmods; i++)
+		jvy_free(mods[i].t);
+	nmods = 0;
+}
+
+static const struct jvy_table *module_symtab(const char *path)
+{
+	for (uint32_t i = 0; i < nmods; i++)
+		if (!strcmp(mods[i].path, path))
+			return mods[i].t;
+	if (nmods == JVA_MAX_MODULES || strlen(path) >= sizeof(mods[0].path))
+		return NULL; /* past the cap: named by dladdr only */
+	struct jva_module *m = &mods[nmods++];
+	util_strlcpy(m->path, path, sizeof(m->path));
+	int r = jvy_load(path, &m->t);
+	if (r < 0 && r != -ENOENT)
+		LOG_D("no .symtab names from %s: %s", path, strerror(-r));
+	return m->t;
+}
+
+/* A .symtab name for pprof: C++ names demangled where the process has
+ * libstdc++'s demangler, without their parameter lists. */
+static void symtab_name(const char *sym, char *out, size_t n)
+{
+	static demangle_fn demangle;
+	static bool looked;
+	int status = -1;
+	char *d = NULL;
+	if (!looked) {
+		demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+		looked = true;
+	}
+	if (demangle && sym[0] == '_' && sym[1] == 'Z')
+		d = demangle(sym, NULL, NULL, &status);
+	if (!d || status != 0) {
+		util_strlcpy(out, sym, n);
+		free(d);
+		return;
+	}
+	/* Cut at the parameters' '(' outside template arguments. */
+	int depth = 0;
+	for (char *c = d; *c; c++) {
+		if (*c == '<')
+			depth++;
+		else if (*c == '>' && depth > 0)
+			depth--;
+		else if (*c == '(' && !depth && c > d && strncmp(c - (c - d >= 8 ? 8 : 0),
+									   "operator", 8)) {
+			*c = '\0';
+			break;
+		}
+	}
+	util_strlcpy(out, d, n);
+	free(d);
+}
+
+/* The pprof location of a native pc: its dynamic symbol (dladdr), else its
+ * module's .symtab name, else module+offset. */
 static int native_location(struct pp_builder *b, uint64_t pc, uint64_t *loc)
 {
 	Dl_info di;
+	struct link_map *lm = NULL;
+	const char *sym;
 	char name[320];
 	uint64_t fn;
 	int r;
 	memset(&di, 0, sizeof(di));
 	/* pc is a return address except at the leaf: pc - 1 is inside the call. */
-	if (dladdr((void *)(uintptr_t)(pc - 1), &di) && di.dli_sname)
+	if (!dladdr1((void *)(uintptr_t)(pc - 1), &di, (void **)&lm, RTLD_DL_LINKMAP))
+		memset(&di, 0, sizeof(di));
+	if (di.dli_sname)
 		util_strlcpy(name, di.dli_sname, sizeof(name));
+	else if (di.dli_fname && lm && di.dli_fname[0] == '/' &&
+		 (sym = jvy_lookup(module_symtab(di.dli_fname), pc - 1 - (uint64_t)lm->l_addr,
+				   NULL)))
+		symtab_name(sym, name, sizeof(name));
 	else if (di.dli_fname)
 		snprintf(name, sizeof(name), "%s+0x%llx",
 			 strrchr(di.dli_fname, '/') ? strrchr(di.dli_fname, '/') + 1 : di.dli_fname,
@@ -829,7 +1197,18 @@ static int add_comment(struct pp_builder *b)
 		}
 	}
 	if (!any && o < sizeof(c))
-		snprintf(c + o, sizeof(c) - o, " none");
+		o += (size_t)snprintf(c + o, sizeof(c) - o, " none");
+	/* Whether the C frames between and below the Java segments are in. */
+	if (o < sizeof(c)) {
+		if (mixed)
+			snprintf(c + o, sizeof(c) - o, "; mixed stacks: %llu native runs below "
+				 "Java frames, %llu samples without the ones between segments",
+				 (unsigned long long)atomic_load(&runs_spliced),
+				 (unsigned long long)atomic_load(&runs_unplaced));
+		else
+			snprintf(c + o, sizeof(c) - o, "; mixed stacks: off (no %s)",
+				 lay.ok ? "call stub address, JNIEnv offset or stack bounds" : lay.missing);
+	}
 	return pp_add_comment(b, c);
 }
 
@@ -867,7 +1246,7 @@ int jva_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 	int64_t pid = getpid();
 	for (uint32_t i = 0; i < JVA_TAB_CAP; i++) {
 		struct jva_stack *s = &tab[i];
-		uint64_t locs[JVA_MAX_NATIVE + JVS_MAX_FRAMES];
+		uint64_t locs[JVA_MAX_NATIVE + JVS_MAX_FRAMES + JVA_MAX_SPLICE];
 		if (!s->count)
 			continue;
 		for (uint32_t k = 0; k < s->nframes; k++) {
@@ -904,6 +1283,7 @@ int jva_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 	}
 	r = pp_write_gz(b, fd, bytes);
 out:
+	free_modules();
 	jvm_names_free(nm);
 	pp_free(b);
 	jva_discard();
