@@ -333,8 +333,7 @@ cpu_share() {
 # FIRE_MS: the daemon's fire stamp - the app's stamp after the crossing
 # step; WARN_MS: the same for the watcher's warning line; "none" when the
 # line is missing; STEP_MS: the crossing step's own length, after - before,
-# the stamps between which usage crossed). The daemon's log from the
-# warning to the fire of the first crossing follows as "VMLOG" lines.
+# the stamps between which usage crossed).
 bench_cross() {
 	: > $S/bench.out
 	for i in $(seq ${BENCH_N:-9}); do
@@ -351,13 +350,8 @@ bench_cross() {
 		p = v["pid"]; a = v["after"] % 86400; k++
 		fi = p in f ? sprintf("%.3f", (f[p] - a) * 1000) : "none"
 		wa = p in w ? sprintf("%.3f", (w[p] - a) * 1000) : "none"
-		if (k == 1) first = p
-		print "VMBENCH v2_cross", run, k, fi, wa, sprintf("%.3f", (a - v["before"] % 86400) * 1000) }
-	END { print "VMFIRST", first }' $S/daemon.log $S/bench.out > $S/cross.out
-	grep VMBENCH $S/cross.out
-	p=$(awk '$1 == "VMFIRST" { print $2 }' $S/cross.out)
-	[ -n "$p" ] && sed -n "/pid $p: OOM warning from/,/fired for pid $p:/p" $S/daemon.log |
-		head -n 40 | sed "s/^/VMLOG $1 /"
+		print "VMBENCH v2_cross", run, k, fi, wa, sprintf("%.3f", (a - v["before"] % 86400) * 1000) }' \
+		$S/daemon.log $S/bench.out
 }
 
 case_bench() {
