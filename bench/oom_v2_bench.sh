@@ -143,7 +143,8 @@ summary "oom_v2: daemon CPU in the VM (TCG, 125 MIPS icount), $ic_nidle idle pro
 	echo "$machine; host load $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 	echo "(other engineers' builds share the machine). The v2 figures come from a"
 	echo "VM: Debian's $vmkernel under qemu with TCG (every instruction"
-	echo "emulated, 1 vCPU, 1 GiB). The v1 figure is native. The VM runs:"
+	echo "emulated, 1 vCPU, 1 GiB; $(qemu-system-x86_64 --version | head -n 1)). The v1 figure is"
+	echo "native. The VM runs:"
 	echo
 	cat "$T/vms"
 	echo
