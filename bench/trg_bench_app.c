@@ -25,6 +25,11 @@
  *   swarm N                      N forked idle clients: connect (retrying a
  *                                refused connect), one heartbeat, sleep
  *                                until SIGTERM
+ *   oom-swarm N UID0 NUIDS CGPFX N forked oom-idle children: child i (1..N)
+ *                                moves into the cgroup CGPFX<i>, takes uid
+ *                                UID0 + i % NUIDS, connects (retrying), adds
+ *                                the OOM trigger (50 %), sleeps until SIGTERM;
+ *                                one line when all have answered
  *
  * A benchmark helper: it prints what it saw and never judges it.
  */
@@ -37,6 +42,7 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <poll.h>
@@ -507,6 +513,113 @@ static int swarm(int n)
 	return 0;
 }
 
+/*
+ * Child i of oom_swarm: into its cgroup, to uid, connected, OOM trigger
+ * added. '1' (registered), '2' (after retrying a refused connect) or '0'.
+ */
+static char swarm_child(int i, unsigned uid, const char *cgpfx, prof_client **out)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s%d/cgroup.procs", cgpfx, i);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	/* "0": the writing process itself */
+	if (fd < 0 || write(fd, "0", 1) != 1) {
+		fprintf(stderr, "oom-swarm: %s: %s\n", path, strerror(errno));
+		return '0';
+	}
+	close(fd);
+	if (setgroups(0, NULL) < 0 || setgid(uid) < 0 || setuid(uid) < 0) {
+		fprintf(stderr, "oom-swarm: uid %u: %s\n", uid, strerror(errno));
+		return '0';
+	}
+	int err = 0, tries = 0;
+	prof_client *c = NULL;
+	while (!c && tries++ < 100 && !stop) {
+		c = prof_connect(NULL, &err);
+		if (!c)
+			sleep_ms(20);
+	}
+	if (!c) {
+		fprintf(stderr, "oom-swarm: connect: %s\n", strerror(-err));
+		return '0';
+	}
+	struct prof_trigger t = PROF_TRIGGER_INIT(.type = PROF_TRIGGER_OOM, .memory_percent = 50);
+	int r = prof_add_trigger(c, &t);
+	if (r < 0) {
+		fprintf(stderr, "oom-swarm: add trigger: %s\n", prof_strerror(r));
+		prof_close(c);
+		return '0';
+	}
+	*out = c;
+	return tries > 1 ? '2' : '1';
+}
+
+/*
+ * The idle side of bench/oom_v2_bench.sh: N watched processes without N
+ * execs (under TCG each exec and dynamic link costs tens of milliseconds),
+ * each in its own cgroup, spread over NUIDS users because the daemon caps
+ * connections and v2 cgroups per uid (max_clients_per_uid, MEM_MAX_CG_UID).
+ */
+static int oom_swarm(int n, unsigned uid0, unsigned nuids, const char *cgpfx)
+{
+	int p[2];
+	pid_t *kids = calloc((size_t)(n > 0 ? n : 1), sizeof(*kids));
+	if (!kids || !nuids || pipe(p) < 0)
+		return 1;
+	pid_t parent = getpid();
+	int started = 0;
+	for (int i = 1; i <= n; i++) {
+		pid_t pid = fork();
+		if (pid < 0)
+			break;
+		if (pid == 0) {
+			close(p[0]);
+			prctl(PR_SET_PDEATHSIG, SIGTERM);
+			if (getppid() != parent)
+				_exit(0);
+			prof_client *c = NULL;
+			char ok = swarm_child(i, uid0 + (unsigned)i % nuids, cgpfx, &c);
+			if (write(p[1], &ok, 1) != 1)
+				_exit(1);
+			close(p[1]);
+			while (!stop && ok != '0')
+				prof_dispatch(c, 1000);
+			if (ok != '0')
+				prof_close(c);
+			_exit(0);
+		}
+		kids[started++] = pid;
+	}
+	close(p[1]);
+	int ok = 0, bad = 0, retried = 0;
+	uint64_t end = mono_ms() + 300000;
+	while (ok + bad < started && mono_ms() < end && !stop) {
+		char b;
+		struct pollfd pf = { .fd = p[0], .events = POLLIN };
+		if (poll(&pf, 1, 1000) <= 0)
+			continue;
+		if (read(p[0], &b, 1) != 1)
+			break;
+		if (b == '0') {
+			bad++;
+			continue;
+		}
+		ok++;
+		retried += b == '2';
+	}
+	printf("oom-swarm ready: %d forked, %d registered (%d only after retrying a connect), "
+	       "%d failed, over %u uids\n", started, ok, retried, bad, nuids);
+	fflush(stdout);
+	while (!stop)
+		pause();
+	for (int i = 0; i < started; i++)
+		kill(kids[i], SIGTERM);
+	for (int i = 0; i < started; i++)
+		waitpid(kids[i], NULL, 0);
+	free(kids);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *m = argc > 1 ? argv[1] : "";
@@ -531,7 +644,11 @@ int main(int argc, char **argv)
 		return oom_idle();
 	if (!strcmp(m, "swarm") && argc > 2)
 		return swarm(atoi(argv[2]));
+	if (!strcmp(m, "oom-swarm") && argc > 5)
+		return oom_swarm(atoi(argv[2]), (unsigned)atoi(argv[3]), (unsigned)atoi(argv[4]),
+				 argv[5]);
 	fprintf(stderr, "usage: trg_bench_app register-cold MS | idle MS | exec-loop N MS LOG | "
-		"oom CGDIR | spin IDLE_MS MAX_MS | register-idle | oom-idle | swarm N\n");
+		"oom CGDIR | spin IDLE_MS MAX_MS | register-idle | oom-idle | swarm N | "
+		"oom-swarm N UID0 NUIDS CGPFX\n");
 	return 2;
 }

@@ -521,8 +521,18 @@ static void cg_check(int i, const char *why)
 	}
 	if (events_read(c->dir, true, &own) < 0)
 		memset(&own, 0, sizeof(own));
-	events_read(c->max_dir, true, &mx);
-	events_read(c->high_dir, true, &hi);
+	/* Most often the process's own cgroup holds the line: its file was
+	 * just read, and each read is an open, read and close per check. */
+	if (!strcmp(c->max_dir, c->dir))
+		mx = own;
+	else
+		events_read(c->max_dir, true, &mx);
+	if (!strcmp(c->high_dir, c->dir))
+		hi = own;
+	else if (!strcmp(c->high_dir, c->max_dir))
+		hi = mx;
+	else
+		events_read(c->high_dir, true, &hi);
 	/* The group kill is counted on the memory.oom.group cgroup, which may be
 	 * an ancestor: the holder's hierarchical file sees it. */
 	struct evc grp;

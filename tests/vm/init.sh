@@ -374,56 +374,86 @@ case_status() {
 # Not a test: figures for bench/oom_v2_bench.sh, "VMBENCH key value" lines.
 # 1. the usage crossing 50 % of memory.max -> the OOM trigger's fire, per
 # process (trg_bench_app oom: 256 KiB a millisecond, stamps the step that
-# crossed); 2. the daemon's CPU while 100 idle processes, each in its own
-# cgroup with a memory.max, are watched.
-# cpu10 NAME: the daemon's CPU share over 10 s, "VMBENCH NAME_cpu_pct N".
-cpu10() {
+# crossed), split at the watcher's "OOM warning" line; BENCH_N processes
+# under one daemon, then BENCH_N under a second one started afresh (new
+# process, new state dir): the VM's first crossing runs code qemu has not
+# translated yet, the second daemon's first runs the same code translated
+# but with the daemon's own state cold, which tells the two causes apart;
+# 2. the daemon's CPU watching none, then 100 idle processes each in its
+# own cgroup with a memory.max (one trg_bench_app forking them, over 4
+# uids: the daemon takes at most 64 connections and 32 v2 cgroups per uid).
+
+# cpu_share NAME SECONDS: the daemon's CPU share, "VMBENCH NAME_cpu_pct N".
+cpu_share() {
 	t0=$(awk '{ print $14 + $15 }' /proc/$DPID/stat)
 	u0=$(awk '{ print $1 }' /proc/uptime)
-	sleep 10
+	sleep $2
 	t1=$(awk '{ print $14 + $15 }' /proc/$DPID/stat)
 	u1=$(awk '{ print $1 }' /proc/uptime)
 	awk -v a=$t0 -v b=$t1 -v u=$u0 -v w=$u1 -v n=$1 \
 		'BEGIN { printf "VMBENCH %s_cpu_pct %.2f\n", n, (b - a) / 100 / (w - u) * 100 }'
 }
 
+# bench_cross RUN: BENCH_N crossings under the running daemon; one line
+# "VMBENCH v2_cross RUN K FIRE_MS WARN_MS STEP_MS" each (K: its order;
+# FIRE_MS: the daemon's fire stamp - the app's stamp after the crossing
+# step; WARN_MS: the same for the watcher's warning line; "none" when the
+# line is missing; STEP_MS: the crossing step's own length, after - before,
+# the stamps between which usage crossed).
+bench_cross() {
+	: > $S/bench.out
+	for i in $(seq ${BENCH_N:-9}); do
+		mkdir $CG/pd-b$1-$i
+		echo $((96 << 20)) > $CG/pd-b$1-$i/memory.max
+		sh -c "echo \$\$ > $CG/pd-b$1-$i/cgroup.procs && exec $B oom $CG/pd-b$1-$i" >> $S/bench.out 2>&1
+	done
+	awk -v run=$1 -v dl=$S/daemon.log 'function pidof(   i, p) { for (i = 1; i <= NF; i++) if ($i == "pid") {
+			p = $(i + 1); sub(":", "", p); return p } }
+		function stamp(   h) { split($1, h, ":"); return h[1] * 3600 + h[2] * 60 + h[3] }
+	FILENAME == dl && / OOM warning from / { p = pidof(); if (!(p in w)) w[p] = stamp(); next }
+	FILENAME == dl && / oom trigger of .* fired for pid / { p = pidof(); if (!(p in f)) f[p] = stamp(); next }
+	/^cross/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		p = v["pid"]; a = v["after"] % 86400; k++
+		fi = p in f ? sprintf("%.3f", (f[p] - a) * 1000) : "none"
+		wa = p in w ? sprintf("%.3f", (w[p] - a) * 1000) : "none"
+		print "VMBENCH v2_cross", run, k, fi, wa, sprintf("%.3f", (a - v["before"] % 86400) * 1000) }' \
+		$S/daemon.log $S/bench.out
+}
+
 case_bench() {
 	B=$BUILD/bench/trg_bench_app
 	[ -x $B ] || { result bench SKIP "no $B in the image"; return; }
 	start_daemon || { result bench FAIL "daemon did not start"; return; }
-	n=${BENCH_N:-9}
-	for i in $(seq $n); do
-		mkdir $CG/pd-b$i
-		echo $((96 << 20)) > $CG/pd-b$i/memory.max
-		sh -c "echo \$\$ > $CG/pd-b$i/cgroup.procs && exec $B oom $CG/pd-b$i" >> $S/bench.out 2>&1
-	done
-	# fire stamp (daemon log, ms) - stamp after the crossing step (app), per pid
-	awk '/ oom trigger of .* fired for pid / {
-		split($1, h, ":"); t = h[1] * 3600 + h[2] * 60 + h[3]
-		for (i = 1; i <= NF; i++) if ($i == "pid") { p = $(i + 1); sub(":", "", p) }
-		f[p] = t; next }
-	/^cross/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-		p = v["pid"]
-		if (p in f) printf "VMBENCH v2_fire_ms %.3f\n", (f[p] - v["after"] % 86400) * 1000
-		else print "VMBENCH v2_fire_ms none" }' $S/daemon.log $S/bench.out
+	bench_cross 1
+	stop_daemon
+	start_daemon || { result bench FAIL "daemon did not start"; return; }
+	bench_cross 2
 	stop_daemon
 	start_daemon || { result bench FAIL "daemon did not start"; return; }
 	sleep 2
-	cpu10 base
+	cpu_share base 20
 	for i in $(seq 100); do
 		mkdir $CG/pd-i$i
 		echo $((1 << 30)) > $CG/pd-i$i/memory.max
-		sh -c "echo \$\$ > $CG/pd-i$i/cgroup.procs && exec $B oom-idle" > /dev/null 2>&1 &
 	done
-	# Slow under TCG: up to 10 minutes for 100 registrations.
-	for i in $(seq 6000); do
-		[ $(grep -c "registered a oom trigger" $S/daemon.log) -ge 100 ] && break
+	u0=$(awk '{ print $1 }' /proc/uptime)
+	$B oom-swarm 100 2000 4 $CG/pd-i > $S/swarm.out 2>&1 &
+	SW=$!
+	for i in $(seq 3000); do
+		grep -q "oom-swarm ready" $S/swarm.out && break
 		sleep 0.1
 	done
+	u1=$(awk '{ print $1 }' /proc/uptime)
+	cat $S/swarm.out
+	echo "VMBENCH idle_start_s $(awk -v a=$u0 -v b=$u1 'BEGIN { printf "%.1f", b - a }')"
+	# (not the "registered" lines: the log limits a uid's lines)
+	echo "VMBENCH idle_watched $(sed -n 's/.* \([0-9]*\) registered .*/\1/p' $S/swarm.out)"
+	echo "VMBENCH idle_v2 $(grep -c 'cg_get: /pd-i[0-9]*: watched' $S/daemon.log)"
+	echo "VMBENCH idle_rss $(grep -c 'its memory by RSS' $S/daemon.log)"
 	sleep 2
-	echo "VMBENCH idle_watched $(grep -c 'registered a oom trigger' $S/daemon.log)"
-	cpu10 idle
-	killall trg_bench_app 2>/dev/null
+	cpu_share idle 20
+	kill -TERM $SW 2>/dev/null
+	wait $SW 2>/dev/null
 	stop_daemon
 	result bench PASS "figures printed"
 }

@@ -13,7 +13,9 @@
 # then no second VM runs; PD_VM_MEM its memory (768M), PD_VM_TIMEOUT the
 # seconds it may take (500). PD_VM_JDK is the JDK whose jlink makes the jvm
 # case's runtime (default java-17-openjdk-amd64; one without jlink, or an
-# empty value, skips that case and says so).
+# empty value, skips that case and says so). PD_VM_ICOUNT, when set, is
+# qemu's -icount option (bench/oom_v2_bench.sh: guest time counted in
+# instructions, so that its figures do not depend on the host's load).
 set -euo pipefail
 
 BUILD=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
@@ -146,7 +148,8 @@ run_vm() {
 	(cd "$R" && find . | cpio -o -H newc 2>/dev/null | gzip -1) > "$T/initrd.gz"
 	local rc=0
 	# -no-reboot with panic=-1: a kernel panic ends qemu instead of looping.
-	timeout "${PD_VM_TIMEOUT:-500}" qemu-system-x86_64 -accel tcg -m "$1" -smp 1 -nographic -no-reboot \
+	timeout "${PD_VM_TIMEOUT:-500}" qemu-system-x86_64 -accel tcg ${PD_VM_ICOUNT:+-icount "$PD_VM_ICOUNT"} \
+		-m "$1" -smp 1 -nographic -no-reboot \
 		-kernel "$KERNEL" -initrd "$T/initrd.gz" \
 		-append "console=ttyS0 panic=-1 quiet loglevel=3" < /dev/null > "$T/console" 2>&1 || rc=$?
 	# The console minus the firmware's escape codes; kept for a look afterwards.
