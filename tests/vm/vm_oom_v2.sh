@@ -99,7 +99,11 @@ done
 # agent, the attach helper, the test program and the HPROF checker. Without
 # one of them the case says why it is skipped.
 JVM_SKIP=
-jvm_runtime || true
+# Only a run with the jvm case carries the runtime (the bench's does not).
+case " ${PD_VM_CASES:-jvm} " in
+*" jvm "*) jvm_runtime || true ;;
+*) JVM_SKIP="the jvm case is not among PD_VM_CASES" ;;
+esac
 if [ -z "$JVM_SKIP" ]; then
 	for f in runtime/jvmti/libprofiling_jvmti.so runtime/jvm/profilingd-jattach \
 		tests/integration/check/hprof_check tests/integration/apps/java/OomGrow.class; do
