@@ -286,20 +286,25 @@ trunc:
 	return 0;
 }
 
-/* Add JVI_HOOK_LEN to a u2 code offset, refusing an overflow. */
-static int shift2(struct cls *c, struct rd *r, struct wb *w, const char *what)
+/*
+ * Add JVI_HOOK_LEN to a u2 code offset. An offset past the code (max: the
+ * code length, or the end for the exclusive end of a range) is refused:
+ * the JVM would refuse it too, and a shifted offset then stays a u2.
+ */
+static int shift2(struct cls *c, struct rd *r, struct wb *w, const char *what, uint32_t max)
 {
 	uint32_t v = u2(r);
 	if (r->bad)
 		return fail(c, "%s runs past its attribute", what);
-	if (v + JVI_HOOK_LEN > 0xffff)
-		return fail(c, "%s offset %u overflows", what, v);
+	if (v > max)
+		return fail(c, "%s offset %u is past the code (%u)", what, v, max);
 	put2(w, v + JVI_HOOK_LEN);
 	return 0;
 }
 
 /* StackMapTable: only the first frame's offset_delta is absolute. */
-static int shift_stackmap(struct cls *c, const uint8_t *body, uint32_t len, struct wb *w)
+static int shift_stackmap(struct cls *c, const uint8_t *body, uint32_t len, uint32_t code_len,
+			  struct wb *w)
 {
 	struct rd r = { .p = body, .n = len };
 	uint32_t n = u2(&r);
@@ -314,6 +319,9 @@ static int shift_stackmap(struct cls *c, const uint8_t *body, uint32_t len, stru
 	uint32_t type = u1(&r);
 	if (r.bad)
 		return fail(c, "StackMapTable: no first frame");
+	if (type <= 127 && (type & 63) >= code_len)
+		return fail(c, "StackMapTable frame offset %u is past the code (%u)", type & 63,
+			    code_len);
 	if (type <= 63) {                       /* same_frame */
 		if (type + JVI_HOOK_LEN <= 63) {
 			put1(w, type + JVI_HOOK_LEN);
@@ -331,7 +339,7 @@ static int shift_stackmap(struct cls *c, const uint8_t *body, uint32_t len, stru
 		}
 	} else if (type >= 247) {               /* every kind with a u2 offset_delta */
 		put1(w, type);
-		if (shift2(c, &r, w, "StackMapTable frame") < 0)
+		if (shift2(c, &r, w, "StackMapTable frame", code_len - 1) < 0)
 			return -EINVAL;
 	} else {
 		return fail(c, "StackMapTable: reserved frame type %u", type);
@@ -373,8 +381,9 @@ static int rewrite_code(struct cls *c, const uint8_t *body, uint32_t len, uint32
 		return fail(c, "exception table truncated");
 	put2(w, ne);
 	for (uint32_t i = 0; i < ne; i++) {
-		if (shift2(c, &r, w, "exception start") < 0 || shift2(c, &r, w, "exception end") < 0 ||
-		    shift2(c, &r, w, "exception handler") < 0)
+		if (shift2(c, &r, w, "exception start", code_len - 1) < 0 ||
+		    shift2(c, &r, w, "exception end", code_len) < 0 ||
+		    shift2(c, &r, w, "exception handler", code_len - 1) < 0)
 			return -EINVAL;
 		put2(w, u2(&r));
 	}
@@ -398,7 +407,7 @@ static int rewrite_code(struct cls *c, const uint8_t *body, uint32_t len, uint32
 				return fail(c, "LineNumberTable length %u for %u entries", alen, k);
 			put2(w, k);
 			for (uint32_t i = 0; i < k; i++) {
-				if (shift2(c, &ar, w, "line number start") < 0)
+				if (shift2(c, &ar, w, "line number start", code_len - 1) < 0)
 					return -EINVAL;
 				put2(w, u2(&ar));
 			}
@@ -410,12 +419,12 @@ static int rewrite_code(struct cls *c, const uint8_t *body, uint32_t len, uint32
 			put2(w, k);
 			for (uint32_t i = 0; i < k; i++) {
 				/* [start, start+length) moves as a whole: length stays. */
-				if (shift2(c, &ar, w, "local variable start") < 0)
+				if (shift2(c, &ar, w, "local variable start", code_len) < 0)
 					return -EINVAL;
 				put(w, take(&ar, 8), 8);
 			}
 		} else if (utf8_is(c, name, "StackMapTable")) {
-			if (shift_stackmap(c, ab, alen, w) < 0)
+			if (shift_stackmap(c, ab, alen, code_len, w) < 0)
 				return -EINVAL;
 		} else {
 			uint32_t l;
@@ -509,6 +518,13 @@ int jvi_rewrite(const uint8_t *in, size_t n, const struct jvi_target *t, size_t 
 		uint32_t acc = u2(&r), name = u2(&r), desc = u2(&r), na = u2(&r);
 		if (r.bad) {
 			ret = fail(&c, "method %u truncated", m);
+			goto out;
+		}
+		uint32_t l;
+		/* Checked, not trusted: a bad index would otherwise name one of the
+		 * hook's own entries appended past the pool. */
+		if (!utf8_at(&c, name, &l) || !utf8_at(&c, desc, &l)) {
+			ret = fail(&c, "method %u: name or descriptor is not a Utf8 entry", m);
 			goto out;
 		}
 		int match = -1;
