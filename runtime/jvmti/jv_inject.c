@@ -608,46 +608,6 @@ out:
 	return ret;
 }
 
-/* ------------------------------------------------------- descriptors */
-
-static const char *field_type(const char *s)
-{
-	while (*s == '[')
-		s++;
-	switch (*s) {
-	case 'B': case 'C': case 'D': case 'F': case 'I': case 'J': case 'S': case 'Z':
-		return s + 1;
-	case 'L': {
-		const char *e = s + 1;
-		/* A binary class name in internal form: no '.', ';', '[' inside, no empty part. */
-		if (*e == ';' || *e == '/')
-			return NULL;
-		for (; *e && *e != ';'; e++)
-			if (*e == '.' || *e == '[' || (*e == '/' && (e[1] == '/' || e[1] == ';')) ||
-			    (unsigned char)*e < 0x20)
-				return NULL;
-		return *e == ';' ? e + 1 : NULL;
-	}
-	default:
-		return NULL;
-	}
-}
-
-int jvi_desc_valid(const char *s)
-{
-	if (!s || *s++ != '(')
-		return 0;
-	while (*s && *s != ')')
-		if (!(s = field_type(s)))
-			return 0;
-	if (*s++ != ')')
-		return 0;
-	if (*s == 'V')
-		return s[1] == '\0';
-	s = field_type(s);
-	return s && *s == '\0';
-}
-
 /* ------------------------------------------------------ the hook class */
 
 int jvi_hook_class(const struct jvi_hook *hook, uint8_t **out, size_t *out_len)

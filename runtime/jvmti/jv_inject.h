@@ -61,9 +61,6 @@ int jvi_rewrite(const uint8_t *in, size_t n, const struct jvi_target *t, size_t 
 		const struct jvi_hook *hook, uint8_t **out, size_t *out_len, unsigned *hooked,
 		unsigned *hooked_by_target, char *err, size_t n_err);
 
-/* Whether s is a well-formed JVM method descriptor "(T*)R". */
-int jvi_desc_valid(const char *s);
-
 /* The class bytes of the hook class: public final HOOK_CLASS with one method
  * "public static native void HOOK_NAME(int)", version 52 (no stack maps
  * needed). Malloc'd into *out. */

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "jtarget.h"
 #include "jv_inject.h"
 
 static const char *jvms[] = {
@@ -244,22 +245,77 @@ static void test_refusals(void **state)
 
 static void test_descriptors(void **state)
 {
-	assert_true(jvi_desc_valid("()V"));
-	assert_true(jvi_desc_valid("(Ljava/lang/Object;)V"));
-	assert_true(jvi_desc_valid("([JD)D"));
-	assert_true(jvi_desc_valid("(Ljava/lang/String;I)[[Ljava/util/Map$Entry;"));
-	assert_false(jvi_desc_valid(NULL));
-	assert_false(jvi_desc_valid(""));
-	assert_false(jvi_desc_valid("V"));
-	assert_false(jvi_desc_valid("()"));
-	assert_false(jvi_desc_valid("(V)V"));
-	assert_false(jvi_desc_valid("()VV"));
-	assert_false(jvi_desc_valid("(Ljava.lang.Object;)V"));
-	assert_false(jvi_desc_valid("(Ljava/lang/Object)V"));
-	assert_false(jvi_desc_valid("(L;)V"));
-	assert_false(jvi_desc_valid("(Ljava//Object;)V"));
-	assert_false(jvi_desc_valid("([)V"));
-	assert_false(jvi_desc_valid("(I"));
+	assert_true(jt_desc_valid("()V"));
+	assert_true(jt_desc_valid("(Ljava/lang/Object;)V"));
+	assert_true(jt_desc_valid("([JD)D"));
+	assert_true(jt_desc_valid("(Ljava/lang/String;I)[[Ljava/util/Map$Entry;"));
+	assert_false(jt_desc_valid(NULL));
+	assert_false(jt_desc_valid(""));
+	assert_false(jt_desc_valid("V"));
+	assert_false(jt_desc_valid("()"));
+	assert_false(jt_desc_valid("(V)V"));
+	assert_false(jt_desc_valid("()VV"));
+	assert_false(jt_desc_valid("(Ljava.lang.Object;)V"));
+	assert_false(jt_desc_valid("(Ljava/lang/Object)V"));
+	assert_false(jt_desc_valid("(L;)V"));
+	assert_false(jt_desc_valid("(Ljava//Object;)V"));
+	assert_false(jt_desc_valid("([)V"));
+	assert_false(jt_desc_valid("(I"));
+}
+
+/* The target spelling the daemon and the agent share (common/jtarget.c). */
+static void test_targets(void **state)
+{
+	struct jt_target t;
+	char why[160];
+	assert_int_equal(jt_parse("java:Target.register", &t, why, sizeof(why)), 0);
+	assert_string_equal(t.cls, "Target");
+	assert_string_equal(t.method, "register");
+	assert_string_equal(t.desc, "");
+	assert_string_equal(t.loader, "");
+	assert_int_equal(jt_parse("java:com.example.Outer$Inner.register(Ljava/lang/Object;)V@app",
+				  &t, why, sizeof(why)), 0);
+	assert_string_equal(t.cls, "com/example/Outer$Inner");
+	assert_string_equal(t.desc, "(Ljava/lang/Object;)V");
+	assert_string_equal(t.loader, "app");
+	assert_int_equal(jt_parse("java:a.B.<init>()V", &t, why, sizeof(why)), 0);
+	assert_string_equal(t.method, "<init>");
+
+	static const struct {
+		const char *s, *why;
+	} bad[] = {
+		{ "Target.register", "starts with" },
+		{ "java:Target", "expected java:CLASS.METHOD" },
+		{ "java:.register", "expected" },
+		{ "java:Target.", "expected" },
+		{ "java:a..B.m", "bad class name" },
+		{ "java:a/B.m", "bad class name" },
+		{ "java:Target.register(Ljava/lang/Object)V", "bad descriptor" },
+		{ "java:Target.register(", "bad descriptor" },
+		{ "java:java.lang.String.length", "java.*" },
+		{ "java:jdk.internal.misc.Unsafe.park", "java.*" },
+		{ "java:sun.misc.Unsafe.park", "java.*" },
+		{ "java:profilingd.MethodHook.hit", "java.*" },
+		{ "java:Target.<clinit>", "class initializer" },
+		{ "java:Target.reg<ister", "bad method name" },
+		{ "java:Target.register@", "loader name" },
+		{ "java:Target.register@a b", "spaces" },
+		{ "java:Target.register@a/b", "loader name" },
+		{ "java:Target.re\tgister", "control characters" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int r = jt_parse(bad[i].s, &t, why, sizeof(why));
+		if (r != -EINVAL || !strstr(why, bad[i].why))
+			print_message("%s: %d '%s'\n", bad[i].s, r, why);
+		assert_int_equal(r, -EINVAL);
+		assert_non_null(strstr(why, bad[i].why));
+	}
+	char big[2048];
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	memcpy(big, "java:", 5);
+	assert_int_equal(jt_parse(big, &t, why, sizeof(why)), -EINVAL);
+	assert_int_equal(jt_parse(NULL, &t, why, sizeof(why)), -EINVAL);
 }
 
 static void test_hook_class(void **state)
@@ -289,6 +345,7 @@ int main(void)
 		cmocka_unit_test(test_overloads),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_descriptors),
+		cmocka_unit_test(test_targets),
 		cmocka_unit_test(test_hook_class),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
