@@ -1,7 +1,7 @@
 /*
  * it_request --pid N --type stack|heap|trace|heapdump [--duration-ms MS] [--hz H]
  * [--interval B] [--clock wall] [--fill ring|discard] [--java-allocs on|off]
- * [--format perfetto] [--method /PATH:SYMBOL ... [--every N]] (--type methods):
+ * [--format perfetto] [--method /PATH:SYMBOL ... [--every N] [--max-hits M]] (--type methods):
  * as root, ask profilingd for a capture of another process
  * (the target_pid request) and print the delivered result's path (and its
  * note, if any, as "it_request: note: ..." on stderr).
@@ -44,6 +44,7 @@ int main(int argc, char **argv)
 		{ "format", required_argument, NULL, 'R' }, /* heap formats (issue #20) */
 		{ "method", required_argument, NULL, 'm' },
 		{ "every", required_argument, NULL, 'e' },
+		{ "max-hits", required_argument, NULL, 'M' },
 		{ 0 }
 	};
 	/* Method events: more than the daemon takes, to test its refusal. */
@@ -51,7 +52,7 @@ int main(int argc, char **argv)
 	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 1000);
 	enum prof_type type = PROF_STACK_SAMPLING;
 	int c, err;
-	while ((c = getopt_long(argc, argv, "p:t:d:f:i:c:F:J:R:m:e:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:t:d:f:i:c:F:J:R:m:e:M:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p': p.target_pid = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'd': p.duration_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
@@ -73,6 +74,7 @@ int main(int argc, char **argv)
 			p.method_targets = methods;
 			break;
 		case 'e': p.method_every = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'M': p.method_max_hits = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 't': {
 			/* Any spelling of names.h: the config's heap and heapdump too. */
 			int t = names_type_parse(optarg);
