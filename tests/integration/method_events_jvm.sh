@@ -13,7 +13,10 @@
 #   result says GetBytecodes found no method still calling the hook;
 # - hostile targets (an unknown class, a method Target lacks, a bad
 #   descriptor, a java.lang method, 20 targets) are refused with their
-#   reason and the JVM keeps running its rounds.
+#   reason and the JVM keeps running its rounds;
+# - a cancelled capture (the kill switch's path: the daemon cancels the
+#   session) removes the hooks: CANCELLED, the agent's removal line, and
+#   the VM's register(Object) is javac's again.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/jvm_lib.sh"
 need_go
@@ -175,10 +178,34 @@ for jdk in $JDKS; do
 	refused "20 targets" "method events need 1..8 method_targets, got 20" "${many[@]}"
 	touch "$T/r/go4"
 	wait_file "$T/r/done4"
+	# Cancelled while hooked (with the loader named this time): out again.
+	n=$(grep -c 'method events: 1 target(s)' "$T/$LOG.err" || true)
+	rm -f "$T/cancel"
+	"$APPS/it_request" --pid "$JPID" --type methods --duration-ms 120000 --cancel-file "$T/cancel" \
+		--method "$TGT@app" > /dev/null 2> "$T/req.err" &
+	RQ=$!
+	wait_hooks $((n + 1))
+	removed=$(grep -c 'method events: hooks removed' "$T/$LOG.err" || true)
+	[ "$JHSDB" = 0 ] || check_hooked_in_vm
+	touch "$T/cancel"
+	! wait "$RQ" || fail "$name: the cancelled capture was delivered"
+	grep -q "cancelled" "$T/req.err" || fail "$name: the cancelled capture ended otherwise: $(cat "$T/req.err")"
+	[ "$(grep -c 'method events: hooks removed' "$T/$LOG.err" || true)" -gt "$removed" ] ||
+		fail "$name: no removal logged by the agent after the cancel"
+	if [ "$JHSDB" = 1 ]; then
+		vm_register_code "$T/now.txt" || fail "$name: jhsdb cannot dump Target after the cancel"
+		diff "$T/orig.txt" "$T/now.txt" > /dev/null ||
+			{ diff "$T/orig.txt" "$T/now.txt"; fail "$name: the VM's register(Object) is not the original after a cancel"; }
+	fi
+	echo "ok: $name: a cancelled capture took its hooks out ($(grep 'method events: hooks removed' "$T/$LOG.err" | tail -n 1 | sed 's/.*hooks removed: //' | cut -c1-90))"
+	touch "$T/r/go5"
+	wait_file "$T/r/done5"
 	# Rounds 1..4 ran the whole program: 1600 calls counted by Target itself.
 	read -r _ regs _ < "$T/r/done4"
 	[ "$regs" -eq 1600 ] || fail "$name: Target counted $regs register(Object) calls, want 1600"
 	echo "ok: $name: the JVM ran on through the refusals (4 rounds, 1600 calls)"
+	read -r _ regs _ < "$T/r/done5"
+	[ "$regs" -eq 2000 ] || fail "$name: Target counted $regs calls after 5 rounds, want 2000"
 	kill "$JPID"
 	wait "$JPID" 2>/dev/null || true
 done
