@@ -6,10 +6,14 @@
 #   plain   no agent at all;
 #   every1  the JVMTI agent with target hooked through the daemon, the
 #           stack of every hit (GetStackTrace);
-#   every100  the same, a stack every 100th hit (the others only counted).
+#   every100  the same, a stack every 100th hit (the others only counted);
+#   entry   the peer, the naive way: JVMTI MethodEntry events counting the
+#           target's calls (bench/jvmti/method_entry_agent.c), which runs
+#           every thread interpreted: WORK/100 calls and one warm-up round,
+#           compared per call.
 # Prints the medians: cost per hit (goal < 10 us) and the non-target
-# throughput with the hook in vs no agent (goal >= 0.99). Not a test: it
-# asserts nothing.
+# throughput with the hook in vs no agent (goal >= 0.99), and the same for
+# MethodEntry. Not a test: it asserts nothing.
 #   usage: bench/jvm_method_events [BUILD_DIR] [ROUNDS] [HITS] [WORK] [JDK_HOME]
 set -euo pipefail
 BUILD=$(cd "${1:-$(dirname "$0")/..}" && pwd)
@@ -20,6 +24,8 @@ WORK=${4:-300000000}
 JDK=${5:-/usr/lib/jvm/java-17-openjdk-amd64}
 summary() { [ -z "${PD_BENCH_SUMMARY:-}" ] || printf '%s|%s|%s|%s|%s\n' "$@" >> "$PD_BENCH_SUMMARY"; }
 AGENT=$BUILD/runtime/jvmti/libprofiling_jvmti.so
+ENTRY=$BUILD/bench/libpd_method_entry.so
+WORK_E=$((WORK / 100))
 CLASSES=$BUILD/tests/integration/apps/java
 [ -f "$AGENT" ] && [ -f "$CLASSES/MethodBench.class" ] && [ -x "$JDK/bin/java" ] ||
 	{ echo "jvm_method_events: needs $AGENT, $CLASSES/MethodBench.class and $JDK"; exit 0; }
@@ -38,9 +44,19 @@ wait_for() { # FILE PATTERN
 	return 1
 }
 
-# run plain|every1|every100: one run; "work_ns=W hit_ns=H" on stdout.
+# run plain|every1|every100|entry: one run; "work_ns=W hit_ns=H" on stdout.
 run() {
 	rm -f "$T/go"
+	if [ "$1" = entry ]; then
+		"$JDK/bin/java" "-agentpath:$ENTRY=MethodBench.target" -cp "$CLASSES" MethodBench \
+			"$T/go" "$HITS" "$WORK_E" 1 > "$T/out" 2> "$T/err" &
+		local jp=$!
+		wait_for "$T/out" ready
+		touch "$T/go"
+		wait "$jp"
+		grep work_ns "$T/out"
+		return
+	fi
 	if [ "$1" = plain ]; then
 		"$JDK/bin/java" -cp "$CLASSES" MethodBench "$T/go" "$HITS" "$WORK" > "$T/out" &
 		local jp=$!
@@ -71,14 +87,16 @@ med() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 w() { sed 's/.*work_ns=\([0-9]*\).*/\1/' "$T/$1" | med; }
 h() { sed 's/.*hit_ns=\([0-9]*\).*/\1/' "$T/$1" | med; }
 
-: > "$T/plain"; : > "$T/every1"; : > "$T/every100"
+: > "$T/plain"; : > "$T/every1"; : > "$T/every100"; : > "$T/entry"
+MODES="plain every1 every100"
+[ -f "$ENTRY" ] && MODES="$MODES entry" || echo "note: no $ENTRY: no MethodEntry comparison"
 for r in $(seq "$ROUNDS"); do
-	for m in plain every1 every100; do
+	for m in $MODES; do
 		run "$m" >> "$T/$m"
 	done
-	echo "round $r: plain $(tail -n 1 "$T/plain"); every1 $(tail -n 1 "$T/every1"); every100 $(tail -n 1 "$T/every100")"
+	echo "round $r: plain $(tail -n 1 "$T/plain"); every1 $(tail -n 1 "$T/every1"); every100 $(tail -n 1 "$T/every100"); MethodEntry $(tail -n 1 "$T/entry")"
 done
-w0=$(w plain) h0=$(h plain) w1=$(w every1) h1=$(h every1) w2=$(w every100) h2=$(h every100)
+w0=$(w plain) h0=$(h plain) w1=$(w every1) h1=$(h every1) w2=$(w every100) h2=$(h every100) w3= h3=
 echo "jvm_method_events ($(basename "$JDK")): median of $ROUNDS rounds, $HITS hits, $WORK non-target calls"
 awk -v h0="$h0" -v h1="$h1" -v h2="$h2" -v n="$HITS" 'BEGIN {
 	printf "  cost per hit, stack every hit:   %.2f us (hooked %.1f ms, plain %.3f ms for %d calls; goal < 10 us)\n",
@@ -87,11 +105,18 @@ awk -v h0="$h0" -v h1="$h1" -v h2="$h2" -v n="$HITS" 'BEGIN {
 awk -v w0="$w0" -v w1="$w1" -v w2="$w2" 'BEGIN {
 	printf "  non-target throughput, hooked / no agent: %.4f (every hit), %.4f (every 100th) (goal >= 0.99)\n",
 	       w0 / w1, w0 / w2 }'
+if [ -s "$T/entry" ]; then
+	w3=$(w entry) h3=$(h entry)
+	awk -v w0="$w0" -v w3="$w3" -v n0="$WORK" -v n3="$WORK_E" -v h0="$h0" -v h3="$h3" -v n="$HITS" 'BEGIN {
+		printf "  peer, JVMTI MethodEntry (counting only, every thread interpreted): %.2f us a hit; non-target throughput %.4f of no agent (per call, %d calls)\n",
+		       (h3 - h0) / n / 1000, (w0 / n0) / (w3 / n3), n3 }'
+fi
 summary "JVM method event cost per hit, stack every hit (bytecode injection)" \
 	"$(awk -v a="$h0" -v b="$h1" -v n="$HITS" 'BEGIN { printf "%.2f us", (b - a) / n / 1000 }')" \
 	"-" "-" "< 10 us"
-summary "JVM method event cost per hit, stack every 100th" \
+summary "JVM method event cost per hit, stack every 100th (vs MethodEntry events, counting)" \
 	"$(awk -v a="$h0" -v b="$h2" -v n="$HITS" 'BEGIN { printf "%.2f us", (b - a) / n / 1000 }')" \
-	"-" "-" "< 10 us"
-summary "JVM non-target throughput, hooks in / no agent" \
-	"$(awk -v a="$w0" -v b="$w1" 'BEGIN { printf "%.4f", a / b }')" "-" "-" ">= 0.99"
+	"MethodEntry" "${h3:+$(awk -v a="$h0" -v b="$h3" -v n="$HITS" 'BEGIN { printf "%.2f us", (b - a) / n / 1000 }')}" "< 10 us"
+summary "JVM non-target throughput, hooks in / no agent (vs MethodEntry events)" \
+	"$(awk -v a="$w0" -v b="$w1" 'BEGIN { printf "%.4f", a / b }')" "MethodEntry" \
+	"${w3:+$(awk -v w0="$w0" -v w3="$w3" -v n0="$WORK" -v n3="$WORK_E" 'BEGIN { printf "%.4f", (w0 / n0) / (w3 / n3) }')}" ">= 0.99"

@@ -4,8 +4,9 @@
 // drops the class's compiled code: so a second warm-up), then times on its
 // own thread CPU clock WORK calls of other() (hooked by nobody) and HITS
 // calls of target() (the method the bench hooks), and prints
-// "work_ns=W hit_ns=H".
-//   java MethodBench GO HITS WORK
+// "work_ns=W hit_ns=H". WARM: warm-up rounds (default 20; fewer where
+// every call is slow, under JVMTI MethodEntry events).
+//   java MethodBench GO HITS WORK [WARM]
 import java.io.File;
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadMXBean;
@@ -38,14 +39,15 @@ public class MethodBench {
     public static void main(String[] args) throws Exception {
         File go = new File(args[0]);
         long nhits = Long.parseLong(args[1]), nwork = Long.parseLong(args[2]);
+        int warm = args.length > 3 ? Integer.parseInt(args[3]) : 20;
         ThreadMXBean tm = ManagementFactory.getThreadMXBean();
-        for (int i = 0; i < 20; i++)
+        for (int i = 0; i < warm; i++)
             sink += work(1_000_000) + hits(10_000);
         System.out.println("ready");
         System.out.flush();
         while (!go.exists())
             Thread.sleep(5);
-        for (int i = 0; i < 20; i++)
+        for (int i = 0; i < warm; i++)
             sink += work(1_000_000) + hits(1_000);
         long t0 = tm.getCurrentThreadCpuTime();
         long s = work(nwork);
