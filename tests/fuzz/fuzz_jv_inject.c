@@ -6,13 +6,17 @@
  * a second time (each gains 8 more bytes; unless a code length or the
  * constant pool has no room left), and have grown by exactly 8
  * bytes a method plus the hook's constant-pool entries plus at most 2 bytes
- * a method (a first stack map frame turned _extended).
+ * a method (a first stack map frame turned _extended). The same bytes, as
+ * a string after "java:", go through the JVM target parser the daemon runs
+ * at admission (common/jtarget.c): what it accepts is a class in internal
+ * form, a method name, and a valid descriptor or none.
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "jtarget.h"
 #include "jv_inject.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -29,6 +33,23 @@ static const struct jvi_target targets[] = {
 };
 #define NT (sizeof(targets) / sizeof(targets[0]))
 
+static void fuzz_target_spelling(const uint8_t *data, size_t size)
+{
+	char s[2048], why[160];
+	struct jt_target t;
+	size_t n = size < sizeof(s) - 6 ? size : sizeof(s) - 6;
+	memcpy(s, "java:", 5);
+	memcpy(s + 5, data, n);
+	s[5 + n] = '\0';
+	if (jt_parse(s, &t, why, sizeof(why)) < 0) {
+		if (!why[0])
+			abort();
+		return;
+	}
+	if (!t.cls[0] || strchr(t.cls, '.') || !t.method[0] || (t.desc[0] && !jt_desc_valid(t.desc)))
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const struct jvi_hook hook = { .cls = "profilingd/MethodHook", .name = "hit" };
@@ -39,6 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	unsigned hooked = 0, hooked2 = 0, by[NT];
 	char err[160];
 
+	fuzz_target_spelling(data, size);
 	if (size < 1)
 		return 0;
 	for (size_t i = 0; i < NT; i++)
