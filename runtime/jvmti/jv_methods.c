@@ -86,6 +86,8 @@ static struct {
 	unsigned classes;
 	char why[JVE_MAX_TARGETS][160];    /* the first refusal of a target's class */
 	char note[256];                    /* the removal's outcome, for the result */
+	uint64_t install_ns, remove_ns;    /* how long each took, for the result */
+	jint loaded;                       /* classes GetLoadedClasses listed at install */
 } H = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static __thread bool in_hook;
@@ -271,6 +273,9 @@ out:
 	free(out);
 }
 
+/* How many classes the last GetLoadedClasses listed. */
+static jint last_loaded;
+
 /* Loaded classes named by a target (global refs in *out, *n of them). */
 static int matching_classes(JNIEnv *jni, jclass **out, jint *n, bool *seen)
 {
@@ -281,6 +286,7 @@ static int matching_classes(JNIEnv *jni, jclass **out, jint *n, bool *seen)
 	*n = 0;
 	if ((*j)->GetLoadedClasses(j, &na, &all) != JVMTI_ERROR_NONE)
 		return -EIO;
+	last_loaded = na;
 	jclass *m = calloc((size_t)na + 1, sizeof(*m));
 	if (!m) {
 		(*j)->Deallocate(j, (unsigned char *)all);
@@ -437,6 +443,7 @@ static int remove_hooks(JNIEnv *jni)
 	jclass *c = NULL;
 	jint n = 0;
 	unsigned still = 0, clean = 0;
+	uint64_t t0 = util_now_ns(CLOCK_MONOTONIC);
 
 	atomic_store_explicit(&H.gen, 0, memory_order_release);
 	pthread_mutex_lock(&H.lock);
@@ -450,6 +457,7 @@ static int remove_hooks(JNIEnv *jni)
 	if (r == 0 && e == JVMTI_ERROR_NONE)
 		count_hooked(c, n, gen, &still, &clean);
 	free_classes(jni, c, n);
+	H.remove_ns = util_now_ns(CLOCK_MONOTONIC) - t0;
 	if (r < 0 || e != JVMTI_ERROR_NONE || still) {
 		H.broken = true;
 		util_fmt(H.note, sizeof(H.note), "hooks NOT removed (%s; %u method(s) still call the "
@@ -459,9 +467,9 @@ static int remove_hooks(JNIEnv *jni)
 		LOG_E("method events: %s", H.note);
 		return -EIO;
 	}
-	util_fmt(H.note, sizeof(H.note), "hooks removed: %u class(es) retransformed back to their "
-		 "original bytes; %u target method(s) checked with GetBytecodes, none calls the "
-		 "hook", (unsigned)n, clean);
+	util_fmt(H.note, sizeof(H.note), "hooks removed in %.1f ms: %u class(es) retransformed back "
+		 "to their original bytes; %u target method(s) checked with GetBytecodes, none calls "
+		 "the hook", (double)H.remove_ns / 1e6, (unsigned)n, clean);
 	LOG_D("method events: %s", H.note);
 	return 0;
 }
@@ -470,6 +478,7 @@ int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why,
 {
 	jvmtiEnv *j = jv_jvmti;
 	struct jt_target t[JVE_MAX_TARGETS];
+	uint64_t t0 = util_now_ns(CLOCK_MONOTONIC);
 	int r;
 
 	if (H.broken) {
@@ -541,6 +550,7 @@ int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why,
 		goto fail;
 	}
 	unsigned hooked = 0, clean = 0;
+	H.loaded = last_loaded;
 	count_hooked(c, nc, H.next_gen, &hooked, &clean);
 	free_classes(jni, c, nc);
 	c = NULL;
@@ -570,8 +580,10 @@ int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why,
 		r = -EINVAL;
 		goto fail;
 	}
+	H.install_ns = util_now_ns(CLOCK_MONOTONIC) - t0;
 	LOG_I("method events: %u target(s), %u class(es) retransformed, %u method(s) call the hook "
-	      "(GetBytecodes)", (unsigned)nt, (unsigned)nc, hooked);
+	      "(GetBytecodes); installed in %.1f ms over %d loaded classes", (unsigned)nt,
+	      (unsigned)nc, hooked, (double)H.install_ns / 1e6, (int)H.loaded);
 	return 0;
 fail:
 	free_classes(jni, c, nc);
@@ -694,6 +706,9 @@ int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 	}
 	util_fmt(line, sizeof(line), "time in the hook: %llu ns a hit (mean of %llu)",
 		 (unsigned long long)st->mean_ns, (unsigned long long)tracked);
+	pp_add_comment(b, line);
+	util_fmt(line, sizeof(line), "hooks installed in %.1f ms (%d loaded classes looked at)",
+		 (double)H.install_ns / 1e6, (int)H.loaded);
 	pp_add_comment(b, line);
 	if (H.note[0])
 		pp_add_comment(b, H.note);
