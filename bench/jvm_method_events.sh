@@ -13,7 +13,9 @@
 #           compared per call.
 # Prints the medians: cost per hit (goal < 10 us) and the non-target
 # throughput with the hook in vs no agent (goal >= 0.99), and the same for
-# MethodEntry. Not a test: it asserts nothing.
+# MethodEntry. Then the time to install and to remove a hook (the agent's
+# own measure, in its log) in a JVM with about 500 classes and in one with
+# 10,000 more (apps/java/ManyClasses). Not a test: it asserts nothing.
 #   usage: bench/jvm_method_events [BUILD_DIR] [ROUNDS] [HITS] [WORK] [JDK_HOME]
 set -euo pipefail
 BUILD=$(cd "${1:-$(dirname "$0")/..}" && pwd)
@@ -120,3 +122,34 @@ summary "JVM method event cost per hit, stack every 100th (vs MethodEntry events
 summary "JVM non-target throughput, hooks in / no agent (vs MethodEntry events)" \
 	"$(awk -v a="$w0" -v b="$w1" 'BEGIN { printf "%.4f", a / b }')" "MethodEntry" \
 	"${w3:+$(awk -v w0="$w0" -v w3="$w3" -v n0="$WORK" -v n3="$WORK_E" 'BEGIN { printf "%.4f", (w0 / n0) / (w3 / n3) }')}" ">= 0.99"
+
+# Install and removal times: ManyClasses defines N extra classes, then the
+# agent hooks Target.register (a capture of 1 s) and logs both times.
+hook_times() { # N -> "install_ms remove_ms loaded"
+	rm -f "$T/stop"
+	"$JDK/bin/java" "-agentpath:$AGENT=socket=$T/r.sock,debug=1" -cp "$CLASSES" ManyClasses "$1" \
+		"$T/stop" > "$T/mout" 2> "$T/merr" &
+	local jp=$!
+	wait_for "$T/mout" ready
+	wait_for "$T/daemon.log" "runtime up: pid $jp "
+	"$BUILD/tests/integration/apps/it_request" --pid "$jp" --type methods --duration-ms 1000 \
+		--method "java:Target.register" > /dev/null 2> "$T/req.err" || true
+	touch "$T/stop"
+	wait "$jp" || true
+	local i r l
+	i=$(sed -n 's/.*installed in \([0-9.]*\) ms over \([0-9]*\) loaded classes.*/\1/p' "$T/merr" | tail -n 1)
+	l=$(sed -n 's/.*installed in \([0-9.]*\) ms over \([0-9]*\) loaded classes.*/\2/p' "$T/merr" | tail -n 1)
+	r=$(sed -n 's/.*hooks removed in \([0-9.]*\) ms.*/\1/p' "$T/merr" | tail -n 1)
+	echo "${i:-?} ${r:-?} ${l:-?}"
+	sleep 0.5
+}
+: > "$T/h0"; : > "$T/h10k"
+for r in $(seq "$ROUNDS"); do
+	hook_times 0 >> "$T/h0"
+	hook_times 10000 >> "$T/h10k"
+done
+i0=$(awk '{ print $1 }' "$T/h0" | med) r0=$(awk '{ print $2 }' "$T/h0" | med) l0=$(awk '{ print $3 }' "$T/h0" | med)
+i1=$(awk '{ print $1 }' "$T/h10k" | med) r1=$(awk '{ print $2 }' "$T/h10k" | med) l1=$(awk '{ print $3 }' "$T/h10k" | med)
+echo "  hook install / removal, $l0 loaded classes: $i0 ms / $r0 ms; $l1 loaded classes: $i1 ms / $r1 ms"
+summary "JVM method events: install / removal of a hook, $l1 loaded classes" "$i1 ms / $r1 ms" \
+	"$l0 classes" "$i0 ms / $r0 ms" "-"
