@@ -532,8 +532,10 @@ static int capture_methods(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, 
 				 : PROF_E_EXECUTING, why, 0, 0, 0, NULL);
 	r = wait_capture(jni, sock, cr->session_id, dur, JV_TICK_MS * 1000000ull, methods_tick,
 			 methods_enough);
-	/* Hooks out first, whatever ended the capture. */
-	int rm = jve_stop(jni);
+	/* Hooks out first, whatever ended the capture; a VM on its way out
+	 * (VMDeath) no longer retransforms, and needs no removal. */
+	if (!atomic_load(&dying))
+		jve_stop(jni);
 	if (r != 0)
 		return r < 0 ? r : 0;
 	int64_t dur_ns = (int64_t)util_now_ns(CLOCK_REALTIME) - start;
@@ -545,7 +547,7 @@ static int capture_methods(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, 
 	      (unsigned long long)st.hits, (unsigned long long)st.stacks,
 	      (unsigned long long)st.lost, (unsigned long long)st.untracked,
 	      (unsigned long long)st.mean_ns, jve_note());
-	(void)rm; /* a failed removal is in the result's comments and the log */
+	/* A failed removal is in the result's comments and the log. */
 	return send_done(sock, cr->session_id, PROF_E_NONE, NULL, bytes, st.stacks,
 			 st.lost + st.untracked, "pprof");
 }

@@ -67,6 +67,7 @@ struct jve_slot {
  * (gen == 0); the hook reads it while gen is this capture's. */
 static struct {
 	_Atomic uint32_t gen;             /* 0: off; else the hook's id >> 3 */
+	_Atomic uint64_t seq;             /* captures so far: a thread's slot is this capture's */
 	uint32_t next_gen;
 	uint32_t every;
 	struct jve_slot *slots;           /* JVE_SLOTS, allocated once */
@@ -91,7 +92,10 @@ static struct {
 } H = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static __thread bool in_hook;
-static __thread uint32_t t_gen, t_slot; /* the slot (1-based) of this thread in t_gen */
+/* The slot (1-based) of this thread in capture t_seq. Not the 12-bit
+ * generation: that one comes round again after 4095 captures. */
+static __thread uint64_t t_seq;
+static __thread uint32_t t_slot;
 
 static uint64_t now_ns(void)
 {
@@ -107,10 +111,11 @@ static void bump(_Atomic uint64_t *v, uint64_t by)
 			      memory_order_relaxed);
 }
 
-static struct jve_slot *my_slot(uint32_t gen)
+static struct jve_slot *my_slot(void)
 {
-	if (t_gen != gen) {
-		t_gen = gen;
+	uint64_t seq = atomic_load_explicit(&H.seq, memory_order_acquire);
+	if (t_seq != seq) {
+		t_seq = seq;
 		uint32_t i = atomic_fetch_add_explicit(&H.nslots, 1, memory_order_relaxed);
 		t_slot = i < JVE_SLOTS ? i + 1 : 0;
 		if (t_slot)
@@ -171,7 +176,7 @@ static void JNICALL hook_hit(JNIEnv *jni, jclass cls, jint id)
 	in_hook = true;
 	uint64_t t0 = now_ns();
 	uint32_t target = (uint32_t)id & 7;
-	struct jve_slot *sl = my_slot(gen);
+	struct jve_slot *sl = my_slot();
 	if (!sl) {
 		atomic_fetch_add_explicit(&H.untracked[target], 1, memory_order_relaxed);
 	} else {
@@ -516,6 +521,7 @@ int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why,
 	for (unsigned i = 0; i < JVE_MAX_TARGETS; i++)
 		atomic_store(&H.untracked[i], 0);
 	H.every = every ? every : 1;
+	atomic_fetch_add(&H.seq, 1);
 	H.next_gen = H.next_gen % 4095 + 1; /* 1..4095: id = gen << 3 | target fits sipush */
 	pthread_mutex_lock(&H.lock);
 	memcpy(H.t, t, nt * sizeof(t[0]));
