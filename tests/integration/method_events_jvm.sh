@@ -16,7 +16,11 @@
 #   reason and the JVM keeps running its rounds;
 # - a cancelled capture (the kill switch's path: the daemon cancels the
 #   session) removes the hooks: CANCELLED, the agent's removal line, and
-#   the VM's register(Object) is javac's again.
+#   the VM's register(Object) is javac's again;
+# - in a JVM started without the agent, the daemon loads it live and the
+#   capture works the same (hits counted here only as at least 400 and at
+#   most the calls made: without the agent's debug log the rounds cannot
+#   wait for the hooks, so rounds run until --max-hits ends the capture).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/jvm_lib.sh"
 need_go
@@ -208,5 +212,38 @@ for jdk in $JDKS; do
 	[ "$regs" -eq 2000 ] || fail "$name: Target counted $regs calls after 5 rounds, want 2000"
 	# Its last round done, the program ends by itself.
 	wait "$JPID" || fail "$name: the JVM exited with $?: $(tail -n 5 "$T/$LOG.err")"
+
+	# No agent at start: the daemon loads it through the attach socket.
+	LOG=live-$name
+	rm -rf "$T/r"
+	mkdir "$T/r"
+	jvm_start "$jdk" "$LOG" -cp "$CLASSES" MethodEvents "$T/r" 20
+	sleep 0.5 # the JVM's attach listener is set up lazily; jattach retries anyway
+	"$APPS/it_request" --pid "$JPID" --type methods --duration-ms 120000 --max-hits 400 \
+		--method "$TGT" > "$T/path" 2> "$T/req.err" &
+	RQ=$!
+	for _ in $(seq 1200); do
+		grep -q "methods capture of pid $JPID " "$T/daemon.log" && break
+		kill -0 "$RQ" 2>/dev/null || fail "$name: live: the capture ended at once: $(cat "$T/req.err")"
+		sleep 0.05
+	done
+	k=0
+	while kill -0 "$RQ" 2>/dev/null && [ $k -lt 19 ]; do
+		k=$((k + 1))
+		touch "$T/r/go$k"
+		wait_file "$T/r/done$k"
+	done
+	wait "$RQ" || fail "$name: live: the capture failed: $(cat "$T/req.err")"
+	go tool pprof -traces "$(cat "$T/path")" > "$T/tr.txt" 2>&1 || fail "$name: live: not a pprof"
+	h=$(sed -n 's/.*hits=\([0-9]*\) stacks=.*/\1/p' "$T/tr.txt" | head -n 1)
+	[ "${h:-0}" -ge 400 ] && [ "${h:-0}" -le $((k * 400)) ] ||
+		{ head -n 30 "$T/tr.txt"; fail "$name: live: hits=${h:-none} after $k rounds"; }
+	grep -q "MethodEvents.siteA" "$T/tr.txt" && grep -q "MethodEvents.siteB" "$T/tr.txt" ||
+		fail "$name: live: the call sites are not in the stacks"
+	grep -q "hooks removed in .* ms: .*none calls the hook" "$T/tr.txt" || fail "$name: live: hooks not removed"
+	kill -0 "$JPID" || fail "$name: live: the JVM died"
+	kill "$JPID"
+	wait "$JPID" 2>/dev/null || true
+	echo "ok: $name: agent loaded live by the daemon: hits=$h in $k rounds, both call sites, hooks removed"
 done
 pass "JVM method events"
