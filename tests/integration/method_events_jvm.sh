@@ -218,7 +218,6 @@ for jdk in $JDKS; do
 	rm -rf "$T/r"
 	mkdir "$T/r"
 	jvm_start "$jdk" "$LOG" -cp "$CLASSES" MethodEvents "$T/r" 20
-	sleep 0.5 # the JVM's attach listener is set up lazily; jattach retries anyway
 	"$APPS/it_request" --pid "$JPID" --type methods --duration-ms 120000 --max-hits 400 \
 		--method "$TGT" > "$T/path" 2> "$T/req.err" &
 	RQ=$!
