@@ -344,6 +344,10 @@ static int on_wake(int sock)
 	return 0;
 }
 
+/* Set while a method-event capture runs: a cancel (the kill switch) takes
+ * the hooks out before CANCELLED goes back, so the daemon's "removed" holds. */
+static int (*undo_before_cancel)(JNIEnv *);
+
 /*
  * Wait out a capture of dur ms, answering what arrives meanwhile; tick()
  * runs every tick_ns, and enough() (may be NULL) after it may end the
@@ -395,6 +399,8 @@ static int wait_capture(JNIEnv *jni, int sock, uint64_t sid, uint32_t dur, uint6
 			return -EPIPE;
 		int ret = -1;
 		if (m->msg_case == PD__DAEMON_TO_RUNTIME__MSG_CANCEL && m->cancel->session_id == sid) {
+			if (undo_before_cancel)
+				undo_before_cancel(jni);
 			send_done(sock, sid, PROF_E_CANCELLED, "cancelled", 0, 0, 0, NULL);
 			ret = 1;
 		} else if (m->msg_case == PD__DAEMON_TO_RUNTIME__MSG_STOP &&
@@ -532,10 +538,13 @@ static int capture_methods(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, 
 	if (r < 0)
 		return send_done(sock, cr->session_id, r == -EINVAL ? PROF_E_INVALID_REQUEST
 				 : PROF_E_EXECUTING, why, 0, 0, 0, NULL);
+	undo_before_cancel = jve_stop;
 	r = wait_capture(jni, sock, cr->session_id, dur, JV_TICK_MS * 1000000ull, methods_tick,
 			 methods_enough);
-	/* Hooks out first, whatever ended the capture; a VM on its way out
-	 * (VMDeath) no longer retransforms, and needs no removal. */
+	undo_before_cancel = NULL;
+	/* Hooks out first, whatever ended the capture (after a cancel they
+	 * are out already: a no-op); a VM on its way out (VMDeath) no longer
+	 * retransforms, and needs no removal. */
 	if (!atomic_load(&dying))
 		jve_stop(jni);
 	if (r != 0)

@@ -194,6 +194,13 @@ for jdk in $JDKS; do
 	touch "$T/cancel"
 	! wait "$RQ" || fail "$name: the cancelled capture was delivered"
 	grep -q "cancelled" "$T/req.err" || fail "$name: the cancelled capture ended otherwise: $(cat "$T/req.err")"
+	# The agent removes the hooks before it answers CANCELLED, but the
+	# daemon tells the app at once: wait for the agent's line (bounded, no
+	# time asserted).
+	for _ in $(seq 1200); do
+		[ "$(grep -c 'method events: hooks removed' "$T/$LOG.err" || true)" -gt "$removed" ] && break
+		sleep 0.05
+	done
 	[ "$(grep -c 'method events: hooks removed' "$T/$LOG.err" || true)" -gt "$removed" ] ||
 		fail "$name: no removal logged by the agent after the cancel"
 	if [ "$JHSDB" = 1 ]; then
