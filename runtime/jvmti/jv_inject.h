@@ -20,12 +20,14 @@
  * branch to offset 0 now lands after the hook, so the hook runs once per
  * call.
  *
- * It refuses the whole class (returns -EINVAL or -ENOTSUP and leaves *out
- * NULL, with the reason in err) when any matching method cannot be hooked:
- * jsr/ret, a Code attribute it does not know how to shift (type
- * annotations), a code length or constant pool past the class-file limits,
- * an abstract or native target, or a malformed class. No match at all is
- * not an error: 0 with *out NULL and *hooked 0 (the class stays as is).
+ * It refuses the whole class (returns -EINVAL, -ENOMEM on allocation
+ * failure, and leaves *out NULL, with the reason in err) when any matching
+ * method cannot be hooked: jsr/ret, an unknown opcode, a Code attribute it
+ * does not know how to shift (type annotations), a code length or
+ * constant pool past the class-file limits, an offset past the code, or a
+ * malformed class. Abstract and native methods have no code: they are
+ * skipped, not hooked. No match at all is not an error: 0 with *out NULL
+ * and *hooked 0 (the class stays as is).
  */
 #ifndef PD_JV_INJECT_H
 #define PD_JV_INJECT_H
