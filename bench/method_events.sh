@@ -7,10 +7,12 @@
 # and times HITS calls of bench_target and WORK calls of bench_other
 # (probed by nobody) on its own CPU clock. Prints the median cost per
 # hit (goal < 10 us) and the non-target throughput ratio (goal >= 0.99).
-# Needs root (uprobes). Never a test: it asserts nothing.
+# Needs root (uprobes). Never a test: it asserts nothing. With
+# PD_BENCH_SUMMARY set (bench/run_all.sh) it writes both figures as
+# summary lines; PD_BENCH_QUICK=1: 3 rounds.
 set -euo pipefail
 BUILD=${1:-build}
-ROUNDS=${2:-5}
+ROUNDS=${2:-$([ -n "${PD_BENCH_QUICK:-}" ] && echo 3 || echo 5)}
 HITS=${3:-20000}
 WORK=${4:-50000000}
 EVERY=${5:-1}
@@ -55,3 +57,9 @@ awk -v h0="$h0" -v h1="$h1" -v n="$HITS" 'BEGIN {
 	       (h1 - h0) / n / 1000, h1 / 1e6, h0 / 1e6, n }'
 awk -v w0="$w0" -v w1="$w1" 'BEGIN {
 	printf "  non-target throughput with the probe in / without: %.4f (goal >= 0.99)\n", w0 / w1 }'
+summary() { [ -z "${PD_BENCH_SUMMARY:-}" ] || printf '%s|%s|%s|%s|%s\n' "$@" >> "$PD_BENCH_SUMMARY"; }
+summary "uprobe method event cost per hit, stack every $EVERY (profilingd-perf --method)" \
+	"$(awk -v a="$h0" -v b="$h1" -v n="$HITS" 'BEGIN { printf "%.2f us", (b - a) / n / 1000 }')" \
+	"-" "-" "< 10 us"
+summary "uprobe non-target throughput, probe in / none" \
+	"$(awk -v a="$w0" -v b="$w1" 'BEGIN { printf "%.4f", a / b }')" "-" "-" ">= 0.99"

@@ -19,6 +19,7 @@
 #include <sys/statvfs.h>
 #include <time.h>
 
+#include "jtarget.h"
 #include "log.h"
 #include "names.h"
 #include "profiling/profiling.h"
@@ -72,12 +73,26 @@ int svc_admit_methods(const Pd__Params *p, char *msg, size_t n)
 			}
 			continue;
 		}
-		/* JVM targets (class.method) are the JVMTI agent's, not built yet. */
+		/* JVM targets go to the process's JVMTI agent, native ones to
+		 * profilingd-perf: one request is one or the other. */
+		if (jt_is_java(t) != jt_is_java(p->method_targets[0])) {
+			util_fmt(msg, n, "method targets mix JVM (java:) and native targets: "
+				 "one request takes one kind");
+			return PROF_E_INVALID_REQUEST;
+		}
+		if (jt_is_java(t)) {
+			struct jt_target jt;
+			char why[160];
+			if (jt_parse(t, &jt, why, sizeof(why)) < 0) {
+				util_fmt(msg, n, "method target '%.64s': %s", t, why);
+				return PROF_E_INVALID_REQUEST;
+			}
+			continue;
+		}
 		if (t[0] != '/') {
-			util_fmt(msg, n, "method target '%.64s': only native targets "
-				 "(/PATH:SYMBOL, /PATH:+0xOFFSET, buildid:HEX:+0xOFFSET) are supported; "
-				 "JVM methods are "
-				 "not yet (docs/METHOD_EVENTS.md)", t);
+			util_fmt(msg, n, "method target '%.64s': expected /PATH:SYMBOL, "
+				 "/PATH:+0xOFFSET, buildid:HEX:+0xOFFSET or "
+				 "java:CLASS.METHOD[(DESCRIPTOR)][@LOADER] (docs/METHOD_EVENTS.md)", t);
 			return PROF_E_INVALID_REQUEST;
 		}
 		if (!colon || !colon[1] || strchr(colon + 1, '/')) {

@@ -75,9 +75,11 @@ struct svc_admit_out {
 /*
  * PROF_METHOD_EVENTS parameters (rule 1's part for them): 1..8 native
  * targets "/PATH:SYMBOL" or "/PATH:+0xOFFSET" without control characters,
- * method_every and method_max_hits in range. 0 or PROF_E_INVALID_REQUEST
- * with msg. Whether the file and the symbol exist is profilingd-perf's
- * answer, as the target's user.
+ * or 1..8 JVM targets "java:CLASS.METHOD[(DESC)][@LOADER]" (common/jtarget.h;
+ * never both kinds in one request), method_every and method_max_hits in
+ * range. 0 or PROF_E_INVALID_REQUEST with msg. Whether the file and the
+ * symbol exist is profilingd-perf's answer, as the target's user; whether
+ * the class and method exist is the JVM agent's.
  */
 int svc_admit_methods(const Pd__Params *p, char *msg, size_t n);
 int svc_admit_decide(const struct svc_admit_in *in, struct svc_admit_out *out, char *msg,

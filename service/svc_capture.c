@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jtarget.h"
 #include "log.h"
 #include "names.h"
 #include "profiling/profiling.h"
@@ -96,13 +97,21 @@ void svc_capture_timer(struct session *s)
 	char msg[192];
 
 	if (s->state == S_WAIT_RUNTIME) {
-		/* Native method events: uprobes by profilingd-perf, runtime or not. */
-		if (s->type == PROF_METHOD_EVENTS) {
+		/* Native method events: uprobes by profilingd-perf, runtime or not.
+		 * JVM ones (java: targets) are the JVMTI agent's, as below. */
+		if (s->type == PROF_METHOD_EVENTS && !(s->nmethods && jt_is_java(s->methods[0]))) {
 			if (!start_agentless(s)) {
 				util_fmt(msg, sizeof(msg), "method events of pid %d cannot start: "
 					 "profilingd-perf is not available", (int)s->pid);
 				svc_deliver_fail(s, PROF_E_RUNTIME_UNAVAILABLE, msg);
 			}
+			return;
+		}
+		/* JVM method events need the JVMTI agent: a JVM's, loaded if need be. */
+		if (s->type == PROF_METHOD_EVENTS && !s->jvm && !svc_session_runtime_of(s)) {
+			util_fmt(msg, sizeof(msg), "java: method targets need a JVM: pid %d is not "
+				 "one", (int)s->pid);
+			svc_deliver_fail(s, PROF_E_INVALID_REQUEST, msg);
 			return;
 		}
 		/* A JVM's heap dump is the VM's own, through the attach protocol
@@ -540,6 +549,18 @@ static void start_capture(struct session *s, struct svc_conn *rt)
 	p.buffer_fill_policy = s->fill_policy;
 	p.has_track_java_allocations = s->java_allocs != 0;
 	p.track_java_allocations = s->java_allocs;
+	/* JVM method events: the targets, as admitted (svc_admit_methods). */
+	char *mt[SVC_METHOD_TARGETS_MAX];
+	if (s->type == PROF_METHOD_EVENTS) {
+		for (unsigned i = 0; i < s->nmethods && i < SVC_METHOD_TARGETS_MAX; i++)
+			mt[i] = s->methods[i];
+		p.method_targets = mt;
+		p.n_method_targets = s->nmethods;
+		p.has_method_every = s->method_every != 0;
+		p.method_every = s->method_every;
+		p.has_method_max_hits = s->method_max_hits != 0;
+		p.method_max_hits = s->method_max_hits;
+	}
 	cr.session_id = s->id;
 	cr.type = s->type;
 	cr.params = &p;

@@ -9,7 +9,9 @@
  * (stack sampler, AsyncGetCallTrace from signals), jvh_ (heap profile),
  * jvg_ (GC ring), jvm_ (method names, shared by the pprof writers), jvv_
  * (HotSpot's VMStructs: the frame layout the signal sampler splices with),
- * jvy_ (ELF .symtab names for the native frames dladdr cannot name).
+ * jvy_ (ELF .symtab names for the native frames dladdr cannot name), jve_
+ * (method events by bytecode injection), jvi_ (its class-file rewriter,
+ * jv_inject.h).
  */
 #ifndef PD_JV_H
 #define PD_JV_H
@@ -26,6 +28,8 @@ struct jv_caps {
 	bool sampled_alloc, tag_objects, object_free;
 	bool gc_events, resource_exhausted;
 	bool compiled_load; /* CompiledMethodLoad: debug info at non-safepoint pcs */
+	bool retransform;   /* RetransformClasses and every ClassFileLoadHook: method events */
+	bool bytecodes;     /* GetBytecodes: checks that hooks are in, and out again */
 };
 
 extern jvmtiEnv *jv_jvmti;
@@ -183,6 +187,39 @@ void JNICALL jvg_on_gc_start(jvmtiEnv *jvmti);
 void JNICALL jvg_on_gc_finish(jvmtiEnv *jvmti);
 /* Perfetto TracePackets: the JVM's process track and a "GC" slice per collection. */
 int jvg_write_trace(int fd, uint64_t *bytes, uint64_t *events, uint64_t *dropped);
+
+/* ---- method events by bytecode injection (jv_methods.c) */
+
+#define JVE_MAX_TARGETS 8      /* targets per capture (the daemon's cap too) */
+#define JVE_TARGET_LEN  1024   /* bytes of a target's spelling, with its NUL */
+#define JVE_SLOTS       64     /* threads with a stack table; later threads: hits counted, stacks dropped */
+#define JVE_STACKS      64     /* distinct (target, stack) a thread keeps; more: lost */
+#define JVE_FRAMES      32     /* frames per stack; deeper stacks are cut at the root end */
+
+struct jve_stats {
+	uint64_t hits, stacks, lost, untracked, mean_ns;
+};
+
+/* The ClassFileLoadHook callback (set at setup, enabled only while a
+ * capture runs). */
+void JNICALL jve_on_class_file_load(jvmtiEnv *j, JNIEnv *jni, jclass redefined, jobject loader,
+				    const char *name, jobject pd, jint len,
+				    const unsigned char *data, jint *new_len,
+				    unsigned char **new_data);
+/* Install the hooks of targets (java:... spellings). 0, or -EINVAL (a
+ * target refused), -ENOTSUP, -EIO with the reason in why; on failure
+ * every hook is removed again. every: a stack every Nth hit (0: 1). */
+int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why, size_t n);
+/* Whether max_hits (0: no cap) hits have been counted. */
+bool jve_enough(uint64_t max_hits);
+/* Remove every hook (retransform back); 0 or -EIO (then no more method
+ * events in this process; jve_note says why). */
+int jve_stop(JNIEnv *jni);
+/* After jve_stop: the gzip'd pprof of the hits (sample value = hits). */
+int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struct jve_stats *st,
+		    uint64_t *bytes);
+/* What the last removal did, for the result and the log. */
+const char *jve_note(void);
 
 /* ----------------------------------------------------------- jv_dump.c */
 

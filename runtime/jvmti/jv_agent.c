@@ -54,6 +54,8 @@
 #define JV_OOM_HOLD_MAX 600000
 #define JV_RETRY_MAX_MS 30000   /* reconnect backoff ceiling */
 #define JV_DEFAULT_SOCKET "/run/profilingd/runtime.sock"
+#define JV_METHODS_DUR_MAX 86400000u /* method events run until their config's expiry: 24 h */
+#define JV_METHODS_MAX_HITS 200000u  /* the daemon's cap on method_max_hits, and the default */
 
 jvmtiEnv *jv_jvmti;
 struct jv_caps jv_caps;
@@ -165,7 +167,7 @@ static int send_hello(int sock)
 {
 	Pd__RuntimeMsg rm = PD__RUNTIME_MSG__INIT;
 	Pd__RuntimeHello h = PD__RUNTIME_HELLO__INIT;
-	char *caps[6], *missing[5];
+	char *caps[8], *missing[8];
 	size_t nc = 0, nm = 0;
 
 	/* stack_sampling and heap_dump (JNI) need no optional capability; the others do. */
@@ -194,6 +196,12 @@ static int send_hello(int sock)
 		caps[nc++] = "mixed_stacks";
 	else
 		missing[nm++] = "mixed_stacks";
+	/* Method events: bytecode injection needs retransformation. */
+	char *methods = (char *)names_cap_str(NAMES_CAP_METHOD_EVENTS);
+	if (jv_caps.retransform)
+		caps[nc++] = methods;
+	else
+		missing[nm++] = methods;
 	h.pid = (uint32_t)getpid();
 	h.runtime = "jvm";
 	h.version = vm_version;
@@ -355,13 +363,19 @@ static int on_wake(int sock)
 	return 0;
 }
 
+/* Set while a method-event capture runs: a cancel (the kill switch) takes
+ * the hooks out before CANCELLED goes back, so the daemon's "removed" holds. */
+static int (*undo_before_cancel)(JNIEnv *);
+
 /*
  * Wait out a capture of dur ms, answering what arrives meanwhile; tick()
- * runs every tick_ns. 0 when the time is up or the daemon said stop, 1 when
- * it cancelled (CANCELLED sent), -EPIPE when the connection or the VM ends.
+ * runs every tick_ns, and enough() (may be NULL) after it may end the
+ * capture early. 0 when the time is up, the daemon said stop or enough()
+ * said so, 1 when it cancelled (CANCELLED sent), -EPIPE when the connection
+ * or the VM ends.
  */
 static int wait_capture(JNIEnv *jni, int sock, uint64_t sid, uint32_t dur, uint64_t tick_ns,
-			void (*tick)(JNIEnv *))
+			void (*tick)(JNIEnv *), bool (*enough)(void))
 {
 	uint64_t t0 = util_now_ns(CLOCK_MONOTONIC), end = t0 + (uint64_t)dur * 1000000ull;
 	uint64_t next = t0 + tick_ns;
@@ -373,6 +387,8 @@ static int wait_capture(JNIEnv *jni, int sock, uint64_t sid, uint32_t dur, uint6
 			return 0;
 		if (tick && now >= next) {
 			tick(jni);
+			if (enough && enough())
+				return 0;
 			/* Ticks that a slow tick missed are skipped, not caught up. */
 			next += tick_ns;
 			now = util_now_ns(CLOCK_MONOTONIC);
@@ -402,6 +418,8 @@ static int wait_capture(JNIEnv *jni, int sock, uint64_t sid, uint32_t dur, uint6
 			return -EPIPE;
 		int ret = -1;
 		if (m->msg_case == PD__DAEMON_TO_RUNTIME__MSG_CANCEL && m->cancel->session_id == sid) {
+			if (undo_before_cancel)
+				undo_before_cancel(jni);
 			send_done(sock, sid, PROF_E_CANCELLED, "cancelled", 0, 0, 0, NULL);
 			ret = 1;
 		} else if (m->msg_case == PD__DAEMON_TO_RUNTIME__MSG_STOP &&
@@ -437,8 +455,9 @@ static int capture_stack(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, in
 	      use_async ? "AsyncGetCallTrace" : opt.all_at_once ? "GetAllStackTraces"
 							    : "GetStackTrace");
 	/* The signal sampler's tick only drains its ring; the timers sample. */
-	r = use_async ? wait_capture(jni, sock, cr->session_id, dur, JVA_DRAIN_NS, jva_tick)
-		      : wait_capture(jni, sock, cr->session_id, dur, 1000000000ull / hz, jvs_tick);
+	r = use_async ? wait_capture(jni, sock, cr->session_id, dur, JVA_DRAIN_NS, jva_tick, NULL)
+		      : wait_capture(jni, sock, cr->session_id, dur, 1000000000ull / hz, jvs_tick,
+				     NULL);
 	if (r != 0) {
 		jva_discard();
 		jvs_discard();
@@ -478,7 +497,7 @@ static int capture_heap(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, int
 	/* Armed by an OOM trigger: the profile covers everything since then. */
 	if (!heap_armed && (r = jvh_start(iv)) < 0)
 		return send_done(sock, cr->session_id, PROF_E_EXECUTING, strerror(-r), 0, 0, 0, NULL);
-	r = wait_capture(jni, sock, cr->session_id, dur, 0, NULL);
+	r = wait_capture(jni, sock, cr->session_id, dur, 0, NULL, NULL);
 	if (r != 0) {
 		if (!heap_armed)
 			jvh_stop();
@@ -497,13 +516,70 @@ static int capture_heap(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, int
 static int capture_trace(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, int fd, uint32_t dur)
 {
 	uint64_t bytes = 0, events = 0, dropped = 0;
-	int r = wait_capture(jni, sock, cr->session_id, dur, 0, NULL);
+	int r = wait_capture(jni, sock, cr->session_id, dur, 0, NULL, NULL);
 	if (r != 0)
 		return r < 0 ? r : 0;
 	if ((r = jvg_write_trace(fd, &bytes, &events, &dropped)) < 0)
 		return send_done(sock, cr->session_id, PROF_E_EXECUTING, strerror(-r), 0, 0, 0, NULL);
 	return send_done(sock, cr->session_id, PROF_E_NONE, NULL, bytes, events, dropped,
 			 "perfetto");
+}
+
+/* Method events (jv_methods.c): tick and stop condition for wait_capture. */
+static uint64_t methods_max_hits;
+
+static void methods_tick(JNIEnv *jni)
+{
+	/* Nothing to drain: the hook writes into its thread's slot, read once
+	 * at the end; the tick only paces methods_enough. */
+}
+
+static bool methods_enough(void)
+{
+	return jve_enough(methods_max_hits);
+}
+
+static int capture_methods(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, int fd)
+{
+	const Pd__Params *p = cr->params;
+	uint32_t dur = clamp_u32(p && p->has_duration_ms ? p->duration_ms : 0, JV_DUR_DEFAULT,
+				 JV_DUR_MIN, JV_METHODS_DUR_MAX);
+	uint32_t every = p && p->has_method_every ? p->method_every : 0;
+	char why[512];
+	struct jve_stats st;
+	uint64_t bytes = 0;
+
+	methods_max_hits = p && p->has_method_max_hits && p->method_max_hits
+		? p->method_max_hits : JV_METHODS_MAX_HITS;
+	int64_t start = (int64_t)util_now_ns(CLOCK_REALTIME);
+	int r = jve_start(jni, p ? p->method_targets : NULL, p ? p->n_method_targets : 0, every,
+			  why, sizeof(why));
+	if (r < 0)
+		return send_done(sock, cr->session_id, r == -EINVAL ? PROF_E_INVALID_REQUEST
+				 : PROF_E_EXECUTING, why, 0, 0, 0, NULL);
+	undo_before_cancel = jve_stop;
+	r = wait_capture(jni, sock, cr->session_id, dur, JV_TICK_MS * 1000000ull, methods_tick,
+			 methods_enough);
+	undo_before_cancel = NULL;
+	/* Hooks out first, whatever ended the capture (after a cancel they
+	 * are out already: a no-op); a VM on its way out (VMDeath) no longer
+	 * retransforms, and needs no removal. */
+	if (!atomic_load(&dying))
+		jve_stop(jni);
+	if (r != 0)
+		return r < 0 ? r : 0;
+	int64_t dur_ns = (int64_t)util_now_ns(CLOCK_REALTIME) - start;
+	r = jve_write_pprof(jni, fd, start, dur_ns, &st, &bytes);
+	if (r < 0)
+		return send_done(sock, cr->session_id, PROF_E_EXECUTING, strerror(-r), 0, 0, 0, NULL);
+	LOG_D("session %llu: method events: hits=%llu stacks=%llu lost=%llu dropped=%llu, "
+	      "%llu ns a hit; %s", (unsigned long long)cr->session_id,
+	      (unsigned long long)st.hits, (unsigned long long)st.stacks,
+	      (unsigned long long)st.lost, (unsigned long long)st.untracked,
+	      (unsigned long long)st.mean_ns, jve_note());
+	/* A failed removal is in the result's comments and the log. */
+	return send_done(sock, cr->session_id, PROF_E_NONE, NULL, bytes, st.stacks,
+			 st.lost + st.untracked, "pprof");
 }
 
 static int capture(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, int fd)
@@ -524,6 +600,11 @@ static int capture(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, int fd)
 		if (jv_caps.gc_events)
 			return capture_trace(jni, sock, cr, fd, dur);
 		no = "this JVM does not grant can_generate_garbage_collection_events";
+		break;
+	case PROF_METHOD_EVENTS:
+		if (jv_caps.retransform)
+			return capture_methods(jni, sock, cr, fd);
+		no = "this JVM does not grant can_retransform_classes";
 		break;
 	case PROF_HEAP_DUMP: {
 		char err[256] = "";
@@ -705,6 +786,11 @@ static int add_caps(void)
 	/* For AGCT: HotSpot keeps debug info at every pc while CompiledMethodLoad is on. */
 	want.can_generate_compiled_method_load_events =
 		!opt.no_async && !opt.no_agct && pot.can_generate_compiled_method_load_events;
+	/* Method events (jv_methods.c): retransform the targets' classes,
+	 * see every class as it loads, and check the hooks with GetBytecodes. */
+	want.can_retransform_classes = pot.can_retransform_classes;
+	want.can_generate_all_class_hook_events = pot.can_generate_all_class_hook_events;
+	want.can_get_bytecodes = pot.can_get_bytecodes;
 	if ((*j)->AddCapabilities(j, &want) != JVMTI_ERROR_NONE)
 		return -EIO;
 	jvmtiCapabilities got;
@@ -719,6 +805,8 @@ static int add_caps(void)
 	jv_caps.gc_events = got.can_generate_garbage_collection_events;
 	jv_caps.resource_exhausted = got.can_generate_resource_exhaustion_heap_events;
 	jv_caps.compiled_load = got.can_generate_compiled_method_load_events;
+	jv_caps.retransform = got.can_retransform_classes && got.can_generate_all_class_hook_events;
+	jv_caps.bytecodes = got.can_get_bytecodes;
 	LOG_I("capabilities: line numbers %d, source files %d, thread cpu time %d, sampled "
 	      "allocations %d, tags %d, object free %d, gc events %d, heap exhaustion %d",
 	      jv_caps.line_numbers, jv_caps.source_files, jv_caps.thread_cpu, jv_caps.sampled_alloc,
@@ -782,6 +870,7 @@ static jint setup(JavaVM *vm, char *options, bool onload)
 	cb.GarbageCollectionFinish = jvg_on_gc_finish;
 	cb.SampledObjectAlloc = jvh_on_alloc;
 	cb.ObjectFree = jvh_on_free;
+	cb.ClassFileLoadHook = jve_on_class_file_load; /* enabled while method events run */
 	use_async = !opt.no_async && !opt.no_agct && jva_init(vm, &cb, opt.debug);
 	(*jv_jvmti)->SetEventCallbacks(jv_jvmti, &cb, (jint)sizeof(cb));
 	if (use_async && jva_enable_events() < 0) {

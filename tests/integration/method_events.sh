@@ -183,7 +183,9 @@ req_refused "no targets" "method events need 1..8 method_targets, got 0"
 many=()
 for i in $(seq 20); do many+=(--method "$TGT:target_fn"); done
 req_refused "20 targets" "method events need 1..8 method_targets, got 20" "${many[@]}"
-req_refused "a JVM target" "JVM methods are not yet" --method "com.example.Target.register"
+req_refused "a target of neither kind" "expected /PATH:SYMBOL" --method "com.example.Target.register"
+req_refused "a JVM target in a native process" "java: method targets need a JVM" \
+	--method "java:com.example.Target.register"
 # A symbol that is not there fails the capture with profilingd-perf's reason.
 ! "$APPS/it_request" --pid "$SP" --type methods --duration-ms 500 --method "$TGT:no_such_fn" \
 	> /dev/null 2> "$T/rerr" || fail "unknown symbol accepted by the daemon"

@@ -367,10 +367,25 @@ static void test_method_events(void **state)
 	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
 	assert_string_equal(msg, "method events need 1..8 method_targets, got 9");
 	p.n_method_targets = 1;
-	/* JVM, malformed, control characters, too long. */
+	/* Neither kind, malformed, control characters, too long. */
 	t[0] = "com.example.Target.register";
 	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
-	assert_non_null(strstr(msg, "JVM methods are not yet"));
+	assert_non_null(strstr(msg, "java:CLASS.METHOD"));
+	/* JVM targets (common/jtarget.h): admitted, one kind a request. */
+	t[0] = "java:com.example.Target.register(Ljava/lang/Object;)V";
+	assert_int_equal(decide(&in, &out, msg), 0);
+	t[0] = "java:java.lang.String.length";
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_non_null(strstr(msg, "java.*"));
+	t[0] = "java:Target.register(Lfoo)V";
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_non_null(strstr(msg, "bad descriptor"));
+	t[0] = "java:Target.register";
+	t[1] = "/x:f";
+	p.n_method_targets = 2;
+	assert_int_equal(decide(&in, &out, msg), PROF_E_INVALID_REQUEST);
+	assert_non_null(strstr(msg, "mix JVM"));
+	p.n_method_targets = 1;
 	const char *bad[] = { "/x", "/x:", "/x:a/b", "/x:f\n" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		t[0] = (char *)bad[i];

@@ -1362,6 +1362,7 @@ static const struct command commands[] = {
 	  "  add ID           add config ID (or replace it with a higher --config-version):\n"
 	  "    --exe PATH       the processes' executable\n"
 	  "    --method T       /PATH:SYMBOL or /PATH:+0xOFFSET, 1..8 times\n"
+	  "                     (a JVM: java:CLASS.METHOD[(DESCRIPTOR)][@LOADER])\n"
 	  "    --canary PCT     the share of those processes hooked (stable hash of\n"
 	  "                     the id and the process), default 100\n"
 	  "    --expiry T       how long: 30m, 2h (default 1h, at most 24h)\n"

@@ -162,7 +162,9 @@ struct prof_params {
 	/*
 	 * PROF_METHOD_EVENTS (issue #19): the functions to watch, 1..8, each
 	 * "/PATH:SYMBOL" or "/PATH:+0xOFFSET" (an ELF file the target maps),
-	 * or "buildid:HEX:+0xOFFSET", at most 1023 bytes. The stack of every
+	 * or "buildid:HEX:+0xOFFSET"; or, all of them, JVM methods
+	 * "java:CLASS.METHOD[(DESCRIPTOR)][@LOADER]" (the JVM's agent hooks
+	 * them; docs/METHOD_EVENTS.md); at most 1023 bytes. The stack of every
 	 * method_every-th hit is recorded (0: every hit); the probes go after
 	 * method_max_hits hits (0: 200000) or duration_ms (up to 86400000 for
 	 * this type). Zero fields are the defaults.

@@ -1,7 +1,8 @@
 /*
  * it_request --pid N --type stack|heap|trace|heapdump [--duration-ms MS] [--hz H]
  * [--interval B] [--clock wall] [--fill ring|discard] [--java-allocs on|off]
- * [--format perfetto] [--method /PATH:SYMBOL ... [--every N]] (--type methods):
+ * [--format perfetto] [--method /PATH:SYMBOL ... [--every N] [--max-hits M]] (--type methods)
+ * [--cancel-file PATH] (cancel the capture once PATH exists):
  * as root, ask profilingd for a capture of another process
  * (the target_pid request) and print the delivered result's path (and its
  * note, if any, as "it_request: note: ..." on stderr).
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <profiling/profiling.h>
 
@@ -44,14 +46,17 @@ int main(int argc, char **argv)
 		{ "format", required_argument, NULL, 'R' }, /* heap formats (issue #20) */
 		{ "method", required_argument, NULL, 'm' },
 		{ "every", required_argument, NULL, 'e' },
+		{ "max-hits", required_argument, NULL, 'M' },
+		{ "cancel-file", required_argument, NULL, 'C' },
 		{ 0 }
 	};
 	/* Method events: more than the daemon takes, to test its refusal. */
 	static const char *methods[80];
 	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 1000);
 	enum prof_type type = PROF_STACK_SAMPLING;
+	const char *cancel_file = NULL;
 	int c, err;
-	while ((c = getopt_long(argc, argv, "p:t:d:f:i:c:F:J:R:m:e:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:t:d:f:i:c:F:J:R:m:e:M:C:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p': p.target_pid = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'd': p.duration_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
@@ -73,6 +78,8 @@ int main(int argc, char **argv)
 			p.method_targets = methods;
 			break;
 		case 'e': p.method_every = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'M': p.method_max_hits = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'C': cancel_file = optarg; break;
 		case 't': {
 			/* Any spelling of names.h: the config's heap and heapdump too. */
 			int t = names_type_parse(optarg);
@@ -94,13 +101,18 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	struct outcome o = { 0 };
-	int r = prof_request(cl, type, &p, "it", on_result, &o, NULL);
+	uint64_t id = 0;
+	int r = prof_request(cl, type, &p, "it", on_result, &o, &id);
 	if (r < 0) {
 		fprintf(stderr, "it_request: refused: %s\n", prof_strerror(r));
 		return 1;
 	}
-	while (!o.done && prof_dispatch(cl, 1000) >= 0)
-		;
+	while (!o.done && prof_dispatch(cl, cancel_file ? 50 : 1000) >= 0) {
+		if (cancel_file && access(cancel_file, F_OK) == 0) {
+			prof_cancel(cl, id);
+			cancel_file = NULL;
+		}
+	}
 	prof_close(cl);
 	if (!o.done || o.error) {
 		fprintf(stderr, "it_request: capture failed: %s: %s\n", prof_strerror(o.error), o.msg);

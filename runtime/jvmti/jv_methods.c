@@ -1,0 +1,731 @@
+/*
+ * JVM method events (issue #19; docs/METHOD_EVENTS.md, "JVM targets";
+ * docs/JVMTI.md): who calls a chosen Java method, by bytecode injection.
+ *
+ * Install: the targets' classes that are loaded are retransformed
+ * (RetransformClasses); the ClassFileLoadHook, on while a capture runs,
+ * hands each named class to jv_inject.c, which puts a call of the static
+ * native profilingd.MethodHook.hit(ID) at the entry of each target method
+ * only. Classes that load later go through the same hook as they load.
+ * Remove (stop, expiry, cancel, the kill switch, a failure): the hook is
+ * told to ignore calls, the ClassFileLoadHook stops changing anything and
+ * the classes are retransformed again, so the JVM goes back to their
+ * original bytes; GetBytecodes then checks that no method still calls the
+ * hook. When removal fails, this process takes no further method events,
+ * and the log and the result say so. JVMTI MethodEntry events are not used:
+ * they put every thread into interpreter-only mode.
+ *
+ * The hook (any Java thread, at every hit) is re-entrancy guarded with a
+ * thread-local flag, takes no lock and allocates nothing: it counts the hit
+ * in its thread's slot and, every Nth hit, takes its stack with
+ * GetStackTrace (the current thread: no safepoint) into the slot's bounded
+ * table of distinct stacks. Past a cap it counts a drop. The slots are
+ * allocated once, at the first capture, and kept for the VM's life, so a
+ * stale call on a thread still running an old method version never
+ * touches freed memory.
+ */
+#include "jv.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jtarget.h"
+#include "jv_inject.h"
+#include "log.h"
+#include "pprof.h"
+#include "util.h"
+
+#define JVE_HOOK_CLASS "profilingd/MethodHook"
+#define JVE_HOOK_NAME  "hit"
+
+struct jve_stack {
+	uint64_t hash;
+	_Atomic uint64_t count;
+	uint64_t first_ns;
+	_Atomic uint64_t last_ns;
+	uint32_t target, nframes;
+	jvmtiFrameInfo f[JVE_FRAMES];
+};
+
+struct jve_slot {
+	int tid;
+	_Atomic uint32_t nstacks;         /* entries published to the agent thread */
+	_Atomic uint64_t hits[JVE_MAX_TARGETS];
+	_Atomic uint64_t ns, lost;        /* time in the hook; stacks past the table */
+	uint64_t since;                   /* owner only: hits since the last stack */
+	struct jve_stack st[JVE_STACKS];
+};
+
+/* The capture's state. Written by the agent thread while no capture runs
+ * (gen == 0); the hook reads it while gen is this capture's. */
+static struct {
+	_Atomic uint32_t gen;             /* 0: off; else the hook's id >> 3 */
+	_Atomic uint64_t seq;             /* captures so far: a thread's slot is this capture's */
+	uint32_t next_gen;
+	uint32_t every;
+	struct jve_slot *slots;           /* JVE_SLOTS, allocated once */
+	_Atomic uint32_t nslots;
+	_Atomic uint64_t untracked[JVE_MAX_TARGETS]; /* hits of threads past JVE_SLOTS */
+	bool broken;                      /* a removal failed: no more method events */
+	jclass hook_cls;                  /* global ref */
+	jmethodID loader_name;            /* ClassLoader.getName (JDK 9+) */
+
+	/* Read by the ClassFileLoadHook on loading threads, under lock. */
+	pthread_mutex_t lock;
+	bool hooking;
+	struct jt_target t[JVE_MAX_TARGETS];
+	char spelled[JVE_MAX_TARGETS][JVE_TARGET_LEN];
+	unsigned nt;
+	unsigned hooked[JVE_MAX_TARGETS];  /* methods rewritten, this capture */
+	unsigned classes;
+	char why[JVE_MAX_TARGETS][160];    /* the first refusal of a target's class */
+	char note[256];                    /* the removal's outcome, for the result */
+	uint64_t install_ns, remove_ns;    /* how long each took, for the result */
+	jint loaded;                       /* classes GetLoadedClasses listed at install */
+} H = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static __thread bool in_hook;
+/* The slot (1-based) of this thread in capture t_seq. Not the 12-bit
+ * generation: that one comes round again after 4095 captures. */
+static __thread uint64_t t_seq;
+static __thread uint32_t t_slot;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void bump(_Atomic uint64_t *v, uint64_t by)
+{
+	/* One writer (the slot's thread): no read-modify-write bus lock. */
+	atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + by,
+			      memory_order_relaxed);
+}
+
+static struct jve_slot *my_slot(void)
+{
+	uint64_t seq = atomic_load_explicit(&H.seq, memory_order_acquire);
+	if (t_seq != seq) {
+		t_seq = seq;
+		uint32_t i = atomic_fetch_add_explicit(&H.nslots, 1, memory_order_relaxed);
+		t_slot = i < JVE_SLOTS ? i + 1 : 0;
+		if (t_slot)
+			H.slots[i].tid = (int)syscall(SYS_gettid);
+	}
+	return t_slot ? &H.slots[t_slot - 1] : NULL;
+}
+
+static void keep_stack(struct jve_slot *sl, uint32_t target, uint64_t t0)
+{
+	jvmtiFrameInfo f[JVE_FRAMES];
+	jint n = 0;
+	/* Depth 1: frame 0 is MethodHook.hit itself; the target is next. */
+	if ((*jv_jvmti)->GetStackTrace(jv_jvmti, NULL, 1, JVE_FRAMES, f, &n) != JVMTI_ERROR_NONE ||
+	    n <= 0) {
+		bump(&sl->lost, 1);
+		return;
+	}
+	uint64_t h = 1469598103934665603ull ^ target;
+	for (jint i = 0; i < n; i++) {
+		h = (h ^ (uint64_t)(uintptr_t)f[i].method) * 1099511628211ull;
+		h = (h ^ (uint64_t)f[i].location) * 1099511628211ull;
+	}
+	uint32_t ns = atomic_load_explicit(&sl->nstacks, memory_order_relaxed);
+	for (uint32_t i = 0; i < ns; i++) {
+		struct jve_stack *s = &sl->st[i];
+		if (s->hash == h && s->target == target && s->nframes == (uint32_t)n &&
+		    !memcmp(s->f, f, (size_t)n * sizeof(*f))) {
+			bump(&s->count, 1);
+			atomic_store_explicit(&s->last_ns, t0, memory_order_relaxed);
+			return;
+		}
+	}
+	if (ns >= JVE_STACKS) {
+		bump(&sl->lost, 1);
+		return;
+	}
+	struct jve_stack *s = &sl->st[ns];
+	s->hash = h;
+	s->target = target;
+	s->nframes = (uint32_t)n;
+	memcpy(s->f, f, (size_t)n * sizeof(*f));
+	s->first_ns = t0;
+	atomic_store_explicit(&s->last_ns, t0, memory_order_relaxed);
+	atomic_store_explicit(&s->count, 1, memory_order_relaxed);
+	atomic_store_explicit(&sl->nstacks, ns + 1, memory_order_release);
+}
+
+/* profilingd.MethodHook.hit(int): every hooked method's first call. */
+static void JNICALL hook_hit(JNIEnv *jni, jclass cls, jint id)
+{
+	if (in_hook)
+		return;
+	uint32_t gen = atomic_load_explicit(&H.gen, memory_order_acquire);
+	/* A call from a capture that ended (an old method version still running). */
+	if (!gen || ((uint32_t)id >> 3) != gen)
+		return;
+	in_hook = true;
+	uint64_t t0 = now_ns();
+	uint32_t target = (uint32_t)id & 7;
+	struct jve_slot *sl = my_slot();
+	if (!sl) {
+		atomic_fetch_add_explicit(&H.untracked[target], 1, memory_order_relaxed);
+	} else {
+		bump(&sl->hits[target], 1);
+		if (++sl->since >= H.every) {
+			sl->since = 0;
+			keep_stack(sl, target, t0);
+		}
+		bump(&sl->ns, now_ns() - t0);
+	}
+	in_hook = false;
+}
+
+/* ------------------------------------------------------------ classes */
+
+/* The name a target's @LOADER is matched with: getName(), "boot" for NULL. */
+static bool loader_is(JNIEnv *jni, jobject loader, const char *want)
+{
+	if (!*want)
+		return true;
+	if (!loader)
+		return !strcmp(want, "boot");
+	if (!H.loader_name || !jni)
+		return false;
+	jstring s = (*jni)->CallObjectMethod(jni, loader, H.loader_name);
+	if ((*jni)->ExceptionCheck(jni)) {
+		(*jni)->ExceptionClear(jni);
+		return false;
+	}
+	bool eq = false;
+	if (s) {
+		const char *c = (*jni)->GetStringUTFChars(jni, s, NULL);
+		eq = c && !strcmp(c, want);
+		if (c)
+			(*jni)->ReleaseStringUTFChars(jni, s, c);
+		(*jni)->DeleteLocalRef(jni, s);
+	}
+	return eq;
+}
+
+void JNICALL jve_on_class_file_load(jvmtiEnv *j, JNIEnv *jni, jclass redefined, jobject loader,
+				    const char *name, jobject pd, jint len,
+				    const unsigned char *data, jint *new_len,
+				    unsigned char **new_data)
+{
+	struct jvi_target t[JVE_MAX_TARGETS];
+	unsigned idx[JVE_MAX_TARGETS], by[JVE_MAX_TARGETS], hooked = 0;
+	size_t nt = 0;
+	uint8_t *out = NULL;
+	size_t out_len = 0;
+	char err[160];
+
+	static __thread bool in_cflh;
+	/* Loading a class inside this hook (the loader's getName) comes back
+	 * here on the same thread, which already holds the lock. */
+	if (!name || len <= 0 || in_cflh)
+		return;
+	in_cflh = true;
+	pthread_mutex_lock(&H.lock);
+	if (!H.hooking)
+		goto out;
+	uint32_t gen = atomic_load(&H.gen);
+	for (unsigned i = 0; i < H.nt; i++)
+		if (!strcmp(H.t[i].cls, name) && loader_is(jni, loader, H.t[i].loader)) {
+			t[nt] = (struct jvi_target){ .method = H.t[i].method,
+						     .desc = H.t[i].desc[0] ? H.t[i].desc : NULL,
+						     .id = (uint16_t)(gen << 3 | i) };
+			idx[nt++] = i;
+		}
+	if (!nt)
+		goto out;
+	static const struct jvi_hook hook = { .cls = JVE_HOOK_CLASS, .name = JVE_HOOK_NAME };
+	int r = jvi_rewrite(data, (size_t)len, t, nt, &hook, &out, &out_len, &hooked, by, err,
+			    sizeof(err));
+	if (r < 0) {
+		LOG_W("method events: class %s left unchanged: %s", name, err);
+		for (size_t k = 0; k < nt; k++)
+			if (!H.why[idx[k]][0])
+				util_fmt(H.why[idx[k]], sizeof(H.why[0]), "class %s refused: %s", name,
+					 err);
+		goto out;
+	}
+	if (!hooked || out_len > INT32_MAX)
+		goto out;
+	unsigned char *mem = NULL;
+	if ((*j)->Allocate(j, (jlong)out_len, &mem) != JVMTI_ERROR_NONE)
+		goto out;
+	memcpy(mem, out, out_len);
+	*new_data = mem;
+	*new_len = (jint)out_len;
+	for (size_t k = 0; k < nt; k++)
+		H.hooked[idx[k]] += by[k];
+	H.classes++;
+	LOG_D("method events: %s %s, %u method(s) hooked", name,
+	      redefined ? "retransformed" : "hooked as it loads", hooked);
+out:
+	pthread_mutex_unlock(&H.lock);
+	in_cflh = false;
+	free(out);
+}
+
+/* How many classes the last GetLoadedClasses listed. */
+static jint last_loaded;
+
+/* Loaded classes named by a target (global refs in *out, *n of them). */
+static int matching_classes(JNIEnv *jni, jclass **out, jint *n, bool *seen)
+{
+	jvmtiEnv *j = jv_jvmti;
+	jclass *all = NULL;
+	jint na = 0;
+	*out = NULL;
+	*n = 0;
+	if ((*j)->GetLoadedClasses(j, &na, &all) != JVMTI_ERROR_NONE)
+		return -EIO;
+	last_loaded = na;
+	jclass *m = calloc((size_t)na + 1, sizeof(*m));
+	if (!m) {
+		(*j)->Deallocate(j, (unsigned char *)all);
+		return -ENOMEM;
+	}
+	for (jint i = 0; i < na; i++) {
+		char *sig = NULL;
+		jboolean mod = JNI_FALSE;
+		bool want = false;
+		if ((*j)->GetClassSignature(j, all[i], &sig, NULL) == JVMTI_ERROR_NONE && sig &&
+		    sig[0] == 'L') {
+			size_t l = strlen(sig);
+			for (unsigned k = 0; k < H.nt; k++) {
+				if (l != strlen(H.t[k].cls) + 2 ||
+				    strncmp(sig + 1, H.t[k].cls, l - 2))
+					continue;
+				jobject ld = NULL;
+				(*j)->GetClassLoader(j, all[i], &ld);
+				if (loader_is(jni, ld, H.t[k].loader)) {
+					want = true;
+					if (seen)
+						seen[k] = true;
+				}
+				if (ld)
+					(*jni)->DeleteLocalRef(jni, ld);
+			}
+		}
+		if (sig)
+			(*j)->Deallocate(j, (unsigned char *)sig);
+		if (want && (*j)->IsModifiableClass(j, all[i], &mod) == JVMTI_ERROR_NONE && mod)
+			m[(*n)++] = (*jni)->NewGlobalRef(jni, all[i]);
+		(*jni)->DeleteLocalRef(jni, all[i]);
+	}
+	(*j)->Deallocate(j, (unsigned char *)all);
+	*out = m;
+	return 0;
+}
+
+static void free_classes(JNIEnv *jni, jclass *c, jint n)
+{
+	for (jint i = 0; c && i < n; i++)
+		(*jni)->DeleteGlobalRef(jni, c[i]);
+	free(c);
+}
+
+/* Methods of classes c that call the hook of generation gen (GetBytecodes),
+ * and methods of the targets' names that do not. */
+static void count_hooked(jclass *c, jint n, uint32_t gen, unsigned *hooked, unsigned *clean)
+{
+	jvmtiEnv *j = jv_jvmti;
+	*hooked = *clean = 0;
+	if (!jv_caps.bytecodes)
+		return;
+	for (jint i = 0; i < n; i++) {
+		jmethodID *ms = NULL;
+		jint nm = 0;
+		if ((*j)->GetClassMethods(j, c[i], &nm, &ms) != JVMTI_ERROR_NONE)
+			continue;
+		for (jint k = 0; k < nm; k++) {
+			char *name = NULL;
+			bool named = false;
+			if ((*j)->GetMethodName(j, ms[k], &name, NULL, NULL) == JVMTI_ERROR_NONE &&
+			    name)
+				for (unsigned t = 0; t < H.nt && !named; t++)
+					named = !strcmp(name, H.t[t].method);
+			if (name)
+				(*j)->Deallocate(j, (unsigned char *)name);
+			unsigned char *b = NULL;
+			jint bl = 0;
+			if (!named || (*j)->GetBytecodes(j, ms[k], &bl, &b) != JVMTI_ERROR_NONE)
+				continue;
+			uint32_t id = bl >= JVI_HOOK_LEN ? (uint32_t)b[1] << 8 | b[2] : 0;
+			if (bl >= JVI_HOOK_LEN && b[0] == 0x11 && b[3] == 0xb8 && b[6] == 0 &&
+			    b[7] == 0 && (id >> 3) == gen)
+				(*hooked)++;
+			else
+				(*clean)++;
+			(*j)->Deallocate(j, b);
+		}
+		(*j)->Deallocate(j, (unsigned char *)ms);
+	}
+}
+
+/* ----------------------------------------------------------- capture */
+
+/* The hook class, defined once in the boot loader so every loader sees it. */
+static int define_hook(JNIEnv *jni, char *why, size_t n)
+{
+	if (H.hook_cls)
+		return 0;
+	static const struct jvi_hook hook = { .cls = JVE_HOOK_CLASS, .name = JVE_HOOK_NAME };
+	uint8_t *b = NULL;
+	size_t bl = 0;
+	int r = jvi_hook_class(&hook, &b, &bl);
+	if (r < 0) {
+		util_fmt(why, n, "cannot build the hook class: %s", strerror(-r));
+		return r;
+	}
+	jclass c = (*jni)->DefineClass(jni, JVE_HOOK_CLASS, NULL, (const jbyte *)b, (jsize)bl);
+	free(b);
+	if (!c) {
+		(*jni)->ExceptionClear(jni);
+		util_fmt(why, n, "cannot define %s in the boot loader", JVE_HOOK_CLASS);
+		return -EIO;
+	}
+	JNINativeMethod nm = { .name = JVE_HOOK_NAME, .signature = JVI_HOOK_DESC,
+			       .fnPtr = (void *)hook_hit };
+	if ((*jni)->RegisterNatives(jni, c, &nm, 1) != 0) {
+		(*jni)->ExceptionClear(jni);
+		(*jni)->DeleteLocalRef(jni, c);
+		util_fmt(why, n, "cannot register the hook's native method");
+		return -EIO;
+	}
+	H.hook_cls = (*jni)->NewGlobalRef(jni, c);
+	(*jni)->DeleteLocalRef(jni, c);
+	jclass cl = (*jni)->FindClass(jni, "java/lang/ClassLoader");
+	if (cl) {
+		H.loader_name = (*jni)->GetMethodID(jni, cl, "getName", "()Ljava/lang/String;");
+		(*jni)->DeleteLocalRef(jni, cl);
+	}
+	if ((*jni)->ExceptionCheck(jni))
+		(*jni)->ExceptionClear(jni);
+	return 0;
+}
+
+/* A class neither loaded nor found by the system loader: a typo, most likely. */
+static bool on_class_path(JNIEnv *jni, const char *cls)
+{
+	char res[JT_CLASS_MAX + 8];
+	util_fmt(res, sizeof(res), "%s.class", cls);
+	jclass cl = (*jni)->FindClass(jni, "java/lang/ClassLoader");
+	jmethodID m = cl ? (*jni)->GetStaticMethodID(jni, cl, "getSystemResource",
+						   "(Ljava/lang/String;)Ljava/net/URL;") : NULL;
+	jstring s = m ? (*jni)->NewStringUTF(jni, res) : NULL;
+	jobject url = s ? (*jni)->CallStaticObjectMethod(jni, cl, m, s) : NULL;
+	if ((*jni)->ExceptionCheck(jni))
+		(*jni)->ExceptionClear(jni);
+	bool found = url != NULL;
+	if (url)
+		(*jni)->DeleteLocalRef(jni, url);
+	if (s)
+		(*jni)->DeleteLocalRef(jni, s);
+	if (cl)
+		(*jni)->DeleteLocalRef(jni, cl);
+	return found;
+}
+
+/* Remove every hook of this capture (see the top). 0, or -EIO when some
+ * method still calls the hook: then this process takes no more captures. */
+static int remove_hooks(JNIEnv *jni)
+{
+	jvmtiEnv *j = jv_jvmti;
+	uint32_t gen = atomic_load(&H.gen);
+	jclass *c = NULL;
+	jint n = 0;
+	unsigned still = 0, clean = 0;
+	uint64_t t0 = util_now_ns(CLOCK_MONOTONIC);
+
+	atomic_store_explicit(&H.gen, 0, memory_order_release);
+	pthread_mutex_lock(&H.lock);
+	H.hooking = false;
+	pthread_mutex_unlock(&H.lock);
+	int r = matching_classes(jni, &c, &n, NULL);
+	jvmtiError e = JVMTI_ERROR_NONE;
+	if (r == 0 && n > 0)
+		e = (*j)->RetransformClasses(j, n, c);
+	(*j)->SetEventNotificationMode(j, JVMTI_DISABLE, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, NULL);
+	if (r == 0 && e == JVMTI_ERROR_NONE)
+		count_hooked(c, n, gen, &still, &clean);
+	free_classes(jni, c, n);
+	H.remove_ns = util_now_ns(CLOCK_MONOTONIC) - t0;
+	if (r < 0 || e != JVMTI_ERROR_NONE || still) {
+		H.broken = true;
+		util_fmt(H.note, sizeof(H.note), "hooks NOT removed (%s; %u method(s) still call the "
+			 "hook): this process takes no further method events",
+			 r < 0 ? strerror(-r) : e != JVMTI_ERROR_NONE ? "RetransformClasses failed"
+								    : "bytecodes checked", still);
+		LOG_E("method events: %s", H.note);
+		return -EIO;
+	}
+	util_fmt(H.note, sizeof(H.note), "hooks removed in %.1f ms: %u class(es) retransformed back "
+		 "to their original bytes; %u target method(s) checked with GetBytecodes, none calls "
+		 "the hook", (double)H.remove_ns / 1e6, (unsigned)n, clean);
+	LOG_D("method events: %s", H.note);
+	return 0;
+}
+
+int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why, size_t n)
+{
+	jvmtiEnv *j = jv_jvmti;
+	struct jt_target t[JVE_MAX_TARGETS];
+	uint64_t t0 = util_now_ns(CLOCK_MONOTONIC);
+	int r;
+
+	if (H.broken) {
+		util_fmt(why, n, "method events are off in this process: an earlier removal of "
+			 "hooks failed");
+		return -EIO;
+	}
+	if (!jv_caps.retransform) {
+		util_fmt(why, n, "this JVM does not grant can_retransform_classes");
+		return -ENOTSUP;
+	}
+	if (nt == 0 || nt > JVE_MAX_TARGETS) {
+		util_fmt(why, n, "method events need 1..%d targets, got %zu", JVE_MAX_TARGETS, nt);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < nt; i++) {
+		char w[160];
+		if (!targets[i] || strlen(targets[i]) >= JVE_TARGET_LEN ||
+		    jt_parse(targets[i], &t[i], w, sizeof(w)) < 0) {
+			util_fmt(why, n, "method target '%.64s': %s", targets[i] ? targets[i] : "",
+				 targets[i] && strlen(targets[i]) < JVE_TARGET_LEN ? w : "too long");
+			return -EINVAL;
+		}
+	}
+	if (!H.slots && !(H.slots = calloc(JVE_SLOTS, sizeof(*H.slots)))) {
+		util_fmt(why, n, "out of memory");
+		return -ENOMEM;
+	}
+	if ((r = define_hook(jni, why, n)) < 0)
+		return r;
+
+	/* No capture runs (gen is 0): the slots are ours to reset. */
+	memset(H.slots, 0, JVE_SLOTS * sizeof(*H.slots));
+	atomic_store(&H.nslots, 0);
+	for (unsigned i = 0; i < JVE_MAX_TARGETS; i++)
+		atomic_store(&H.untracked[i], 0);
+	H.every = every ? every : 1;
+	atomic_fetch_add(&H.seq, 1);
+	H.next_gen = H.next_gen % 4095 + 1; /* 1..4095: id = gen << 3 | target fits sipush */
+	pthread_mutex_lock(&H.lock);
+	memcpy(H.t, t, nt * sizeof(t[0]));
+	for (size_t i = 0; i < nt; i++)
+		util_strlcpy(H.spelled[i], targets[i], sizeof(H.spelled[i]));
+	H.nt = (unsigned)nt;
+	memset(H.hooked, 0, sizeof(H.hooked));
+	memset(H.why, 0, sizeof(H.why));
+	H.note[0] = '\0';
+	H.classes = 0;
+	H.hooking = true;
+	pthread_mutex_unlock(&H.lock);
+	atomic_store_explicit(&H.gen, H.next_gen, memory_order_release);
+
+	jvmtiError e = (*j)->SetEventNotificationMode(j, JVMTI_ENABLE,
+						      JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, NULL);
+	jclass *c = NULL;
+	jint nc = 0;
+	bool seen[JVE_MAX_TARGETS] = { false };
+	if (e != JVMTI_ERROR_NONE) {
+		util_fmt(why, n, "cannot enable ClassFileLoadHook: JVMTI error %d", (int)e);
+		r = -EIO;
+		goto fail;
+	}
+	if ((r = matching_classes(jni, &c, &nc, seen)) < 0) {
+		util_fmt(why, n, "cannot list the loaded classes: %s", strerror(-r));
+		goto fail;
+	}
+	if (nc > 0 && (e = (*j)->RetransformClasses(j, nc, c)) != JVMTI_ERROR_NONE) {
+		util_fmt(why, n, "RetransformClasses failed: JVMTI error %d", (int)e);
+		r = -EIO;
+		goto fail;
+	}
+	unsigned hooked = 0, clean = 0;
+	H.loaded = last_loaded;
+	count_hooked(c, nc, H.next_gen, &hooked, &clean);
+	free_classes(jni, c, nc);
+	c = NULL;
+	/* A loaded class without the method, or refused: a clear refusal now.
+	 * A class not loaded yet is hooked when it loads, if it can be found. */
+	for (unsigned i = 0; i < nt; i++) {
+		pthread_mutex_lock(&H.lock);
+		unsigned h = H.hooked[i];
+		char w[160];
+		util_strlcpy(w, H.why[i], sizeof(w));
+		pthread_mutex_unlock(&H.lock);
+		if (h)
+			continue;
+		if (w[0]) {
+			util_fmt(why, n, "method target '%.64s': %s", targets[i], w);
+		} else if (seen[i]) {
+			util_fmt(why, n, "method target '%.64s': class %s has no method %s%s "
+				 "with code (abstract and native methods cannot be hooked)",
+				 targets[i], t[i].cls, t[i].method, t[i].desc);
+		} else if (!t[i].loader[0] && !on_class_path(jni, t[i].cls)) {
+			util_fmt(why, n, "method target '%.64s': class %s is not loaded and the "
+				 "system class loader cannot find it", targets[i], t[i].cls);
+		} else {
+			LOG_I("method events: %s is not loaded yet: hooked when it loads", t[i].cls);
+			continue;
+		}
+		r = -EINVAL;
+		goto fail;
+	}
+	H.install_ns = util_now_ns(CLOCK_MONOTONIC) - t0;
+	LOG_I("method events: %u target(s), %u class(es) retransformed, %u method(s) call the hook "
+	      "(GetBytecodes); installed in %.1f ms over %d loaded classes", (unsigned)nt,
+	      (unsigned)nc, hooked, (double)H.install_ns / 1e6, (int)H.loaded);
+	return 0;
+fail:
+	free_classes(jni, c, nc);
+	LOG_W("method events refused: %s", why);
+	if (remove_hooks(jni) < 0)
+		util_fmt(why + strlen(why), n - strlen(why), "; %s", H.note);
+	return r;
+}
+
+bool jve_enough(uint64_t max_hits)
+{
+	uint64_t sum = 0;
+	uint32_t ns = atomic_load(&H.nslots);
+	if (!max_hits || !H.slots)
+		return false;
+	for (uint32_t i = 0; i < ns && i < JVE_SLOTS; i++)
+		for (unsigned t = 0; t < JVE_MAX_TARGETS; t++)
+			sum += atomic_load_explicit(&H.slots[i].hits[t], memory_order_relaxed);
+	for (unsigned t = 0; t < JVE_MAX_TARGETS; t++)
+		sum += atomic_load_explicit(&H.untracked[t], memory_order_relaxed);
+	return sum >= max_hits;
+}
+
+int jve_stop(JNIEnv *jni)
+{
+	if (!atomic_load(&H.gen) && !H.hooking)
+		return 0;
+	return remove_hooks(jni);
+}
+
+static void thread_name(int tid, char *out, size_t n)
+{
+	char path[64];
+	out[0] = '\0';
+	util_fmt(path, sizeof(path), "/proc/self/task/%d/comm", tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return;
+	if (fgets(out, (int)n, f))
+		out[strcspn(out, "\n")] = '\0';
+	fclose(f);
+}
+
+int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struct jve_stats *st,
+		    uint64_t *bytes)
+{
+	struct pp_builder *b = NULL;
+	struct jvm_names *names = NULL;
+	uint64_t hits[JVE_MAX_TARGETS] = { 0 }, ns = 0, lost = 0;
+	char line[JVE_TARGET_LEN + 160];
+	int r;
+
+	memset(st, 0, sizeof(*st));
+	uint32_t nslots = atomic_load(&H.nslots);
+	if (nslots > JVE_SLOTS)
+		nslots = JVE_SLOTS;
+	for (uint32_t i = 0; i < nslots; i++) {
+		struct jve_slot *sl = &H.slots[i];
+		for (unsigned t = 0; t < JVE_MAX_TARGETS; t++)
+			hits[t] += atomic_load(&sl->hits[t]);
+		ns += atomic_load(&sl->ns);
+		lost += atomic_load(&sl->lost);
+	}
+	for (unsigned t = 0; t < JVE_MAX_TARGETS; t++) {
+		uint64_t u = atomic_load(&H.untracked[t]);
+		hits[t] += u;
+		st->hits += hits[t];
+		st->untracked += u;
+	}
+	st->lost = lost;
+	uint64_t tracked = st->hits - st->untracked;
+	st->mean_ns = tracked ? ns / tracked : 0;
+	if ((r = pp_new(&b)) < 0 || (r = jvm_names_new(jni, b, &names)) < 0)
+		goto out;
+	if ((r = pp_add_sample_type(b, "hits", "count")) < 0 ||
+	    (r = pp_add_sample_type(b, "stacks", "count")) < 0 ||
+	    (r = pp_set_default_sample_type(b, "hits")) < 0)
+		goto out;
+	pp_set_time(b, start_ns, dur_ns);
+	int64_t pid = getpid();
+	for (uint32_t i = 0; i < nslots; i++) {
+		struct jve_slot *sl = &H.slots[i];
+		uint32_t n = atomic_load_explicit(&sl->nstacks, memory_order_acquire);
+		char tname[32];
+		thread_name(sl->tid, tname, sizeof(tname));
+		for (uint32_t k = 0; k < n && k < JVE_STACKS; k++) {
+			struct jve_stack *s = &sl->st[k];
+			uint64_t locs[JVE_FRAMES], cnt = atomic_load(&s->count);
+			for (uint32_t f = 0; f < s->nframes; f++)
+				if ((r = jvm_location(names, s->f[f].method, s->f[f].location,
+						      &locs[f])) < 0)
+					goto out;
+			int64_t vals[2] = { (int64_t)(cnt * H.every), (int64_t)cnt };
+			/* The redactor keeps a sample by its pid label. */
+			struct pp_label labels[5] = {
+				{ .key = "pid", .num = pid },
+				{ .key = "thread_id", .num = sl->tid },
+				{ .key = "thread_name", .str = tname },
+				{ .key = "first_hit", .num = (int64_t)s->first_ns,
+				  .num_unit = "nanoseconds" },
+				{ .key = "last_hit", .num = (int64_t)atomic_load(&s->last_ns),
+				  .num_unit = "nanoseconds" },
+			};
+			if ((r = pp_add_sample(b, locs, s->nframes, vals, 2, labels, 5)) < 0)
+				goto out;
+			st->stacks += cnt;
+		}
+	}
+	util_fmt(line, sizeof(line), "hits=%llu stacks=%llu lost=%llu dropped=%llu",
+		 (unsigned long long)st->hits, (unsigned long long)st->stacks,
+		 (unsigned long long)st->lost, (unsigned long long)st->untracked);
+	pp_add_comment(b, line);
+	pp_add_comment(b, "profilingd JVMTI agent: bytecode injection (ClassFileLoadHook + "
+		       "RetransformClasses), a call at the entry of each target method");
+	for (unsigned t = 0; t < H.nt; t++) {
+		util_fmt(line, sizeof(line), "method target: %s: %u method(s) hooked, %llu hits%s%s",
+			 H.spelled[t], H.hooked[t], (unsigned long long)hits[t],
+			 H.why[t][0] ? "; " : "", H.why[t]);
+		pp_add_comment(b, line);
+	}
+	util_fmt(line, sizeof(line), "time in the hook: %llu ns a hit (mean of %llu)",
+		 (unsigned long long)st->mean_ns, (unsigned long long)tracked);
+	pp_add_comment(b, line);
+	util_fmt(line, sizeof(line), "hooks installed in %.1f ms (%d loaded classes looked at)",
+		 (double)H.install_ns / 1e6, (int)H.loaded);
+	pp_add_comment(b, line);
+	if (H.note[0])
+		pp_add_comment(b, H.note);
+	r = pp_write_gz(b, fd, bytes);
+out:
+	jvm_names_free(names);
+	pp_free(b);
+	return r;
+}
+
+const char *jve_note(void)
+{
+	return H.note;
+}

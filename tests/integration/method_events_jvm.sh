@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# JVM method events through the real daemon (issue #19; docs/METHOD_EVENTS.md,
+# "JVM targets"): the JVMTI agent injects a call at the entry of
+# Target.register(Object) (runtime/jvmti/jv_methods.c, jv_inject.c) in
+# apps/java/MethodEvents, whose rounds call it 300 times from siteA and 100
+# from siteB among a million other calls and 100 calls of the same-named
+# overload register(String, int). On each JDK present:
+# - a capture armed before Target is loaded (hooked as it loads) and one
+#   after (RetransformClasses) each report exactly 400 hits, siteA:siteB
+#   300:100, and no overload frame; each ends at --max-hits 400;
+# - after a capture, the JVM's own copy of Target (jhsdb clhsdb dumpclass,
+#   the VM's class bytes) has register(Object) as javac wrote it, and the
+#   result says GetBytecodes found no method still calling the hook;
+# - hostile targets (an unknown class, a method Target lacks, a bad
+#   descriptor, a java.lang method, 20 targets) are refused with their
+#   reason and the JVM keeps running its rounds;
+# - a cancelled capture (the kill switch's path: the daemon cancels the
+#   session) removes the hooks: CANCELLED, the agent's removal line, and
+#   the VM's register(Object) is javac's again;
+# - in a JVM started without the agent, the daemon loads it live and the
+#   capture works the same (hits counted here only as at least 400 and at
+#   most the calls made: without the agent's debug log the rounds cannot
+#   wait for the hooks, so rounds run until --max-hits ends the capture).
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/jvm_lib.sh"
+need_go
+start_daemon
+
+TGT='java:Target.register(Ljava/lang/Object;)V'
+
+# wait_file PATH [SECONDS]
+wait_file() {
+	for _ in $(seq $((${2:-60} * 20))); do
+		[ -e "$1" ] && return 0
+		kill -0 "$JPID" 2>/dev/null || fail "the JVM exited: $(tail -n 5 "$T/$LOG.err")"
+		sleep 0.05
+	done
+	fail "no $1 within ${2:-60}s"
+}
+
+# wait_hooks N: the agent logged its Nth install (debug=1 log on stderr).
+wait_hooks() {
+	for _ in $(seq 1200); do
+		[ "$(grep -c 'method events: 1 target(s)' "$T/$LOG.err" || true)" -ge "$1" ] && return 0
+		kill -0 "$RQ" 2>/dev/null || fail "the capture ended before its hooks were in: $(cat "$T/req.err")"
+		sleep 0.05
+	done
+	fail "the agent did not install its hooks: $(tail -n 5 "$T/$LOG.err")"
+}
+
+# check_result FILE WHAT: 400 hits, both call sites at 3:1, no overload.
+check_result() {
+	local f=$1 what=$2
+	go tool pprof -traces "$f" > "$T/tr.txt" 2>&1 || { cat "$T/tr.txt"; fail "$what: not a pprof"; }
+	grep -q "hits=400 stacks=400 lost=0 dropped=0" "$T/tr.txt" ||
+		{ head -n 30 "$T/tr.txt"; fail "$what: the result does not say hits=400 stacks=400"; }
+	# -traces: a sample's labels ("key: value"), its value and leaf frame,
+	# then its callers, one a line.
+	awk '/^-+\+-+$/ { n=0; v=""; next }
+		NF == 2 && v == "" && $1 ~ /^[0-9]+$/ { v=$1; leaf=$2; n=1; next }
+		NF == 1 && v != "" && n == 1 { site=$1; n=2; sum[leaf " <- " site] += v }
+		END { for (k in sum) print sum[k], k }' "$T/tr.txt" | sort > "$T/sites.txt"
+	local a b
+	a=$(awk '$2 == "Target.register" && $4 == "MethodEvents.siteA" { print $1 }' "$T/sites.txt")
+	b=$(awk '$2 == "Target.register" && $4 == "MethodEvents.siteB" { print $1 }' "$T/sites.txt")
+	[ "${a:-0}" -eq 300 ] && [ "${b:-0}" -eq 100 ] ||
+		{ cat "$T/sites.txt"; head -n 40 "$T/tr.txt"; fail "$what: siteA:siteB is ${a:-0}:${b:-0}, want 300:100"; }
+	[ "$(wc -l < "$T/sites.txt")" -eq 2 ] || { cat "$T/sites.txt"; fail "$what: stacks other than the two call sites"; }
+	grep -q "method target: $TGT: 1 method(s) hooked, 400 hits" "$T/tr.txt" ||
+		fail "$what: the target's comment is not '1 method(s) hooked, 400 hits'"
+	grep -q "hooks removed in .* ms: .*none calls the hook" "$T/tr.txt" ||
+		{ grep -i hook "$T/tr.txt"; fail "$what: the result does not say the hooks were removed"; }
+	echo "ok: $what: hits=400, siteA:siteB $a:$b, overload untouched, hooks removed"
+}
+
+# capture_round K WHAT [CMD...]: a capture of TGT around round K; CMD runs
+# once the hooks are in, before the round starts.
+capture_round() {
+	local k=$1 what=$2 n
+	shift 2
+	n=$(grep -c 'method events: 1 target(s)' "$T/$LOG.err" || true)
+	"$APPS/it_request" --pid "$JPID" --type methods --duration-ms 120000 --max-hits 400 \
+		--method "$TGT" > "$T/path" 2> "$T/req.err" &
+	RQ=$!
+	wait_hooks $((n + 1))
+	[ $# -eq 0 ] || "$@"
+	touch "$T/r/go$k"
+	wait_file "$T/r/done$k"
+	wait "$RQ" || fail "$what: the capture failed: $(cat "$T/req.err")"
+	check_result "$(cat "$T/path")" "$what"
+}
+
+# register_code CLASSFILE: javap's listing of register(Object)'s code.
+register_code() {
+	"$jdk/bin/javap" -c -p "$1" | awk '/register\(java.lang.Object\)/ { on=1; next }
+		on && /^ *$/ { exit } on && /^ +[0-9]+: / { $1=""; print }'
+}
+
+# vm_register_code OUT: the same from the VM's own copy of Target, dumped
+# by the serviceability agent (jhsdb clhsdb: find the class, dumpclass).
+# 1 when jhsdb cannot (not installed, no ptrace).
+vm_register_code() {
+	local d=$T/dump a
+	rm -rf "$d"
+	mkdir -p "$d"
+	[ -x "$jdk/bin/jhsdb" ] || return 1
+	a=$(printf "class Target\nclasses\n" | timeout 120 "$jdk/bin/jhsdb" clhsdb --pid "$JPID" 2>&1 | tee "$T/jhsdb.out" |
+		grep -o '^Target @0x[0-9a-f]*' | head -n 1 | cut -d@ -f2) || true
+	[ -n "$a" ] || return 1
+	echo "dumpclass $a $d" | timeout 120 "$jdk/bin/jhsdb" clhsdb --pid "$JPID" > /dev/null 2>&1 || true
+	[ -f "$d/Target.class" ] || return 1
+	register_code "$d/Target.class" > "$1"
+}
+
+# While hooked, the VM's register(Object) starts with the hook's call:
+# what shows that the check after the capture can see a hook.
+JHSDB=1
+check_hooked_in_vm() {
+	if ! vm_register_code "$T/hooked.txt"; then
+		JHSDB=0
+		echo "note: $name: jhsdb cannot dump the VM's classes here: no class-bytes check: $(tail -n 3 "$T/jhsdb.out" | tr "\n" " ")"
+		return 0
+	fi
+	head -n 2 "$T/hooked.txt" | grep -q "sipush" && head -n 2 "$T/hooked.txt" | grep -q "invokestatic.*profilingd/MethodHook.hit" ||
+		{ cat "$T/hooked.txt"; fail "$name: the VM's Target.register(Object) does not call the hook while hooked"; }
+	echo "ok: $name: while hooked, the VM's register(Object) starts with: $(head -n 2 "$T/hooked.txt" | tr -s ' ' | paste -sd';')"
+}
+
+# refused WHAT EXPECT TARGET...: it_request fails, saying EXPECT.
+refused() {
+	local what=$1 expect=$2 args=()
+	shift 2
+	for m in "$@"; do args+=(--method "$m"); done
+	! "$APPS/it_request" --pid "$JPID" --type methods --duration-ms 5000 "${args[@]}" \
+		> /dev/null 2> "$T/rerr" || fail "$what: accepted"
+	# The agent's refusals come back in the result, admission's in the log.
+	grep -q -- "$expect" "$T/rerr" || grep -q -- "$expect" "$T/daemon.log" ||
+		fail "$what: no '$expect' in: $(cat "$T/rerr")"
+	kill -0 "$JPID" || fail "$what: the JVM died"
+	echo "ok: refused $what: $(tail -n 1 "$T/rerr" | cut -c1-160)"
+}
+
+for jdk in $JDKS; do
+	name=$(jdk_name "$jdk")
+	LOG=me-$name
+	rm -rf "$T/r"
+	mkdir "$T/r"
+	jvm_start "$jdk" "$LOG" "-agentpath:$AGENT=socket=$RUNTIME_SOCKET,debug=1" \
+		-cp "$CLASSES" MethodEvents "$T/r" 5
+	wait_runtime "$JPID"
+	line=$(grep "runtime up: pid $JPID " "$T/daemon.log" | head -1)
+	[[ $line =~ caps\ 0x([0-9a-f]+) ]] || fail "$name: hello line: $line"
+	# Target is not loaded yet: its class is hooked as it loads.
+	grep -q "Target is not loaded yet" "$T/$LOG.err" && fail "$name: Target loaded before round 1"
+	capture_round 1 "$name, hooked as it loads"
+	grep -q "Target is not loaded yet: hooked when it loads" "$T/$LOG.err" ||
+		fail "$name: the first capture did not wait for Target to load"
+	# Between captures: the round runs on the original code.
+	touch "$T/r/go2"
+	wait_file "$T/r/done2"
+	# Loaded now: RetransformClasses puts the hook in, and takes it out.
+	JHSDB=1
+	capture_round 3 "$name, retransformed" check_hooked_in_vm
+	# After it: the VM's own class bytes have register(Object) as javac wrote it.
+	if [ "$JHSDB" = 1 ]; then
+		vm_register_code "$T/now.txt" || fail "$name: jhsdb dumped Target while hooked, not after"
+		register_code "$CLASSES/Target.class" > "$T/orig.txt"
+		[ -s "$T/orig.txt" ] || fail "$name: javap shows no register(Object) in the original"
+		diff "$T/orig.txt" "$T/now.txt" > /dev/null ||
+			{ diff "$T/orig.txt" "$T/now.txt"; fail "$name: the VM's Target.register(Object) is not the original after the capture"; }
+		echo "ok: $name: after the capture, the VM's register(Object) is javac's again ($(wc -l < "$T/orig.txt") instructions)"
+	fi
+	# Hostile targets: refused with a reason, and the JVM runs on.
+	refused "an unknown class" "NoSuchClass is not loaded and the system class loader cannot find it" \
+		"java:NoSuchClass.register"
+	refused "a method Target lacks" "class Target has no method noSuchMethod" "java:Target.noSuchMethod"
+	refused "a descriptor no method has" "class Target has no method register()V" "java:Target.register()V"
+	refused "a bad descriptor" "bad descriptor" "java:Target.register(Lfoo)V"
+	refused "a java.lang method" "java.\*, jdk.\*, sun.\*" "java:java.lang.String.length"
+	many=()
+	for i in $(seq 20); do many+=("java:Target.register"); done
+	refused "20 targets" "method events need 1..8 method_targets, got 20" "${many[@]}"
+	touch "$T/r/go4"
+	wait_file "$T/r/done4"
+	# Cancelled while hooked (with the loader named this time): out again.
+	n=$(grep -c 'method events: 1 target(s)' "$T/$LOG.err" || true)
+	rm -f "$T/cancel"
+	"$APPS/it_request" --pid "$JPID" --type methods --duration-ms 120000 --cancel-file "$T/cancel" \
+		--method "$TGT@app" > /dev/null 2> "$T/req.err" &
+	RQ=$!
+	wait_hooks $((n + 1))
+	removed=$(grep -c 'method events: hooks removed' "$T/$LOG.err" || true)
+	[ "$JHSDB" = 0 ] || check_hooked_in_vm
+	touch "$T/cancel"
+	! wait "$RQ" || fail "$name: the cancelled capture was delivered"
+	grep -q "cancelled" "$T/req.err" || fail "$name: the cancelled capture ended otherwise: $(cat "$T/req.err")"
+	# The agent removes the hooks before it answers CANCELLED, but the
+	# daemon tells the app at once: wait for the agent's line (bounded, no
+	# time asserted).
+	for _ in $(seq 1200); do
+		[ "$(grep -c 'method events: hooks removed' "$T/$LOG.err" || true)" -gt "$removed" ] && break
+		sleep 0.05
+	done
+	[ "$(grep -c 'method events: hooks removed' "$T/$LOG.err" || true)" -gt "$removed" ] ||
+		fail "$name: no removal logged by the agent after the cancel"
+	if [ "$JHSDB" = 1 ]; then
+		vm_register_code "$T/now.txt" || fail "$name: jhsdb cannot dump Target after the cancel"
+		diff "$T/orig.txt" "$T/now.txt" > /dev/null ||
+			{ diff "$T/orig.txt" "$T/now.txt"; fail "$name: the VM's register(Object) is not the original after a cancel"; }
+	fi
+	echo "ok: $name: a cancelled capture took its hooks out ($(grep 'method events: hooks removed' "$T/$LOG.err" | tail -n 1 | sed 's/.*hooks removed //' | cut -c1-90))"
+	touch "$T/r/go5"
+	wait_file "$T/r/done5"
+	# Rounds 1..4 ran the whole program: 1600 calls counted by Target itself.
+	read -r _ regs _ < "$T/r/done4"
+	[ "$regs" -eq 1600 ] || fail "$name: Target counted $regs register(Object) calls, want 1600"
+	echo "ok: $name: the JVM ran on through the refusals (4 rounds, 1600 calls)"
+	read -r _ regs _ < "$T/r/done5"
+	[ "$regs" -eq 2000 ] || fail "$name: Target counted $regs calls after 5 rounds, want 2000"
+	# Its last round done, the program ends by itself.
+	wait "$JPID" || fail "$name: the JVM exited with $?: $(tail -n 5 "$T/$LOG.err")"
+
+	# No agent at start: the daemon loads it through the attach socket.
+	LOG=live-$name
+	rm -rf "$T/r"
+	mkdir "$T/r"
+	jvm_start "$jdk" "$LOG" -cp "$CLASSES" MethodEvents "$T/r" 20
+	"$APPS/it_request" --pid "$JPID" --type methods --duration-ms 120000 --max-hits 400 \
+		--method "$TGT" > "$T/path" 2> "$T/req.err" &
+	RQ=$!
+	for _ in $(seq 1200); do
+		grep -q "methods capture of pid $JPID " "$T/daemon.log" && break
+		kill -0 "$RQ" 2>/dev/null || fail "$name: live: the capture ended at once: $(cat "$T/req.err")"
+		sleep 0.05
+	done
+	k=0
+	while kill -0 "$RQ" 2>/dev/null && [ $k -lt 19 ]; do
+		k=$((k + 1))
+		touch "$T/r/go$k"
+		wait_file "$T/r/done$k"
+	done
+	wait "$RQ" || fail "$name: live: the capture failed: $(cat "$T/req.err")"
+	go tool pprof -traces "$(cat "$T/path")" > "$T/tr.txt" 2>&1 || fail "$name: live: not a pprof"
+	h=$(sed -n 's/.*hits=\([0-9]*\) stacks=.*/\1/p' "$T/tr.txt" | head -n 1)
+	[ "${h:-0}" -ge 400 ] && [ "${h:-0}" -le $((k * 400)) ] ||
+		{ head -n 30 "$T/tr.txt"; fail "$name: live: hits=${h:-none} after $k rounds"; }
+	grep -q "MethodEvents.siteA" "$T/tr.txt" && grep -q "MethodEvents.siteB" "$T/tr.txt" ||
+		fail "$name: live: the call sites are not in the stacks"
+	grep -q "hooks removed in .* ms: .*none calls the hook" "$T/tr.txt" || fail "$name: live: hooks not removed"
+	kill -0 "$JPID" || fail "$name: live: the JVM died"
+	kill "$JPID"
+	wait "$JPID" 2>/dev/null || true
+	echo "ok: $name: agent loaded live by the daemon: hits=$h in $k rounds, both call sites, hooks removed"
+done
+pass "JVM method events"
