@@ -441,6 +441,28 @@ static int oom_idle(void)
 	return 0;
 }
 
+/* The children's one-byte reports on fd ('0' failed, '1' connected, '2'
+ * connected after retrying), until all of started have reported, ms pass
+ * or a signal stops the run. */
+static void swarm_collect(int fd, int started, uint64_t ms, int *ok, int *bad, int *retried)
+{
+	uint64_t end = mono_ms() + ms;
+	while (*ok + *bad < started && mono_ms() < end && !stop) {
+		char b;
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		if (poll(&pf, 1, 1000) <= 0)
+			continue;
+		if (read(fd, &b, 1) != 1)
+			break;
+		if (b == '0') {
+			(*bad)++;
+			continue;
+		}
+		(*ok)++;
+		*retried += b == '2';
+	}
+}
+
 static int swarm(int n)
 {
 	int p[2];
@@ -486,21 +508,7 @@ static int swarm(int n)
 	}
 	close(p[1]);
 	int ok = 0, bad = 0, retried = 0;
-	uint64_t end = mono_ms() + 60000;
-	while (ok + bad < started && mono_ms() < end && !stop) {
-		char b;
-		struct pollfd pf = { .fd = p[0], .events = POLLIN };
-		if (poll(&pf, 1, 1000) <= 0)
-			continue;
-		if (read(p[0], &b, 1) != 1)
-			break;
-		if (b == '0') {
-			bad++;
-			continue;
-		}
-		ok++;
-		retried += b == '2';
-	}
+	swarm_collect(p[0], started, 60000, &ok, &bad, &retried);
 	printf("swarm ready: %d forked, %d connected (%d only after retrying), %d failed to "
 	       "connect\n", started, ok, retried, bad);
 	fflush(stdout);
@@ -592,21 +600,7 @@ static int oom_swarm(int n, unsigned uid0, unsigned nuids, const char *cgpfx)
 	}
 	close(p[1]);
 	int ok = 0, bad = 0, retried = 0;
-	uint64_t end = mono_ms() + 300000;
-	while (ok + bad < started && mono_ms() < end && !stop) {
-		char b;
-		struct pollfd pf = { .fd = p[0], .events = POLLIN };
-		if (poll(&pf, 1, 1000) <= 0)
-			continue;
-		if (read(p[0], &b, 1) != 1)
-			break;
-		if (b == '0') {
-			bad++;
-			continue;
-		}
-		ok++;
-		retried += b == '2';
-	}
+	swarm_collect(p[0], started, 300000, &ok, &bad, &retried);
 	printf("oom-swarm ready: %d forked, %d registered (%d only after retrying a connect), "
 	       "%d failed, over %u uids\n", started, ok, retried, bad, nuids);
 	fflush(stdout);

@@ -637,16 +637,14 @@ int svc_trigger_init(struct event_base *base, const struct svc_config *c)
 		SET(memory_bytes, st->memory_bytes);
 		SET(timeout_ms, st->timeout_ms);
 #undef SET
-		prm.has_duration_ms = st->duration_ms != 0;
-		prm.duration_ms = st->duration_ms;
-		prm.has_background_ms = st->background_ms != 0;
-		prm.background_ms = st->background_ms;
-		prm.has_buffer_fill_policy = st->fill_policy != 0;
-		prm.buffer_fill_policy = st->fill_policy;
-		prm.has_track_java_allocations = st->java_allocs != 0;
-		prm.track_java_allocations = st->java_allocs;
-		prm.has_format = st->format != 0;
-		prm.format = st->format;
+		/* The params a request would carry: 0 = absent = the default. */
+#define SET(f, v) do { prm.has_##f = (v) != 0; prm.f = (v); } while (0)
+		SET(duration_ms, st->duration_ms);
+		SET(background_ms, st->background_ms);
+		SET(buffer_fill_policy, st->fill_policy);
+		SET(track_java_allocations, st->java_allocs);
+		SET(format, st->format);
+#undef SET
 		t.params = &prm;
 		struct svc_reg *sr = svc_trigreg_slot("", 0);
 		if (!sr || svc_trigreg_fill(sr, &t, why, sizeof(why)) != 0) {
