@@ -258,7 +258,7 @@ static void snapshot(const struct target *t, const Pd__Request *rq, bool app_onl
 		in->runtime = rt != NULL;
 		in->runtime_caps = rt ? svc_conn_runtime_caps(rt) : 0;
 		/* Only a heap dump's rules ask: spare the /proc reads otherwise. */
-		in->jvm = rq->type == PROF_HEAP_DUMP && svc_jvm_detect(t->pid);
+		in->jvm = rq->type == PROF_HEAP_DUMP && svc_jvm_detect(t->pid, t->ident.start);
 		in->busy = busy ? busy->id : 0;
 	}
 	if (known)
@@ -353,7 +353,7 @@ static int create_session(struct target *t, const Pd__Request *rq,
 	/* The session owns the target's ident (and its pidfd) from here. */
 	s->ident = t->ident;
 	svc_ident_init(&t->ident);
-	s->jvm = !t->gone && svc_jvm_detect(s->pid);
+	s->jvm = !t->gone && svc_jvm_detect(s->pid, s->ident.start);
 	svc_session_add(s);
 	s->state = S_WAIT_RUNTIME;
 	*out = s;
