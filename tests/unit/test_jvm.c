@@ -32,6 +32,7 @@
 
 static char dir[64];
 static char java[128], other[128]; /* copies of sleep: named java, and not */
+static char perf_dir[128]; /* the hsperfdata directory, when this test made it */
 
 static int copy_file(const char *from, const char *to)
 {
@@ -70,6 +71,8 @@ static int teardown(void **state)
 	unlink(java);
 	unlink(other);
 	rmdir(dir);
+	if (perf_dir[0])
+		rmdir(perf_dir); /* only if empty: a JVM may have used it since */
 	return 0;
 }
 
@@ -126,7 +129,10 @@ static void perf_file(pid_t pid, char *path, size_t n)
 	assert_non_null(pw);
 	char d[128];
 	snprintf(d, sizeof(d), "/tmp/hsperfdata_%s", pw->pw_name);
-	mkdir(d, 0755);
+	/* As HotSpot makes it (0755, never group or other writable, which
+	 * a real JVM of this user would refuse to publish into). */
+	if (mkdir(d, 0755) == 0)
+		snprintf(perf_dir, sizeof(perf_dir), "%s", d);
 	snprintf(path, n, "%s/%d", d, (int)pid);
 }
 
