@@ -95,7 +95,7 @@ static void turn_end_cb(evutil_socket_t fd, short what, void *arg)
 
 static void turn_join(void)
 {
-	if (turn_open)
+	if (turn_open || !svc_session_base())
 		return;
 	if (!ev_turn && !(ev_turn = event_new(svc_session_base(), -1, 0, turn_end_cb, NULL)))
 		return;
