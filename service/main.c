@@ -38,6 +38,7 @@
 #include "svc_trigger.h"
 #include "svc_ctl.h"
 #include "svc_methods.h"
+#include "svc_jvm.h"
 #include "util.h"
 
 /* /etc/profilingd/profilingd.conf for an install prefix of /usr. */
@@ -235,6 +236,8 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 	if (!debug_log)
 		log_set_level(live_cfg->log_level);
 	svc_admit_reconfigure(&live_cfg->rl);
+	/* A user renamed since: its hsperfdata directory is named anew. */
+	svc_jvm_forget();
 	LOG_N("reload done: %d change(s) applied, %u refused (restart needed)", changed, refused);
 	svc_sd_notify("READY=1");
 }

@@ -104,6 +104,11 @@ int svc_admit_charge(const char *app, uint32_t type, bool system, char *why, siz
  * join one transaction until svc_admit_batch_commit, 0 or -errno. */
 int svc_admit_batch_begin(void);
 int svc_admit_batch_commit(void);
+/* One event-loop turn's admissions (svc_request opens and ends it): the
+ * free space svc_admit_disk_check reads holds from its first read until
+ * the turn or a batch ends, as within a batch (issue #18). */
+void svc_admit_turn_begin(void);
+void svc_admit_turn_end(void);
 /* Reserve quota for a new result of size bytes; refused if it would not fit. */
 int svc_admit_result_reserve(const char *app, uint64_t size, char *why, size_t n);
 /* A trigger's cooldown, checked before its costs; then recorded once fired. */

@@ -73,6 +73,37 @@ static struct batch_ent {
 static unsigned batch_n;
 static svc_request_reply_fn reply_fn;
 
+/*
+ * One loop turn's snapshots share their read of the free space
+ * (svc_admit_turn_begin), batch or not: a turn of refusals only (a busy
+ * target, spent budgets) opened no batch and read it once per request.
+ * ev_turn, activated by the turn's first snapshot, runs after the
+ * callbacks already active in this turn and ends it. Without the event
+ * (no memory) every check reads, as before.
+ */
+static struct event *ev_turn;
+static bool turn_open;
+
+static void turn_end_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	turn_open = false;
+	svc_admit_turn_end();
+}
+
+static void turn_join(void)
+{
+	if (turn_open || !svc_session_base())
+		return;
+	if (!ev_turn && !(ev_turn = event_new(svc_session_base(), -1, 0, turn_end_cb, NULL)))
+		return;
+	svc_admit_turn_begin();
+	turn_open = true;
+	event_active(ev_turn, EV_TIMEOUT, 0);
+}
+
 void svc_request_set_reply(svc_request_reply_fn fn)
 {
 	reply_fn = fn;
@@ -158,6 +189,12 @@ void svc_request_fini(void)
 	if (ev_batch)
 		event_free(ev_batch);
 	ev_batch = NULL;
+	if (ev_turn)
+		event_free(ev_turn);
+	ev_turn = NULL;
+	if (turn_open)
+		svc_admit_turn_end();
+	turn_open = false;
 }
 
 /* t's process may be captured for t->uid (svc_ident_capturable). */
@@ -258,12 +295,13 @@ static void snapshot(const struct target *t, const Pd__Request *rq, bool app_onl
 		in->runtime = rt != NULL;
 		in->runtime_caps = rt ? svc_conn_runtime_caps(rt) : 0;
 		/* Only a heap dump's rules ask: spare the /proc reads otherwise. */
-		in->jvm = rq->type == PROF_HEAP_DUMP && svc_jvm_detect(t->pid);
+		in->jvm = rq->type == PROF_HEAP_DUMP && svc_jvm_detect(t->pid, t->ident.start);
 		in->busy = busy ? busy->id : 0;
 	}
 	if (known)
 		in->rate = svc_admit_rate_check(t->app, cost_type(rq->type), t->system, w->rate,
 						sizeof(w->rate));
+	turn_join();
 	in->disk = svc_admit_disk_check(t->app, w->disk, sizeof(w->disk));
 }
 
@@ -353,7 +391,7 @@ static int create_session(struct target *t, const Pd__Request *rq,
 	/* The session owns the target's ident (and its pidfd) from here. */
 	s->ident = t->ident;
 	svc_ident_init(&t->ident);
-	s->jvm = !t->gone && svc_jvm_detect(s->pid);
+	s->jvm = !t->gone && svc_jvm_detect(s->pid, s->ident.start);
 	svc_session_add(s);
 	s->state = S_WAIT_RUNTIME;
 	*out = s;

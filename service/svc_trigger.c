@@ -52,7 +52,7 @@ void svc_trigger_runtime_up(struct svc_conn *rt)
 	if (!p || p->start != svc_conn_ident(rt)->start)
 		return;
 	struct svc_reg *oom = svc_trigreg_for(p, PROF_TRIGGER_OOM);
-	if (oom && svc_jvm_detect(p->pid)) {
+	if (oom && svc_jvm_detect(p->pid, p->start)) {
 		/* A VM out of heap cannot start its attach listener (a Java
 		 * thread): start it now, for the heap dump an OOM will want. */
 		int r = svc_jattach_start(p->pid, p->start, SVC_JATTACH_LISTEN, 15000, -1,
@@ -271,7 +271,7 @@ static void on_proc_exec(pid_t pid)
 		}
 		if (r->java_main[0]) {
 			if (jvm < 0)
-				jvm = svc_jvm_detect(pid) && svc_jvm_main(pid, jmain, sizeof(jmain)) == 0;
+				jvm = svc_jvm_detect(pid, 0) && svc_jvm_main(pid, jmain, sizeof(jmain)) == 0;
 			if (!jvm || !svc_jvm_main_matches(jmain, r->java_main))
 				continue;
 		}
@@ -389,7 +389,7 @@ static void on_mem_warn(pid_t pid)
 	 * the memory), as for the OOM its agent reports: an allocation sample
 	 * of a few hundred ms says little about a live set built over minutes.
 	 * A trigger asking for another capture gets that. */
-	bool jvm = r->capture == PROF_HEAP_PROFILE && svc_jvm_detect(pid);
+	bool jvm = r->capture == PROF_HEAP_PROFILE && svc_jvm_detect(pid, p->start);
 	fire_as(r, pid, names_trigger_str(r->type), jvm ? PROF_HEAP_DUMP : 0);
 }
 
@@ -551,7 +551,7 @@ void svc_trigger_runtime_event(struct svc_conn *rt, const Pd__RuntimeEvent *ev)
 	pid_t pid = svc_conn_pid(rt);
 	int e = PROF_E_INVALID_REQUEST;
 	if (ev->kind == 1) {
-		bool jvm = svc_jvm_detect(pid);
+		bool jvm = svc_jvm_detect(pid, svc_conn_ident(rt)->start);
 		if (jvm)
 			LOG_PEER(svc_conn_uid(rt), LOG_NOTICE, "JVM pid %d ran out of Java heap",
 				 (int)pid);

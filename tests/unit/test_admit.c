@@ -9,7 +9,10 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "profiling/profiling.h"
 #include "names.h"
@@ -419,6 +422,51 @@ static void test_method_events(void **state)
 	assert_non_null(strstr(msg, "PROF_METHOD_EVENTS only"));
 }
 
+/*
+ * The free space is read once per loop turn (svc_admit_turn_begin/end) and
+ * afresh outside one. A min_free_bytes no disk has refuses every real
+ * read; an unreadable state directory (moved away) reads as unlimited, so
+ * a refusal after the move can only come from the turn's first read.
+ */
+static void test_free_space_per_turn(void **state)
+{
+	(void)state;
+	static struct svc_config c;
+	char dir[] = "/tmp/pd-admit.XXXXXX", away[sizeof(dir) + 8], why[160];
+	assert_non_null(mkdtemp(dir));
+	snprintf(away, sizeof(away), "%s.away", dir);
+	snprintf(c.state_dir, sizeof(c.state_dir), "%s", dir);
+	rl_config_defaults(&c.rl);
+	c.min_free_bytes = UINT64_MAX - 1;
+	c.max_total_result_bytes = UINT64_MAX;
+	c.max_app_result_bytes = UINT64_MAX;
+	assert_int_equal(svc_admit_init(&c), 0);
+
+	/* Outside a turn: each check reads. */
+	assert_int_equal(svc_admit_disk_check("a", why, sizeof(why)), PROF_E_NO_DISK_SPACE);
+	assert_int_equal(rename(dir, away), 0);
+	assert_int_equal(svc_admit_disk_check("a", why, sizeof(why)), 0);
+	assert_int_equal(rename(away, dir), 0);
+
+	/* In a turn: the first read holds until the turn ends. */
+	svc_admit_turn_begin();
+	assert_int_equal(svc_admit_disk_check("a", why, sizeof(why)), PROF_E_NO_DISK_SPACE);
+	assert_int_equal(rename(dir, away), 0);
+	assert_int_equal(svc_admit_disk_check("a", why, sizeof(why)), PROF_E_NO_DISK_SPACE);
+	svc_admit_turn_end();
+	assert_int_equal(svc_admit_disk_check("a", why, sizeof(why)), 0);
+	assert_int_equal(rename(away, dir), 0);
+
+	svc_admit_fini();
+	char db[sizeof(dir) + 32];
+	static const char *const files[] = { "ratelimit.db", "ratelimit.db-wal", "ratelimit.db-shm" };
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(db, sizeof(db), "%s/%s", dir, files[i]);
+		unlink(db);
+	}
+	rmdir(dir);
+}
+
 static void test_message_bounded(void **state)
 {
 	struct svc_admit_in in = clear();
@@ -447,6 +495,7 @@ int main(void)
 		cmocka_unit_test(test_app_only),
 		cmocka_unit_test(test_query),
 		cmocka_unit_test(test_method_events),
+		cmocka_unit_test(test_free_space_per_turn),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

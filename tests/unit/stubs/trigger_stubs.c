@@ -178,7 +178,7 @@ int svc_db_trigger_load(svc_db_trigger_fn fn, void *ud) { return 0; }
 int svc_db_result_requeue(uint64_t session_id, const char *note) { return -ENOENT; }
 
 /* svc_jvm, svc_helper: no JVMs here. */
-bool svc_jvm_detect(pid_t pid) { return false; }
+bool svc_jvm_detect(pid_t pid, uint64_t start) { return false; }
 int svc_jvm_main(pid_t pid, char *out, size_t n) { return -ENOENT; }
 bool svc_jvm_main_matches(const char *main, const char *want) { return false; }
 int svc_jattach_start(pid_t pid, uint64_t start, enum svc_jattach_op op, uint32_t timeout_ms,

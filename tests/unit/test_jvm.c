@@ -1,0 +1,262 @@
+/*
+ * svc_jvm_detect's cache (svc_jvm.h) against real child processes: an
+ * answer must never outlive the process it was about. A pid reused by a
+ * new process (clone3 with set_tid puts it on the very pid) and an exec
+ * (the same pid and start time, another executable) are each looked at
+ * afresh. The "JVMs" are copies of sleep(1): one named java (the launcher
+ * rule), one whose perf-data file (/tmp/hsperfdata_<user>/<pid>) this test
+ * writes (the embedded-VM rule). Needs root (set_tid); skips otherwise.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "svc_jvm.h"
+#include "util.h"
+
+static char dir[64];
+static char java[128], other[128]; /* copies of sleep: named java, and not */
+static char perf_dir[128]; /* the hsperfdata directory, when this test made it */
+
+static int copy_file(const char *from, const char *to)
+{
+	char buf[65536];
+	int in = open(from, O_RDONLY | O_CLOEXEC);
+	int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+	ssize_t n = -1;
+	if (in >= 0 && out >= 0)
+		while ((n = read(in, buf, sizeof(buf))) > 0)
+			if (write(out, buf, (size_t)n) != n) {
+				n = -1;
+				break;
+			}
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	return n == 0 ? 0 : -1;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	const char *sleep_bin = access("/usr/bin/sleep", X_OK) == 0 ? "/usr/bin/sleep" : "/bin/sleep";
+	snprintf(dir, sizeof(dir), "/tmp/pd-jvm.XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(java, sizeof(java), "%s/java", dir);
+	snprintf(other, sizeof(other), "%s/worker", dir);
+	return copy_file(sleep_bin, java) == 0 && copy_file(sleep_bin, other) == 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	unlink(java);
+	unlink(other);
+	rmdir(dir);
+	if (perf_dir[0])
+		rmdir(perf_dir); /* only if empty: a JVM may have used it since */
+	return 0;
+}
+
+/* Run exe (sleep 60) in a child: on pid want when want > 0 (clone3 set_tid). */
+static pid_t spawn(const char *exe, pid_t want)
+{
+	pid_t pid;
+	if (want > 0) {
+		struct clone_args ca = { .exit_signal = SIGCHLD, .set_tid = (uintptr_t)&want,
+					 .set_tid_size = 1 };
+		pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+	} else {
+		pid = fork();
+	}
+	if (pid == 0) {
+		execl(exe, exe, "60", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* pid's executable is exe now (the child's exec is done). */
+static void wait_exec(pid_t pid, const char *exe)
+{
+	char link[64], now[256];
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	for (;;) {
+		ssize_t n = readlink(link, now, sizeof(now) - 1);
+		if (n > 0) {
+			now[n] = '\0';
+			if (!strcmp(now, exe))
+				return;
+		}
+		usleep(1000);
+	}
+}
+
+static void reap(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+static uint64_t start_of(pid_t pid)
+{
+	uint64_t s = 0;
+	assert_int_equal(util_proc_start_time((int)pid, &s), 0);
+	return s;
+}
+
+static void perf_file(pid_t pid, char *path, size_t n)
+{
+	struct passwd *pw = getpwuid(getuid());
+	assert_non_null(pw);
+	char d[128];
+	snprintf(d, sizeof(d), "/tmp/hsperfdata_%s", pw->pw_name);
+	/* As HotSpot makes it (0755, never group or other writable, which
+	 * a real JVM of this user would refuse to publish into). */
+	if (mkdir(d, 0755) == 0)
+		snprintf(perf_dir, sizeof(perf_dir), "%s", d);
+	snprintf(path, n, "%s/%d", d, (int)pid);
+}
+
+static void test_launcher_name(void **state)
+{
+	(void)state;
+	pid_t a = spawn(java, 0), b = spawn(other, 0);
+	assert_true(a > 0 && b > 0);
+	wait_exec(a, java);
+	wait_exec(b, other);
+	assert_true(svc_jvm_detect(a, start_of(a)));
+	assert_true(svc_jvm_detect(a, start_of(a)));   /* from the cache */
+	assert_true(svc_jvm_detect(a, 0));             /* without it */
+	assert_false(svc_jvm_detect(b, start_of(b)));
+	assert_false(svc_jvm_detect(b, 0));
+	reap(a);
+	reap(b);
+	/* Gone: not a JVM, whatever was cached. */
+	assert_false(svc_jvm_detect(a, 1));
+}
+
+/*
+ * A JVM (by its perf data) exits; a process that is none gets its pid.
+ * Its answer is its own, not the cached one of the pid's first owner.
+ */
+static void test_pid_reused(void **state)
+{
+	(void)state;
+	char perf[256];
+	if (geteuid() != 0)
+		skip();
+	pid_t a = spawn(other, 0);
+	assert_true(a > 0);
+	wait_exec(a, other);
+	perf_file(a, perf, sizeof(perf));
+	int fd = open(perf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	uint64_t sa = start_of(a);
+	assert_true(svc_jvm_detect(a, sa));
+	/* Gone with its VM; the answer stays cached for up to its age
+	 * (SVC_JVM_PERF_TTL_MS), which a loaded machine may outlast: then
+	 * this test shows less, never a false failure. */
+	unlink(perf);
+	reap(a);
+	/* A later start time (clock ticks): wait for the next tick at least. */
+	struct timespec two_ticks = { 0, 2 * 1000000000L / sysconf(_SC_CLK_TCK) };
+	nanosleep(&two_ticks, NULL);
+	pid_t b = spawn(other, a);
+	if (b < 0 && (errno == EEXIST || errno == EPERM || errno == ENOSYS)) {
+		printf("skipped: pid %d could not be taken again (%s)\n", (int)a, strerror(errno));
+		skip();
+	}
+	assert_int_equal(b, a);
+	wait_exec(b, other);
+	uint64_t sb = start_of(b);
+	assert_true(sb != sa);
+	/* Same pid, same executable, within the perf-data answer's age: only
+	 * the start time tells the two apart. */
+	assert_false(svc_jvm_detect(b, sb));
+	reap(b);
+}
+
+/* An exec keeps the pid and the start time: the executable tells. */
+static void test_exec(void **state)
+{
+	(void)state;
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t a = fork();
+	assert_true(a >= 0);
+	if (a == 0) {
+		char c;
+		close(p[1]);
+		/* Not a JVM until told, then the launcher. */
+		if (read(p[0], &c, 1) == 1)
+			execl(java, java, "60", (char *)NULL);
+		_exit(127);
+	}
+	close(p[0]);
+	char self[256];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	assert_true(n > 0);
+	self[n] = '\0';
+	wait_exec(a, self);
+	uint64_t s = start_of(a);
+	assert_false(svc_jvm_detect(a, s));
+	assert_int_equal(write(p[1], "x", 1), 1);
+	close(p[1]);
+	wait_exec(a, java);
+	assert_int_equal(start_of(a), s);
+	assert_true(svc_jvm_detect(a, s));
+	reap(a);
+}
+
+/* svc_jvm_forget: cached answers go, the next look reads afresh. */
+static void test_forget(void **state)
+{
+	(void)state;
+	char perf[256];
+	if (geteuid() != 0)
+		skip();
+	pid_t a = spawn(other, 0);
+	assert_true(a > 0);
+	wait_exec(a, other);
+	uint64_t s = start_of(a);
+	assert_false(svc_jvm_detect(a, s));
+	perf_file(a, perf, sizeof(perf));
+	int fd = open(perf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	svc_jvm_forget();
+	assert_true(svc_jvm_detect(a, s));
+	unlink(perf);
+	reap(a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_launcher_name),
+		cmocka_unit_test(test_pid_reused),
+		cmocka_unit_test(test_exec),
+		cmocka_unit_test(test_forget),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
