@@ -316,8 +316,8 @@ static bool start_agentless(struct session *s)
 		for (unsigned i = 0; i < s->nmethods; i++)
 			m[i] = s->methods[i];
 		r = svc_perf_methods_start(s->pid, s->ident.start, m, s->nmethods, s->method_every,
-					   s->method_max_hits, s->duration_ms, s->raw_fd, perf_done,
-					   s, &s->perf);
+					   s->method_max_hits, s->format == PROF_FORMAT_PERFETTO,
+					   s->duration_ms, s->raw_fd, perf_done, s, &s->perf);
 	} else if (r == 0) {
 		r = svc_perf_start(s->pid, s->ident.start, s->hz, s->duration_ms, s->raw_fd,
 				   perf_done, s, &s->perf);

@@ -51,6 +51,8 @@ struct run {
 	uint64_t hits;      /* method events: hits the samples stand for */
 	uint64_t period_ns; /* for a sample without a period */
 	uint64_t frames[PF_MAX_FRAMES], fp[PF_MAX_FRAMES];
+	bool trace;         /* --format perfetto: every recorded hit kept */
+	struct pf_hits hits_v;
 };
 
 static void usage(FILE *f)
@@ -61,9 +63,11 @@ static void usage(FILE *f)
 		"       profilingd-perf --pid P [--start-time S] --duration-ms D\n"
 		"                       --method PATH:SYMBOL|PATH:+0xOFFSET|buildid:HEX:+0xOFFSET ...\n"
 		"                       [--every N]\n"
-		"                       [--max-hits M]\n"
+		"                       [--max-hits M] [--format pprof|perfetto]\n"
 		"Method events (docs/METHOD_EVENTS.md): a uprobe on each target (1..%d),\n"
 		"the stack of every Nth hit; stops after M hits (default %d).\n"
+		"--format perfetto: a Perfetto trace (uncompressed), one instant event per\n"
+		"recorded hit on its thread's track with its stack, instead of pprof.\n"
 		"S: P's start time (/proc/P/stat field 22); P must still have it once its\n"
 		"events are open, else nothing is sampled (exit 70).\n"
 		"Samples the user-mode stacks of every thread of P at H Hz of its CPU time\n"
@@ -122,6 +126,10 @@ static void on_sample(const struct pf_sample *s, void *arg)
 		return;
 	}
 	run->c.samples++;
+	/* The hit's own event (--format perfetto): past the cap it is in the
+	 * counts and the stacks, not in the trace; pf_hits counts the drop. */
+	if (run->trace)
+		(void)pf_hits_add(&run->hits_v, s->time_ns, s->tid, pf_agg_last(run->agg));
 	if (unw == PF_UNW_DWARF)
 		run->c.dwarf++;
 	else
@@ -429,6 +437,7 @@ int main(int argc, char **argv)
 		{ "method", required_argument, NULL, 'm' },
 		{ "every", required_argument, NULL, 'e' },
 		{ "max-hits", required_argument, NULL, 'x' },
+		{ "format", required_argument, NULL, 'F' },
 		{ 0 }
 	};
 	const char *methods[PF_MAX_UPROBES];
@@ -479,12 +488,20 @@ int main(int argc, char **argv)
 			if (parse_num(optarg, 1ul << 32, &max_hits) < 0)
 				return fail("--max-hits: expected 1..2^32, got '%s'", optarg);
 			break;
+		case 'F':
+			if (!strcmp(optarg, "perfetto"))
+				run.trace = true;
+			else if (strcmp(optarg, "pprof"))
+				return fail("--format: expected pprof or perfetto, got '%s'", optarg);
+			break;
 		case 'v': verbose = 1; break;
 		case 'S': debug_seccomp = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return fail("bad usage");
 		}
 	}
+	if (run.trace && !nmethods)
+		return fail("--format perfetto is for method events (--method)");
 	if (nmethods && !hz)
 		hz = 1; /* unused: method events are hits, not a rate */
 	/* Method events run until their config's expiry (24 h), samples 10 min. */
@@ -636,7 +653,14 @@ int main(int argc, char **argv)
 		.every = every,
 		.hits = run.hits,
 	};
-	r = pf_output_write(1, &ci, run.agg, run.u, ev, &run.c);
+	if (run.trace) {
+		if (run.hits_v.dropped)
+			LOG_I("%" PRIu64 " hits past the trace's cap of %d have no event",
+			      run.hits_v.dropped, PF_MAX_SAMPLES);
+		r = pf_trace_write(1, &ci, run.agg, run.u, ev, &run.hits_v);
+	} else {
+		r = pf_output_write(1, &ci, run.agg, run.u, ev, &run.c);
+	}
 	pmap_free(jit);
 	if (r < 0) {
 		rc = fail("writing the profile: %s", strerror(-r));
@@ -659,5 +683,6 @@ out:
 			close(upfd[k]);
 	pf_unwind_close(run.u);
 	pf_agg_free(run.agg);
+	pf_hits_free(&run.hits_v);
 	return rc;
 }

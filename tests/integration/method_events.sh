@@ -8,6 +8,7 @@
 # Skipped (77) where uprobes cannot be created.
 . "$(dirname "$0")/lib.sh"
 
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
 PERF=$BUILD/runtime/perf/profilingd-perf
 TGT=$APPS/method_target
 [ -x "$PERF" ] || fail "no $PERF"
@@ -15,6 +16,7 @@ TGT=$APPS/method_target
 [ -r /sys/bus/event_source/devices/uprobe/type ] || skip "kernel without the uprobe PMU"
 command -v setpriv > /dev/null || skip "setpriv (util-linux) is needed for the unprivileged case"
 need_go
+command -v protoc > /dev/null || skip "protoc (protobuf-compiler) is not installed"
 
 N=400 M=100000
 PIDS=()
@@ -98,8 +100,50 @@ wait "$TP"
 tail -n 1 "$T/err" | grep -q "^ok hits=100 " || fail "build id target: rc $rc: $(tail -n 1 "$T/err")"
 echo "ok: buildid:$bid:+$off: hits=100"
 
+# 1b. --format perfetto: a trace with one instant event per recorded hit on
+# its thread's track, carrying its stack (docs/METHOD_EVENTS.md).
+rm -f "$T/go"
+"$TGT" $N $M "$T/go" > /dev/null &
+TP=$!
+PIDS+=("$TP")
+for _ in $(seq 500); do [ "$(readlink "/proc/$TP/exe" 2> /dev/null)" = "$(readlink -f "$TGT")" ] && break; sleep 0.01; done
+rc=0
+"$PERF" --pid "$TP" --duration-ms 60000 --method "$TGT:target_fn" --format perfetto \
+	> "$T/m.pftrace" 2> "$T/err" &
+HP=$!
+wait_probes "$HP" || fail "perfetto: $(tail -n 1 "$T/err")"
+touch "$T/go"
+wait "$HP" || rc=$?
+wait "$TP"
+status=$(tail -n 1 "$T/err")
+[[ $status =~ ^ok\ hits=$N\ stacks=([0-9]+)\  ]] || fail "perfetto: rc $rc: '$status'"
+stacks=${BASH_REMATCH[1]}
+check_trace() { # check_trace FILE PID EVENTS: the trace's hits, all on PID's threads
+	protoc --decode=perfetto.protos.Trace --proto_path="$SRC/proto" perfetto_trace.proto \
+		< "$1" > "$1.txt" || fail "protoc cannot decode $1"
+	awk -v pid="$2" -v want="$3" '
+		/^packet \{/ { inst = 0; trk = ""; clk = "" }
+		/^ *uuid: / { u = $2 }
+		/^ *thread \{/ { inth = 1 }
+		inth && /^ *pid: / { if ($2 != pid) bad = bad " thread of pid " $2; inth = 0; thr[u] = 1 }
+		/type: TYPE_INSTANT/ { inst = 1; n++ }
+		/^ *track_uuid: / { trk = $2 }
+		/^ *timestamp_clock_id: / { clk = $2 }
+		/^}/ { if (inst && !(trk in thr)) bad = bad " event on track " trk;
+		       if (inst && clk != 3) bad = bad " clock " clk }
+		END { if (bad != "") { print "bad:" bad; exit 1 }
+		      if (want != "" && n != want) { print "events " n ", want " want; exit 1 }
+		      print n }' "$1.txt"
+}
+ev=$(check_trace "$T/m.pftrace" "$TP" "$stacks") || fail "perfetto trace: $ev"
+for site in site_a site_b; do
+	grep -q "str: \"target_fn\\\\n$site\\\\n" "$T/m.pftrace.txt" || fail "no target_fn <- $site stack in the trace"
+done
+grep -q 'name: "stack"' "$T/m.pftrace.txt" || fail "no stack annotation"
+echo "ok: perfetto: $ev instant events for $stacks recorded hits of $N, both call sites"
+
 # 2. Hostile targets: refused with a reason (exit 70), the target runs on.
-sleep 30 &
+sleep 600 &
 SP=$!
 PIDS+=("$SP")
 refuse() { # refuse WHAT EXPECTED ARGS...
@@ -168,6 +212,42 @@ grep -q "method events" "$T/daemon.log" || true
 echo "ok: through the daemon: $out, hits=$N"
 kill "$TP2" 2> /dev/null || true
 wait "$TP2" 2> /dev/null || true
+
+# The same through the daemon in Perfetto format: redacted as a trace
+# (only the target's tracks), delivered as .perfetto-trace.
+rm -f "$T/go"
+"$TGT" $N $M "$T/go" 60 > /dev/null &
+TP3=$!
+PIDS+=("$TP3")
+"$APPS/it_request" --pid "$TP3" --type methods --format perfetto --duration-ms 15000 \
+	--method "$TGT:target_fn" > "$T/path3" 2> "$T/req3.err" &
+RQ=$!
+hp=
+for _ in $(seq 500); do
+	hp=$(pgrep -f "^profilingd-perf --pid $TP3 " | head -n 1 || true)
+	[ -n "$hp" ] && break
+	sleep 0.02
+done
+[ -n "$hp" ] || fail "perfetto: no profilingd-perf for pid $TP3: $(cat "$T/req3.err")"
+wait_probes "$hp" || fail "perfetto: profilingd-perf $hp ended before its probes were in"
+touch "$T/go"
+wait "$RQ" || fail "perfetto method events through the daemon failed: $(cat "$T/req3.err")"
+out=$(cat "$T/path3")
+case $out in *.perfetto-trace) ;; *) fail "perfetto result named '$out'" ;; esac
+ev=$(check_trace "$out" "$TP3" "") || fail "delivered perfetto trace: $ev"
+[ "$ev" -ge 1 ] && [ "$ev" -le $N ] || fail "delivered trace has $ev events for $N hits"
+grep -q 'str: "target_fn' "$out.txt" || fail "delivered trace has no target_fn stack"
+echo "ok: through the daemon, perfetto: $out, $ev instant events"
+kill "$TP3" 2> /dev/null || true
+wait "$TP3" 2> /dev/null || true
+req_refused_jvm_pf() {
+	! "$APPS/it_request" --pid "$SP" --type methods --format perfetto --duration-ms 500 \
+		--method "java:com.example.Target.register" > /dev/null 2> "$T/rerr" ||
+		fail "perfetto for JVM method events accepted"
+	grep -q "JVM (java:) method events have pprof only" "$T/daemon.log" ||
+		fail "perfetto for JVM targets: no reason in the log"
+}
+req_refused_jvm_pf
 
 # Refusals through the daemon, each with its reason in the log.
 req_refused() { # req_refused WHAT EXPECTED ARGS...
