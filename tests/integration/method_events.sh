@@ -414,4 +414,37 @@ grep -Eq "method events sys v1 on .*: 21 processes, 21 in the 100 % canary, 21 h
 "$PROFCTL" methods list | grep -q "^sys " || fail "methods list does not show [methods.sys]"
 echo "ok: [methods.sys] from the config hooked all 21 processes"
 stop_daemon
-pass "method events: canary $k of 20, stable across a restart; kill switch"
+
+# 6. profctl's configs are saved in the state database: a restart brings
+# them back with their version and expiry time; an expired one and a
+# disabled one stay gone.
+start_daemon "[limits]" "max_sessions = 64"
+EXE=$(readlink -f "$TGT")
+"$PROFCTL" methods add kept --exe "$EXE" --method "$EXE:target_fn" --config-version 4 --canary 100 \
+	--expiry 10m > "$T/add.out" || fail "methods add kept: $(cat "$T/add.out")"
+"$PROFCTL" methods add brief --exe /nonexistent/brief --method "$EXE:target_fn" --expiry 1s \
+	> "$T/add.out" || fail "methods add brief: $(cat "$T/add.out")"
+"$PROFCTL" methods add dropped --exe /nonexistent/dropped --method "$EXE:target_fn" \
+	> "$T/add.out" || fail "methods add dropped: $(cat "$T/add.out")"
+"$PROFCTL" methods disable dropped > /dev/null || fail "methods disable dropped"
+stop_daemon
+sleep 2 # past brief's expiry
+start_daemon "[limits]" "max_sessions = 64"
+grep -q "method events: 1 saved config(s) restored, 1 expired ones dropped" "$T/daemon.log" ||
+	fail "restore: $(grep 'saved config' "$T/daemon.log" | tail -n 3)"
+"$PROFCTL" methods list > "$T/list.txt" || fail "methods list after a restart"
+grep -q "^kept " "$T/list.txt" || fail "kept not listed after a restart: $(cat "$T/list.txt")"
+! grep -Eq "^(brief|dropped) " "$T/list.txt" || fail "an expired or disabled config came back: $(cat "$T/list.txt")"
+grep -Eq "method events kept v4 on $EXE: [0-9]+ processes, [0-9]+ in the 100 % canary, [1-9][0-9]* hooked" \
+	"$T/daemon.log" || fail "the restored config hooked nothing: $(grep 'method events kept' "$T/daemon.log" | tail -n 2)"
+# It is the saved one (version 4): the same version is refused, a higher one replaces it.
+! "$PROFCTL" methods add kept --exe "$EXE" --method "$EXE:target_fn" --config-version 4 > "$T/re.out" 2>&1 ||
+	fail "version 4 accepted again after the restart"
+grep -q "at version 4" "$T/re.out" || fail "restored version: $(cat "$T/re.out")"
+"$PROFCTL" methods disable kept > /dev/null || fail "methods disable kept"
+stop_daemon
+start_daemon "[limits]" "max_sessions = 64"
+! "$PROFCTL" methods list | grep -q "^kept " || fail "a disabled config came back after a restart"
+stop_daemon
+echo "ok: profctl configs: restored after a restart (version, expiry); expired and disabled ones not"
+pass "method events: canary $k of 20, stable across a restart; kill switch; configs saved"
