@@ -90,6 +90,7 @@ struct svc_config {
 	uint32_t jvm_attach_timeout_ms;
 	bool jvm_dump_via_agent;       /* heap dumps by a connected agent, not by attach */
 	bool method_events;            /* [capture] method_events: off is the kill switch */
+	uint32_t method_budget_us;     /* [capture] method_budget_us: native hits' overhead budget */
 	/* [memory]: OOM warnings from the whole machine's memory */
 	uint32_t mem_available_percent; /* MemAvailable under this share of MemTotal; 0 off */
 	uint32_t mem_stall_percent;     /* /proc/pressure/memory "some" share of 1 s; 0 off */

@@ -235,6 +235,9 @@ struct pf_capture_info {
 	const char *const *methods;
 	unsigned nmethods;
 	uint64_t every, hits;
+	/* --budget-us: the mean ns per recorded hit that went over budget_ns
+	 * (0: not over, or no budget); the probes were removed then. */
+	uint64_t over_budget_ns, budget_ns;
 };
 
 /* Write the gzip'd profile to fd. 0 or negative errno. */

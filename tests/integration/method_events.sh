@@ -142,6 +142,40 @@ done
 grep -q 'name: "stack"' "$T/m.pftrace.txt" || fail "no stack annotation"
 echo "ok: perfetto: $ev instant events for $stacks recorded hits of $N, both call sites"
 
+# 1c. The overhead budget: a budget of 0 or 1 us is passed by every
+# recorded hit (an unwind takes more), so after 16 hits the probes go,
+# the target runs on and computes the same, and the status and the
+# profile say why. The default (none here) let the 400 hits above through.
+for budget in 0 1; do
+	rm -f "$T/go"
+	# It lingers: a helper that ends while it still runs ended by the budget.
+	"$TGT" $N $M "$T/go" 60 > "$T/target_b.out" &
+	TP=$!
+	PIDS+=("$TP")
+	for _ in $(seq 500); do [ "$(readlink "/proc/$TP/exe" 2> /dev/null)" = "$(readlink -f "$TGT")" ] && break; sleep 0.01; done
+	rc=0
+	"$PERF" --pid "$TP" --duration-ms 60000 --method "$TGT:target_fn" --budget-us $budget \
+		> "$T/b.pb.gz" 2> "$T/err" &
+	HP=$!
+	wait_probes "$HP" || fail "budget $budget: $(tail -n 1 "$T/err")"
+	touch "$T/go"
+	wait "$HP" || rc=$?
+	kill -0 "$TP" 2> /dev/null || fail "budget $budget: the helper ran until the target's end"
+	for _ in $(seq 1000); do grep -q '^sum ' "$T/target_b.out" && break; sleep 0.02; done
+	kill "$TP" 2> /dev/null || true
+	wait "$TP" 2> /dev/null || true
+	status=$(tail -n 1 "$T/err")
+	[[ $status =~ ^ok\ hits=([0-9]+)\ .*\ over_budget=([0-9]+)/$((budget * 1000))$ ]] ||
+		fail "budget $budget: rc $rc: '$status' does not say over_budget"
+	bh=${BASH_REMATCH[1]}
+	[ "$bh" -le $N ] || fail "budget $budget: $bh hits of $N calls"
+	[ "$(sed -n 's/^sum //p' "$T/target_b.out")" = "$want_sum" ] ||
+		fail "budget $budget: the program computed $(cat "$T/target_b.out"), $want_sum without probes"
+	go tool pprof -traces "$T/b.pb.gz" 2>&1 | grep -q "overhead budget: [0-9]* ns per recorded hit on average, over the budget of $budget us" ||
+		fail "budget $budget: the profile does not say the budget removed the probes"
+	echo "ok: budget $budget us: probes removed after $bh of $N hits: $status"
+done
+
 # 2. Hostile targets: refused with a reason (exit 70), the target runs on.
 sleep 600 &
 SP=$!
@@ -248,6 +282,46 @@ req_refused_jvm_pf() {
 		fail "perfetto for JVM targets: no reason in the log"
 }
 req_refused_jvm_pf
+
+# The budget through the daemon ([capture] method_budget_us = 1, a
+# reload): the capture ends early and its result's note says why.
+reload() { # reload: SIGHUP, and wait for its "reload done"
+	local n
+	n=$(grep -c "reload done" "$T/daemon.log" || true)
+	kill -HUP "$DAEMON_PID"
+	for _ in $(seq 500); do [ "$(grep -c "reload done" "$T/daemon.log" || true)" -gt "$n" ] && return 0; sleep 0.02; done
+	fail "no reload"
+}
+printf '[capture]\nmethod_budget_us = 1\n' >> "$T/profilingd.conf"
+reload
+rm -f "$T/go"
+"$TGT" $N $M "$T/go" 60 > /dev/null &
+TP4=$!
+PIDS+=("$TP4")
+"$APPS/it_request" --pid "$TP4" --type methods --duration-ms 15000 --method "$TGT:target_fn" \
+	> "$T/path4" 2> "$T/req4.err" &
+RQ=$!
+hp=
+for _ in $(seq 500); do
+	hp=$(pgrep -f "^profilingd-perf --pid $TP4 " | head -n 1 || true)
+	[ -n "$hp" ] && break
+	sleep 0.02
+done
+[ -n "$hp" ] || fail "budget: no profilingd-perf for pid $TP4: $(cat "$T/req4.err")"
+tr '\0' ' ' < "/proc/$hp/cmdline" | grep -q -- "--budget-us 1 " || fail "the helper has no --budget-us 1: $(tr '\0' ' ' < "/proc/$hp/cmdline")"
+wait_probes "$hp" || fail "budget: profilingd-perf $hp ended before its probes were in"
+touch "$T/go"
+wait "$RQ" || fail "budget: the capture was not delivered: $(cat "$T/req4.err")"
+grep -q "note: method events disabled over budget: [0-9]* ns per recorded hit on average, the budget is 1 us" \
+	"$T/req4.err" || fail "budget: the result's note: $(cat "$T/req4.err")"
+go tool pprof -traces "$(cat "$T/path4")" 2>&1 | grep -q "over the budget of 1 us" ||
+	fail "budget: the delivered profile does not say so"
+kill "$TP4" 2> /dev/null || true
+wait "$TP4" 2> /dev/null || true
+sed -i '$d' "$T/profilingd.conf"
+sed -i '$d' "$T/profilingd.conf"
+reload
+echo "ok: through the daemon, method_budget_us = 1: probes removed, the note says why"
 
 # Refusals through the daemon, each with its reason in the log.
 req_refused() { # req_refused WHAT EXPECTED ARGS...
