@@ -301,8 +301,8 @@ static void perf_done(void *ud, int code, const char *msg)
 	unsigned long long ob_ns = 0, ob_budget = 0;
 	if (ob && sscanf(ob, " over_budget=%llu/%llu", &ob_ns, &ob_budget) == 2) {
 		util_fmt(s->note, sizeof(s->note), "method events disabled over budget: %llu ns "
-			 "per recorded hit on average, the budget is %llu us ([capture] "
-			 "method_budget_us); the probes were removed", ob_ns, ob_budget / 1000);
+			 "per recorded hit on average, the budget is %llu us (the request's "
+			 "method_budget_us, else [capture]'s); the probes were removed", ob_ns, ob_budget / 1000);
 		LOG_N("session %llu: %s", (unsigned long long)s->id, s->note);
 	}
 	if (lib)
@@ -326,7 +326,9 @@ static bool start_agentless(struct session *s)
 			m[i] = s->methods[i];
 		r = svc_perf_methods_start(s->pid, s->ident.start, m, s->nmethods, s->method_every,
 					   s->method_max_hits, s->format == PROF_FORMAT_PERFETTO,
-					   svc_session_config()->method_budget_us, s->duration_ms,
+					   s->method_budget_us ? s->method_budget_us
+							       : svc_session_config()->method_budget_us,
+					   s->duration_ms,
 					   s->raw_fd, perf_done, s, &s->perf);
 	} else if (r == 0) {
 		r = svc_perf_start(s->pid, s->ident.start, s->hz, s->duration_ms, s->raw_fd,

@@ -41,6 +41,7 @@
 #define SVC_METHOD_TARGET_LEN 1024
 #define SVC_METHOD_EVERY_MAX 1000000
 #define SVC_METHOD_MAX_HITS 200000
+#define SVC_METHOD_BUDGET_MAX_US 1000000 /* method_budget_us, request and config */
 #define SVC_METHOD_DURATION_MAX_MS 86400000u /* a config's longest expiry, 24 h */
 #define SVC_MAX_METHODS_CONF 8          /* [methods.ID] sections */
 #define SVC_METHOD_CONF_TARGET_LEN 256  /* a target in the config file, NUL included */

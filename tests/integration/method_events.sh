@@ -322,6 +322,30 @@ sed -i '$d' "$T/profilingd.conf"
 sed -i '$d' "$T/profilingd.conf"
 reload
 echo "ok: through the daemon, method_budget_us = 1: probes removed, the note says why"
+# The request's own budget (Params.method_budget_us, prof_params) over the default.
+rm -f "$T/go"
+"$TGT" $N $M "$T/go" 60 > /dev/null &
+TP4=$!
+PIDS+=("$TP4")
+"$APPS/it_request" --pid "$TP4" --type methods --duration-ms 15000 --method "$TGT:target_fn" \
+	--budget-us 2 > "$T/path4" 2> "$T/req4.err" &
+RQ=$!
+hp=
+for _ in $(seq 500); do
+	hp=$(pgrep -f "^profilingd-perf --pid $TP4 " | head -n 1 || true)
+	[ -n "$hp" ] && break
+	sleep 0.02
+done
+[ -n "$hp" ] || fail "request budget: no profilingd-perf for pid $TP4: $(cat "$T/req4.err")"
+tr '\0' ' ' < "/proc/$hp/cmdline" | grep -q -- "--budget-us 2 " || fail "the helper has no --budget-us 2"
+wait_probes "$hp" || fail "request budget: profilingd-perf $hp ended before its probes were in"
+touch "$T/go"
+wait "$RQ" || fail "request budget: not delivered: $(cat "$T/req4.err")"
+grep -q "note: method events disabled over budget: .* the budget is 2 us" "$T/req4.err" ||
+	fail "request budget: the result's note: $(cat "$T/req4.err")"
+kill "$TP4" 2> /dev/null || true
+wait "$TP4" 2> /dev/null || true
+echo "ok: the request's method_budget_us = 2 over the default: probes removed, the note says why"
 
 # Refusals through the daemon, each with its reason in the log.
 req_refused() { # req_refused WHAT EXPECTED ARGS...
@@ -336,6 +360,8 @@ req_refused() { # req_refused WHAT EXPECTED ARGS...
 req_refused "no targets" "method events need 1..8 method_targets, got 0"
 many=()
 for i in $(seq 20); do many+=(--method "$TGT:target_fn"); done
+req_refused "a budget over 1 s" "method_budget_us must be 0..1000000" --method "$TGT:target_fn" \
+	--budget-us 1000001
 req_refused "20 targets" "method events need 1..8 method_targets, got 20" "${many[@]}"
 req_refused "a target of neither kind" "expected /PATH:SYMBOL" --method "com.example.Target.register"
 req_refused "a JVM target in a native process" "java: method targets need a JVM" \
