@@ -572,6 +572,10 @@ static void start_capture(struct session *s, struct svc_conn *rt)
 		p.method_every = s->method_every;
 		p.has_method_max_hits = s->method_max_hits != 0;
 		p.method_max_hits = s->method_max_hits;
+		/* Always sent: 0 (from the config) is a budget too. */
+		p.has_method_budget_us = 1;
+		p.method_budget_us = s->method_budget_us ? s->method_budget_us
+							 : svc_session_config()->method_budget_us;
 	}
 	cr.session_id = s->id;
 	cr.type = s->type;
@@ -613,6 +617,13 @@ int svc_capture_done(struct svc_conn *rt, const Pd__CaptureDone *d)
 	}
 	s->samples = d->samples;
 	s->dropped = d->dropped;
+	/* JVM method events: the agent says why it removed its hooks early
+	 * (the overhead budget). The runtime's words, for the result's note
+	 * only, after what is there, cut at the note's size. */
+	if (s->type == PROF_METHOD_EVENTS && d->message && *d->message) {
+		size_t l = strlen(s->note);
+		util_fmt(s->note + l, sizeof(s->note) - l, "%s%s", l ? "; " : "", d->message);
+	}
 	/* Discard (client/trace.h): the runtime's count is of the events its
 	 * full flight recorder did not keep; the app is told with the result,
 	 * after any note already there (the background trace's). A JVM's

@@ -212,6 +212,15 @@ void JNICALL jve_on_class_file_load(jvmtiEnv *j, JNIEnv *jni, jclass redefined, 
 int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why, size_t n);
 /* Whether max_hits (0: no cap) hits have been counted. */
 bool jve_enough(uint64_t max_hits);
+/*
+ * The overhead budget (issue #19): whether the hook's mean time per hit,
+ * once JVE_BUDGET_MIN_HITS are in, is over budget_ns. When it is, the
+ * result's pprof says so (the caller then removes the hooks, jve_stop).
+ */
+#define JVE_BUDGET_MIN_HITS 16
+bool jve_over_budget(uint64_t budget_ns);
+/* After a capture jve_over_budget ended: its note in buf, else NULL. */
+const char *jve_budget_note(char *buf, size_t n);
 /* Remove every hook (retransform back); 0 or -EIO (then no more method
  * events in this process; jve_note says why). */
 int jve_stop(JNIEnv *jni);

@@ -87,6 +87,7 @@ static struct {
 	unsigned classes;
 	char why[JVE_MAX_TARGETS][160];    /* the first refusal of a target's class */
 	char note[256];                    /* the removal's outcome, for the result */
+	uint64_t over_ns, budget_ns;       /* jve_over_budget: the mean that went over */
 	uint64_t install_ns, remove_ns;    /* how long each took, for the result */
 	jint loaded;                       /* classes GetLoadedClasses listed at install */
 } H = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -531,6 +532,7 @@ int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why,
 	memset(H.hooked, 0, sizeof(H.hooked));
 	memset(H.why, 0, sizeof(H.why));
 	H.note[0] = '\0';
+	H.over_ns = H.budget_ns = 0;
 	H.classes = 0;
 	H.hooking = true;
 	pthread_mutex_unlock(&H.lock);
@@ -611,6 +613,35 @@ bool jve_enough(uint64_t max_hits)
 	for (unsigned t = 0; t < JVE_MAX_TARGETS; t++)
 		sum += atomic_load_explicit(&H.untracked[t], memory_order_relaxed);
 	return sum >= max_hits;
+}
+
+const char *jve_budget_note(char *buf, size_t n)
+{
+	if (!H.over_ns)
+		return NULL;
+	util_fmt(buf, n, "method events disabled over budget: %llu ns per hit on average, the "
+		 "budget is %llu us; the hooks were removed", (unsigned long long)H.over_ns,
+		 (unsigned long long)(H.budget_ns / 1000));
+	return buf;
+}
+
+bool jve_over_budget(uint64_t budget_ns)
+{
+	uint64_t ns = 0, hits = 0;
+	uint32_t n = atomic_load(&H.nslots);
+	if (!H.slots)
+		return false;
+	/* The hook times itself in the slots; untracked threads' hits are not timed. */
+	for (uint32_t i = 0; i < n && i < JVE_SLOTS; i++) {
+		ns += atomic_load_explicit(&H.slots[i].ns, memory_order_relaxed);
+		for (unsigned t = 0; t < JVE_MAX_TARGETS; t++)
+			hits += atomic_load_explicit(&H.slots[i].hits[t], memory_order_relaxed);
+	}
+	if (hits < JVE_BUDGET_MIN_HITS || ns <= budget_ns * hits)
+		return false;
+	H.over_ns = ns / hits;
+	H.budget_ns = budget_ns;
+	return true;
 }
 
 int jve_stop(JNIEnv *jni)
@@ -716,6 +747,12 @@ int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 	util_fmt(line, sizeof(line), "hooks installed in %.1f ms (%d loaded classes looked at)",
 		 (double)H.install_ns / 1e6, (int)H.loaded);
 	pp_add_comment(b, line);
+	if (H.over_ns) {
+		util_fmt(line, sizeof(line), "overhead budget: %llu ns per hit on average, over the "
+			 "budget of %llu us: the hooks were removed", (unsigned long long)H.over_ns,
+			 (unsigned long long)(H.budget_ns / 1000));
+		pp_add_comment(b, line);
+	}
 	if (H.note[0])
 		pp_add_comment(b, H.note);
 	r = pp_write_gz(b, fd, bytes);

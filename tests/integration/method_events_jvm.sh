@@ -28,6 +28,15 @@ start_daemon
 
 TGT='java:Target.register(Ljava/lang/Object;)V'
 
+# reload: SIGHUP, and wait for its "reload done"
+reload() {
+	local n
+	n=$(grep -c "reload done" "$T/daemon.log" || true)
+	kill -HUP "$DAEMON_PID"
+	for _ in $(seq 500); do [ "$(grep -c "reload done" "$T/daemon.log" || true)" -gt "$n" ] && return 0; sleep 0.02; done
+	fail "no reload"
+}
+
 # wait_file PATH [SECONDS]
 wait_file() {
 	for _ in $(seq $((${2:-60} * 20))); do
@@ -180,8 +189,31 @@ for jdk in $JDKS; do
 	many=()
 	for i in $(seq 20); do many+=("java:Target.register"); done
 	refused "20 targets" "method events need 1..8 method_targets, got 20" "${many[@]}"
+	# The overhead budget: with [capture] method_budget_us = 0 any time in
+	# the hook is over it, so after 16 hits the agent takes its hooks out,
+	# the capture ends long before its 120 s, and the result's note and
+	# comments say why.
+	printf '[capture]\nmethod_budget_us = 0\n' >> "$T/profilingd.conf"
+	reload
+	n=$(grep -c 'method events: 1 target(s)' "$T/$LOG.err" || true)
+	"$APPS/it_request" --pid "$JPID" --type methods --duration-ms 120000 --method "$TGT" \
+		> "$T/path" 2> "$T/req.err" &
+	RQ=$!
+	wait_hooks $((n + 1))
 	touch "$T/r/go4"
 	wait_file "$T/r/done4"
+	wait "$RQ" || fail "$name: budget: the capture failed: $(cat "$T/req.err")"
+	grep -q "note: method events disabled over budget: [0-9]* ns per hit on average, the budget is 0 us; the hooks were removed" \
+		"$T/req.err" || fail "$name: budget: the result's note: $(cat "$T/req.err")"
+	go tool pprof -traces "$(cat "$T/path")" > "$T/tr.txt" 2>&1 || fail "$name: budget: not a pprof"
+	grep -q "overhead budget: [0-9]* ns per hit on average, over the budget of 0 us" "$T/tr.txt" ||
+		fail "$name: budget: the result's comments do not say so"
+	grep -q "hooks removed in .* ms: .*none calls the hook" "$T/tr.txt" ||
+		fail "$name: budget: the hooks were not removed"
+	sed -i '$d' "$T/profilingd.conf"
+	sed -i '$d' "$T/profilingd.conf"
+	reload
+	echo "ok: $name: over a budget of 0 us the agent removed its hooks: $(sed -n 's/.*hits=\([0-9]*\) stacks=.*/hits=\1/p' "$T/tr.txt" | head -n 1)"
 	# Cancelled while hooked (with the loader named this time): out again.
 	n=$(grep -c 'method events: 1 target(s)' "$T/$LOG.err" || true)
 	rm -f "$T/cancel"
