@@ -417,6 +417,8 @@ static int methods_kv(struct parse_ctx *pc, const char *id, const char *key, con
 		m->every = (uint32_t)n;
 	else if (!strcmp(key, "max_hits") && num)
 		m->max_hits = (uint32_t)n;
+	else if (!strcmp(key, "budget_us") && num && n <= SVC_METHOD_BUDGET_MAX_US)
+		m->budget_us = (uint32_t)n;
 	else
 		ok = 0;
 	if (!ok) {

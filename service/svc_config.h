@@ -131,6 +131,7 @@ struct svc_config {
 		char targets[SVC_METHOD_TARGETS_MAX][SVC_METHOD_CONF_TARGET_LEN];
 		unsigned ntargets;
 		uint32_t version, canary_percent, expiry_s, every, max_hits;
+		uint32_t budget_us;    /* 0: [capture] method_budget_us */
 	} methods[SVC_MAX_METHODS_CONF];
 	unsigned nmethods;
 	/* [apps]: executable path -> app id, for several apps under one uid. */

@@ -84,7 +84,7 @@ static const char *const migrations[] = {
 	("CREATE TABLE method_configs (id TEXT PRIMARY KEY, version INTEGER NOT NULL,"
 	" exe TEXT NOT NULL, targets TEXT NOT NULL, every INTEGER NOT NULL,"
 	" max_hits INTEGER NOT NULL, canary_percent INTEGER NOT NULL,"
-	" expires_ms INTEGER NOT NULL);"),
+	" expires_ms INTEGER NOT NULL, budget_us INTEGER NOT NULL DEFAULT 0);"),
 };
 
 /*
@@ -696,7 +696,7 @@ int svc_db_methods_put(const struct svc_db_method_row *r)
 		return -EIO;
 	if (!same && rows >= SVC_DB_METHODS_MAX)
 		return -ENOSPC;
-	if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO method_configs VALUES(?,?,?,?,?,?,?,?)",
+	if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO method_configs VALUES(?,?,?,?,?,?,?,?,?)",
 			       -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_text(st, 1, r->id, -1, SQLITE_TRANSIENT);
@@ -707,6 +707,7 @@ int svc_db_methods_put(const struct svc_db_method_row *r)
 	sqlite3_bind_int64(st, 6, r->max_hits);
 	sqlite3_bind_int64(st, 7, r->canary_percent);
 	sqlite3_bind_int64(st, 8, r->expires_ms);
+	sqlite3_bind_int64(st, 9, r->budget_us);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	return rc == SQLITE_DONE ? 0 : -EIO;
@@ -744,7 +745,7 @@ int svc_db_methods_load(int64_t now_ms, void (*fn)(const struct svc_db_method_ro
 	if (expired)
 		*expired = sqlite3_changes(db);
 	if (sqlite3_prepare_v2(db, "SELECT id, version, exe, targets, every, max_hits,"
-			       " canary_percent, expires_ms FROM method_configs LIMIT ?1", -1, &st,
+			       " canary_percent, expires_ms, budget_us FROM method_configs LIMIT ?1", -1, &st,
 			       NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_int64(st, 1, SVC_DB_METHODS_MAX);
@@ -759,6 +760,7 @@ int svc_db_methods_load(int64_t now_ms, void (*fn)(const struct svc_db_method_ro
 			.max_hits = (uint32_t)sqlite3_column_int64(st, 5),
 			.canary_percent = (uint32_t)sqlite3_column_int64(st, 6),
 			.expires_ms = sqlite3_column_int64(st, 7),
+			.budget_us = (uint32_t)sqlite3_column_int64(st, 8),
 		};
 		if (!r.id || !r.exe || !r.targets)
 			continue;

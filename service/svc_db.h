@@ -78,7 +78,7 @@ int svc_db_trigger_load(svc_db_trigger_fn fn, void *ud);
 #define SVC_DB_METHODS_MAX 64
 struct svc_db_method_row {
 	const char *id, *exe, *targets;
-	uint32_t version, every, max_hits, canary_percent;
+	uint32_t version, every, max_hits, canary_percent, budget_us;
 	int64_t expires_ms;
 };
 int svc_db_methods_put(const struct svc_db_method_row *r);

@@ -116,6 +116,8 @@ static void start_one(struct entry *e, pid_t pid, uint64_t start)
 	prm.method_every = c->every;
 	prm.has_method_max_hits = c->max_hits != 0;
 	prm.method_max_hits = c->max_hits;
+	prm.has_method_budget_us = c->budget_us != 0;
+	prm.method_budget_us = c->budget_us;
 	prm.has_duration_ms = 1;
 	int64_t left = e->expires_ms - (int64_t)(util_now_ns(CLOCK_REALTIME) / 1000000);
 	prm.duration_ms = left < SVC_DURATION_MIN_MS ? SVC_DURATION_MIN_MS : (uint32_t)left;
@@ -186,6 +188,7 @@ static void persist(const struct entry *e)
 		.id = e->cfg.id, .exe = e->cfg.exe, .targets = targets,
 		.version = e->cfg.version, .every = e->cfg.every, .max_hits = e->cfg.max_hits,
 		.canary_percent = e->cfg.canary_percent, .expires_ms = e->expires_ms,
+		.budget_us = e->cfg.budget_us,
 	};
 	int rc = svc_db_methods_put(&r);
 	if (rc < 0)
@@ -224,6 +227,8 @@ static int add(const struct svc_methods_cfg *c, int64_t expires_ms, bool save, c
 	prm.method_every = c->every;
 	prm.has_method_max_hits = 1;
 	prm.method_max_hits = c->max_hits;
+	prm.has_method_budget_us = 1;
+	prm.method_budget_us = c->budget_us;
 	int e = svc_admit_methods(&prm, msg, n);
 	if (e)
 		return e;
@@ -356,6 +361,7 @@ static void restore_one(const struct svc_db_method_row *r, void *ud)
 	c->every = r->every;
 	c->max_hits = r->max_hits;
 	c->canary_percent = r->canary_percent;
+	c->budget_us = r->budget_us;
 	/* What is left of it; its end stays the one it was given. */
 	int64_t left = (r->expires_ms - now + 999) / 1000;
 	c->expiry_s = left < 1 ? 1 : left > SVC_METHODS_EXPIRY_MAX_S ? SVC_METHODS_EXPIRY_MAX_S
@@ -407,6 +413,7 @@ void svc_methods_load(const struct svc_config *cfg)
 		c->expiry_s = m->expiry_s;
 		c->every = m->every;
 		c->max_hits = m->max_hits;
+		c->budget_us = m->budget_us;
 		if (add(c, 0, false, msg, sizeof(msg)))
 			LOG_E("[methods.%s] not loaded: %s", m->id, msg);
 	}

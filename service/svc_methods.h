@@ -42,6 +42,7 @@ struct svc_methods_cfg {
 	uint32_t every, max_hits;
 	uint32_t expiry_s;                /* 0: 1 h; at most 24 h */
 	uint32_t canary_percent;          /* 0: 100 */
+	uint32_t budget_us;               /* 0: [capture] method_budget_us */
 };
 
 /* The state of one config, for listings. */

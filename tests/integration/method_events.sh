@@ -521,7 +521,7 @@ stop_daemon
 start_daemon "[limits]" "max_sessions = 64"
 EXE=$(readlink -f "$TGT")
 "$PROFCTL" methods add kept --exe "$EXE" --method "$EXE:target_fn" --config-version 4 --canary 100 \
-	--expiry 10m > "$T/add.out" || fail "methods add kept: $(cat "$T/add.out")"
+	--expiry 10m --budget-us 7 > "$T/add.out" || fail "methods add kept: $(cat "$T/add.out")"
 "$PROFCTL" methods add brief --exe /nonexistent/brief --method "$EXE:target_fn" --expiry 1s \
 	> "$T/add.out" || fail "methods add brief: $(cat "$T/add.out")"
 "$PROFCTL" methods add dropped --exe /nonexistent/dropped --method "$EXE:target_fn" \
@@ -537,6 +537,12 @@ grep -q "^kept " "$T/list.txt" || fail "kept not listed after a restart: $(cat "
 ! grep -Eq "^(brief|dropped) " "$T/list.txt" || fail "an expired or disabled config came back: $(cat "$T/list.txt")"
 grep -Eq "method events kept v4 on $EXE: [0-9]+ processes, [0-9]+ in the 100 % canary, [1-9][0-9]* hooked" \
 	"$T/daemon.log" || fail "the restored config hooked nothing: $(grep 'method events kept' "$T/daemon.log" | tail -n 2)"
+# Its budget came back too, and its captures' helpers have it.
+"$PROFCTL" --json methods list | grep -q '"id":"kept","version":4,.*"budget_us":7,' ||
+	fail "kept's budget after a restart: $("$PROFCTL" --json methods list)"
+hp=$(pgrep -f "^profilingd-perf --pid .*target_fn" | head -n 1 || true)
+[ -n "$hp" ] && tr '\0' ' ' < "/proc/$hp/cmdline" | grep -q -- "--budget-us 7 " ||
+	fail "the restored config's helper has no --budget-us 7"
 # It is the saved one (version 4): the same version is refused, a higher one replaces it.
 ! "$PROFCTL" methods add kept --exe "$EXE" --method "$EXE:target_fn" --config-version 4 > "$T/re.out" 2>&1 ||
 	fail "version 4 accepted again after the restart"
