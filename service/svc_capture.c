@@ -623,6 +623,10 @@ int svc_capture_done(struct svc_conn *rt, const Pd__CaptureDone *d)
 	if (s->type == PROF_METHOD_EVENTS && d->message && *d->message) {
 		size_t l = strlen(s->note);
 		util_fmt(s->note + l, sizeof(s->note) - l, "%s%s", l ? "; " : "", d->message);
+		/* The runtime is the app: no control bytes for a reader's terminal. */
+		for (char *c = s->note + l; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				*c = '?';
 	}
 	/* Discard (client/trace.h): the runtime's count is of the events its
 	 * full flight recorder did not keep; the app is told with the result,
