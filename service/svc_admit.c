@@ -113,13 +113,6 @@ int svc_admit_methods(const Pd__Params *p, char *msg, size_t n)
 		util_fmt(msg, n, "method_budget_us must be 0..%d", SVC_METHOD_BUDGET_MAX_US);
 		return PROF_E_INVALID_REQUEST;
 	}
-	/* The JVM agent keeps hits per stack, not each hit's time and thread:
-	 * it has no trace to give (docs/METHOD_EVENTS.md, "Perfetto result"). */
-	if (p->has_format && p->format == PROF_FORMAT_PERFETTO &&
-	    jt_is_java(p->method_targets[0])) {
-		util_fmt(msg, n, "format perfetto: JVM (java:) method events have pprof only");
-		return PROF_E_INVALID_REQUEST;
-	}
 	return 0;
 }
 

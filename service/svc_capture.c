@@ -572,6 +572,8 @@ static void start_capture(struct session *s, struct svc_conn *rt)
 		p.method_every = s->method_every;
 		p.has_method_max_hits = s->method_max_hits != 0;
 		p.method_max_hits = s->method_max_hits;
+		p.has_format = s->format != 0; /* the agent writes a trace itself */
+		p.format = s->format;
 		/* Always sent: 0 (from the config) is a budget too. */
 		p.has_method_budget_us = 1;
 		p.method_budget_us = s->method_budget_us ? s->method_budget_us

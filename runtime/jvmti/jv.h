@@ -195,6 +195,7 @@ int jvg_write_trace(int fd, uint64_t *bytes, uint64_t *events, uint64_t *dropped
 #define JVE_SLOTS       64     /* threads with a stack table; later threads: hits counted, stacks dropped */
 #define JVE_STACKS      64     /* distinct (target, stack) a thread keeps; more: lost */
 #define JVE_FRAMES      32     /* frames per stack; deeper stacks are cut at the root end */
+#define JVE_RING        1024   /* recorded hits a thread keeps for the Perfetto result; more: dropped */
 
 struct jve_stats {
 	uint64_t hits, stacks, lost, untracked, mean_ns;
@@ -227,6 +228,14 @@ int jve_stop(JNIEnv *jni);
 /* After jve_stop: the gzip'd pprof of the hits (sample value = hits). */
 int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struct jve_stats *st,
 		    uint64_t *bytes);
+/*
+ * After jve_stop, the Perfetto result (format perfetto, issue #19): per
+ * thread a track, per recorded hit (its first JVE_RING) a TYPE_INSTANT
+ * event at its CLOCK_REALTIME time named by its leaf method, its stack an
+ * interned "stack" debug annotation (docs/METHOD_EVENTS.md). bytes: what
+ * was written; dropped: hits past the rings. 0 or a negative errno.
+ */
+int jve_write_perfetto(JNIEnv *jni, int fd, uint64_t *bytes, uint64_t *events, uint64_t *dropped);
 /* What the last removal did, for the result and the log. */
 const char *jve_note(void);
 

@@ -578,6 +578,17 @@ static int capture_methods(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, 
 	if (r != 0)
 		return r < 0 ? r : 0;
 	int64_t dur_ns = (int64_t)util_now_ns(CLOCK_REALTIME) - start;
+	char bnote[200];
+	if (p && p->has_format && p->format == PROF_FORMAT_PERFETTO) {
+		uint64_t events = 0, dropped = 0;
+		r = jve_write_perfetto(jni, fd, &bytes, &events, &dropped);
+		if (r < 0)
+			return send_done(sock, cr->session_id, PROF_E_EXECUTING, strerror(-r), 0, 0,
+					 0, NULL);
+		return send_done(sock, cr->session_id, PROF_E_NONE,
+				 jve_budget_note(bnote, sizeof(bnote)), bytes, events, dropped,
+				 "perfetto");
+	}
 	r = jve_write_pprof(jni, fd, start, dur_ns, &st, &bytes);
 	if (r < 0)
 		return send_done(sock, cr->session_id, PROF_E_EXECUTING, strerror(-r), 0, 0, 0, NULL);
@@ -588,7 +599,6 @@ static int capture_methods(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, 
 	      (unsigned long long)st.mean_ns, jve_note());
 	/* A failed removal is in the result's comments and the log; the
 	 * budget's removal also in the result's note (CaptureDone.message). */
-	char bnote[200];
 	return send_done(sock, cr->session_id, PROF_E_NONE, jve_budget_note(bnote, sizeof(bnote)),
 			 bytes, st.stacks, st.lost + st.untracked, "pprof");
 }

@@ -274,14 +274,6 @@ grep -q 'str: "target_fn' "$out.txt" || fail "delivered trace has no target_fn s
 echo "ok: through the daemon, perfetto: $out, $ev instant events"
 kill "$TP3" 2> /dev/null || true
 wait "$TP3" 2> /dev/null || true
-req_refused_jvm_pf() {
-	! "$APPS/it_request" --pid "$SP" --type methods --format perfetto --duration-ms 500 \
-		--method "java:com.example.Target.register" > /dev/null 2> "$T/rerr" ||
-		fail "perfetto for JVM method events accepted"
-	grep -q "JVM (java:) method events have pprof only" "$T/daemon.log" ||
-		fail "perfetto for JVM targets: no reason in the log"
-}
-req_refused_jvm_pf
 
 # The budget through the daemon ([capture] method_budget_us = 1, a
 # reload): the capture ends early and its result's note says why.
