@@ -825,7 +825,7 @@ static int put_packet(int fd, const TPacket *pkt, uint8_t **buf, size_t *cap, ui
 }
 
 /* "pkg.Class.method" of a frame, or "(unknown)". */
-static void method_name(jmethodID id, char *out, size_t n)
+static void method_name(JNIEnv *jni, jmethodID id, char *out, size_t n)
 {
 	jvmtiEnv *j = jv_jvmti;
 	char *mname = NULL, *csig = NULL, cls[384];
@@ -841,6 +841,9 @@ static void method_name(jmethodID id, char *out, size_t n)
 		(*j)->Deallocate(j, (unsigned char *)mname);
 	if (csig)
 		(*j)->Deallocate(j, (unsigned char *)csig);
+	/* The agent thread never returns to Java: its local refs pile up. */
+	if (k && jni)
+		(*jni)->DeleteLocalRef(jni, k);
 }
 
 static uint64_t clock_ns(clockid_t id)
@@ -860,7 +863,6 @@ int jve_write_perfetto(JNIEnv *jni, int fd, uint64_t *bytes, uint64_t *events, u
 	int32_t pid = (int32_t)getpid();
 	bool named = false;
 	int r = 0;
-	(void)jni;
 
 	*bytes = *events = *dropped = 0;
 	uint32_t nslots = atomic_load(&H.nslots);
@@ -957,7 +959,7 @@ int jve_write_perfetto(JNIEnv *jni, int fd, uint64_t *bytes, uint64_t *events, u
 				size_t len = 0;
 				text[0] = leaf[0] = '\0';
 				for (uint32_t f = 0; f < st->nframes && f < JVE_FRAMES; f++) {
-					method_name(st->f[f].method, fr, sizeof(fr));
+					method_name(jni, st->f[f].method, fr, sizeof(fr));
 					if (!f)
 						snprintf(leaf, sizeof(leaf), "%.255s", fr);
 					int w = snprintf(text + len, JVE_FRAMES * sizeof(fr) - len,
