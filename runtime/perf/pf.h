@@ -2,7 +2,9 @@
  * profilingd-perf internals: CPU stack samples of a process that has no
  * runtime agent, taken with perf_event_open (pf_events.c), unwound and
  * symbolised with libdw (pf_unwind.c), aggregated (pf_agg.c) and written as
- * gzip'd pprof (pf_output.c). Design, registers and limits: docs/AGENTLESS.md.
+ * gzip'd pprof (pf_output.c), or, for method events, as a Perfetto trace of
+ * the hits (pf_trace.c). Design, registers and limits: docs/AGENTLESS.md,
+ * docs/METHOD_EVENTS.md.
  */
 #ifndef PD_PF_H
 #define PD_PF_H
