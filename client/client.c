@@ -397,6 +397,8 @@ static void fill_params(Pd__Params *pp, const struct prof_params *params)
 	pp->method_every = params->method_every;
 	pp->has_method_max_hits = params->method_max_hits != 0;
 	pp->method_max_hits = params->method_max_hits;
+	pp->has_method_budget_us = params->method_budget_us != 0;
+	pp->method_budget_us = params->method_budget_us;
 }
 
 int prof_request(prof_client *c, enum prof_type type, const struct prof_params *caller_params,

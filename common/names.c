@@ -37,6 +37,9 @@ static const struct format_row {
 	{ PROF_HEAP_DUMP, PROF_FORMAT_PERFETTO, "perfetto", "heapgraph", "perfetto-trace" },
 	{ PROF_HEAP_PROFILE, PROF_FORMAT_PERFETTO, "perfetto", "heapprofile", "perfetto-trace" },
 	{ PROF_SYSTEM_TRACE, PROF_FORMAT_PERFETTO, "perfetto", "perfetto", "perfetto-trace" },
+	/* Issue #19: native method events; profilingd-perf writes the trace
+	 * itself, so the redactor's trace rules filter it (no conversion). */
+	{ PROF_METHOD_EVENTS, PROF_FORMAT_PERFETTO, "perfetto", "perfetto", "perfetto-trace" },
 };
 /*
  * PROF_METHOD_EVENTS is 0x100, past Android's values, so its row is not

@@ -109,6 +109,10 @@ int svc_admit_methods(const Pd__Params *p, char *msg, size_t n)
 		util_fmt(msg, n, "method_max_hits must be 0..%d", SVC_METHOD_MAX_HITS);
 		return PROF_E_INVALID_REQUEST;
 	}
+	if (p->has_method_budget_us && p->method_budget_us > SVC_METHOD_BUDGET_MAX_US) {
+		util_fmt(msg, n, "method_budget_us must be 0..%d", SVC_METHOD_BUDGET_MAX_US);
+		return PROF_E_INVALID_REQUEST;
+	}
 	return 0;
 }
 

@@ -296,6 +296,15 @@ static void perf_done(void *ud, int code, const char *msg)
 	/* profilingd-perf saw our agent library in the target: say why it
 	 * was sampled without it. */
 	const char *lib = msg ? strstr(msg, " unregistered_agent=") : NULL;
+	/* Method events over their overhead budget: the probes were removed. */
+	const char *ob = msg ? strstr(msg, " over_budget=") : NULL;
+	unsigned long long ob_ns = 0, ob_budget = 0;
+	if (ob && sscanf(ob, " over_budget=%llu/%llu", &ob_ns, &ob_budget) == 2) {
+		util_fmt(s->note, sizeof(s->note), "method events disabled over budget: %llu ns "
+			 "per recorded hit on average, the budget is %llu us (the request's "
+			 "method_budget_us, else [capture]'s); the probes were removed", ob_ns, ob_budget / 1000);
+		LOG_N("session %llu: %s", (unsigned long long)s->id, s->note);
+	}
 	if (lib)
 		util_fmt(s->note, sizeof(s->note), "sampled agentless: %s is loaded in pid %d but "
 			 "its agent did not register (check PROFILINGD_SOCKET; PROFILING_DEBUG=1 "
@@ -316,8 +325,11 @@ static bool start_agentless(struct session *s)
 		for (unsigned i = 0; i < s->nmethods; i++)
 			m[i] = s->methods[i];
 		r = svc_perf_methods_start(s->pid, s->ident.start, m, s->nmethods, s->method_every,
-					   s->method_max_hits, s->duration_ms, s->raw_fd, perf_done,
-					   s, &s->perf);
+					   s->method_max_hits, s->format == PROF_FORMAT_PERFETTO,
+					   s->method_budget_us ? s->method_budget_us
+							       : svc_session_config()->method_budget_us,
+					   s->duration_ms,
+					   s->raw_fd, perf_done, s, &s->perf);
 	} else if (r == 0) {
 		r = svc_perf_start(s->pid, s->ident.start, s->hz, s->duration_ms, s->raw_fd,
 				   perf_done, s, &s->perf);
@@ -560,6 +572,12 @@ static void start_capture(struct session *s, struct svc_conn *rt)
 		p.method_every = s->method_every;
 		p.has_method_max_hits = s->method_max_hits != 0;
 		p.method_max_hits = s->method_max_hits;
+		p.has_format = s->format != 0; /* the agent writes a trace itself */
+		p.format = s->format;
+		/* Always sent: 0 (from the config) is a budget too. */
+		p.has_method_budget_us = 1;
+		p.method_budget_us = s->method_budget_us ? s->method_budget_us
+							 : svc_session_config()->method_budget_us;
 	}
 	cr.session_id = s->id;
 	cr.type = s->type;
@@ -601,6 +619,17 @@ int svc_capture_done(struct svc_conn *rt, const Pd__CaptureDone *d)
 	}
 	s->samples = d->samples;
 	s->dropped = d->dropped;
+	/* JVM method events: the agent says why it removed its hooks early
+	 * (the overhead budget). The runtime's words, for the result's note
+	 * only, after what is there, cut at the note's size. */
+	if (s->type == PROF_METHOD_EVENTS && d->message && *d->message) {
+		size_t l = strlen(s->note);
+		util_fmt(s->note + l, sizeof(s->note) - l, "%s%s", l ? "; " : "", d->message);
+		/* The runtime is the app: no control bytes for a reader's terminal. */
+		for (char *c = s->note + l; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				*c = '?';
+	}
 	/* Discard (client/trace.h): the runtime's count is of the events its
 	 * full flight recorder did not keep; the app is told with the result,
 	 * after any note already there (the background trace's). A JVM's

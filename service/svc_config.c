@@ -89,6 +89,8 @@ static const struct key keys[] = {
 	{ "jvm", "attach_timeout_ms", K_MS, OFF(jvm_attach_timeout_ms), 1000, 3600000, R_LIVE },
 	{ "jvm", "heap_dump_via_agent", K_BOOL, OFF(jvm_dump_via_agent), 0, 0, R_LIVE },
 	{ "capture", "method_events", K_BOOL, OFF(method_events), 0, 0, R_LIVE },
+	{ "capture", "method_budget_us", K_U32, OFF(method_budget_us), 0, SVC_METHOD_BUDGET_MAX_US,
+	  R_LIVE },
 	{ "memory", "available_percent", K_U32, OFF(mem_available_percent), 0, 50, R_RESTART },
 	{ "memory", "stall_percent", K_U32, OFF(mem_stall_percent), 0, 100, R_RESTART },
 	{ "cpu", "perf_events", K_BOOL, OFF(cpu_perf_events), 0, 0, R_RESTART },
@@ -127,6 +129,7 @@ void svc_config_defaults(struct svc_config *c)
 	c->deadline_grace_ms = 5000;
 	c->runtime_wait_ms = 2000;
 	c->method_events = true;
+	c->method_budget_us = 50;
 	c->max_app_result_bytes = 512ull << 20;
 	c->max_total_result_bytes = 2048ull << 20;
 	c->min_free_bytes = 64ull << 20;
@@ -414,6 +417,8 @@ static int methods_kv(struct parse_ctx *pc, const char *id, const char *key, con
 		m->every = (uint32_t)n;
 	else if (!strcmp(key, "max_hits") && num)
 		m->max_hits = (uint32_t)n;
+	else if (!strcmp(key, "budget_us") && num && n <= SVC_METHOD_BUDGET_MAX_US)
+		m->budget_us = (uint32_t)n;
 	else
 		ok = 0;
 	if (!ok) {

@@ -41,6 +41,7 @@
 #define SVC_METHOD_TARGET_LEN 1024
 #define SVC_METHOD_EVERY_MAX 1000000
 #define SVC_METHOD_MAX_HITS 200000
+#define SVC_METHOD_BUDGET_MAX_US 1000000 /* method_budget_us, request and config */
 #define SVC_METHOD_DURATION_MAX_MS 86400000u /* a config's longest expiry, 24 h */
 #define SVC_MAX_METHODS_CONF 8          /* [methods.ID] sections */
 #define SVC_METHOD_CONF_TARGET_LEN 256  /* a target in the config file, NUL included */
@@ -90,6 +91,7 @@ struct svc_config {
 	uint32_t jvm_attach_timeout_ms;
 	bool jvm_dump_via_agent;       /* heap dumps by a connected agent, not by attach */
 	bool method_events;            /* [capture] method_events: off is the kill switch */
+	uint32_t method_budget_us;     /* [capture] method_budget_us: native hits' overhead budget */
 	/* [memory]: OOM warnings from the whole machine's memory */
 	uint32_t mem_available_percent; /* MemAvailable under this share of MemTotal; 0 off */
 	uint32_t mem_stall_percent;     /* /proc/pressure/memory "some" share of 1 s; 0 off */
@@ -129,6 +131,7 @@ struct svc_config {
 		char targets[SVC_METHOD_TARGETS_MAX][SVC_METHOD_CONF_TARGET_LEN];
 		unsigned ntargets;
 		uint32_t version, canary_percent, expiry_s, every, max_hits;
+		uint32_t budget_us;    /* 0: [capture] method_budget_us */
 	} methods[SVC_MAX_METHODS_CONF];
 	unsigned nmethods;
 	/* [apps]: executable path -> app id, for several apps under one uid. */

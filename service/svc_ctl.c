@@ -286,6 +286,8 @@ static void list_one(const struct svc_methods_info *in, void *ud)
 	m->expires_unix_ms = in->expires_ms;
 	m->has_disabled = 1;
 	m->disabled = in->disabled;
+	m->has_budget_us = in->cfg->budget_us != 0;
+	m->budget_us = in->cfg->budget_us;
 	m->has_matched = m->has_selected = m->has_hooked = 1;
 	m->matched = in->matched;
 	m->selected = in->selected;
@@ -340,6 +342,7 @@ static void do_methods(struct svc_conn *c, const Pdctl__CtlRequest *m)
 			mc->max_hits = a->has_max_hits ? a->max_hits : 0;
 			mc->expiry_s = a->has_expiry_s ? a->expiry_s : 0;
 			mc->canary_percent = a->has_canary_percent ? a->canary_percent : 0;
+			mc->budget_us = a->has_budget_us ? a->budget_us : 0;
 			e = svc_methods_add(mc, msg, sizeof(msg));
 		}
 		free(mc);

@@ -80,6 +80,11 @@ static const char *const migrations[] = {
 	 * and whose app was never told, queued like a result until acked. */
 	("ALTER TABLE results ADD COLUMN error INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE results ADD COLUMN message TEXT NOT NULL DEFAULT '';"),
+	/* 7: profctl's method-event configs (issue #19), kept across restarts. */
+	("CREATE TABLE method_configs (id TEXT PRIMARY KEY, version INTEGER NOT NULL,"
+	" exe TEXT NOT NULL, targets TEXT NOT NULL, every INTEGER NOT NULL,"
+	" max_hits INTEGER NOT NULL, canary_percent INTEGER NOT NULL,"
+	" expires_ms INTEGER NOT NULL, budget_us INTEGER NOT NULL DEFAULT 0);"),
 };
 
 /*
@@ -667,6 +672,99 @@ int svc_db_trigger_load(svc_db_trigger_fn fn, void *ud)
 		   (uid_t)sqlite3_column_int64(st, 2), (gid_t)sqlite3_column_int64(st, 3),
 		   (const char *)sqlite3_column_text(st, 4), sqlite3_column_blob(st, 5),
 		   (size_t)sqlite3_column_bytes(st, 5), ud);
+		n++;
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? n : -EIO;
+}
+
+int svc_db_methods_put(const struct svc_db_method_row *r)
+{
+	sqlite3_stmt *st;
+	if (!r || !r->id || !r->exe || !r->targets)
+		return -EINVAL;
+	/* The cap: a new id only while fewer than SVC_DB_METHODS_MAX rows. */
+	if (sqlite3_prepare_v2(db, "SELECT COUNT(*), SUM(id = ?1) FROM method_configs", -1, &st,
+			       NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_text(st, 1, r->id, -1, SQLITE_TRANSIENT);
+	int rc = sqlite3_step(st);
+	int64_t rows = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+	int64_t same = rc == SQLITE_ROW ? sqlite3_column_int64(st, 1) : 0;
+	sqlite3_finalize(st);
+	if (rows < 0)
+		return -EIO;
+	if (!same && rows >= SVC_DB_METHODS_MAX)
+		return -ENOSPC;
+	if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO method_configs VALUES(?,?,?,?,?,?,?,?,?)",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_text(st, 1, r->id, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 2, r->version);
+	sqlite3_bind_text(st, 3, r->exe, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 4, r->targets, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 5, r->every);
+	sqlite3_bind_int64(st, 6, r->max_hits);
+	sqlite3_bind_int64(st, 7, r->canary_percent);
+	sqlite3_bind_int64(st, 8, r->expires_ms);
+	sqlite3_bind_int64(st, 9, r->budget_us);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int svc_db_methods_del(const char *id)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(db, id ? "DELETE FROM method_configs WHERE id=?1"
+			       : "DELETE FROM method_configs", -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	if (id)
+		sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+	int rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int svc_db_methods_load(int64_t now_ms, void (*fn)(const struct svc_db_method_row *r, void *ud),
+			void *ud, int *expired)
+{
+	sqlite3_stmt *st;
+	if (expired)
+		*expired = 0;
+	if (!fn)
+		return -EINVAL;
+	if (sqlite3_prepare_v2(db, "DELETE FROM method_configs WHERE expires_ms <= ?1", -1, &st,
+			       NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, now_ms);
+	int rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return -EIO;
+	if (expired)
+		*expired = sqlite3_changes(db);
+	if (sqlite3_prepare_v2(db, "SELECT id, version, exe, targets, every, max_hits,"
+			       " canary_percent, expires_ms, budget_us FROM method_configs LIMIT ?1", -1, &st,
+			       NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, SVC_DB_METHODS_MAX);
+	int n = 0;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct svc_db_method_row r = {
+			.id = (const char *)sqlite3_column_text(st, 0),
+			.version = (uint32_t)sqlite3_column_int64(st, 1),
+			.exe = (const char *)sqlite3_column_text(st, 2),
+			.targets = (const char *)sqlite3_column_text(st, 3),
+			.every = (uint32_t)sqlite3_column_int64(st, 4),
+			.max_hits = (uint32_t)sqlite3_column_int64(st, 5),
+			.canary_percent = (uint32_t)sqlite3_column_int64(st, 6),
+			.expires_ms = sqlite3_column_int64(st, 7),
+			.budget_us = (uint32_t)sqlite3_column_int64(st, 8),
+		};
+		if (!r.id || !r.exe || !r.targets)
+			continue;
+		fn(&r, ud);
 		n++;
 	}
 	sqlite3_finalize(st);

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define SVC_DB_SCHEMA_VERSION 6
+#define SVC_DB_SCHEMA_VERSION 7
 
 /*
  * Open (create) the state database. A corrupt file gives -EUCLEAN and one
@@ -67,5 +67,29 @@ int svc_db_trigger_del(const char *app, int type);
 typedef void (*svc_db_trigger_fn)(const char *app, uint32_t type, uid_t uid, gid_t gid,
 				  const char *exe, const void *spec, size_t len, void *ud);
 int svc_db_trigger_load(svc_db_trigger_fn fn, void *ud);
+
+/*
+ * Method-event configs added by profctl (svc_methods), so they survive a
+ * restart: one row per id, targets joined by '\n' (admission refuses
+ * control characters in a target), expires_ms an absolute CLOCK_REALTIME
+ * time. At most SVC_DB_METHODS_MAX rows: a put of a new id past it is
+ * -ENOSPC (svc_methods' own table is smaller, so it is never reached).
+ */
+#define SVC_DB_METHODS_MAX 64
+struct svc_db_method_row {
+	const char *id, *exe, *targets;
+	uint32_t version, every, max_hits, canary_percent, budget_us;
+	int64_t expires_ms;
+};
+int svc_db_methods_put(const struct svc_db_method_row *r);
+/* id NULL: every row. */
+int svc_db_methods_del(const char *id);
+/*
+ * Rows whose expires_ms is past now_ms are deleted; fn gets each other
+ * one. The number handed to fn, or -EIO; *expired (if not NULL) gets how
+ * many were deleted.
+ */
+int svc_db_methods_load(int64_t now_ms, void (*fn)(const struct svc_db_method_row *r, void *ud),
+			void *ud, int *expired);
 
 #endif

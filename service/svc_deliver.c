@@ -315,8 +315,11 @@ void svc_deliver_start(struct session *s)
 		svc_deliver_fail(s, PROF_E_POST_PROCESSING, msg);
 		return;
 	}
-	/* pprof is gzip'd: anything else is not what was asked for. */
-	if (!strcmp(names_type_format(s->type), "pprof") &&
+	/* pprof is gzip'd: anything else is not what was asked for. Method
+	 * events in Perfetto format (redacted as a trace, not converted) come
+	 * from profilingd-perf or the JVM agent as a trace already. */
+	const char *rf = names_format_redact(s->type, s->format);
+	if (!strcmp(names_type_format(s->type), "pprof") && (!rf || strcmp(rf, "perfetto")) &&
 	    (pread(s->raw_fd, magic, 2, 0) != 2 || magic[0] != 0x1f || magic[1] != 0x8b)) {
 		svc_deliver_fail(s, PROF_E_POST_PROCESSING, "artifact is not a gzip'd pprof");
 		return;

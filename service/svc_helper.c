@@ -413,12 +413,14 @@ int svc_perf_start(pid_t pid, uint64_t start, uint32_t hz, uint32_t duration_ms,
 }
 
 int svc_perf_methods_start(pid_t pid, uint64_t start, const char *const *methods, unsigned n,
-			   uint32_t every, uint32_t max_hits, uint32_t duration_ms, int out_fd,
+			   uint32_t every, uint32_t max_hits, bool perfetto, uint32_t budget_us,
+			   uint32_t duration_ms,
+			   int out_fd,
 			   svc_helper_cb cb, void *ud, struct svc_helper **out)
 {
-	char p[16], st[24], d[16], e[16], x[16];
-	/* 8 fixed words, 2 per target, 4 for the options, the NULL. */
-	char *argv[8 + 2 * SVC_METHOD_TARGETS_MAX + 4 + 1];
+	char p[16], st[24], d[16], e[16], x[16], b[16];
+	/* 8 fixed words, 2 per target, 8 for the options, the NULL. */
+	char *argv[8 + 2 * SVC_METHOD_TARGETS_MAX + 8 + 1];
 	size_t k = 0;
 	if (!paths[SVC_HELPER_PERF][0])
 		return -ENOENT;
@@ -444,6 +446,13 @@ int svc_perf_methods_start(pid_t pid, uint64_t start, const char *const *methods
 	argv[k++] = e;
 	argv[k++] = "--max-hits";
 	argv[k++] = x;
+	if (perfetto) {
+		argv[k++] = "--format";
+		argv[k++] = "perfetto";
+	}
+	snprintf(b, sizeof(b), "%u", budget_us);
+	argv[k++] = "--budget-us";
+	argv[k++] = b;
 	argv[k] = NULL;
 	return svc_helper_run(SVC_HELPER_PERF, argv, -1, out_fd, -1,
 			      duration_ms + cfg->deadline_grace_ms, cb, ud, out);

@@ -94,11 +94,15 @@ int svc_perf_start(pid_t pid, uint64_t start, uint32_t hz, uint32_t duration_ms,
 /*
  * Method events (docs/METHOD_EVENTS.md): profilingd-perf --method for
  * each of the n (1..8) targets on pid for duration_ms, the stack of every
- * `every`th hit (0: each), stopping after max_hits (0: the helper's cap).
- * As svc_perf_start otherwise.
+ * `every`th hit (0: each), stopping after max_hits (0: the helper's cap);
+ * a Perfetto trace of the hits if perfetto, else pprof; the probes go
+ * once the helper's mean time per recorded hit is over budget_us (its
+ * status then says over_budget=). As svc_perf_start otherwise.
  */
 int svc_perf_methods_start(pid_t pid, uint64_t start, const char *const *methods, unsigned n,
-			   uint32_t every, uint32_t max_hits, uint32_t duration_ms, int out_fd,
+			   uint32_t every, uint32_t max_hits, bool perfetto, uint32_t budget_us,
+			   uint32_t duration_ms,
+			   int out_fd,
 			   svc_helper_cb cb, void *ud, struct svc_helper **h);
 /*
  * Speak the HotSpot attach protocol to JVM pid with profilingd-jattach

@@ -5,6 +5,7 @@
 #include "svc_methods.h"
 #include "svc_admit.h"
 #include "svc_conn.h"
+#include "svc_db.h"
 #include "svc_ident.h"
 #include "svc_request.h"
 #include "svc_session_priv.h"
@@ -115,6 +116,8 @@ static void start_one(struct entry *e, pid_t pid, uint64_t start)
 	prm.method_every = c->every;
 	prm.has_method_max_hits = c->max_hits != 0;
 	prm.method_max_hits = c->max_hits;
+	prm.has_method_budget_us = c->budget_us != 0;
+	prm.method_budget_us = c->budget_us;
 	prm.has_duration_ms = 1;
 	int64_t left = e->expires_ms - (int64_t)(util_now_ns(CLOCK_REALTIME) / 1000000);
 	prm.duration_ms = left < SVC_DURATION_MIN_MS ? SVC_DURATION_MIN_MS : (uint32_t)left;
@@ -166,7 +169,36 @@ static void apply(struct entry *e)
 	closedir(d);
 }
 
-int svc_methods_add(const struct svc_methods_cfg *c, char *msg, size_t n)
+/* Kept in the state database so that a restart brings it back (a
+ * [methods.ID] section comes back from the config file instead). A
+ * failed write costs the config its restart, not its captures: logged. */
+static void persist(const struct entry *e)
+{
+	char targets[SVC_METHOD_TARGETS_MAX * SVC_METHOD_TARGET_LEN];
+	size_t len = 0;
+	targets[0] = '\0';
+	for (unsigned i = 0; i < e->cfg.ntargets; i++) {
+		int w = snprintf(targets + len, sizeof(targets) - len, "%s%s", i ? "\n" : "",
+				 e->cfg.targets[i]);
+		if (w < 0 || (size_t)w >= sizeof(targets) - len)
+			break;
+		len += (size_t)w;
+	}
+	struct svc_db_method_row r = {
+		.id = e->cfg.id, .exe = e->cfg.exe, .targets = targets,
+		.version = e->cfg.version, .every = e->cfg.every, .max_hits = e->cfg.max_hits,
+		.canary_percent = e->cfg.canary_percent, .expires_ms = e->expires_ms,
+		.budget_us = e->cfg.budget_us,
+	};
+	int rc = svc_db_methods_put(&r);
+	if (rc < 0)
+		LOG_W("method events %s: not saved in the state database (%s): a restart "
+		      "forgets it", e->cfg.id, strerror(-rc));
+}
+
+/* expires_ms 0: now + the config's expiry; save: profctl's (persist()). */
+static int add(const struct svc_methods_cfg *c, int64_t expires_ms, bool save, char *msg,
+	       size_t n)
 {
 	Pd__Params prm = PD__PARAMS__INIT;
 	char *targets[SVC_METHOD_TARGETS_MAX];
@@ -195,6 +227,8 @@ int svc_methods_add(const struct svc_methods_cfg *c, char *msg, size_t n)
 	prm.method_every = c->every;
 	prm.has_method_max_hits = 1;
 	prm.method_max_hits = c->max_hits;
+	prm.has_method_budget_us = 1;
+	prm.method_budget_us = c->budget_us;
 	int e = svc_admit_methods(&prm, msg, n);
 	if (e)
 		return e;
@@ -223,13 +257,21 @@ int svc_methods_add(const struct svc_methods_cfg *c, char *msg, size_t n)
 		slot->cfg.expiry_s = SVC_METHODS_EXPIRY_DEFAULT_S;
 	if (!slot->cfg.canary_percent)
 		slot->cfg.canary_percent = 100;
-	slot->expires_ms = (int64_t)(util_now_ns(CLOCK_REALTIME) / 1000000) +
-			   (int64_t)slot->cfg.expiry_s * 1000;
+	slot->expires_ms = expires_ms ? expires_ms
+				      : (int64_t)(util_now_ns(CLOCK_REALTIME) / 1000000) +
+					(int64_t)slot->cfg.expiry_s * 1000;
+	if (save)
+		persist(slot);
 	apply(slot);
 	LOG_I("method events %s v%u on %s: %u processes, %u in the %u %% canary, %u hooked, "
 	      "expires in %u s", c->id, c->version, c->exe, slot->matched, slot->selected,
 	      slot->cfg.canary_percent, slot->started, slot->cfg.expiry_s);
 	return 0;
+}
+
+int svc_methods_add(const struct svc_methods_cfg *c, char *msg, size_t n)
+{
+	return add(c, 0, true, msg, n);
 }
 
 int svc_methods_disable(const char *id)
@@ -246,6 +288,11 @@ int svc_methods_disable(const char *id)
 	}
 	if (!found && !all)
 		return -ENOENT;
+	/* Disabled stays disabled: a restart must not bring the hooks back. */
+	int rc = svc_db_methods_del(all ? NULL : id);
+	if (rc < 0)
+		LOG_E("method events %s: disabled, but still in the state database (%s): a "
+		      "restart would enable it again", id, strerror(-rc));
 	LOG_N("method events disabled: %s; %d captures stopped, their probes removed", id,
 	      stopped);
 	return stopped;
@@ -284,8 +331,65 @@ int svc_methods_switch_off(void)
 			table[i].disabled = true;
 			table[i].nsessions = 0;
 		}
+	/* As the kill switch: none of them comes back at the next start. */
+	int rc = svc_db_methods_del(NULL);
+	if (rc < 0)
+		LOG_E("method events switched off, but the saved configs remain (%s)",
+		      strerror(-rc));
 	return svc_request_stop_type(PROF_METHOD_EVENTS, "method events switched off "
 				     "([capture] method_events = false)");
+}
+
+/* One saved profctl config back, with its own expiry time. */
+static void restore_one(const struct svc_db_method_row *r, void *ud)
+{
+	struct svc_methods_cfg *c = ud;
+	char msg[256];
+	int64_t now = (int64_t)(util_now_ns(CLOCK_REALTIME) / 1000000);
+	memset(c, 0, sizeof(*c));
+	util_strlcpy(c->id, r->id, sizeof(c->id));
+	util_strlcpy(c->exe, r->exe, sizeof(c->exe));
+	for (const char *t = r->targets; *t && c->ntargets < SVC_METHOD_TARGETS_MAX;) {
+		size_t l = strcspn(t, "\n");
+		if (l < SVC_METHOD_TARGET_LEN) {
+			memcpy(c->targets[c->ntargets], t, l);
+			c->targets[c->ntargets++][l] = '\0';
+		}
+		t += l + (t[l] == '\n');
+	}
+	c->version = r->version;
+	c->every = r->every;
+	c->max_hits = r->max_hits;
+	c->canary_percent = r->canary_percent;
+	c->budget_us = r->budget_us;
+	/* What is left of it; its end stays the one it was given. */
+	int64_t left = (r->expires_ms - now + 999) / 1000;
+	c->expiry_s = left < 1 ? 1 : left > SVC_METHODS_EXPIRY_MAX_S ? SVC_METHODS_EXPIRY_MAX_S
+								    : (uint32_t)left;
+	if (add(c, r->expires_ms, false, msg, sizeof(msg)))
+		LOG_E("method events %s: saved config not restored: %s", r->id, msg);
+	else
+		LOG_I("method events %s v%u: restored from the state database", r->id,
+		      r->version);
+}
+
+/* profctl's configs saved by an earlier run: expired ones dropped. */
+static void restore(void)
+{
+	struct svc_methods_cfg *c = calloc(1, sizeof(*c));
+	int expired = 0;
+	if (!c) {
+		LOG_E("method events: out of memory: saved configs not restored");
+		return;
+	}
+	int n = svc_db_methods_load((int64_t)(util_now_ns(CLOCK_REALTIME) / 1000000), restore_one,
+				    c, &expired);
+	free(c);
+	if (n < 0)
+		LOG_E("method events: saved configs not read: %s", strerror(-n));
+	else if (n || expired)
+		LOG_N("method events: %d saved config(s) restored, %d expired ones dropped", n,
+		      expired);
 }
 
 void svc_methods_load(const struct svc_config *cfg)
@@ -309,10 +413,12 @@ void svc_methods_load(const struct svc_config *cfg)
 		c->expiry_s = m->expiry_s;
 		c->every = m->every;
 		c->max_hits = m->max_hits;
-		if (svc_methods_add(c, msg, sizeof(msg)))
+		c->budget_us = m->budget_us;
+		if (add(c, 0, false, msg, sizeof(msg)))
 			LOG_E("[methods.%s] not loaded: %s", m->id, msg);
 	}
 	free(c);
+	restore();
 }
 
 void svc_methods_foreach(void (*fn)(const struct svc_methods_info *i, void *ud), void *ud)

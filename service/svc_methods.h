@@ -10,8 +10,12 @@
  * Caps: SVC_METHODS_MAX configs (root only adds them, so one table for
  * all), SVC_METHODS_PROCS processes started per config. At a cap: the
  * add is refused / later processes are counted as not hooked.
- * Configs live in memory: a restart forgets them (the canary's choice
- * does not change: it is a hash of the process, not a draw).
+ * profctl's configs are also saved in the state database (svc_db, at
+ * most SVC_DB_METHODS_MAX rows) and come back at the next start with the
+ * expiry time they were given; expired ones are dropped then, and a
+ * disabled one is deleted (the kill switch holds across a restart). The
+ * canary's choice does not change across restarts: it is a hash of the
+ * process, not a draw.
  */
 #ifndef PD_SVC_METHODS_H
 #define PD_SVC_METHODS_H
@@ -38,6 +42,7 @@ struct svc_methods_cfg {
 	uint32_t every, max_hits;
 	uint32_t expiry_s;                /* 0: 1 h; at most 24 h */
 	uint32_t canary_percent;          /* 0: 100 */
+	uint32_t budget_us;               /* 0: [capture] method_budget_us */
 };
 
 /* The state of one config, for listings. */
@@ -84,8 +89,10 @@ void svc_methods_exec(pid_t pid, const char *exe);
 /* Any config in the table: an exec is then worth the /proc/<pid>/exe read. */
 bool svc_methods_any(void);
 /*
- * The config's [methods.ID] sections, added as profctl would (at start).
- * A refused one is logged with its reason and skipped.
+ * The config's [methods.ID] sections, added as profctl would (at start),
+ * then profctl's configs saved by an earlier run (a saved one with the id
+ * of a section and a version not higher is refused: the file wins). A
+ * refused one is logged with its reason and skipped.
  */
 void svc_methods_load(const struct svc_config *cfg);
 void svc_methods_foreach(void (*fn)(const struct svc_methods_info *i, void *ud), void *ud);

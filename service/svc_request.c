@@ -370,6 +370,8 @@ static int create_session(struct target *t, const Pd__Request *rq,
 		s->method_every = rq->params->has_method_every ? rq->params->method_every : 0;
 		s->method_max_hits = rq->params->has_method_max_hits
 			? rq->params->method_max_hits : 0;
+		s->method_budget_us = rq->params->has_method_budget_us
+			? rq->params->method_budget_us : 0;
 	}
 	util_strlcpy(s->tag, rq->tag ? rq->tag : "", sizeof(s->tag));
 	util_strlcpy(s->app, t->app, sizeof(s->app));

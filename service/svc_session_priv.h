@@ -66,6 +66,7 @@ struct session {
 	char (*methods)[SVC_METHOD_TARGET_LEN];
 	unsigned nmethods;
 	uint32_t method_every, method_max_hits;
+	uint32_t method_budget_us;     /* 0: [capture] method_budget_us */
 	const char *redact_format;       /* NULL: the type's format */
 	/* Heap formats (issue #20): the process as read at capture start,
 	 * and the OOM thread the runtime named. */

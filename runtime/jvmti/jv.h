@@ -195,6 +195,7 @@ int jvg_write_trace(int fd, uint64_t *bytes, uint64_t *events, uint64_t *dropped
 #define JVE_SLOTS       64     /* threads with a stack table; later threads: hits counted, stacks dropped */
 #define JVE_STACKS      64     /* distinct (target, stack) a thread keeps; more: lost */
 #define JVE_FRAMES      32     /* frames per stack; deeper stacks are cut at the root end */
+#define JVE_RING        1024   /* recorded hits a thread keeps for the Perfetto result; more: dropped */
 
 struct jve_stats {
 	uint64_t hits, stacks, lost, untracked, mean_ns;
@@ -212,12 +213,29 @@ void JNICALL jve_on_class_file_load(jvmtiEnv *j, JNIEnv *jni, jclass redefined, 
 int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why, size_t n);
 /* Whether max_hits (0: no cap) hits have been counted. */
 bool jve_enough(uint64_t max_hits);
+/*
+ * The overhead budget (issue #19): whether the hook's mean time per hit,
+ * once JVE_BUDGET_MIN_HITS are in, is over budget_ns. When it is, the
+ * result's pprof says so (the caller then removes the hooks, jve_stop).
+ */
+#define JVE_BUDGET_MIN_HITS 16
+bool jve_over_budget(uint64_t budget_ns);
+/* After a capture jve_over_budget ended: its note in buf, else NULL. */
+const char *jve_budget_note(char *buf, size_t n);
 /* Remove every hook (retransform back); 0 or -EIO (then no more method
  * events in this process; jve_note says why). */
 int jve_stop(JNIEnv *jni);
 /* After jve_stop: the gzip'd pprof of the hits (sample value = hits). */
 int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struct jve_stats *st,
 		    uint64_t *bytes);
+/*
+ * After jve_stop, the Perfetto result (format perfetto, issue #19): per
+ * thread a track, per recorded hit (its first JVE_RING) a TYPE_INSTANT
+ * event at its CLOCK_REALTIME time named by its leaf method, its stack an
+ * interned "stack" debug annotation (docs/METHOD_EVENTS.md). bytes: what
+ * was written; dropped: hits past the rings. 0 or a negative errno.
+ */
+int jve_write_perfetto(JNIEnv *jni, int fd, uint64_t *bytes, uint64_t *events, uint64_t *dropped);
 /* What the last removal did, for the result and the log. */
 const char *jve_note(void);
 

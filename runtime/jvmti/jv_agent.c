@@ -527,6 +527,8 @@ static int capture_trace(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, in
 
 /* Method events (jv_methods.c): tick and stop condition for wait_capture. */
 static uint64_t methods_max_hits;
+static bool methods_budget_on;     /* the daemon sent method_budget_us */
+static uint64_t methods_budget_ns;
 
 static void methods_tick(JNIEnv *jni)
 {
@@ -536,6 +538,11 @@ static void methods_tick(JNIEnv *jni)
 
 static bool methods_enough(void)
 {
+	if (methods_budget_on && jve_over_budget(methods_budget_ns)) {
+		LOG_I("method events: over the overhead budget of %llu us: the hooks go",
+		      (unsigned long long)(methods_budget_ns / 1000));
+		return true;
+	}
 	return jve_enough(methods_max_hits);
 }
 
@@ -551,6 +558,8 @@ static int capture_methods(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, 
 
 	methods_max_hits = p && p->has_method_max_hits && p->method_max_hits
 		? p->method_max_hits : JV_METHODS_MAX_HITS;
+	methods_budget_on = p && p->has_method_budget_us;
+	methods_budget_ns = methods_budget_on ? (uint64_t)p->method_budget_us * 1000 : 0;
 	int64_t start = (int64_t)util_now_ns(CLOCK_REALTIME);
 	int r = jve_start(jni, p ? p->method_targets : NULL, p ? p->n_method_targets : 0, every,
 			  why, sizeof(why));
@@ -569,6 +578,17 @@ static int capture_methods(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, 
 	if (r != 0)
 		return r < 0 ? r : 0;
 	int64_t dur_ns = (int64_t)util_now_ns(CLOCK_REALTIME) - start;
+	char bnote[200];
+	if (p && p->has_format && p->format == PROF_FORMAT_PERFETTO) {
+		uint64_t events = 0, dropped = 0;
+		r = jve_write_perfetto(jni, fd, &bytes, &events, &dropped);
+		if (r < 0)
+			return send_done(sock, cr->session_id, PROF_E_EXECUTING, strerror(-r), 0, 0,
+					 0, NULL);
+		return send_done(sock, cr->session_id, PROF_E_NONE,
+				 jve_budget_note(bnote, sizeof(bnote)), bytes, events, dropped,
+				 "perfetto");
+	}
 	r = jve_write_pprof(jni, fd, start, dur_ns, &st, &bytes);
 	if (r < 0)
 		return send_done(sock, cr->session_id, PROF_E_EXECUTING, strerror(-r), 0, 0, 0, NULL);
@@ -577,9 +597,10 @@ static int capture_methods(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, 
 	      (unsigned long long)st.hits, (unsigned long long)st.stacks,
 	      (unsigned long long)st.lost, (unsigned long long)st.untracked,
 	      (unsigned long long)st.mean_ns, jve_note());
-	/* A failed removal is in the result's comments and the log. */
-	return send_done(sock, cr->session_id, PROF_E_NONE, NULL, bytes, st.stacks,
-			 st.lost + st.untracked, "pprof");
+	/* A failed removal is in the result's comments and the log; the
+	 * budget's removal also in the result's note (CaptureDone.message). */
+	return send_done(sock, cr->session_id, PROF_E_NONE, jve_budget_note(bnote, sizeof(bnote)),
+			 bytes, st.stacks, st.lost + st.untracked, "pprof");
 }
 
 static int capture(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, int fd)

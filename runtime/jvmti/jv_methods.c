@@ -39,6 +39,7 @@
 #include "jtarget.h"
 #include "jv_inject.h"
 #include "log.h"
+#include "perfetto_trace.pb-c.h"
 #include "pprof.h"
 #include "util.h"
 
@@ -61,6 +62,11 @@ struct jve_slot {
 	_Atomic uint64_t ns, lost;        /* time in the hook; stacks past the table */
 	uint64_t since;                   /* owner only: hits since the last stack */
 	struct jve_stack st[JVE_STACKS];
+	/* Each recorded hit's time and stack, for the Perfetto result: the
+	 * first JVE_RING of the capture, the rest counted in ring_drop. */
+	struct { uint64_t ts; uint32_t stack; } ring[JVE_RING];
+	_Atomic uint32_t nring;
+	_Atomic uint64_t ring_drop;
 };
 
 /* The capture's state. Written by the agent thread while no capture runs
@@ -87,6 +93,7 @@ static struct {
 	unsigned classes;
 	char why[JVE_MAX_TARGETS][160];    /* the first refusal of a target's class */
 	char note[256];                    /* the removal's outcome, for the result */
+	uint64_t over_ns, budget_ns;       /* jve_over_budget: the mean that went over */
 	uint64_t install_ns, remove_ns;    /* how long each took, for the result */
 	jint loaded;                       /* classes GetLoadedClasses listed at install */
 } H = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -124,7 +131,8 @@ static struct jve_slot *my_slot(void)
 	return t_slot ? &H.slots[t_slot - 1] : NULL;
 }
 
-static void keep_stack(struct jve_slot *sl, uint32_t target, uint64_t t0)
+/* The stack's index in the slot's table, or -1 when it was not kept. */
+static int keep_stack(struct jve_slot *sl, uint32_t target, uint64_t t0)
 {
 	jvmtiFrameInfo f[JVE_FRAMES];
 	jint n = 0;
@@ -132,7 +140,7 @@ static void keep_stack(struct jve_slot *sl, uint32_t target, uint64_t t0)
 	if ((*jv_jvmti)->GetStackTrace(jv_jvmti, NULL, 1, JVE_FRAMES, f, &n) != JVMTI_ERROR_NONE ||
 	    n <= 0) {
 		bump(&sl->lost, 1);
-		return;
+		return -1;
 	}
 	uint64_t h = 1469598103934665603ull ^ target;
 	for (jint i = 0; i < n; i++) {
@@ -146,12 +154,12 @@ static void keep_stack(struct jve_slot *sl, uint32_t target, uint64_t t0)
 		    !memcmp(s->f, f, (size_t)n * sizeof(*f))) {
 			bump(&s->count, 1);
 			atomic_store_explicit(&s->last_ns, t0, memory_order_relaxed);
-			return;
+			return (int)i;
 		}
 	}
 	if (ns >= JVE_STACKS) {
 		bump(&sl->lost, 1);
-		return;
+		return -1;
 	}
 	struct jve_stack *s = &sl->st[ns];
 	s->hash = h;
@@ -162,6 +170,20 @@ static void keep_stack(struct jve_slot *sl, uint32_t target, uint64_t t0)
 	atomic_store_explicit(&s->last_ns, t0, memory_order_relaxed);
 	atomic_store_explicit(&s->count, 1, memory_order_relaxed);
 	atomic_store_explicit(&sl->nstacks, ns + 1, memory_order_release);
+	return (int)ns;
+}
+
+/* A recorded hit's (time, stack) for the Perfetto result; past the ring, a drop. */
+static void keep_hit(struct jve_slot *sl, uint64_t t0, int stack)
+{
+	uint32_t n = atomic_load_explicit(&sl->nring, memory_order_relaxed);
+	if (n >= JVE_RING) {
+		bump(&sl->ring_drop, 1);
+		return;
+	}
+	sl->ring[n].ts = t0;
+	sl->ring[n].stack = (uint32_t)stack;
+	atomic_store_explicit(&sl->nring, n + 1, memory_order_release);
 }
 
 /* profilingd.MethodHook.hit(int): every hooked method's first call. */
@@ -183,7 +205,9 @@ static void JNICALL hook_hit(JNIEnv *jni, jclass cls, jint id)
 		bump(&sl->hits[target], 1);
 		if (++sl->since >= H.every) {
 			sl->since = 0;
-			keep_stack(sl, target, t0);
+			int k = keep_stack(sl, target, t0);
+			if (k >= 0)
+				keep_hit(sl, t0, k);
 		}
 		bump(&sl->ns, now_ns() - t0);
 	}
@@ -531,6 +555,7 @@ int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why,
 	memset(H.hooked, 0, sizeof(H.hooked));
 	memset(H.why, 0, sizeof(H.why));
 	H.note[0] = '\0';
+	H.over_ns = H.budget_ns = 0;
 	H.classes = 0;
 	H.hooking = true;
 	pthread_mutex_unlock(&H.lock);
@@ -611,6 +636,35 @@ bool jve_enough(uint64_t max_hits)
 	for (unsigned t = 0; t < JVE_MAX_TARGETS; t++)
 		sum += atomic_load_explicit(&H.untracked[t], memory_order_relaxed);
 	return sum >= max_hits;
+}
+
+const char *jve_budget_note(char *buf, size_t n)
+{
+	if (!H.over_ns)
+		return NULL;
+	util_fmt(buf, n, "method events disabled over budget: %llu ns per hit on average, the "
+		 "budget is %llu us; the hooks were removed", (unsigned long long)H.over_ns,
+		 (unsigned long long)(H.budget_ns / 1000));
+	return buf;
+}
+
+bool jve_over_budget(uint64_t budget_ns)
+{
+	uint64_t ns = 0, hits = 0;
+	uint32_t n = atomic_load(&H.nslots);
+	if (!H.slots)
+		return false;
+	/* The hook times itself in the slots; untracked threads' hits are not timed. */
+	for (uint32_t i = 0; i < n && i < JVE_SLOTS; i++) {
+		ns += atomic_load_explicit(&H.slots[i].ns, memory_order_relaxed);
+		for (unsigned t = 0; t < JVE_MAX_TARGETS; t++)
+			hits += atomic_load_explicit(&H.slots[i].hits[t], memory_order_relaxed);
+	}
+	if (hits < JVE_BUDGET_MIN_HITS || ns <= budget_ns * hits)
+		return false;
+	H.over_ns = ns / hits;
+	H.budget_ns = budget_ns;
+	return true;
 }
 
 int jve_stop(JNIEnv *jni)
@@ -716,6 +770,12 @@ int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 	util_fmt(line, sizeof(line), "hooks installed in %.1f ms (%d loaded classes looked at)",
 		 (double)H.install_ns / 1e6, (int)H.loaded);
 	pp_add_comment(b, line);
+	if (H.over_ns) {
+		util_fmt(line, sizeof(line), "overhead budget: %llu ns per hit on average, over the "
+			 "budget of %llu us: the hooks were removed", (unsigned long long)H.over_ns,
+			 (unsigned long long)(H.budget_ns / 1000));
+		pp_add_comment(b, line);
+	}
 	if (H.note[0])
 		pp_add_comment(b, H.note);
 	r = pp_write_gz(b, fd, bytes);
@@ -728,4 +788,237 @@ out:
 const char *jve_note(void)
 {
 	return H.note;
+}
+
+/* ------------------------------------------------------ Perfetto result */
+
+typedef Perfetto__Protos__TracePacket TPacket;
+
+/* One Trace.packet (field 1, length-delimited) to fd. */
+static int put_packet(int fd, const TPacket *pkt, uint8_t **buf, size_t *cap, uint64_t *total)
+{
+	size_t sz = perfetto__protos__trace_packet__get_packed_size(pkt), h = 0;
+	if (sz + 11 > *cap) {
+		uint8_t *b = realloc(*buf, sz + 11);
+		if (!b)
+			return -ENOMEM;
+		*buf = b;
+		*cap = sz + 11;
+	}
+	(*buf)[h++] = 0x0a;
+	for (uint64_t v = sz;; v >>= 7) {
+		(*buf)[h++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		if (v <= 0x7f)
+			break;
+	}
+	perfetto__protos__trace_packet__pack(pkt, *buf + h);
+	for (size_t off = 0, n = h + sz; off < n;) {
+		ssize_t w = write(fd, *buf + off, n - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		off += (size_t)w;
+	}
+	*total += h + sz;
+	return 0;
+}
+
+/* "pkg.Class.method" of a frame, or "(unknown)". */
+static void method_name(JNIEnv *jni, jmethodID id, char *out, size_t n)
+{
+	jvmtiEnv *j = jv_jvmti;
+	char *mname = NULL, *csig = NULL, cls[384];
+	jclass k = NULL;
+	snprintf(out, n, "(unknown)");
+	if ((*j)->GetMethodName(j, id, &mname, NULL, NULL) == JVMTI_ERROR_NONE &&
+	    (*j)->GetMethodDeclaringClass(j, id, &k) == JVMTI_ERROR_NONE &&
+	    (*j)->GetClassSignature(j, k, &csig, NULL) == JVMTI_ERROR_NONE) {
+		jvm_class_name(csig, cls, sizeof(cls));
+		snprintf(out, n, "%s.%s", cls, mname);
+	}
+	if (mname)
+		(*j)->Deallocate(j, (unsigned char *)mname);
+	if (csig)
+		(*j)->Deallocate(j, (unsigned char *)csig);
+	/* The agent thread never returns to Java: its local refs pile up. */
+	if (k && jni)
+		(*jni)->DeleteLocalRef(jni, k);
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int jve_write_perfetto(JNIEnv *jni, int fd, uint64_t *bytes, uint64_t *events, uint64_t *dropped)
+{
+	enum { CLK_REALTIME = 1, CLK_BOOTTIME = 6, ANNOT_IID = 1 };
+	uint8_t *buf = NULL, *seen = NULL;
+	size_t cap = 0;
+	char *text = NULL, leaf[256], fr[512];
+	uint64_t total = 0;
+	int32_t pid = (int32_t)getpid();
+	bool named = false;
+	int r = 0;
+
+	*bytes = *events = *dropped = 0;
+	uint32_t nslots = atomic_load(&H.nslots);
+	if (nslots > JVE_SLOTS)
+		nslots = JVE_SLOTS;
+	seen = calloc(JVE_SLOTS * JVE_STACKS, 1);
+	text = malloc(JVE_FRAMES * sizeof(fr));
+	if (!seen || !text || !H.slots) {
+		r = -ENOMEM;
+		goto out;
+	}
+	/* The hook's times are CLOCK_REALTIME: the snapshot places them. */
+	Perfetto__Protos__ClockSnapshot__Clock c_rt = PERFETTO__PROTOS__CLOCK_SNAPSHOT__CLOCK__INIT;
+	Perfetto__Protos__ClockSnapshot__Clock c_bt = PERFETTO__PROTOS__CLOCK_SNAPSHOT__CLOCK__INIT;
+	Perfetto__Protos__ClockSnapshot__Clock *clocks[2] = { &c_bt, &c_rt };
+	Perfetto__Protos__ClockSnapshot cs = PERFETTO__PROTOS__CLOCK_SNAPSHOT__INIT;
+	c_bt.has_clock_id = c_bt.has_timestamp = c_rt.has_clock_id = c_rt.has_timestamp = 1;
+	c_bt.clock_id = CLK_BOOTTIME;
+	c_bt.timestamp = clock_ns(CLOCK_BOOTTIME);
+	c_rt.clock_id = CLK_REALTIME;
+	c_rt.timestamp = clock_ns(CLOCK_REALTIME);
+	cs.n_clocks = 2;
+	cs.clocks = clocks;
+	TPacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+	p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_CLOCK_SNAPSHOT;
+	p.clock_snapshot = &cs;
+	p.has_timestamp = 1;
+	p.timestamp = c_bt.timestamp;
+	if ((r = put_packet(fd, &p, &buf, &cap, &total)) < 0)
+		goto out;
+	/* The process's track first on the sequence: it clears the state. */
+	Perfetto__Protos__ProcessDescriptor pd = PERFETTO__PROTOS__PROCESS_DESCRIPTOR__INIT;
+	Perfetto__Protos__TrackDescriptor td = PERFETTO__PROTOS__TRACK_DESCRIPTOR__INIT;
+	pd.has_pid = 1;
+	pd.pid = pid;
+	td.has_uuid = 1;
+	td.uuid = (uint64_t)(uint32_t)pid;
+	td.process = &pd;
+	p = (TPacket)PERFETTO__PROTOS__TRACE_PACKET__INIT;
+	p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR;
+	p.track_descriptor = &td;
+	p.has_trusted_packet_sequence_id = p.has_sequence_flags = 1;
+	p.trusted_packet_sequence_id = 1;
+	p.sequence_flags = PERFETTO__PROTOS__TRACE_PACKET__SEQUENCE_FLAGS__SEQ_INCREMENTAL_STATE_CLEARED;
+	if ((r = put_packet(fd, &p, &buf, &cap, &total)) < 0)
+		goto out;
+
+	for (uint32_t i = 0; i < nslots; i++) {
+		struct jve_slot *sl = &H.slots[i];
+		uint32_t nh = atomic_load_explicit(&sl->nring, memory_order_acquire);
+		uint32_t nst = atomic_load_explicit(&sl->nstacks, memory_order_acquire);
+		*dropped += atomic_load(&sl->ring_drop);
+		if (!nh)
+			continue;
+		char tname[32];
+		thread_name(sl->tid, tname, sizeof(tname));
+		Perfetto__Protos__ThreadDescriptor th = PERFETTO__PROTOS__THREAD_DESCRIPTOR__INIT;
+		td = (Perfetto__Protos__TrackDescriptor)PERFETTO__PROTOS__TRACK_DESCRIPTOR__INIT;
+		th.has_pid = th.has_tid = 1;
+		th.pid = pid;
+		th.tid = sl->tid;
+		th.thread_name = tname[0] ? tname : NULL;
+		td.has_uuid = td.has_parent_uuid = 1;
+		td.uuid = (1ull << 32) | (uint32_t)sl->tid;
+		td.parent_uuid = (uint64_t)(uint32_t)pid;
+		td.thread = &th;
+		p = (TPacket)PERFETTO__PROTOS__TRACE_PACKET__INIT;
+		p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR;
+		p.track_descriptor = &td;
+		p.has_trusted_packet_sequence_id = 1;
+		p.trusted_packet_sequence_id = 1;
+		if ((r = put_packet(fd, &p, &buf, &cap, &total)) < 0)
+			goto out;
+		for (uint32_t h = 0; h < nh && h < JVE_RING; h++) {
+			uint32_t k = sl->ring[h].stack;
+			if (k >= nst || k >= JVE_STACKS)
+				continue;
+			uint64_t iid = (uint64_t)i * JVE_STACKS + k + 1;
+			Perfetto__Protos__InternedData id = PERFETTO__PROTOS__INTERNED_DATA__INIT;
+			Perfetto__Protos__EventName en = PERFETTO__PROTOS__EVENT_NAME__INIT;
+			Perfetto__Protos__EventName *ens[1] = { &en };
+			Perfetto__Protos__InternedString is = PERFETTO__PROTOS__INTERNED_STRING__INIT;
+			Perfetto__Protos__InternedString *iss[1] = { &is };
+			Perfetto__Protos__DebugAnnotationName an =
+				PERFETTO__PROTOS__DEBUG_ANNOTATION_NAME__INIT;
+			Perfetto__Protos__DebugAnnotationName *ans[1] = { &an };
+			Perfetto__Protos__DebugAnnotation da = PERFETTO__PROTOS__DEBUG_ANNOTATION__INIT;
+			Perfetto__Protos__DebugAnnotation *das[1] = { &da };
+			Perfetto__Protos__TrackEvent te = PERFETTO__PROTOS__TRACK_EVENT__INIT;
+			p = (TPacket)PERFETTO__PROTOS__TRACE_PACKET__INIT;
+			if (!seen[iid - 1]) {
+				/* The stack's names once, with its first hit. */
+				const struct jve_stack *st = &sl->st[k];
+				size_t len = 0;
+				text[0] = leaf[0] = '\0';
+				for (uint32_t f = 0; f < st->nframes && f < JVE_FRAMES; f++) {
+					method_name(jni, st->f[f].method, fr, sizeof(fr));
+					if (!f)
+						snprintf(leaf, sizeof(leaf), "%.255s", fr);
+					int w = snprintf(text + len, JVE_FRAMES * sizeof(fr) - len,
+							 "%s%s", f ? "\n" : "", fr);
+					if (w < 0 || (size_t)w >= JVE_FRAMES * sizeof(fr) - len)
+						break;
+					len += (size_t)w;
+				}
+				en.has_iid = 1;
+				en.iid = iid;
+				en.name = leaf[0] ? leaf : "method hit";
+				is.has_iid = is.has_str = 1;
+				is.iid = iid;
+				is.str.data = (uint8_t *)text;
+				is.str.len = len;
+				id.n_event_names = 1;
+				id.event_names = ens;
+				id.n_debug_annotation_string_values = 1;
+				id.debug_annotation_string_values = iss;
+				if (!named) {
+					named = true;
+					an.has_iid = 1;
+					an.iid = ANNOT_IID;
+					an.name = "stack";
+					id.n_debug_annotation_names = 1;
+					id.debug_annotation_names = ans;
+				}
+				p.interned_data = &id;
+				seen[iid - 1] = 1;
+			}
+			te.has_type = te.has_track_uuid = 1;
+			te.type = PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT;
+			te.track_uuid = (1ull << 32) | (uint32_t)sl->tid;
+			te.name_field_case = PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME_IID;
+			te.name_iid = iid;
+			da.name_field_case = PERFETTO__PROTOS__DEBUG_ANNOTATION__NAME_FIELD_NAME_IID;
+			da.name_iid = ANNOT_IID;
+			da.value_case = PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_STRING_VALUE_IID;
+			da.string_value_iid = iid;
+			te.n_debug_annotations = 1;
+			te.debug_annotations = das;
+			p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT;
+			p.track_event = &te;
+			p.has_timestamp = p.has_timestamp_clock_id = 1;
+			p.timestamp = sl->ring[h].ts;
+			p.timestamp_clock_id = CLK_REALTIME;
+			p.has_trusted_packet_sequence_id = p.has_sequence_flags = 1;
+			p.trusted_packet_sequence_id = 1;
+			p.sequence_flags =
+				PERFETTO__PROTOS__TRACE_PACKET__SEQUENCE_FLAGS__SEQ_NEEDS_INCREMENTAL_STATE;
+			if ((r = put_packet(fd, &p, &buf, &cap, &total)) < 0)
+				goto out;
+			(*events)++;
+		}
+	}
+out:
+	*bytes = total;
+	free(buf);
+	free(seen);
+	free(text);
+	return r;
 }

@@ -51,7 +51,24 @@ struct run {
 	uint64_t hits;      /* method events: hits the samples stand for */
 	uint64_t period_ns; /* for a sample without a period */
 	uint64_t frames[PF_MAX_FRAMES], fp[PF_MAX_FRAMES];
+	bool trace;         /* --format perfetto: every recorded hit kept */
+	struct pf_hits hits_v;
+	/* --budget-us: this helper's own time per recorded hit (unwinding
+	 * and merging it), summed; over once the mean passes budget_ns. */
+	bool budget_on, over;
+	uint64_t budget_ns, spent_ns, spent_n;
 };
+
+/* Samples before the mean is judged: one slow first unwind (its module's
+ * CFI read) must not end a capture. */
+#define PF_BUDGET_MIN_SAMPLES 16
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static void usage(FILE *f)
 {
@@ -61,9 +78,13 @@ static void usage(FILE *f)
 		"       profilingd-perf --pid P [--start-time S] --duration-ms D\n"
 		"                       --method PATH:SYMBOL|PATH:+0xOFFSET|buildid:HEX:+0xOFFSET ...\n"
 		"                       [--every N]\n"
-		"                       [--max-hits M]\n"
+		"                       [--max-hits M] [--format pprof|perfetto] [--budget-us B]\n"
 		"Method events (docs/METHOD_EVENTS.md): a uprobe on each target (1..%d),\n"
 		"the stack of every Nth hit; stops after M hits (default %d).\n"
+		"--format perfetto: a Perfetto trace (uncompressed), one instant event per\n"
+		"recorded hit on its thread's track with its stack, instead of pprof.\n"
+		"--budget-us B: once this helper's mean time per recorded hit (after %d)\n"
+		"is over B µs, the probes are removed and the capture ends (over_budget=).\n"
 		"S: P's start time (/proc/P/stat field 22); P must still have it once its\n"
 		"events are open, else nothing is sampled (exit 70).\n"
 		"Samples the user-mode stacks of every thread of P at H Hz of its CPU time\n"
@@ -72,7 +93,8 @@ static void usage(FILE *f)
 		"Once the events are open it runs under policy/seccomp/perf.policy;\n"
 		"--debug-seccomp traps a forbidden call and names it (exit 75) instead of\n"
 		"a kill.\n",
-		PF_MAX_UPROBES, PF_MAX_SAMPLES, PF_MAX_HZ, PF_MAX_DURATION_MS);
+		PF_MAX_UPROBES, PF_MAX_SAMPLES, PF_BUDGET_MIN_SAMPLES, PF_MAX_HZ,
+		PF_MAX_DURATION_MS);
 }
 
 #define fail(...) util_fail(EX_SOFTWARE, __VA_ARGS__)
@@ -91,10 +113,26 @@ static int parse_num(const char *s, unsigned long max, unsigned long *out)
 	return 0;
 }
 
+static void handle_sample(struct run *run, const struct pf_sample *s);
+
 static void on_sample(const struct pf_sample *s, void *arg)
 {
 	struct run *run = arg;
+	if (!run->budget_on) {
+		handle_sample(run, s);
+		return;
+	}
+	/* vDSO clock: no syscall, ~20 ns, against the µs an unwind takes. */
+	uint64_t t0 = mono_ns();
+	handle_sample(run, s);
+	run->spent_ns += mono_ns() - t0;
+	run->spent_n++;
+	if (run->spent_n >= PF_BUDGET_MIN_SAMPLES && run->spent_ns > run->budget_ns * run->spent_n)
+		run->over = true;
+}
 
+static void handle_sample(struct run *run, const struct pf_sample *s)
+{
 	run->hits += s->period ? s->period : 1;
 	if (run->taken >= PF_MAX_SAMPLES) {
 		run->c.dropped++;
@@ -122,6 +160,10 @@ static void on_sample(const struct pf_sample *s, void *arg)
 		return;
 	}
 	run->c.samples++;
+	/* The hit's own event (--format perfetto): past the cap it is in the
+	 * counts and the stacks, not in the trace; pf_hits counts the drop. */
+	if (run->trace)
+		(void)pf_hits_add(&run->hits_v, s->time_ns, s->tid, pf_agg_last(run->agg));
 	if (unw == PF_UNW_DWARF)
 		run->c.dwarf++;
 	else
@@ -429,6 +471,8 @@ int main(int argc, char **argv)
 		{ "method", required_argument, NULL, 'm' },
 		{ "every", required_argument, NULL, 'e' },
 		{ "max-hits", required_argument, NULL, 'x' },
+		{ "format", required_argument, NULL, 'F' },
+		{ "budget-us", required_argument, NULL, 'B' },
 		{ 0 }
 	};
 	const char *methods[PF_MAX_UPROBES];
@@ -479,12 +523,31 @@ int main(int argc, char **argv)
 			if (parse_num(optarg, 1ul << 32, &max_hits) < 0)
 				return fail("--max-hits: expected 1..2^32, got '%s'", optarg);
 			break;
+		case 'F':
+			if (!strcmp(optarg, "perfetto"))
+				run.trace = true;
+			else if (strcmp(optarg, "pprof"))
+				return fail("--format: expected pprof or perfetto, got '%s'", optarg);
+			break;
+		case 'B': {
+			/* 0 is a budget too (any time is over it): parse_num refuses 0. */
+			unsigned long b = 0;
+			if (strcmp(optarg, "0") && parse_num(optarg, 1000000, &b) < 0)
+				return fail("--budget-us: expected 0..1000000, got '%s'", optarg);
+			run.budget_on = true;
+			run.budget_ns = (uint64_t)b * 1000;
+			break;
+		}
 		case 'v': verbose = 1; break;
 		case 'S': debug_seccomp = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return fail("bad usage");
 		}
 	}
+	if (run.trace && !nmethods)
+		return fail("--format perfetto is for method events (--method)");
+	if (run.budget_on && !nmethods)
+		return fail("--budget-us is for method events (--method)");
 	if (nmethods && !hz)
 		hz = 1; /* unused: method events are hits, not a rate */
 	/* Method events run until their config's expiry (24 h), samples 10 min. */
@@ -583,6 +646,12 @@ int main(int argc, char **argv)
 		int open = pf_events_poll(ev, (int)(until - now), on_sample, &run);
 		if (open == 0 && !process_running((pid_t)pid))
 			break;
+		if (run.over) {
+			LOG_I("over budget: %" PRIu64 " ns per recorded hit on average over %" PRIu64
+			      " hits, the budget is %" PRIu64 " µs: the probes go", run.spent_ns /
+			      run.spent_n, run.spent_n, run.budget_ns / 1000);
+			break;
+		}
 		if (nmethods && run.hits >= max_hits) {
 			LOG_I("%" PRIu64 " hits: the cap of %lu is reached, the probes go", run.hits,
 			      max_hits);
@@ -635,15 +704,29 @@ int main(int argc, char **argv)
 		.nmethods = nmethods,
 		.every = every,
 		.hits = run.hits,
+		.over_budget_ns = run.over ? run.spent_ns / run.spent_n : 0,
+		.budget_ns = run.budget_ns,
 	};
-	r = pf_output_write(1, &ci, run.agg, run.u, ev, &run.c);
+	if (run.trace) {
+		if (run.hits_v.dropped)
+			LOG_I("%" PRIu64 " hits past the trace's cap of %d have no event",
+			      run.hits_v.dropped, PF_MAX_SAMPLES);
+		r = pf_trace_write(1, &ci, run.agg, run.u, ev, &run.hits_v);
+	} else {
+		r = pf_output_write(1, &ci, run.agg, run.u, ev, &run.c);
+	}
 	pmap_free(jit);
 	if (r < 0) {
 		rc = fail("writing the profile: %s", strerror(-r));
 		rc = names_errno_exit(r);
 		goto out;
 	}
-	if (nmethods)
+	if (nmethods && run.over)
+		fprintf(stderr, "ok hits=%" PRIu64 " stacks=%" PRIu64 " lost=%" PRIu64
+			" threads=%u over_budget=%" PRIu64 "/%" PRIu64 "\n", run.hits,
+			run.c.samples, run.c.lost, run.c.threads, run.spent_ns / run.spent_n,
+			run.budget_ns);
+	else if (nmethods)
 		fprintf(stderr, "ok hits=%" PRIu64 " stacks=%" PRIu64 " lost=%" PRIu64
 			" threads=%u\n", run.hits, run.c.samples, run.c.lost, run.c.threads);
 	else
@@ -659,5 +742,6 @@ out:
 			close(upfd[k]);
 	pf_unwind_close(run.u);
 	pf_agg_free(run.agg);
+	pf_hits_free(&run.hits_v);
 	return rc;
 }

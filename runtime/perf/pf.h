@@ -2,7 +2,9 @@
  * profilingd-perf internals: CPU stack samples of a process that has no
  * runtime agent, taken with perf_event_open (pf_events.c), unwound and
  * symbolised with libdw (pf_unwind.c), aggregated (pf_agg.c) and written as
- * gzip'd pprof (pf_output.c). Design, registers and limits: docs/AGENTLESS.md.
+ * gzip'd pprof (pf_output.c), or, for method events, as a Perfetto trace of
+ * the hits (pf_trace.c). Design, registers and limits: docs/AGENTLESS.md,
+ * docs/METHOD_EVENTS.md.
  */
 #ifndef PD_PF_H
 #define PD_PF_H
@@ -203,6 +205,9 @@ int pf_agg_new(struct pf_agg **out);
 /* 0, or -ENOSPC at a cap (the caller counts the sample as dropped). */
 int pf_agg_add(struct pf_agg *a, uint32_t tid, enum pf_unwinder unw, const uint64_t *frames,
 	       size_t nframes, uint64_t cpu_ns);
+/* The index (for pf_agg_get) of the entry the last successful pf_agg_add
+ * created or counted in. */
+size_t pf_agg_last(const struct pf_agg *a);
 size_t pf_agg_size(const struct pf_agg *a);
 void pf_agg_get(const struct pf_agg *a, size_t i, struct pf_stack *out);
 void pf_agg_free(struct pf_agg *a);
@@ -232,10 +237,44 @@ struct pf_capture_info {
 	const char *const *methods;
 	unsigned nmethods;
 	uint64_t every, hits;
+	/* --budget-us: the mean ns per recorded hit that went over budget_ns
+	 * (0: not over, or no budget); the probes were removed then. */
+	uint64_t over_budget_ns, budget_ns;
 };
 
 /* Write the gzip'd profile to fd. 0 or negative errno. */
 int pf_output_write(int fd, const struct pf_capture_info *ci, const struct pf_agg *agg,
 		    struct pf_unwind *u, const struct pf_events *ev, const struct pf_counts *c);
+
+/* pf_trace.c: method events as a Perfetto trace (--format perfetto) */
+
+/* One recorded hit: its CLOCK_MONOTONIC time, thread, pf_agg entry. */
+struct pf_hit {
+	uint64_t ts;
+	uint32_t tid;
+	uint32_t stack;
+};
+
+/* The hits in arrival order, at most PF_MAX_SAMPLES (past it: dropped++,
+ * the hit is still counted by the probes but gets no event). */
+struct pf_hits {
+	struct pf_hit *v;
+	size_t n, cap;
+	uint64_t dropped;
+};
+
+/* 0, or -ENOSPC at the cap / -ENOMEM (dropped counted either way). */
+int pf_hits_add(struct pf_hits *h, uint64_t ts, uint32_t tid, size_t stack);
+void pf_hits_free(struct pf_hits *h);
+
+/*
+ * Write the hits as an uncompressed Perfetto trace to fd: a clock
+ * snapshot, the process's and each thread's TrackDescriptor, and per hit
+ * a TYPE_INSTANT TrackEvent on its thread's track named by the leaf
+ * function, its stack an interned "stack" debug annotation (frames leaf
+ * first, one a line). 0 or a negative errno.
+ */
+int pf_trace_write(int fd, const struct pf_capture_info *ci, const struct pf_agg *agg,
+		   struct pf_unwind *u, const struct pf_events *ev, const struct pf_hits *hits);
 
 #endif

@@ -25,6 +25,7 @@ struct pf_agg {
 	size_t narena, arena_cap;
 	uint32_t *slots;    /* entry index + 1, 0 empty; a power of two */
 	size_t nslots;
+	size_t last;        /* the entry pf_agg_add last added to */
 };
 
 static uint32_t stack_hash(uint32_t tid, unsigned unw, const uint64_t *f, size_t n)
@@ -104,6 +105,7 @@ int pf_agg_add(struct pf_agg *a, uint32_t tid, enum pf_unwinder unw, const uint6
 		    !memcmp(a->arena + e->off, frames, nframes * sizeof(*frames))) {
 			e->count++;
 			e->cpu_ns += cpu_ns;
+			a->last = (size_t)(e - a->e);
 			return 0;
 		}
 	}
@@ -131,8 +133,14 @@ int pf_agg_add(struct pf_agg *a, uint32_t tid, enum pf_unwinder unw, const uint6
 	e->cpu_ns = cpu_ns;
 	memcpy(a->arena + a->narena, frames, nframes * sizeof(*frames));
 	a->narena += nframes;
+	a->last = a->n;
 	a->slots[h] = (uint32_t)++a->n;
 	return 0;
+}
+
+size_t pf_agg_last(const struct pf_agg *a)
+{
+	return a ? a->last : 0;
 }
 
 size_t pf_agg_size(const struct pf_agg *a)

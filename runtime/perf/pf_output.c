@@ -116,6 +116,13 @@ static void comments(struct pp_builder *b, const struct pf_capture_info *ci,
 			 (unsigned long long)c->samples, (unsigned long long)c->lost,
 			 (unsigned long long)c->dropped);
 		pp_add_comment(b, line);
+		if (ci->over_budget_ns) {
+			snprintf(line, sizeof(line), "overhead budget: %llu ns per recorded hit on "
+				 "average, over the budget of %llu us: the probes were removed",
+				 (unsigned long long)ci->over_budget_ns,
+				 (unsigned long long)(ci->budget_ns / 1000));
+			pp_add_comment(b, line);
+		}
 		for (unsigned k = 0; k < ci->nmethods; k++) {
 			snprintf(line, sizeof(line), "method target: %.280s", ci->methods[k]);
 			pp_add_comment(b, line);

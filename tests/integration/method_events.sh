@@ -8,6 +8,7 @@
 # Skipped (77) where uprobes cannot be created.
 . "$(dirname "$0")/lib.sh"
 
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
 PERF=$BUILD/runtime/perf/profilingd-perf
 TGT=$APPS/method_target
 [ -x "$PERF" ] || fail "no $PERF"
@@ -15,6 +16,7 @@ TGT=$APPS/method_target
 [ -r /sys/bus/event_source/devices/uprobe/type ] || skip "kernel without the uprobe PMU"
 command -v setpriv > /dev/null || skip "setpriv (util-linux) is needed for the unprivileged case"
 need_go
+command -v protoc > /dev/null || skip "protoc (protobuf-compiler) is not installed"
 
 N=400 M=100000
 PIDS=()
@@ -98,8 +100,84 @@ wait "$TP"
 tail -n 1 "$T/err" | grep -q "^ok hits=100 " || fail "build id target: rc $rc: $(tail -n 1 "$T/err")"
 echo "ok: buildid:$bid:+$off: hits=100"
 
+# 1b. --format perfetto: a trace with one instant event per recorded hit on
+# its thread's track, carrying its stack (docs/METHOD_EVENTS.md).
+rm -f "$T/go"
+"$TGT" $N $M "$T/go" > /dev/null &
+TP=$!
+PIDS+=("$TP")
+for _ in $(seq 500); do [ "$(readlink "/proc/$TP/exe" 2> /dev/null)" = "$(readlink -f "$TGT")" ] && break; sleep 0.01; done
+rc=0
+"$PERF" --pid "$TP" --duration-ms 60000 --method "$TGT:target_fn" --format perfetto \
+	> "$T/m.pftrace" 2> "$T/err" &
+HP=$!
+wait_probes "$HP" || fail "perfetto: $(tail -n 1 "$T/err")"
+touch "$T/go"
+wait "$HP" || rc=$?
+wait "$TP"
+status=$(tail -n 1 "$T/err")
+[[ $status =~ ^ok\ hits=$N\ stacks=([0-9]+)\  ]] || fail "perfetto: rc $rc: '$status'"
+stacks=${BASH_REMATCH[1]}
+check_trace() { # check_trace FILE PID EVENTS: the trace's hits, all on PID's threads
+	protoc --decode=perfetto.protos.Trace --proto_path="$SRC/proto" perfetto_trace.proto \
+		< "$1" > "$1.txt" || fail "protoc cannot decode $1"
+	awk -v pid="$2" -v want="$3" '
+		/^packet \{/ { inst = 0; trk = ""; clk = "" }
+		/^ *uuid: / { u = $2 }
+		/^ *thread \{/ { inth = 1 }
+		inth && /^ *pid: / { if ($2 != pid) bad = bad " thread of pid " $2; inth = 0; thr[u] = 1 }
+		/type: TYPE_INSTANT/ { inst = 1; n++ }
+		/^ *track_uuid: / { trk = $2 }
+		/^ *timestamp_clock_id: / { clk = $2 }
+		/^}/ { if (inst && !(trk in thr)) bad = bad " event on track " trk;
+		       if (inst && clk != 3) bad = bad " clock " clk }
+		END { if (bad != "") { print "bad:" bad; exit 1 }
+		      if (want != "" && n != want) { print "events " n ", want " want; exit 1 }
+		      print n }' "$1.txt"
+}
+ev=$(check_trace "$T/m.pftrace" "$TP" "$stacks") || fail "perfetto trace: $ev"
+for site in site_a site_b; do
+	grep -q "str: \"target_fn\\\\n$site\\\\n" "$T/m.pftrace.txt" || fail "no target_fn <- $site stack in the trace"
+done
+grep -q 'name: "stack"' "$T/m.pftrace.txt" || fail "no stack annotation"
+echo "ok: perfetto: $ev instant events for $stacks recorded hits of $N, both call sites"
+
+# 1c. The overhead budget: a budget of 0 or 1 us is passed by every
+# recorded hit (an unwind takes more), so after 16 hits the probes go,
+# the target runs on and computes the same, and the status and the
+# profile say why. The default (none here) let the 400 hits above through.
+for budget in 0 1; do
+	rm -f "$T/go"
+	# It lingers: a helper that ends while it still runs ended by the budget.
+	"$TGT" $N $M "$T/go" 60 > "$T/target_b.out" &
+	TP=$!
+	PIDS+=("$TP")
+	for _ in $(seq 500); do [ "$(readlink "/proc/$TP/exe" 2> /dev/null)" = "$(readlink -f "$TGT")" ] && break; sleep 0.01; done
+	rc=0
+	"$PERF" --pid "$TP" --duration-ms 60000 --method "$TGT:target_fn" --budget-us $budget \
+		> "$T/b.pb.gz" 2> "$T/err" &
+	HP=$!
+	wait_probes "$HP" || fail "budget $budget: $(tail -n 1 "$T/err")"
+	touch "$T/go"
+	wait "$HP" || rc=$?
+	kill -0 "$TP" 2> /dev/null || fail "budget $budget: the helper ran until the target's end"
+	for _ in $(seq 1000); do grep -q '^sum ' "$T/target_b.out" && break; sleep 0.02; done
+	kill "$TP" 2> /dev/null || true
+	wait "$TP" 2> /dev/null || true
+	status=$(tail -n 1 "$T/err")
+	[[ $status =~ ^ok\ hits=([0-9]+)\ .*\ over_budget=([0-9]+)/$((budget * 1000))$ ]] ||
+		fail "budget $budget: rc $rc: '$status' does not say over_budget"
+	bh=${BASH_REMATCH[1]}
+	[ "$bh" -le $N ] || fail "budget $budget: $bh hits of $N calls"
+	[ "$(sed -n 's/^sum //p' "$T/target_b.out")" = "$want_sum" ] ||
+		fail "budget $budget: the program computed $(cat "$T/target_b.out"), $want_sum without probes"
+	go tool pprof -traces "$T/b.pb.gz" 2>&1 | grep -q "overhead budget: [0-9]* ns per recorded hit on average, over the budget of $budget us" ||
+		fail "budget $budget: the profile does not say the budget removed the probes"
+	echo "ok: budget $budget us: probes removed after $bh of $N hits: $status"
+done
+
 # 2. Hostile targets: refused with a reason (exit 70), the target runs on.
-sleep 30 &
+sleep 600 &
 SP=$!
 PIDS+=("$SP")
 refuse() { # refuse WHAT EXPECTED ARGS...
@@ -169,6 +247,98 @@ echo "ok: through the daemon: $out, hits=$N"
 kill "$TP2" 2> /dev/null || true
 wait "$TP2" 2> /dev/null || true
 
+# The same through the daemon in Perfetto format: redacted as a trace
+# (only the target's tracks), delivered as .perfetto-trace.
+rm -f "$T/go"
+"$TGT" $N $M "$T/go" 60 > /dev/null &
+TP3=$!
+PIDS+=("$TP3")
+"$APPS/it_request" --pid "$TP3" --type methods --format perfetto --duration-ms 15000 \
+	--method "$TGT:target_fn" > "$T/path3" 2> "$T/req3.err" &
+RQ=$!
+hp=
+for _ in $(seq 500); do
+	hp=$(pgrep -f "^profilingd-perf --pid $TP3 " | head -n 1 || true)
+	[ -n "$hp" ] && break
+	sleep 0.02
+done
+[ -n "$hp" ] || fail "perfetto: no profilingd-perf for pid $TP3: $(cat "$T/req3.err")"
+wait_probes "$hp" || fail "perfetto: profilingd-perf $hp ended before its probes were in"
+touch "$T/go"
+wait "$RQ" || fail "perfetto method events through the daemon failed: $(cat "$T/req3.err")"
+out=$(cat "$T/path3")
+case $out in *.perfetto-trace) ;; *) fail "perfetto result named '$out'" ;; esac
+ev=$(check_trace "$out" "$TP3" "") || fail "delivered perfetto trace: $ev"
+[ "$ev" -ge 1 ] && [ "$ev" -le $N ] || fail "delivered trace has $ev events for $N hits"
+grep -q 'str: "target_fn' "$out.txt" || fail "delivered trace has no target_fn stack"
+echo "ok: through the daemon, perfetto: $out, $ev instant events"
+kill "$TP3" 2> /dev/null || true
+wait "$TP3" 2> /dev/null || true
+
+# The budget through the daemon ([capture] method_budget_us = 1, a
+# reload): the capture ends early and its result's note says why.
+reload() { # reload: SIGHUP, and wait for its "reload done"
+	local n
+	n=$(grep -c "reload done" "$T/daemon.log" || true)
+	kill -HUP "$DAEMON_PID"
+	for _ in $(seq 500); do [ "$(grep -c "reload done" "$T/daemon.log" || true)" -gt "$n" ] && return 0; sleep 0.02; done
+	fail "no reload"
+}
+printf '[capture]\nmethod_budget_us = 1\n' >> "$T/profilingd.conf"
+reload
+rm -f "$T/go"
+"$TGT" $N $M "$T/go" 60 > /dev/null &
+TP4=$!
+PIDS+=("$TP4")
+"$APPS/it_request" --pid "$TP4" --type methods --duration-ms 15000 --method "$TGT:target_fn" \
+	> "$T/path4" 2> "$T/req4.err" &
+RQ=$!
+hp=
+for _ in $(seq 500); do
+	hp=$(pgrep -f "^profilingd-perf --pid $TP4 " | head -n 1 || true)
+	[ -n "$hp" ] && break
+	sleep 0.02
+done
+[ -n "$hp" ] || fail "budget: no profilingd-perf for pid $TP4: $(cat "$T/req4.err")"
+tr '\0' ' ' < "/proc/$hp/cmdline" | grep -q -- "--budget-us 1 " || fail "the helper has no --budget-us 1: $(tr '\0' ' ' < "/proc/$hp/cmdline")"
+wait_probes "$hp" || fail "budget: profilingd-perf $hp ended before its probes were in"
+touch "$T/go"
+wait "$RQ" || fail "budget: the capture was not delivered: $(cat "$T/req4.err")"
+grep -q "note: method events disabled over budget: [0-9]* ns per recorded hit on average, the budget is 1 us" \
+	"$T/req4.err" || fail "budget: the result's note: $(cat "$T/req4.err")"
+go tool pprof -traces "$(cat "$T/path4")" 2>&1 | grep -q "over the budget of 1 us" ||
+	fail "budget: the delivered profile does not say so"
+kill "$TP4" 2> /dev/null || true
+wait "$TP4" 2> /dev/null || true
+sed -i '$d' "$T/profilingd.conf"
+sed -i '$d' "$T/profilingd.conf"
+reload
+echo "ok: through the daemon, method_budget_us = 1: probes removed, the note says why"
+# The request's own budget (Params.method_budget_us, prof_params) over the default.
+rm -f "$T/go"
+"$TGT" $N $M "$T/go" 60 > /dev/null &
+TP4=$!
+PIDS+=("$TP4")
+"$APPS/it_request" --pid "$TP4" --type methods --duration-ms 15000 --method "$TGT:target_fn" \
+	--budget-us 2 > "$T/path4" 2> "$T/req4.err" &
+RQ=$!
+hp=
+for _ in $(seq 500); do
+	hp=$(pgrep -f "^profilingd-perf --pid $TP4 " | head -n 1 || true)
+	[ -n "$hp" ] && break
+	sleep 0.02
+done
+[ -n "$hp" ] || fail "request budget: no profilingd-perf for pid $TP4: $(cat "$T/req4.err")"
+tr '\0' ' ' < "/proc/$hp/cmdline" | grep -q -- "--budget-us 2 " || fail "the helper has no --budget-us 2"
+wait_probes "$hp" || fail "request budget: profilingd-perf $hp ended before its probes were in"
+touch "$T/go"
+wait "$RQ" || fail "request budget: not delivered: $(cat "$T/req4.err")"
+grep -q "note: method events disabled over budget: .* the budget is 2 us" "$T/req4.err" ||
+	fail "request budget: the result's note: $(cat "$T/req4.err")"
+kill "$TP4" 2> /dev/null || true
+wait "$TP4" 2> /dev/null || true
+echo "ok: the request's method_budget_us = 2 over the default: probes removed, the note says why"
+
 # Refusals through the daemon, each with its reason in the log.
 req_refused() { # req_refused WHAT EXPECTED ARGS...
 	local what=$1 expect=$2
@@ -182,6 +352,8 @@ req_refused() { # req_refused WHAT EXPECTED ARGS...
 req_refused "no targets" "method events need 1..8 method_targets, got 0"
 many=()
 for i in $(seq 20); do many+=(--method "$TGT:target_fn"); done
+req_refused "a budget over 1 s" "method_budget_us must be 0..1000000" --method "$TGT:target_fn" \
+	--budget-us 1000001
 req_refused "20 targets" "method events need 1..8 method_targets, got 20" "${many[@]}"
 req_refused "a target of neither kind" "expected /PATH:SYMBOL" --method "com.example.Target.register"
 req_refused "a JVM target in a native process" "java: method targets need a JVM" \
@@ -334,4 +506,43 @@ grep -Eq "method events sys v1 on .*: 21 processes, 21 in the 100 % canary, 21 h
 "$PROFCTL" methods list | grep -q "^sys " || fail "methods list does not show [methods.sys]"
 echo "ok: [methods.sys] from the config hooked all 21 processes"
 stop_daemon
-pass "method events: canary $k of 20, stable across a restart; kill switch"
+
+# 6. profctl's configs are saved in the state database: a restart brings
+# them back with their version and expiry time; an expired one and a
+# disabled one stay gone.
+start_daemon "[limits]" "max_sessions = 64"
+EXE=$(readlink -f "$TGT")
+"$PROFCTL" methods add kept --exe "$EXE" --method "$EXE:target_fn" --config-version 4 --canary 100 \
+	--expiry 10m --budget-us 7 > "$T/add.out" || fail "methods add kept: $(cat "$T/add.out")"
+"$PROFCTL" methods add brief --exe /nonexistent/brief --method "$EXE:target_fn" --expiry 1s \
+	> "$T/add.out" || fail "methods add brief: $(cat "$T/add.out")"
+"$PROFCTL" methods add dropped --exe /nonexistent/dropped --method "$EXE:target_fn" \
+	> "$T/add.out" || fail "methods add dropped: $(cat "$T/add.out")"
+"$PROFCTL" methods disable dropped > /dev/null || fail "methods disable dropped"
+stop_daemon
+sleep 2 # past brief's expiry
+start_daemon "[limits]" "max_sessions = 64"
+grep -q "method events: 1 saved config(s) restored, 1 expired ones dropped" "$T/daemon.log" ||
+	fail "restore: $(grep 'saved config' "$T/daemon.log" | tail -n 3)"
+"$PROFCTL" methods list > "$T/list.txt" || fail "methods list after a restart"
+grep -q "^kept " "$T/list.txt" || fail "kept not listed after a restart: $(cat "$T/list.txt")"
+! grep -Eq "^(brief|dropped) " "$T/list.txt" || fail "an expired or disabled config came back: $(cat "$T/list.txt")"
+grep -Eq "method events kept v4 on $EXE: [0-9]+ processes, [0-9]+ in the 100 % canary, [1-9][0-9]* hooked" \
+	"$T/daemon.log" || fail "the restored config hooked nothing: $(grep 'method events kept' "$T/daemon.log" | tail -n 2)"
+# Its budget came back too, and its captures' helpers have it.
+"$PROFCTL" --json methods list | grep -q '"id":"kept","version":4,.*"budget_us":7,' ||
+	fail "kept's budget after a restart: $("$PROFCTL" --json methods list)"
+hp=$(pgrep -f "^profilingd-perf --pid .*target_fn" | head -n 1 || true)
+[ -n "$hp" ] && tr '\0' ' ' < "/proc/$hp/cmdline" | grep -q -- "--budget-us 7 " ||
+	fail "the restored config's helper has no --budget-us 7"
+# It is the saved one (version 4): the same version is refused, a higher one replaces it.
+! "$PROFCTL" methods add kept --exe "$EXE" --method "$EXE:target_fn" --config-version 4 > "$T/re.out" 2>&1 ||
+	fail "version 4 accepted again after the restart"
+grep -q "at version 4" "$T/re.out" || fail "restored version: $(cat "$T/re.out")"
+"$PROFCTL" methods disable kept > /dev/null || fail "methods disable kept"
+stop_daemon
+start_daemon "[limits]" "max_sessions = 64"
+! "$PROFCTL" methods list | grep -q "^kept " || fail "a disabled config came back after a restart"
+stop_daemon
+echo "ok: profctl configs: restored after a restart (version, expiry); expired and disabled ones not"
+pass "method events: canary $k of 20, stable across a restart; kill switch; configs saved"

@@ -14,6 +14,9 @@
 # - hostile targets (an unknown class, a method Target lacks, a bad
 #   descriptor, a java.lang method, 20 targets) are refused with their
 #   reason and the JVM keeps running its rounds;
+# - with [capture] method_budget_us = 0 the agent removes its hooks and the
+#   result's note says so; in Perfetto format (round 5) the trace has 400
+#   instant events on the JVM's threads with both call sites' stacks;
 # - a cancelled capture (the kill switch's path: the daemon cancels the
 #   session) removes the hooks: CANCELLED, the agent's removal line, and
 #   the VM's register(Object) is javac's again;
@@ -24,9 +27,20 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/jvm_lib.sh"
 need_go
+command -v protoc > /dev/null || skip "protoc (protobuf-compiler) is not installed"
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
 start_daemon
 
 TGT='java:Target.register(Ljava/lang/Object;)V'
+
+# reload: SIGHUP, and wait for its "reload done"
+reload() {
+	local n
+	n=$(grep -c "reload done" "$T/daemon.log" || true)
+	kill -HUP "$DAEMON_PID"
+	for _ in $(seq 500); do [ "$(grep -c "reload done" "$T/daemon.log" || true)" -gt "$n" ] && return 0; sleep 0.02; done
+	fail "no reload"
+}
 
 # wait_file PATH [SECONDS]
 wait_file() {
@@ -146,7 +160,7 @@ for jdk in $JDKS; do
 	rm -rf "$T/r"
 	mkdir "$T/r"
 	jvm_start "$jdk" "$LOG" "-agentpath:$AGENT=socket=$RUNTIME_SOCKET,debug=1" \
-		-cp "$CLASSES" MethodEvents "$T/r" 5
+		-cp "$CLASSES" MethodEvents "$T/r" 6
 	wait_runtime "$JPID"
 	line=$(grep "runtime up: pid $JPID " "$T/daemon.log" | head -1)
 	[[ $line =~ caps\ 0x([0-9a-f]+) ]] || fail "$name: hello line: $line"
@@ -180,8 +194,31 @@ for jdk in $JDKS; do
 	many=()
 	for i in $(seq 20); do many+=("java:Target.register"); done
 	refused "20 targets" "method events need 1..8 method_targets, got 20" "${many[@]}"
+	# The overhead budget: with [capture] method_budget_us = 0 any time in
+	# the hook is over it, so after 16 hits the agent takes its hooks out,
+	# the capture ends long before its 120 s, and the result's note and
+	# comments say why.
+	printf '[capture]\nmethod_budget_us = 0\n' >> "$T/profilingd.conf"
+	reload
+	n=$(grep -c 'method events: 1 target(s)' "$T/$LOG.err" || true)
+	"$APPS/it_request" --pid "$JPID" --type methods --duration-ms 120000 --method "$TGT" \
+		> "$T/path" 2> "$T/req.err" &
+	RQ=$!
+	wait_hooks $((n + 1))
 	touch "$T/r/go4"
 	wait_file "$T/r/done4"
+	wait "$RQ" || fail "$name: budget: the capture failed: $(cat "$T/req.err")"
+	grep -q "note: method events disabled over budget: [0-9]* ns per hit on average, the budget is 0 us; the hooks were removed" \
+		"$T/req.err" || fail "$name: budget: the result's note: $(cat "$T/req.err")"
+	go tool pprof -traces "$(cat "$T/path")" > "$T/tr.txt" 2>&1 || fail "$name: budget: not a pprof"
+	grep -q "overhead budget: [0-9]* ns per hit on average, over the budget of 0 us" "$T/tr.txt" ||
+		fail "$name: budget: the result's comments do not say so"
+	grep -q "hooks removed in .* ms: .*none calls the hook" "$T/tr.txt" ||
+		fail "$name: budget: the hooks were not removed"
+	sed -i '$d' "$T/profilingd.conf"
+	sed -i '$d' "$T/profilingd.conf"
+	reload
+	echo "ok: $name: over a budget of 0 us the agent removed its hooks: $(sed -n 's/.*hits=\([0-9]*\) stacks=.*/hits=\1/p' "$T/tr.txt" | head -n 1)"
 	# Cancelled while hooked (with the loader named this time): out again.
 	n=$(grep -c 'method events: 1 target(s)' "$T/$LOG.err" || true)
 	rm -f "$T/cancel"
@@ -209,15 +246,38 @@ for jdk in $JDKS; do
 			{ diff "$T/orig.txt" "$T/now.txt"; fail "$name: the VM's register(Object) is not the original after a cancel"; }
 	fi
 	echo "ok: $name: a cancelled capture took its hooks out ($(grep 'method events: hooks removed' "$T/$LOG.err" | tail -n 1 | sed 's/.*hooks removed //' | cut -c1-90))"
+	# Round 5 in Perfetto format: an instant event per hit on its
+	# thread's track, at its time, with its stack (docs/METHOD_EVENTS.md).
+	n=$(grep -c 'method events: 1 target(s)' "$T/$LOG.err" || true)
+	"$APPS/it_request" --pid "$JPID" --type methods --format perfetto --duration-ms 120000 \
+		--max-hits 400 --method "$TGT" > "$T/path" 2> "$T/req.err" &
+	RQ=$!
+	wait_hooks $((n + 1))
 	touch "$T/r/go5"
 	wait_file "$T/r/done5"
+	wait "$RQ" || fail "$name: perfetto: the capture failed: $(cat "$T/req.err")"
+	pt=$(cat "$T/path")
+	case $pt in *.perfetto-trace) ;; *) fail "$name: perfetto: result named $pt" ;; esac
+	protoc --decode=perfetto.protos.Trace --proto_path="$SRC/proto" perfetto_trace.proto \
+		< "$pt" > "$T/pt.txt" || fail "$name: perfetto: protoc cannot decode $pt"
+	ev=$(grep -c "type: TYPE_INSTANT" "$T/pt.txt" || true)
+	[ "$ev" -eq 400 ] || fail "$name: perfetto: $ev instant events for 400 hits"
+	grep -q "str: \"Target.register\\\\nMethodEvents.siteA\\\\n" "$T/pt.txt" &&
+		grep -q "str: \"Target.register\\\\nMethodEvents.siteB\\\\n" "$T/pt.txt" ||
+		fail "$name: perfetto: the stacks lack a call site"
+	awk -v pid="$JPID" '/^ *thread \{/ { t = 1 } t && /^ *pid: / { if ($2 != pid) bad = 1; t = 0 }
+		/^ *timestamp_clock_id: / && $2 != 1 { bad = 1 } END { exit bad }' "$T/pt.txt" ||
+		fail "$name: perfetto: a thread of another pid or a clock other than realtime"
+	echo "ok: $name: perfetto: 400 instant events, both call sites, on pid $JPID's threads"
 	# Rounds 1..4 ran the whole program: 1600 calls counted by Target itself.
 	read -r _ regs _ < "$T/r/done4"
 	[ "$regs" -eq 1600 ] || fail "$name: Target counted $regs register(Object) calls, want 1600"
 	echo "ok: $name: the JVM ran on through the refusals (4 rounds, 1600 calls)"
 	read -r _ regs _ < "$T/r/done5"
 	[ "$regs" -eq 2000 ] || fail "$name: Target counted $regs calls after 5 rounds, want 2000"
-	# Its last round done, the program ends by itself.
+	# Its last round (6) done, the program ends by itself.
+	touch "$T/r/go6"
+	wait_file "$T/r/done6"
 	wait "$JPID" || fail "$name: the JVM exited with $?: $(tail -n 5 "$T/$LOG.err")"
 
 	# No agent at start: the daemon loads it through the attach socket.

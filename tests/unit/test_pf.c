@@ -18,6 +18,7 @@
 #include <linux/perf_event.h>
 
 #include "pf.h"
+#include "perfetto_trace.pb-c.h"
 
 /* A sample record as the kernel lays it out for pf_events' attributes. */
 static size_t build_sample(uint8_t *buf, uint32_t tid, const uint64_t *chain, size_t nchain,
@@ -284,6 +285,94 @@ static void test_elf_offset(void **state)
 	close(fd);
 }
 
+/*
+ * The method-event trace (pf_trace.c) writes these fields of
+ * proto/perfetto_trace.proto; their numbers are upstream Perfetto's
+ * (protos/perfetto/trace/...: trace_packet.proto, track_event/
+ * track_event.proto, track_descriptor.proto, debug_annotation.proto,
+ * interned_data.proto, clock_snapshot.proto). A renumbered field would
+ * make a trace Perfetto reads as something else.
+ */
+static void test_trace_fields(void **state)
+{
+	(void)state;
+	static const struct {
+		const ProtobufCMessageDescriptor *d;
+		const char *field;
+		unsigned num;
+	} pins[] = {
+		{ &perfetto__protos__trace__descriptor, "packet", 1 },
+		{ &perfetto__protos__trace_packet__descriptor, "timestamp", 8 },
+		{ &perfetto__protos__trace_packet__descriptor, "timestamp_clock_id", 58 },
+		{ &perfetto__protos__trace_packet__descriptor, "clock_snapshot", 6 },
+		{ &perfetto__protos__trace_packet__descriptor, "track_event", 11 },
+		{ &perfetto__protos__trace_packet__descriptor, "track_descriptor", 60 },
+		{ &perfetto__protos__trace_packet__descriptor, "trusted_packet_sequence_id", 10 },
+		{ &perfetto__protos__trace_packet__descriptor, "interned_data", 12 },
+		{ &perfetto__protos__trace_packet__descriptor, "sequence_flags", 13 },
+		{ &perfetto__protos__track_event__descriptor, "type", 9 },
+		{ &perfetto__protos__track_event__descriptor, "name_iid", 10 },
+		{ &perfetto__protos__track_event__descriptor, "name", 23 },
+		{ &perfetto__protos__track_event__descriptor, "track_uuid", 11 },
+		{ &perfetto__protos__track_event__descriptor, "debug_annotations", 4 },
+		{ &perfetto__protos__debug_annotation__descriptor, "name_iid", 1 },
+		{ &perfetto__protos__debug_annotation__descriptor, "string_value_iid", 17 },
+		{ &perfetto__protos__interned_data__descriptor, "event_names", 2 },
+		{ &perfetto__protos__interned_data__descriptor, "debug_annotation_names", 3 },
+		{ &perfetto__protos__interned_data__descriptor, "debug_annotation_string_values", 29 },
+		{ &perfetto__protos__event_name__descriptor, "iid", 1 },
+		{ &perfetto__protos__event_name__descriptor, "name", 2 },
+		{ &perfetto__protos__interned_string__descriptor, "iid", 1 },
+		{ &perfetto__protos__interned_string__descriptor, "str", 2 },
+		{ &perfetto__protos__debug_annotation_name__descriptor, "iid", 1 },
+		{ &perfetto__protos__debug_annotation_name__descriptor, "name", 2 },
+		{ &perfetto__protos__track_descriptor__descriptor, "uuid", 1 },
+		{ &perfetto__protos__track_descriptor__descriptor, "parent_uuid", 5 },
+		{ &perfetto__protos__track_descriptor__descriptor, "process", 3 },
+		{ &perfetto__protos__track_descriptor__descriptor, "thread", 4 },
+		{ &perfetto__protos__process_descriptor__descriptor, "pid", 1 },
+		{ &perfetto__protos__process_descriptor__descriptor, "process_name", 6 },
+		{ &perfetto__protos__thread_descriptor__descriptor, "pid", 1 },
+		{ &perfetto__protos__thread_descriptor__descriptor, "tid", 2 },
+		{ &perfetto__protos__thread_descriptor__descriptor, "thread_name", 5 },
+		{ &perfetto__protos__clock_snapshot__descriptor, "clocks", 1 },
+		{ &perfetto__protos__clock_snapshot__clock__descriptor, "clock_id", 1 },
+		{ &perfetto__protos__clock_snapshot__clock__descriptor, "timestamp", 2 },
+	};
+	for (size_t i = 0; i < sizeof(pins) / sizeof(pins[0]); i++) {
+		const ProtobufCFieldDescriptor *f =
+			protobuf_c_message_descriptor_get_field_by_name(pins[i].d, pins[i].field);
+		if (!f || f->id != pins[i].num)
+			fail_msg("%s.%s: %u, upstream %u", pins[i].d->name, pins[i].field,
+				 f ? f->id : 0, pins[i].num);
+	}
+	/* TrackEvent.Type TYPE_INSTANT, TracePacket.SequenceFlags, BuiltinClock */
+	assert_int_equal(PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, 3);
+	assert_int_equal(PERFETTO__PROTOS__TRACE_PACKET__SEQUENCE_FLAGS__SEQ_INCREMENTAL_STATE_CLEARED, 1);
+	assert_int_equal(PERFETTO__PROTOS__TRACE_PACKET__SEQUENCE_FLAGS__SEQ_NEEDS_INCREMENTAL_STATE, 2);
+	assert_int_equal(PERFETTO__PROTOS__BUILTIN_CLOCK__BUILTIN_CLOCK_MONOTONIC, 3);
+	assert_int_equal(PERFETTO__PROTOS__BUILTIN_CLOCK__BUILTIN_CLOCK_BOOTTIME, 6);
+}
+
+/* pf_hits: bounded at PF_MAX_SAMPLES, the rest counted as dropped. */
+static void test_hits_cap(void **state)
+{
+	(void)state;
+	struct pf_hits h = { 0 };
+	for (size_t i = 0; i < PF_MAX_SAMPLES; i++)
+		assert_int_equal(pf_hits_add(&h, i, 7, i % 3), 0);
+	assert_int_equal(pf_hits_add(&h, 1, 7, 0), -ENOSPC);
+	assert_int_equal(pf_hits_add(&h, 2, 7, 0), -ENOSPC);
+	assert_int_equal(h.n, PF_MAX_SAMPLES);
+	assert_int_equal(h.dropped, 2);
+	assert_int_equal(h.v[5].stack, 2);
+	assert_int_equal(h.v[5].ts, 5);
+	pf_hits_free(&h);
+	assert_null(h.v);
+	pf_hits_free(NULL);
+	assert_int_equal(pf_hits_add(NULL, 0, 0, 0), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -293,6 +382,8 @@ int main(void)
 		cmocka_unit_test(test_fp_chain),
 		cmocka_unit_test(test_agg),
 		cmocka_unit_test(test_elf_offset),
+		cmocka_unit_test(test_trace_fields),
+		cmocka_unit_test(test_hits_cap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -190,6 +190,79 @@ static void test_recover_failure_result(void **state)
 	assert_int_equal(svc_db_recover(), 0);
 }
 
+/* svc_db's method_configs (profctl's method-event configs, issue #19):
+ * the row cap, replacement by id, expiry at load, delete one and all. */
+struct mc_seen {
+	int n;
+	char ids[SVC_DB_METHODS_MAX + 1][40];
+	uint32_t budget[SVC_DB_METHODS_MAX + 1];
+	char targets[80];
+};
+
+static void mc_one(const struct svc_db_method_row *r, void *ud)
+{
+	struct mc_seen *s = ud;
+	if (s->n <= SVC_DB_METHODS_MAX) {
+		snprintf(s->ids[s->n], sizeof(s->ids[0]), "%s", r->id);
+		s->budget[s->n] = r->budget_us;
+		if (!strcmp(r->id, "c0"))
+			snprintf(s->targets, sizeof(s->targets), "%s", r->targets);
+	}
+	s->n++;
+}
+
+static void test_method_configs(void **state)
+{
+	(void)state;
+	char id[16];
+	struct svc_db_method_row r = { .exe = "/usr/bin/app", .targets = "/a:f\n/b:+0x10",
+				       .version = 1, .budget_us = 5 };
+	for (int i = 0; i < SVC_DB_METHODS_MAX; i++) {
+		snprintf(id, sizeof(id), "c%d", i);
+		r.id = id;
+		/* Half expire at 1000, half at 3000. */
+		r.expires_ms = i % 2 ? 3000 : 1000;
+		assert_int_equal(svc_db_methods_put(&r), 0);
+	}
+	/* At the cap: a new id is refused, an existing one replaced. */
+	r.id = "one-more";
+	assert_int_equal(svc_db_methods_put(&r), -ENOSPC);
+	r.id = "c1";
+	r.version = 2;
+	r.budget_us = 9;
+	assert_int_equal(svc_db_methods_put(&r), 0);
+	assert_int_equal(svc_db_methods_put(NULL), -EINVAL);
+
+	struct mc_seen *s = calloc(1, sizeof(*s));
+	assert_non_null(s);
+	int expired = -1;
+	assert_int_equal(svc_db_methods_load(500, mc_one, s, &expired), SVC_DB_METHODS_MAX);
+	assert_int_equal(expired, 0);
+	assert_string_equal(s->targets, "/a:f\n/b:+0x10");
+	/* Past 1000: the even ones go, deleted for good. */
+	memset(s, 0, sizeof(*s));
+	assert_int_equal(svc_db_methods_load(1000, mc_one, s, &expired), SVC_DB_METHODS_MAX / 2);
+	assert_int_equal(expired, SVC_DB_METHODS_MAX / 2);
+	for (int i = 0; i < s->n; i++) {
+		assert_true(atoi(s->ids[i] + 1) % 2 == 1);
+		assert_int_equal(s->budget[i], strcmp(s->ids[i], "c1") ? 5 : 9);
+	}
+	memset(s, 0, sizeof(*s));
+	assert_int_equal(svc_db_methods_load(500, mc_one, s, &expired), SVC_DB_METHODS_MAX / 2);
+	assert_int_equal(expired, 0);
+	/* Room again under the cap. */
+	r.id = "one-more";
+	assert_int_equal(svc_db_methods_put(&r), 0);
+	assert_int_equal(svc_db_methods_del("c1"), 0);
+	memset(s, 0, sizeof(*s));
+	assert_int_equal(svc_db_methods_load(500, mc_one, s, NULL), SVC_DB_METHODS_MAX / 2);
+	assert_int_equal(svc_db_methods_del(NULL), 0);
+	memset(s, 0, sizeof(*s));
+	assert_int_equal(svc_db_methods_load(500, mc_one, s, &expired), 0);
+	assert_int_equal(svc_db_methods_load(500, NULL, s, NULL), -EINVAL);
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -197,6 +270,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_quota_oldest_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pending_and_ack, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_recover_failure_result, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_method_configs, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }

@@ -51,6 +51,7 @@ static struct {
 	const char *exe, *methods[8];
 	unsigned nmethods;
 	uint32_t version, canary, expiry_s, every, max_hits;
+	uint32_t budget_us;              /* methods add --budget-us */
 } opt;
 
 /* A direct request's "none" is a dash in the tables. */
@@ -1225,6 +1226,9 @@ static int cmd_methods(const char *sub, const char *id)
 		add.every = opt.every;
 		add.has_max_hits = opt.max_hits != 0;
 		add.max_hits = opt.max_hits;
+		/* methods add --budget-us (issue #19's overhead budget) */
+		add.has_budget_us = opt.budget_us != 0;
+		add.budget_us = opt.budget_us;
 		rq.cmd_case = PDCTL__CTL_REQUEST__CMD_METHODS_ADD;
 		rq.methods_add = &add;
 	} else if (!strcmp(sub, "disable") && id) {
@@ -1253,6 +1257,7 @@ static int cmd_methods(const char *sub, const char *id)
 			jnum(stdout, &f, "version", m->version);
 			jstr(stdout, &f, "exe", m->exe ? m->exe : "");
 			jnum(stdout, &f, "canary_percent", m->canary_percent);
+			jnum(stdout, &f, "budget_us", m->budget_us); /* 0: the daemon's default */
 			jnum(stdout, &f, "expires_unix_ms", (uint64_t)m->expires_unix_ms);
 			jnum(stdout, &f, "disabled", m->disabled);
 			jnum(stdout, &f, "matched", m->matched);
@@ -1367,6 +1372,8 @@ static const struct command commands[] = {
 	  "                     the id and the process), default 100\n"
 	  "    --expiry T       how long: 30m, 2h (default 1h, at most 24h)\n"
 	  "    --config-version V, --every N (stack of every Nth hit), --max-hits M\n"
+	  "    --budget-us B    overhead budget per recorded hit (default: the\n"
+	  "                     daemon's [capture] method_budget_us)\n"
 	  "  disable ID|all   the kill switch: stops the captures, removing every\n"
 	  "                   probe at once (their results say \"cancelled\")\n", run_methods },
 };
@@ -1408,7 +1415,7 @@ int main(int argc, char **argv)
 {
 	enum { O_PID = 256, O_TYPE, O_DURATION, O_HZ, O_WAIT, O_TAG, O_APP, O_FILL, O_JAVA_ALLOCS,
 	       O_BACKGROUND, O_FORMAT, O_EXE, O_METHOD, O_VERSION, O_CANARY, O_EXPIRY, O_EVERY,
-	       O_MAXHITS };
+	       O_MAXHITS, O_BUDGETUS };
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
@@ -1434,6 +1441,7 @@ int main(int argc, char **argv)
 		{ "expiry", required_argument, NULL, O_EXPIRY },
 		{ "every", required_argument, NULL, O_EVERY },
 		{ "max-hits", required_argument, NULL, O_MAXHITS },
+		{ "budget-us", required_argument, NULL, O_BUDGETUS },
 		{ 0 }
 	};
 	int c;
@@ -1499,6 +1507,7 @@ int main(int argc, char **argv)
 		case O_EXPIRY: opt.expiry_s = parse_expiry(optarg); break;
 		case O_EVERY: opt.every = parse_u32("--every", optarg); break;
 		case O_MAXHITS: opt.max_hits = parse_u32("--max-hits", optarg); break;
+		case O_BUDGETUS: opt.budget_us = parse_u32("--budget-us", optarg); break;
 		default:
 			fprintf(stderr, "profctl: see profctl --help\n");
 			return EX_USAGE;

@@ -173,6 +173,11 @@ struct prof_params {
 	uint32_t n_method_targets;
 	uint32_t method_every;
 	uint32_t method_max_hits;
+	/* Method events' overhead budget (issue #19): once the helper's mean
+	 * time per recorded hit of native targets is over it, in µs, the
+	 * probes go and the result's note says so. 0: the daemon's [capture]
+	 * method_budget_us (50). At most 1000000. */
+	uint32_t method_budget_us;
 	/* New fields go here, at the end; zero must mean the default. */
 };
 

@@ -1,7 +1,8 @@
 /*
  * it_request --pid N --type stack|heap|trace|heapdump [--duration-ms MS] [--hz H]
  * [--interval B] [--clock wall] [--fill ring|discard] [--java-allocs on|off]
- * [--format perfetto] [--method /PATH:SYMBOL ... [--every N] [--max-hits M]] (--type methods)
+ * [--format perfetto] [--method /PATH:SYMBOL ... [--every N] [--max-hits M] [--budget-us B]]
+ * (--type methods)
  * [--cancel-file PATH] (cancel the capture once PATH exists):
  * as root, ask profilingd for a capture of another process
  * (the target_pid request) and print the delivered result's path (and its
@@ -47,6 +48,7 @@ int main(int argc, char **argv)
 		{ "method", required_argument, NULL, 'm' },
 		{ "every", required_argument, NULL, 'e' },
 		{ "max-hits", required_argument, NULL, 'M' },
+		{ "budget-us", required_argument, NULL, 'B' },
 		{ "cancel-file", required_argument, NULL, 'C' },
 		{ 0 }
 	};
@@ -79,6 +81,7 @@ int main(int argc, char **argv)
 			break;
 		case 'e': p.method_every = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'M': p.method_max_hits = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'B': p.method_budget_us = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'C': cancel_file = optarg; break;
 		case 't': {
 			/* Any spelling of names.h: the config's heap and heapdump too. */

@@ -80,8 +80,9 @@ int svc_perf_start(pid_t pid, uint64_t start, uint32_t hz, uint32_t duration_ms,
 }
 /* Method events share the agentless helper's answer. */
 int svc_perf_methods_start(pid_t pid, uint64_t start, const char *const *methods, unsigned n,
-			   uint32_t every, uint32_t max_hits, uint32_t duration_ms, int out_fd,
-			   svc_helper_cb cb, void *ud, struct svc_helper **h)
+			   uint32_t every, uint32_t max_hits, bool perfetto, uint32_t budget_us,
+			   uint32_t duration_ms,
+			   int out_fd, svc_helper_cb cb, void *ud, struct svc_helper **h)
 {
 	return stub_perf_start;
 }
