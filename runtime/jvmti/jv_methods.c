@@ -39,7 +39,7 @@
 #include "jtarget.h"
 #include "jv_inject.h"
 #include "log.h"
-#include "perfetto_trace.pb-c.h"
+#include "hit_trace.h"
 #include "pprof.h"
 #include "util.h"
 
@@ -792,38 +792,6 @@ const char *jve_note(void)
 
 /* ------------------------------------------------------ Perfetto result */
 
-typedef Perfetto__Protos__TracePacket TPacket;
-
-/* One Trace.packet (field 1, length-delimited) to fd. */
-static int put_packet(int fd, const TPacket *pkt, uint8_t **buf, size_t *cap, uint64_t *total)
-{
-	size_t sz = perfetto__protos__trace_packet__get_packed_size(pkt), h = 0;
-	if (sz + 11 > *cap) {
-		uint8_t *b = realloc(*buf, sz + 11);
-		if (!b)
-			return -ENOMEM;
-		*buf = b;
-		*cap = sz + 11;
-	}
-	(*buf)[h++] = 0x0a;
-	for (uint64_t v = sz;; v >>= 7) {
-		(*buf)[h++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-		if (v <= 0x7f)
-			break;
-	}
-	perfetto__protos__trace_packet__pack(pkt, *buf + h);
-	for (size_t off = 0, n = h + sz; off < n;) {
-		ssize_t w = write(fd, *buf + off, n - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		off += (size_t)w;
-	}
-	*total += h + sz;
-	return 0;
-}
-
 /* "pkg.Class.method" of a frame, or "(unknown)". */
 static void method_name(JNIEnv *jni, jmethodID id, char *out, size_t n)
 {
@@ -846,22 +814,12 @@ static void method_name(JNIEnv *jni, jmethodID id, char *out, size_t n)
 		(*jni)->DeleteLocalRef(jni, k);
 }
 
-static uint64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int jve_write_perfetto(JNIEnv *jni, int fd, uint64_t *bytes, uint64_t *events, uint64_t *dropped)
 {
-	enum { CLK_REALTIME = 1, CLK_BOOTTIME = 6, ANNOT_IID = 1 };
-	uint8_t *buf = NULL, *seen = NULL;
-	size_t cap = 0;
+	struct htr w = { .buf = NULL };
+	uint8_t *seen = NULL;
 	char *text = NULL, leaf[256], fr[512];
-	uint64_t total = 0;
-	int32_t pid = (int32_t)getpid();
-	bool named = false;
+	const size_t text_cap = JVE_FRAMES * sizeof(fr);
 	int r = 0;
 
 	*bytes = *events = *dropped = 0;
@@ -869,47 +827,14 @@ int jve_write_perfetto(JNIEnv *jni, int fd, uint64_t *bytes, uint64_t *events, u
 	if (nslots > JVE_SLOTS)
 		nslots = JVE_SLOTS;
 	seen = calloc(JVE_SLOTS * JVE_STACKS, 1);
-	text = malloc(JVE_FRAMES * sizeof(fr));
+	text = malloc(text_cap);
 	if (!seen || !text || !H.slots) {
 		r = -ENOMEM;
 		goto out;
 	}
 	/* The hook's times are CLOCK_REALTIME: the snapshot places them. */
-	Perfetto__Protos__ClockSnapshot__Clock c_rt = PERFETTO__PROTOS__CLOCK_SNAPSHOT__CLOCK__INIT;
-	Perfetto__Protos__ClockSnapshot__Clock c_bt = PERFETTO__PROTOS__CLOCK_SNAPSHOT__CLOCK__INIT;
-	Perfetto__Protos__ClockSnapshot__Clock *clocks[2] = { &c_bt, &c_rt };
-	Perfetto__Protos__ClockSnapshot cs = PERFETTO__PROTOS__CLOCK_SNAPSHOT__INIT;
-	c_bt.has_clock_id = c_bt.has_timestamp = c_rt.has_clock_id = c_rt.has_timestamp = 1;
-	c_bt.clock_id = CLK_BOOTTIME;
-	c_bt.timestamp = clock_ns(CLOCK_BOOTTIME);
-	c_rt.clock_id = CLK_REALTIME;
-	c_rt.timestamp = clock_ns(CLOCK_REALTIME);
-	cs.n_clocks = 2;
-	cs.clocks = clocks;
-	TPacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
-	p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_CLOCK_SNAPSHOT;
-	p.clock_snapshot = &cs;
-	p.has_timestamp = 1;
-	p.timestamp = c_bt.timestamp;
-	if ((r = put_packet(fd, &p, &buf, &cap, &total)) < 0)
+	if ((r = htr_begin(&w, fd, CLOCK_REALTIME, (int32_t)getpid(), NULL)) < 0)
 		goto out;
-	/* The process's track first on the sequence: it clears the state. */
-	Perfetto__Protos__ProcessDescriptor pd = PERFETTO__PROTOS__PROCESS_DESCRIPTOR__INIT;
-	Perfetto__Protos__TrackDescriptor td = PERFETTO__PROTOS__TRACK_DESCRIPTOR__INIT;
-	pd.has_pid = 1;
-	pd.pid = pid;
-	td.has_uuid = 1;
-	td.uuid = (uint64_t)(uint32_t)pid;
-	td.process = &pd;
-	p = (TPacket)PERFETTO__PROTOS__TRACE_PACKET__INIT;
-	p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR;
-	p.track_descriptor = &td;
-	p.has_trusted_packet_sequence_id = p.has_sequence_flags = 1;
-	p.trusted_packet_sequence_id = 1;
-	p.sequence_flags = PERFETTO__PROTOS__TRACE_PACKET__SEQUENCE_FLAGS__SEQ_INCREMENTAL_STATE_CLEARED;
-	if ((r = put_packet(fd, &p, &buf, &cap, &total)) < 0)
-		goto out;
-
 	for (uint32_t i = 0; i < nslots; i++) {
 		struct jve_slot *sl = &H.slots[i];
 		uint32_t nh = atomic_load_explicit(&sl->nring, memory_order_acquire);
@@ -919,105 +844,37 @@ int jve_write_perfetto(JNIEnv *jni, int fd, uint64_t *bytes, uint64_t *events, u
 			continue;
 		char tname[32];
 		thread_name(sl->tid, tname, sizeof(tname));
-		Perfetto__Protos__ThreadDescriptor th = PERFETTO__PROTOS__THREAD_DESCRIPTOR__INIT;
-		td = (Perfetto__Protos__TrackDescriptor)PERFETTO__PROTOS__TRACK_DESCRIPTOR__INIT;
-		th.has_pid = th.has_tid = 1;
-		th.pid = pid;
-		th.tid = sl->tid;
-		th.thread_name = tname[0] ? tname : NULL;
-		td.has_uuid = td.has_parent_uuid = 1;
-		td.uuid = (1ull << 32) | (uint32_t)sl->tid;
-		td.parent_uuid = (uint64_t)(uint32_t)pid;
-		td.thread = &th;
-		p = (TPacket)PERFETTO__PROTOS__TRACE_PACKET__INIT;
-		p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR;
-		p.track_descriptor = &td;
-		p.has_trusted_packet_sequence_id = 1;
-		p.trusted_packet_sequence_id = 1;
-		if ((r = put_packet(fd, &p, &buf, &cap, &total)) < 0)
+		if ((r = htr_thread(&w, sl->tid, tname)) < 0)
 			goto out;
 		for (uint32_t h = 0; h < nh && h < JVE_RING; h++) {
 			uint32_t k = sl->ring[h].stack;
 			if (k >= nst || k >= JVE_STACKS)
 				continue;
 			uint64_t iid = (uint64_t)i * JVE_STACKS + k + 1;
-			Perfetto__Protos__InternedData id = PERFETTO__PROTOS__INTERNED_DATA__INIT;
-			Perfetto__Protos__EventName en = PERFETTO__PROTOS__EVENT_NAME__INIT;
-			Perfetto__Protos__EventName *ens[1] = { &en };
-			Perfetto__Protos__InternedString is = PERFETTO__PROTOS__INTERNED_STRING__INIT;
-			Perfetto__Protos__InternedString *iss[1] = { &is };
-			Perfetto__Protos__DebugAnnotationName an =
-				PERFETTO__PROTOS__DEBUG_ANNOTATION_NAME__INIT;
-			Perfetto__Protos__DebugAnnotationName *ans[1] = { &an };
-			Perfetto__Protos__DebugAnnotation da = PERFETTO__PROTOS__DEBUG_ANNOTATION__INIT;
-			Perfetto__Protos__DebugAnnotation *das[1] = { &da };
-			Perfetto__Protos__TrackEvent te = PERFETTO__PROTOS__TRACK_EVENT__INIT;
-			p = (TPacket)PERFETTO__PROTOS__TRACE_PACKET__INIT;
+			const char *names = NULL;
+			size_t len = 0;
 			if (!seen[iid - 1]) {
 				/* The stack's names once, with its first hit. */
 				const struct jve_stack *st = &sl->st[k];
-				size_t len = 0;
 				text[0] = leaf[0] = '\0';
 				for (uint32_t f = 0; f < st->nframes && f < JVE_FRAMES; f++) {
 					method_name(jni, st->f[f].method, fr, sizeof(fr));
 					if (!f)
 						snprintf(leaf, sizeof(leaf), "%.255s", fr);
-					int w = snprintf(text + len, JVE_FRAMES * sizeof(fr) - len,
-							 "%s%s", f ? "\n" : "", fr);
-					if (w < 0 || (size_t)w >= JVE_FRAMES * sizeof(fr) - len)
+					if (!htr_text_add(text, text_cap, &len, fr))
 						break;
-					len += (size_t)w;
 				}
-				en.has_iid = 1;
-				en.iid = iid;
-				en.name = leaf[0] ? leaf : "method hit";
-				is.has_iid = is.has_str = 1;
-				is.iid = iid;
-				is.str.data = (uint8_t *)text;
-				is.str.len = len;
-				id.n_event_names = 1;
-				id.event_names = ens;
-				id.n_debug_annotation_string_values = 1;
-				id.debug_annotation_string_values = iss;
-				if (!named) {
-					named = true;
-					an.has_iid = 1;
-					an.iid = ANNOT_IID;
-					an.name = "stack";
-					id.n_debug_annotation_names = 1;
-					id.debug_annotation_names = ans;
-				}
-				p.interned_data = &id;
+				names = text;
 				seen[iid - 1] = 1;
 			}
-			te.has_type = te.has_track_uuid = 1;
-			te.type = PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT;
-			te.track_uuid = (1ull << 32) | (uint32_t)sl->tid;
-			te.name_field_case = PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME_IID;
-			te.name_iid = iid;
-			da.name_field_case = PERFETTO__PROTOS__DEBUG_ANNOTATION__NAME_FIELD_NAME_IID;
-			da.name_iid = ANNOT_IID;
-			da.value_case = PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_STRING_VALUE_IID;
-			da.string_value_iid = iid;
-			te.n_debug_annotations = 1;
-			te.debug_annotations = das;
-			p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT;
-			p.track_event = &te;
-			p.has_timestamp = p.has_timestamp_clock_id = 1;
-			p.timestamp = sl->ring[h].ts;
-			p.timestamp_clock_id = CLK_REALTIME;
-			p.has_trusted_packet_sequence_id = p.has_sequence_flags = 1;
-			p.trusted_packet_sequence_id = 1;
-			p.sequence_flags =
-				PERFETTO__PROTOS__TRACE_PACKET__SEQUENCE_FLAGS__SEQ_NEEDS_INCREMENTAL_STATE;
-			if ((r = put_packet(fd, &p, &buf, &cap, &total)) < 0)
+			if ((r = htr_hit(&w, sl->tid, sl->ring[h].ts, iid, leaf, names, len)) < 0)
 				goto out;
 			(*events)++;
 		}
 	}
 out:
-	*bytes = total;
-	free(buf);
+	*bytes = w.bytes;
+	htr_free(&w);
 	free(seen);
 	free(text);
 	return r;
