@@ -33,6 +33,9 @@ struct entry {
 };
 
 static struct entry table[SVC_METHODS_MAX];
+/* Slots at and past this were never used: every exec on the machine scans
+ * the table, and an entry is over 4 KiB (a page touched each). */
+static size_t table_hi;
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
@@ -253,6 +256,8 @@ static int add(const struct svc_methods_cfg *c, int64_t expires_ms, bool save, c
 	memset(slot, 0, sizeof(*slot));
 	slot->cfg = *c;
 	slot->used = true;
+	if ((size_t)(slot - table) >= table_hi)
+		table_hi = (size_t)(slot - table) + 1;
 	if (!slot->cfg.expiry_s)
 		slot->cfg.expiry_s = SVC_METHODS_EXPIRY_DEFAULT_S;
 	if (!slot->cfg.canary_percent)
@@ -302,7 +307,7 @@ void svc_methods_exec(pid_t pid, const char *exe)
 {
 	int64_t now = (int64_t)(util_now_ns(CLOCK_REALTIME) / 1000000);
 	uint64_t start = 0;
-	for (size_t i = 0; i < SVC_METHODS_MAX; i++) {
+	for (size_t i = 0; i < table_hi; i++) {
 		struct entry *e = &table[i];
 		if (!e->used || e->disabled || now >= e->expires_ms || strcmp(e->cfg.exe, exe))
 			continue;
@@ -318,7 +323,7 @@ void svc_methods_exec(pid_t pid, const char *exe)
 
 bool svc_methods_any(void)
 {
-	for (size_t i = 0; i < SVC_METHODS_MAX; i++)
+	for (size_t i = 0; i < table_hi; i++)
 		if (table[i].used && !table[i].disabled)
 			return true;
 	return false;
@@ -439,4 +444,5 @@ void svc_methods_foreach(void (*fn)(const struct svc_methods_info *i, void *ud),
 void svc_methods_fini(void)
 {
 	memset(table, 0, sizeof(table));
+	table_hi = 0;
 }

@@ -31,6 +31,10 @@ static struct svc_reg *regs;
  * (about 5 KiB a slot) and a scan of all of it would fault in every page. */
 static size_t regs_hi;
 static struct svc_app_pid *pids;
+/* pid_keys[i] == pids[i].pid: every exit on the machine is looked up here,
+ * and a scan of 4 bytes an entry stays in a few cache lines where one of
+ * the entries (over 300 bytes each) would touch a line per process. */
+static pid_t *pid_keys;
 static size_t npids;
 static unsigned ncrash;            /* crash memfds held; at most max_runtimes */
 
@@ -81,7 +85,7 @@ struct svc_reg *svc_trigreg_find(const char *app, uint32_t type)
 struct svc_app_pid *svc_trigreg_pid(pid_t pid)
 {
 	for (size_t i = 0; i < npids; i++)
-		if (pids[i].pid == pid)
+		if (pid_keys[i] == pid)
 			return &pids[i];
 	return NULL;
 }
@@ -117,6 +121,7 @@ struct svc_app_pid *svc_trigreg_add_pid(pid_t pid, uint64_t start, const char *a
 			 (int)pid, mine, cfg->max_pids_per_uid, npids, SVC_MAX_APP_PIDS);
 		return NULL;
 	}
+	pid_keys[npids] = pid;
 	p = &pids[npids++];
 	memset(p, 0, sizeof(*p));
 	p->sys_reg = -1;
@@ -145,8 +150,9 @@ void svc_trigreg_drop_pid(pid_t pid)
 	trg_mem_unwatch(pid);
 	trg_hang_forget(pid);
 	for (size_t i = 0; i < npids; i++)
-		if (pids[i].pid == pid) {
+		if (pid_keys[i] == pid) {
 			pids[i] = pids[--npids];
+			pid_keys[i] = pid_keys[npids];
 			return;
 		}
 }
@@ -358,7 +364,8 @@ int svc_trigreg_init(const struct svc_config *c)
 	cfg = c;
 	regs = calloc(SVC_MAX_TRIGGERS, sizeof(*regs));
 	pids = calloc(SVC_MAX_APP_PIDS, sizeof(*pids));
-	return regs && pids ? 0 : -ENOMEM;
+	pid_keys = calloc(SVC_MAX_APP_PIDS, sizeof(*pid_keys));
+	return regs && pids && pid_keys ? 0 : -ENOMEM;
 }
 
 void svc_trigreg_fini(void)
@@ -368,7 +375,9 @@ void svc_trigreg_fini(void)
 	free(regs);
 	regs_hi = 0;
 	free(pids);
+	free(pid_keys);
 	regs = NULL;
 	pids = NULL;
+	pid_keys = NULL;
 	npids = 0;
 }

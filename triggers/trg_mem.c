@@ -67,6 +67,16 @@
 
 #define V1_ROOT "/sys/fs/cgroup/memory"
 #define POLL_MS 250
+/*
+ * MemAvailable alone (no watched process): the next /proc/meminfo read is
+ * when the headroom above the line could be gone at AVAIL_RATE_KB_MS
+ * (8 GiB/s, faster than one machine's page faults usually go), between
+ * POLL_MS and AVAIL_MAX_MS. Up to that rate a crossing is seen within
+ * POLL_MS as before; an idle machine far from the line is read once a
+ * second instead of four times (the read renders all of meminfo).
+ */
+#define AVAIL_RATE_KB_MS 8389
+#define AVAIL_MAX_MS 1000
 #define MEM_MAX_CG 128
 #define MEM_MAX_PSI 32
 #define MEM_MAX_CG_UID 32         /* v2 cgroups one uid's processes may take */
@@ -130,7 +140,10 @@ static const struct trg_ops *ops;
 static struct event_base *base;
 static struct mwatch *w;
 static size_t nw;
-static struct event *timer;
+static struct event *timer;      /* poll_rss, one-shot: armed by poll_arm */
+static uint64_t timer_due_ms;    /* when it fires (util_mono_ms), if pending */
+static uint64_t gl_next_ms = POLL_MS; /* check_available's next interval */
+static void poll_arm(void);
 static char status[576];
 static long page;
 static unsigned features;
@@ -887,8 +900,9 @@ static void warn_victim(const char *why)
 static void check_available(void)
 {
 	char buf[2048];
-	/* Four times a second: an open and close of /proc/meminfo (a path
-	 * walk in procfs) cost more than the read; pread at 0 renders it anew. */
+	/* Up to four times a second: an open and close of /proc/meminfo (a
+	 * path walk in procfs) cost more than the read; pread at 0 renders it
+	 * anew. */
 	if (gl_meminfo < 0 && (gl_meminfo = open("/proc/meminfo", O_RDONLY | O_CLOEXEC)) < 0)
 		return;
 	ssize_t n = pread(gl_meminfo, buf, sizeof(buf) - 1, 0);
@@ -899,6 +913,12 @@ static void check_available(void)
 	if (!t || !a)
 		return;
 	uint64_t total = strtoull(t + 9, NULL, 10), avail = strtoull(a + 13, NULL, 10);
+	uint64_t line = total * gl_avail_pct / 100;
+	gl_next_ms = POLL_MS;
+	if (!gl_low && avail > line) {
+		uint64_t ms = (avail - line) / AVAIL_RATE_KB_MS;
+		gl_next_ms = ms < POLL_MS ? POLL_MS : ms > AVAIL_MAX_MS ? AVAIL_MAX_MS : ms;
+	}
 	if (!gl_low && avail * 100 < total * gl_avail_pct) {
 		char why[128];
 		gl_low = true;
@@ -947,6 +967,7 @@ int trg_mem_global(unsigned avail_percent, unsigned stall_percent)
 	gl_avail_pct = avail_percent;
 	if (avail_percent)
 		features |= TRG_MEM_AVAIL;
+	poll_arm();
 	if (stall_percent) {
 		int e = sys_psi_arm(stall_percent);
 		if (e == 0)
@@ -955,9 +976,10 @@ int trg_mem_global(unsigned avail_percent, unsigned stall_percent)
 			LOG_N("no system-wide memory stall trigger: %s", strerror(-e));
 	}
 	size_t l = strlen(status);
-	char a[48] = "", p[64] = "";
+	char a[96] = "", p[64] = "";
 	if (features & TRG_MEM_AVAIL)
-		util_fmt(a, sizeof(a), " MemAvailable under %u %%;", avail_percent);
+		util_fmt(a, sizeof(a), " MemAvailable under %u %% (read every %d-%d ms by headroom);",
+			 avail_percent, POLL_MS, AVAIL_MAX_MS);
 	if (features & TRG_MEM_SYS_PSI)
 		util_fmt(p, sizeof(p), " /proc/pressure/memory some %u %% of 1 s;", stall_percent);
 	if (a[0] || p[0])
@@ -1024,10 +1046,29 @@ static const char *kmsg_kill(pid_t pid, uint64_t since_ms)
 }
 
 /* RSS fallback for processes without a cgroup line, and MemAvailable. */
+/*
+ * (Re)arm poll_rss: every POLL_MS while a process is watched (one may be
+ * watched by RSS, or become so when its cgroup's line goes), else at
+ * gl_next_ms for MemAvailable, else not at all: an idle daemon with
+ * nothing to read takes no wake-up. Only brings a later deadline forward.
+ */
+static void poll_arm(void)
+{
+	uint64_t ms = nw ? POLL_MS : gl_avail_pct ? gl_next_ms : 0, now = util_mono_ms();
+	if (!ms || !timer)
+		return;
+	if (evtimer_pending(timer, NULL) && timer_due_ms <= now + ms)
+		return;
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000 * 1000) };
+	if (evtimer_add(timer, &tv) == 0)
+		timer_due_ms = now + ms;
+}
+
 static void poll_rss(evutil_socket_t fd, short what, void *arg)
 {
 	if (gl_avail_pct)
 		check_available();
+	poll_arm();
 	for (size_t i = 0; i < nw; i++) {
 		struct mwatch *x = &w[i];
 		char path[64], buf[128];
@@ -1075,9 +1116,8 @@ int trg_mem_init(struct event_base *b, const struct trg_ops *o)
 		cgs[i].wd[0] = cgs[i].wd[1] = cgs[i].wd[2] = -1;
 	}
 	w = calloc(TRG_MAX_PIDS, sizeof(*w));
-	timer = event_new(base, -1, EV_PERSIST, poll_rss, NULL);
-	struct timeval tv = { 0, POLL_MS * 1000 };
-	if (!w || !timer || event_add(timer, &tv) < 0)
+	timer = evtimer_new(base, poll_rss, NULL);
+	if (!w || !timer)
 		return -ENOMEM;
 	if (access(V1_ROOT "/cgroup.event_control", W_OK) == 0)
 		features |= TRG_MEM_V1;
@@ -1167,6 +1207,8 @@ void trg_mem_fini(void)
 		close(gl_meminfo);
 	gl_meminfo = -1;
 	gl_avail_pct = 0;
+	gl_next_ms = POLL_MS;
+	timer_due_ms = 0;
 	gl_low = false;
 	gl_psi_ms = 0;
 	if (kmsg_ev)
@@ -1252,6 +1294,7 @@ int trg_mem_watch(pid_t pid, unsigned percent, uint64_t bytes)
 	      (unsigned long long)x->threshold,
 	      x->thr_efd >= 0 ? x->dir : x->cg >= 0 && limit ? cgs[x->cg].dir : "RSS");
 	nw++;
+	poll_arm();
 	/* Look now: the process may be over the line already. */
 	if (x->cg >= 0)
 		cg_check(x->cg, "watch start");
