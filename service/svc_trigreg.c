@@ -115,6 +115,19 @@ struct svc_app_pid *svc_trigreg_add_pid(pid_t pid, uint64_t start, const char *a
 	for (size_t i = 0; i < npids; i++)
 		if (pids[i].uid == uid)
 			mine++;
+	/* At a cap: first forget processes gone without their exit seen (a
+	 * lost event, or one that ended as it was tracked, before the
+	 * connector's filter named it), so they cannot hold the slots. */
+	if (mine >= cfg->max_pids_per_uid || npids == SVC_MAX_APP_PIDS) {
+		uint64_t st;
+		for (size_t i = npids; i-- > 0;)
+			if ((npids == SVC_MAX_APP_PIDS || pids[i].uid == uid) &&
+			    (util_proc_start_time((int)pid_keys[i], &st) < 0 || st != pids[i].start)) {
+				if (pids[i].uid == uid)
+					mine--;
+				svc_trigreg_drop_pid(pid_keys[i]);
+			}
+	}
 	if (mine >= cfg->max_pids_per_uid || npids == SVC_MAX_APP_PIDS) {
 		LOG_PEER(uid, LOG_WARNING, "uid %u: pid %d not tracked: %u processes of this uid "
 			 "tracked already (max_pids_per_uid %u, %zu of %d in all)", (unsigned)uid,
@@ -131,6 +144,7 @@ struct svc_app_pid *svc_trigreg_add_pid(pid_t pid, uint64_t start, const char *a
 	p->uid = uid;
 	p->gid = gid;
 	util_strlcpy(p->app, app, sizeof(p->app));
+	trg_proc_exits(pid_keys, npids);
 	return p;
 }
 
@@ -153,6 +167,7 @@ void svc_trigreg_drop_pid(pid_t pid)
 		if (pid_keys[i] == pid) {
 			pids[i] = pids[--npids];
 			pid_keys[i] = pid_keys[npids];
+			trg_proc_exits(pid_keys, npids);
 			return;
 		}
 }

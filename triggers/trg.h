@@ -32,6 +32,10 @@ struct trg_ops {
 int trg_proc_init(struct event_base *base, const struct trg_ops *ops);
 void trg_proc_fini(void);
 const char *trg_proc_status(void);
+/* The processes whose exits are wanted (the tracked ones; copied): the
+ * socket filter drops every other exit. Past its cap, or never called,
+ * every exit reaches ops->exit. */
+void trg_proc_exits(const pid_t *pids, size_t n);
 
 /* Per-process CPU% over a sliding window: task-clock perf counters whose
  * overflow wakes the daemon (use_perf), else /proc/<pid>/stat polled every

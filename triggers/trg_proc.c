@@ -12,6 +12,13 @@
  * events per process instead of three or more per thread, and a thread's
  * start or end not at all. Without the filter (refused), the same test
  * runs in nl_read, which keeps it either way.
+ *
+ * Exits matter only for the processes the daemon tracks (trg_proc_exits):
+ * the filter also drops the exit of any other pid, so an idle machine's
+ * every short-lived process wakes the daemon once (its exec) rather than
+ * twice. The list is compiled into the filter (two instructions a pid,
+ * run in the exiting task's context); past TRG_PROC_EXIT_PIDS pids every
+ * exit passes, as when the filter is refused or cannot be replaced.
  */
 #include "trg.h"
 
@@ -41,6 +48,7 @@
  * finds the queue empty. A longer datagram is cut (MSG_TRUNC) and dropped.
  */
 #define NL_BATCH 16
+#define TRG_PROC_EXIT_PIDS 1024 /* exits filtered by pid up to this many */
 #define NL_DGRAM 256
 
 static const struct trg_ops *ops;
@@ -50,6 +58,9 @@ static struct event *ev;
 static char status[160];
 static pid_t *known;      /* the /proc scan's last view, sorted */
 static size_t nknown;
+static pid_t exit_pids[TRG_PROC_EXIT_PIDS]; /* trg_proc_exits: whose exits pass */
+static size_t nexit;
+static bool exit_all = true; /* every exit passes (past the cap, or not told) */
 
 /*
  * Keep exec and exit events whose thread is its process's leader (pid ==
@@ -70,18 +81,35 @@ static int nl_filter(int s)
 		       offsetof(struct proc_event, event_data.exit.process_tgid) ==
 			       offsetof(struct proc_event, event_data.exec.process_tgid),
 		       "exec and exit events lay out their ids alike");
-	struct sock_filter code[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, WHAT_OFF),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, htonl(PROC_EVENT_EXEC), 1, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, htonl(PROC_EVENT_EXIT), 0, 4),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, TGID_OFF),
-		BPF_STMT(BPF_MISC | BPF_TAX, 0),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, PID_OFF),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_X, 0, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, 0),          /* drop */
-		BPF_STMT(BPF_RET | BPF_K, 0xffffffff), /* keep all of it */
-	};
-	struct sock_fprog prog = { sizeof(code) / sizeof(code[0]), code };
+	/* 13 fixed instructions and two a pid: well under BPF_MAXINSNS. */
+	static struct sock_filter code[16 + 2 * TRG_PROC_EXIT_PIDS];
+	_Static_assert(sizeof(code) / sizeof(code[0]) <= BPF_MAXINSNS, "filter too long");
+	const uint32_t drop = 0, keep = 0xffffffff;
+	size_t n = 0;
+	code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, WHAT_OFF);
+	code[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, htonl(PROC_EVENT_EXEC), 1, 0);
+	code[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, htonl(PROC_EVENT_EXIT), 0, 4);
+	code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, TGID_OFF);
+	code[n++] = (struct sock_filter)BPF_STMT(BPF_MISC | BPF_TAX, 0);
+	code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, PID_OFF);
+	code[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_X, 0, 1, 0);
+	code[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, drop); /* not a leader's */
+	/* A leader's exec, or exit of anyone when not filtering by pid. */
+	code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, WHAT_OFF);
+	code[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, htonl(PROC_EVENT_EXIT),
+						 exit_all ? 0 : 1, 0);
+	code[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, keep);
+	if (!exit_all) {
+		/* An exit: kept when its pid is one of the list. */
+		code[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, PID_OFF);
+		for (size_t i = 0; i < nexit; i++) {
+			code[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
+								 htonl((uint32_t)exit_pids[i]), 0, 1);
+			code[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, keep);
+		}
+		code[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, drop);
+	}
+	struct sock_fprog prog = { (unsigned short)n, code };
 	return setsockopt(s, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0 ? -errno : 0;
 }
 
@@ -294,9 +322,31 @@ void trg_proc_fini(void)
 	free(known);
 	known = NULL;
 	nknown = 0;
+	nexit = 0;
+	exit_all = true;
 }
 
 const char *trg_proc_status(void)
 {
 	return status[0] ? status : "not started";
+}
+
+void trg_proc_exits(const pid_t *pids, size_t n)
+{
+	exit_all = n > TRG_PROC_EXIT_PIDS;
+	nexit = exit_all ? 0 : n;
+	if (nexit)
+		memcpy(exit_pids, pids, nexit * sizeof(*pids));
+	if (nl < 0 || filtered)
+		return; /* no filter: nl_read sees every exit */
+	/* Replacing the filter is atomic; if it fails, none at all rather than
+	 * the old list, which would hide the exit of a pid just tracked. */
+	int e = nl_filter(nl);
+	if (e < 0) {
+		setsockopt(nl, SOL_SOCKET, SO_DETACH_FILTER, NULL, 0);
+		filtered = e;
+		snprintf(status, sizeof(status), "netlink proc connector (unfiltered: %s)",
+			 strerror(-e));
+		LOG_W("process events: %s", status);
+	}
 }

@@ -46,6 +46,7 @@ int trg_proc_init(struct event_base *base, const struct trg_ops *ops)
 }
 void trg_proc_fini(void) { stub_ops = NULL; }
 const char *trg_proc_status(void) { return "stub"; }
+void trg_proc_exits(const pid_t *pids, size_t n) {}
 int trg_cpu_init(struct event_base *base, const struct trg_ops *ops, bool use_perf) { return 0; }
 void trg_cpu_fini(void) {}
 int trg_cpu_watch(pid_t pid, uid_t uid, unsigned percent, unsigned window_ms)
