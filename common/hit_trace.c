@@ -139,8 +139,46 @@ int htr_thread(struct htr *w, int32_t tid, const char *name)
 int htr_hit(struct htr *w, int32_t tid, uint64_t ts, uint64_t iid, const char *leaf,
 	    const char *text, size_t len)
 {
-	if (!w)
+	return htr_hit_args(w, tid, ts, iid, leaf, text, len, NULL, 0);
+}
+
+/* One argument as a debug annotation named "arg<index>". */
+static void arg_annotation(Perfetto__Protos__DebugAnnotation *da, char name[8],
+			   const struct htr_arg *a)
+{
+	snprintf(name, 8, "arg%u", (unsigned)a->index);
+	da->name_field_case = PERFETTO__PROTOS__DEBUG_ANNOTATION__NAME_FIELD_NAME;
+	da->name = name;
+	switch (a->kind) {
+	case HTR_ARG_INT:
+		da->value_case = PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_INT_VALUE;
+		da->int_value = a->v.i;
+		break;
+	case HTR_ARG_UINT:
+		da->value_case = PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_UINT_VALUE;
+		da->uint_value = a->v.u;
+		break;
+	case HTR_ARG_PTR:
+		da->value_case = PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_POINTER_VALUE;
+		da->pointer_value = a->v.u;
+		break;
+	case HTR_ARG_STR:
+	default:
+		/* protobuf-c packs a string with strlen: the caller's bytes are
+		 * copied, cut and terminated in the annotation's own buffer. */
+		da->value_case = PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_STRING_VALUE;
+		break;
+	}
+}
+
+int htr_hit_args(struct htr *w, int32_t tid, uint64_t ts, uint64_t iid, const char *leaf,
+		 const char *text, size_t len, const struct htr_arg *args, size_t nargs)
+{
+	if (!w || nargs > HTR_ARGS_MAX || (nargs && !args))
 		return -EINVAL;
+	Perfetto__Protos__DebugAnnotation ada[HTR_ARGS_MAX];
+	char aname[HTR_ARGS_MAX][8];
+	char astr[HTR_ARGS_MAX][HTR_ARG_STR_MAX + 1];
 	Perfetto__Protos__InternedData id = PERFETTO__PROTOS__INTERNED_DATA__INIT;
 	Perfetto__Protos__EventName en = PERFETTO__PROTOS__EVENT_NAME__INIT;
 	Perfetto__Protos__EventName *ens[1] = { &en };
@@ -149,7 +187,7 @@ int htr_hit(struct htr *w, int32_t tid, uint64_t ts, uint64_t iid, const char *l
 	Perfetto__Protos__DebugAnnotationName an = PERFETTO__PROTOS__DEBUG_ANNOTATION_NAME__INIT;
 	Perfetto__Protos__DebugAnnotationName *ans[1] = { &an };
 	Perfetto__Protos__DebugAnnotation da = PERFETTO__PROTOS__DEBUG_ANNOTATION__INIT;
-	Perfetto__Protos__DebugAnnotation *das[1] = { &da };
+	Perfetto__Protos__DebugAnnotation *das[1 + HTR_ARGS_MAX] = { &da };
 	Perfetto__Protos__TrackEvent te = PERFETTO__PROTOS__TRACK_EVENT__INIT;
 	Packet p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
 
@@ -191,6 +229,21 @@ int htr_hit(struct htr *w, int32_t tid, uint64_t ts, uint64_t iid, const char *l
 	} else {
 		te.name_field_case = PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME;
 		te.name = "method hit";
+	}
+	for (size_t i = 0; i < nargs; i++) {
+		perfetto__protos__debug_annotation__init(&ada[i]);
+		arg_annotation(&ada[i], aname[i], &args[i]);
+		if (ada[i].value_case == PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_STRING_VALUE) {
+			size_t n = args[i].len < HTR_ARG_STR_MAX ? args[i].len : HTR_ARG_STR_MAX;
+			if (n && args[i].s)
+				memcpy(astr[i], args[i].s, n);
+			else
+				n = 0;
+			astr[i][n] = '\0';
+			ada[i].string_value = astr[i];
+		}
+		das[te.n_debug_annotations++] = &ada[i];
+		te.debug_annotations = das;
 	}
 	p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT;
 	p.track_event = &te;

@@ -53,6 +53,28 @@ int htr_thread(struct htr *w, int32_t tid, const char *name);
  * first, '\n' between frames) and its leaf's name; later hits pass NULL. */
 int htr_hit(struct htr *w, int32_t tid, uint64_t ts, uint64_t iid, const char *leaf,
 	    const char *text, size_t len);
+
+/* A recorded argument of a hit (docs/METHOD_EVENTS.md, "Arguments"): a
+ * number, or a string that is not NUL-terminated (s, len; at most
+ * HTR_ARG_STR_MAX bytes are written). Written as a debug annotation named
+ * "arg<index>", not interned: values rarely repeat, and the redactor's
+ * DLP rules look at each string where it stands. */
+#define HTR_ARGS_MAX    6
+#define HTR_ARG_STR_MAX 64
+enum htr_arg_kind { HTR_ARG_INT, HTR_ARG_UINT, HTR_ARG_PTR, HTR_ARG_STR };
+struct htr_arg {
+	uint8_t index;          /* the parameter's position, 0..HTR_ARGS_MAX-1 */
+	enum htr_arg_kind kind;
+	union {
+		int64_t i;      /* HTR_ARG_INT */
+		uint64_t u;     /* HTR_ARG_UINT, HTR_ARG_PTR */
+	} v;
+	const char *s;          /* HTR_ARG_STR */
+	size_t len;
+};
+/* htr_hit with up to HTR_ARGS_MAX arguments (nargs 0: htr_hit). */
+int htr_hit_args(struct htr *w, int32_t tid, uint64_t ts, uint64_t iid, const char *leaf,
+		 const char *text, size_t len, const struct htr_arg *args, size_t nargs);
 /* Appends a frame's name to a stack's text (a '\n' before all but the
  * first): false when it does not fit, and the text is left as it was
  * (the outermost frames go: the leaf matters most). */
