@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <event2/event.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,6 +287,24 @@ static void test_forbidden_syscall(void)
 }
 #endif
 
+/*
+ * glibc's malloc, tuned for a daemon that idles for days (issue #18):
+ * - fixed thresholds: by default the mmap threshold climbs to the size of
+ *   the largest block freed (SQLite frees ~0.5 MiB after its quick_check),
+ *   and after that the big tables allocated for a cap (svc_trigreg's
+ *   SVC_MAX_TRIGGERS registrations, trg_mem's TRG_MAX_PIDS) came from the
+ *   heap instead of their own mappings; set, both stay at 128 KiB and a
+ *   big block's untouched pages stay unbacked.
+ * - one arena: the daemon is single-threaded; a library thread must not
+ *   get a 64 MiB arena of its own.
+ */
+static void malloc_tune(void)
+{
+	(void)mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+	(void)mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+	(void)mallopt(M_ARENA_MAX, 1);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	struct event_base *base = arg;
@@ -341,6 +360,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	malloc_tune();
 	enum log_sink sink = foreground ? LOG_SINK_STDERR : log_sink_auto();
 	log_init(sink, debug ? LOG_DEBUG : LOG_INFO, "profilingd");
 	live_src = (struct cfg_src){ config, state, csock, rsock };
@@ -434,6 +454,11 @@ int main(int argc, char **argv)
 #endif
 	/* [methods.ID] of the config: their captures start with the loop. */
 	svc_methods_load(&cfg);
+	/* Init's garbage (config parsing, SQLite's schema checks and
+	 * migrations, the seccomp filter's build) goes back to the kernel:
+	 * free pages inside the heap are released too (madvise), not only
+	 * its top. */
+	(void)malloc_trim(0);
 	LOG_N("profilingd %s ready (state %s)", PROFILINGD_VERSION, cfg.state_dir);
 	svc_sd_notify("READY=1"); /* Type=notify under systemd; a no-op otherwise */
 	if (event_base_dispatch(base) < 0)

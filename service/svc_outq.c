@@ -20,12 +20,29 @@ struct svc_outq_msg {
 	int fd;
 };
 
-int svc_outq_init(struct svc_outq *q, uint32_t cap)
+int svc_outq_init(struct svc_outq *q, uint32_t max)
 {
 	q->head = q->len = 0;
-	q->cap = cap;
-	q->msg = cap ? calloc(cap, sizeof(*q->msg)) : NULL;
+	q->max = max;
+	q->cap = max < SVC_OUTQ_FIRST ? max : SVC_OUTQ_FIRST;
+	q->msg = q->cap ? calloc(q->cap, sizeof(*q->msg)) : NULL;
 	return q->msg ? 0 : -ENOMEM;
+}
+
+/* A full ring doubles (up to max), its messages moved to the front in order. */
+static int grow(struct svc_outq *q)
+{
+	uint32_t ncap = q->cap > q->max / 2 ? q->max : q->cap * 2;
+	struct svc_outq_msg *n = calloc(ncap, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < q->len; i++)
+		n[i] = q->msg[(q->head + i) % q->cap];
+	free(q->msg);
+	q->msg = n;
+	q->cap = ncap;
+	q->head = 0;
+	return 0;
 }
 
 static void msg_clear(struct svc_outq_msg *m)
@@ -53,8 +70,11 @@ int svc_outq_push(struct svc_outq *q, const ProtobufCMessage *m, size_t max, int
 	size_t len = protobuf_c_message_get_packed_size(m);
 	if (len > max)
 		return -EMSGSIZE;
-	if (q->len == q->cap)
+	if (q->len == q->max)
 		return -ENOBUFS;
+	int r = q->len == q->cap ? grow(q) : 0;
+	if (r < 0)
+		return r;
 	struct svc_outq_msg *o = &q->msg[(q->head + q->len) % q->cap];
 	o->buf = malloc(len ? len : 1);
 	if (!o->buf)
@@ -63,7 +83,7 @@ int svc_outq_push(struct svc_outq *q, const ProtobufCMessage *m, size_t max, int
 	o->fd = -1;
 	/* Our own copy: the caller may close its fd before the peer reads. */
 	if (fd >= 0 && (o->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0) {
-		int r = -errno;
+		r = -errno;
 		msg_clear(o);
 		return r;
 	}
