@@ -796,6 +796,12 @@ static int cg_get(const char *dir, unsigned uid)
 	if (uid_slots(uid, false) >= MEM_MAX_CG_UID)
 		return -EDQUOT;
 	struct mcg *c = &cgs[free_slot];
+	/* Set up when taken, not at init: a slot never used is never touched,
+	 * so the table (MEM_MAX_CG slots of 1.7 KiB) costs no RSS until a
+	 * cgroup is watched. Free slots are only ever read for refs. */
+	memset(c, 0, sizeof(*c));
+	c->cur_fd = c->psi_fd = c->psi_ep = -1;
+	c->wd[0] = c->wd[1] = c->wd[2] = -1;
 	util_strlcpy(c->dir, dir, sizeof(c->dir));
 	c->uid = uid;
 	snprintf(path, sizeof(path), "%s/memory.current", dir);
@@ -1110,11 +1116,8 @@ int trg_mem_init(struct event_base *b, const struct trg_ops *o)
 	ops = o;
 	page = sysconf(_SC_PAGESIZE);
 	features = 0;
-	for (int i = 0; i < MEM_MAX_CG; i++) {
-		memset(&cgs[i], 0, sizeof(cgs[i]));
-		cgs[i].cur_fd = cgs[i].psi_fd = cgs[i].psi_ep = -1;
-		cgs[i].wd[0] = cgs[i].wd[1] = cgs[i].wd[2] = -1;
-	}
+	/* cgs[] starts zeroed (static) and cg_release zeroes a slot again:
+	 * every slot is free (refs 0) here, set up by cg_get when taken. */
 	w = calloc(TRG_MAX_PIDS, sizeof(*w));
 	timer = evtimer_new(base, poll_rss, NULL);
 	if (!w || !timer)
