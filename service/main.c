@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <event2/event.h>
 #include <getopt.h>
@@ -16,7 +17,6 @@
 #include <unistd.h>
 #ifdef PROFILINGD_TEST_HOOKS
 #include <pwd.h>
-#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -209,6 +209,30 @@ static int check_config(const struct cfg_src *src)
 	return r < 0 || fflush(stdout) != 0 ? 1 : 0;
 }
 
+/*
+ * Give back the pages of [p, p + len) that hold only zeros: a later read
+ * maps the kernel's zero page, a write a fresh one, so the contents stay
+ * as they are. For the config, whose cap-sized tables are mostly empty
+ * but were all written by its memset (issue #18).
+ */
+static void release_zero_pages(void *p, size_t len)
+{
+	static const unsigned char zero[4096];
+	uintptr_t pg = sizeof(zero);
+	uintptr_t a = ((uintptr_t)p + pg - 1) & ~(pg - 1);
+	uintptr_t end = ((uintptr_t)p + len) & ~(pg - 1);
+	if ((uintptr_t)sysconf(_SC_PAGESIZE) != pg)
+		return;
+	while (a < end) {
+		uintptr_t run = a;
+		while (run < end && !memcmp((const void *)run, zero, pg))
+			run += pg;
+		if (run > a)
+			(void)madvise((void *)a, run - a, MADV_DONTNEED);
+		a = run + pg;
+	}
+}
+
 static struct svc_config *live_cfg;
 static struct cfg_src live_src;
 static bool debug_log;
@@ -216,24 +240,28 @@ static bool debug_log;
 /* SIGHUP: re-read the config; apply what is safe, keep the rest. */
 static void on_hup(evutil_socket_t sig, short what, void *arg)
 {
-	struct svc_config next;
+	/* Not on the stack: 220 KiB that would stay resident after the reload. */
+	struct svc_config *next = calloc(1, sizeof(*next));
 	unsigned refused = 0;
 
 	svc_sd_notify("RELOADING=1");
 	LOG_N("SIGHUP: reloading %s", live_src.path ? live_src.path : DEFAULT_CONFIG);
-	if (load_config(&live_src, &next, true)) {
-		LOG_E("reload failed: the running config is unchanged");
+	if (!next || load_config(&live_src, next, true)) {
+		LOG_E("reload failed%s: the running config is unchanged", next ? "" : " (out of memory)");
+		free(next);
 		svc_sd_notify("READY=1");
 		return;
 	}
 	bool methods_were = live_cfg->method_events;
-	int changed = svc_config_reload(live_cfg, &next, &refused);
+	int changed = svc_config_reload(live_cfg, next, &refused);
 	/* The method events' kill switch: every probe goes now. */
 	if (methods_were && !live_cfg->method_events) {
 		int k = svc_methods_switch_off();
 		LOG_N("method_events = false: %d method-event captures stopped, their probes removed", k);
 	}
-	svc_config_free(&next);
+	svc_config_free(next);
+	free(next);
+	release_zero_pages(live_cfg, sizeof(*live_cfg));
 	if (!debug_log)
 		log_set_level(live_cfg->log_level);
 	svc_admit_reconfigure(&live_cfg->rl);
@@ -333,7 +361,7 @@ int main(int argc, char **argv)
 	};
 	const char *config = NULL, *state = NULL, *csock = NULL, *rsock = NULL, *check = NULL;
 	int debug = 0, foreground = 0, reset_rl = 0, reset_db = 0, seccomp_debug = 0, c, r, rc = 1;
-	struct svc_config cfg;
+	struct svc_config *cfg = NULL;
 	struct event_base *base = NULL;
 	struct event *ev_term = NULL, *ev_int = NULL, *ev_hup = NULL;
 	char dbpath[SVC_PATH_MAX + 32];
@@ -368,47 +396,64 @@ int main(int argc, char **argv)
 		live_src.path = check;
 		return check_config(&live_src);
 	}
-	if (load_config(&live_src, &cfg, false))
-		return 1;
-	live_cfg = &cfg;
-	debug_log = debug;
-	log_init(sink, debug ? LOG_DEBUG : cfg.log_level, "profilingd");
-	if ((r = util_mkdir_p(cfg.state_dir, 0755)) < 0) {
-		LOG_E("cannot create state dir %s: %s", cfg.state_dir, strerror(-r));
-		svc_config_free(&cfg);
+	/*
+	 * The config is ~220 KiB (its tables are sized for their caps), and
+	 * svc_config_defaults zeroes all of it: on main's stack that stayed
+	 * resident for the daemon's life. Its own mapping instead, whose
+	 * pages that stay zero are given back once init is done.
+	 */
+	if (!(cfg = calloc(1, sizeof(*cfg)))) {
+		fprintf(stderr, "profilingd: out of memory\n");
 		return 1;
 	}
-	int lockfd = lock_state(cfg.state_dir);
+	if (load_config(&live_src, cfg, false)) {
+		free(cfg);
+		return 1;
+	}
+	live_cfg = cfg;
+	debug_log = debug;
+	log_init(sink, debug ? LOG_DEBUG : cfg->log_level, "profilingd");
+	if ((r = util_mkdir_p(cfg->state_dir, 0755)) < 0) {
+		LOG_E("cannot create state dir %s: %s", cfg->state_dir, strerror(-r));
+		svc_config_free(cfg);
+		free(cfg);
+		return 1;
+	}
+	int lockfd = lock_state(cfg->state_dir);
 	if (lockfd < 0) {
-		fprintf(stderr, "profilingd: %s: %s\n", cfg.state_dir, lockfd == -EBUSY
+		fprintf(stderr, "profilingd: %s: %s\n", cfg->state_dir, lockfd == -EBUSY
 			? "another profilingd is running on this state directory; stop it first"
 			: strerror(-lockfd));
-		svc_config_free(&cfg);
+		svc_config_free(cfg);
+		free(cfg);
 		return 1;
 	}
-	secure_state_dir(cfg.state_dir);
+	secure_state_dir(cfg->state_dir);
 	if (reset_rl) {
 		char rlpath[SVC_PATH_MAX + 32];
-		snprintf(rlpath, sizeof(rlpath), "%s/ratelimit.db", cfg.state_dir);
+		snprintf(rlpath, sizeof(rlpath), "%s/ratelimit.db", cfg->state_dir);
 		r = rl_reset(rlpath, (int64_t)(util_now_ns(CLOCK_REALTIME) / 1000000ull));
 		if (r < 0) {
 			fprintf(stderr, "profilingd: cannot reset %s: %s%s\n", rlpath, strerror(-r),
 				r == -EBUSY ? " (stop the running profilingd first)" : "");
-			svc_config_free(&cfg);
+			svc_config_free(cfg);
+			free(cfg);
 			return 1;
 		}
 		printf("profilingd: %s reset; the old file was moved aside as %s.broken-*\n",
 		       rlpath, rlpath);
-		svc_config_free(&cfg);
+		svc_config_free(cfg);
+		free(cfg);
 		return 0;
 	}
 
 	if (reset_db) {
 		char dbp[SVC_PATH_MAX + 32], res[SVC_PATH_MAX + 32], moved[SVC_PATH_MAX + 64];
-		snprintf(dbp, sizeof(dbp), "%s/profilingd.db", cfg.state_dir);
-		snprintf(res, sizeof(res), "%s/results", cfg.state_dir);
+		snprintf(dbp, sizeof(dbp), "%s/profilingd.db", cfg->state_dir);
+		snprintf(res, sizeof(res), "%s/results", cfg->state_dir);
 		r = svc_db_reset(dbp, res, moved, sizeof(moved));
-		svc_config_free(&cfg);
+		svc_config_free(cfg);
+		free(cfg);
 		if (r < 0) {
 			fprintf(stderr, "profilingd: cannot reset %s: %s\n", dbp, strerror(-r));
 			return 1;
@@ -423,18 +468,18 @@ int main(int argc, char **argv)
 		LOG_E("cannot create the event loop");
 		goto out;
 	}
-	snprintf(dbpath, sizeof(dbpath), "%s/profilingd.db", cfg.state_dir);
+	snprintf(dbpath, sizeof(dbpath), "%s/profilingd.db", cfg->state_dir);
 	if (svc_db_init(dbpath) < 0)
 		goto out;
 	if ((r = svc_db_recover()) > 0)
 		LOG_N("%d capture(s) were cut short by the previous run and are marked failed", r);
 	/* Lower modules first (docs/ARCHITECTURE.md, "The daemon's modules");
 	 * the stop sequence below is this one backwards. */
-	if (svc_admit_init(&cfg) < 0 || svc_helper_init(base, &cfg) < 0 ||
-	    svc_redact_init(&cfg) < 0 || svc_conn_init(base, &cfg) < 0 ||
-	    svc_client_init(&cfg) < 0 || svc_runtime_init() < 0 ||
-	    svc_session_init(base, &cfg) < 0 || svc_trigger_init(base, &cfg) < 0 ||
-	    svc_ctl_init(&cfg) < 0)
+	if (svc_admit_init(cfg) < 0 || svc_helper_init(base, cfg) < 0 ||
+	    svc_redact_init(cfg) < 0 || svc_conn_init(base, cfg) < 0 ||
+	    svc_client_init(cfg) < 0 || svc_runtime_init() < 0 ||
+	    svc_session_init(base, cfg) < 0 || svc_trigger_init(base, cfg) < 0 ||
+	    svc_ctl_init(cfg) < 0)
 		goto out;
 	ev_term = evsignal_new(base, SIGTERM, on_signal, base);
 	ev_int = evsignal_new(base, SIGINT, on_signal, base);
@@ -445,21 +490,22 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	/* Last step of init, never skipped on failure (docs/SANDBOX.md). */
-	if (seccomp_debug && cfg.seccomp_mode == SVC_SECCOMP_ENFORCE)
-		cfg.seccomp_mode = SVC_SECCOMP_DEBUG;
-	if (svc_sandbox_apply(cfg.seccomp_mode) < 0)
+	if (seccomp_debug && cfg->seccomp_mode == SVC_SECCOMP_ENFORCE)
+		cfg->seccomp_mode = SVC_SECCOMP_DEBUG;
+	if (svc_sandbox_apply(cfg->seccomp_mode) < 0)
 		goto out;
 #ifdef PROFILINGD_TEST_HOOKS
 	test_forbidden_syscall();
 #endif
 	/* [methods.ID] of the config: their captures start with the loop. */
-	svc_methods_load(&cfg);
+	svc_methods_load(cfg);
 	/* Init's garbage (config parsing, SQLite's schema checks and
 	 * migrations, the seccomp filter's build) goes back to the kernel:
 	 * free pages inside the heap are released too (madvise), not only
 	 * its top. */
 	(void)malloc_trim(0);
-	LOG_N("profilingd %s ready (state %s)", PROFILINGD_VERSION, cfg.state_dir);
+	release_zero_pages(cfg, sizeof(*cfg));
+	LOG_N("profilingd %s ready (state %s)", PROFILINGD_VERSION, cfg->state_dir);
 	svc_sd_notify("READY=1"); /* Type=notify under systemd; a no-op otherwise */
 	if (event_base_dispatch(base) < 0)
 		LOG_E("event loop failed");
@@ -495,7 +541,8 @@ out:
 	svc_admit_fini();
 	svc_db_fini();
 	event_base_free(base);
-	svc_config_free(&cfg);
+	svc_config_free(cfg);
+	free(cfg);
 	/* Suppressed peer lines are counted, never lost silently. */
 	log_peer_flush();
 	if (rc == 0)
