@@ -1,14 +1,18 @@
 #include "sandbox.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifdef PROFILINGD_SANITIZE_BUILD
@@ -102,6 +106,95 @@ static int add_rule(scmp_filter_ctx ctx, const struct sbx_rule *r)
 	return seccomp_rule_add_array(ctx, act, nr, 1, &cmp);
 }
 
+/* The filter of rules as a libseccomp context: 0 with *out set, or -errno. */
+static int build(const struct sbx_rule *rules, size_t n, bool debug, scmp_filter_ctx *out)
+{
+	int r;
+	scmp_filter_ctx ctx = seccomp_init(debug ? SCMP_ACT_TRAP : SCMP_ACT_KILL_PROCESS);
+	if (!ctx)
+		return -ENOMEM;
+	/* Only the native ABI (x32 and i386 calls hit this too). */
+	if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS)) < 0)
+		goto fail;
+	for (size_t i = 0; i < n; i++)
+		if ((r = add_rule(ctx, &rules[i])) < 0)
+			goto fail;
+	*out = ctx;
+	return 0;
+fail:
+	seccomp_release(ctx);
+	return r;
+}
+
+int sbx_install_apart(const struct sbx_rule *rules, size_t n)
+{
+	/* BPF_MAXINSNS instructions at most: the kernel takes no more. */
+	enum { CAP = BPF_MAXINSNS * sizeof(struct sock_filter) };
+	int p[2], r = 0, status;
+	ssize_t got = 0, k;
+
+	if (seccomp_arch_native() != SCMP_ARCH_X86_64)
+		return -ENOTSUP;
+#ifdef PROFILINGD_SANITIZE_BUILD
+	__lsan_do_leak_check(); /* as in sbx_install */
+#endif
+	struct sock_filter *insn = malloc(CAP + 1);
+	if (!insn)
+		return -ENOMEM;
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		r = -errno;
+		goto out;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		r = -errno;
+		close(p[0]);
+		close(p[1]);
+		goto out;
+	}
+	if (pid == 0) {
+		scmp_filter_ctx ctx;
+		close(p[0]);
+		int e = build(rules, n, false, &ctx);
+		if (!e)
+			e = seccomp_export_bpf(ctx, p[1]);
+		/* The child's errno as its status: 0, or what failed. */
+		_exit(e < 0 ? (-e & 0xff ? -e & 0xff : EIO) : 0);
+	}
+	close(p[1]);
+	/* The pipe ends when the child does: read to EOF, one byte past the cap. */
+	while (got <= CAP && (k = read(p[0], (char *)insn + got, CAP + 1 - (size_t)got)) != 0) {
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			r = -errno;
+			break;
+		}
+		got += k;
+	}
+	close(p[0]);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR) {
+			r = r ? r : -errno;
+			goto out;
+		}
+	if (!r && (!WIFEXITED(status) || WEXITSTATUS(status)))
+		r = WIFEXITED(status) ? -WEXITSTATUS(status) : -ECHILD;
+	if (!r && (got <= 0 || got > CAP || got % (ssize_t)sizeof(*insn)))
+		r = -EPROTO;
+	if (r)
+		goto out;
+	struct sock_fprog prog = { .len = (unsigned short)(got / (ssize_t)sizeof(*insn)),
+				   .filter = insn };
+	/* What seccomp_load does with libseccomp's default attributes. */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+		r = -errno;
+out:
+	free(insn);
+	return r;
+}
+
 int sbx_install(const struct sbx_rule *rules, size_t n, bool debug)
 {
 	scmp_filter_ctx ctx;
@@ -130,17 +223,9 @@ int sbx_install(const struct sbx_rule *rules, size_t n, bool debug)
 		if (sigaction(SIGSYS, &sa, NULL) < 0)
 			return -errno;
 	}
-	ctx = seccomp_init(debug ? SCMP_ACT_TRAP : SCMP_ACT_KILL_PROCESS);
-	if (!ctx)
-		return -ENOMEM;
-	/* Only the native ABI (x32 and i386 calls hit this too). */
-	if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS)) < 0)
-		goto out;
-	for (size_t i = 0; i < n; i++)
-		if ((r = add_rule(ctx, &rules[i])) < 0)
-			goto out;
+	if ((r = build(rules, n, debug, &ctx)) < 0)
+		return r;
 	r = seccomp_load(ctx);
-out:
 	seccomp_release(ctx);
 	return r;
 }

@@ -43,6 +43,17 @@ struct sbx_rule {
 int sbx_install(const struct sbx_rule *rules, size_t n, bool debug);
 
 /*
+ * The same filter (enforcing, no debug trap), built by libseccomp in a
+ * short-lived forked child that hands the BPF back through a pipe; this
+ * process only loads it (no_new_privs, then seccomp(2)). For a long-lived
+ * process (the daemon): libseccomp's code and allocations never become
+ * part of its resident memory (issue #18). Same errors as sbx_install,
+ * -EPROTO for a program the child did not hand back whole. Needs fork,
+ * pipe2, read and wait4, before any filter forbids them.
+ */
+int sbx_install_apart(const struct sbx_rule *rules, size_t n);
+
+/*
  * Make this process non-dumpable (PR_SET_DUMPABLE 0): a process of the
  * same uid can then neither ptrace it nor open its /proc/<pid>/mem, fds or
  * environ, and it leaves no core file. Every helper calls it first thing,

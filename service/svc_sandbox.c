@@ -90,7 +90,11 @@ int svc_sandbox_apply(enum svc_seccomp_mode mode)
 		return 0;
 	}
 	const char *caps = caps_names(); /* capget is not allowed under the filter */
-	if ((r = sbx_install(daemon_policy, daemon_policy_count, mode == SVC_SECCOMP_DEBUG)) < 0) {
+	/* Enforcing, libseccomp runs in a child only (sbx_install_apart): the
+	 * debug trap needs its syscall names resolved here, so debug loads it. */
+	r = mode == SVC_SECCOMP_DEBUG ? sbx_install(daemon_policy, daemon_policy_count, true)
+				      : sbx_install_apart(daemon_policy, daemon_policy_count);
+	if (r < 0) {
 		LOG_E("cannot install the seccomp filter: %s", strerror(-r));
 		return r;
 	}
