@@ -327,6 +327,20 @@ if part 4; then
 				(w1 - w0) / s, (f1 - f0) / s }'
 	}
 	rss_parts() { awk '$1 ~ /^Rss(Anon|File|Shmem):$/ { printf "%s %s KiB ", $1, $2 }' /proc/"$DPID"/status; }
+	# Where the VmRSS is (issue #18): /proc/PID/smaps summed per mapped
+	# object (each library, the binary, [heap], [stack], unnamed anonymous
+	# mappings), largest first: Rss, the part no other process maps
+	# (Private), and Anonymous, in KiB.
+	smaps_table() {
+		awk '/^[0-9a-f]+-[0-9a-f]+ / { n = $6 == "" ? "[anon]" : $6; sub(/.*\//, "", n); cur = n; next }
+			$1 == "Rss:" { r[cur] += $2; R += $2 }
+			$1 ~ /^Private_(Clean|Dirty):$/ { p[cur] += $2; P += $2 }
+			$1 == "Anonymous:" { a[cur] += $2; A += $2 }
+			END { for (n in r) if (r[n] > 0) printf "%d %s %d %d\n", r[n], n, p[n], a[n]
+				printf "%d %s %d %d\n", -1, "total", P, A }' /proc/"$1"/smaps |
+		sort -rn | awk -v tot="$(awk '$1 == "VmRSS:" { print $2 }' /proc/"$1"/status)" '
+			{ if ($1 < 0) $1 = tot; printf "    %-26s Rss %5d  Private %5d  Anon %5d KiB\n", $2, $1, $3, $4 }'
+	}
 	sleep 1
 	read -r base_pct _ base_wk base_fk < <(measure 10)
 	base_rss=$(rss_kib VmRSS)
@@ -360,6 +374,8 @@ if part 4; then
 		eo_rss=$(awk '$1 == "VmRSS:" { print $2 }' /proc/"$EO"/status)
 		eo_mib=$(awk -v a="$eo_rss" 'BEGIN { printf "%.1f MiB", a / 1024 }')
 		echo "  earlyoom $(earlyoom -v 2>&1 | head -n 1 | awk '{ print $2 }') (--dryrun," 			"same 30 s): CPU ${eo_pct} % of a core; VmRSS ${eo_rss} KiB:" 			"$(awk '$1 ~ /^Rss(Anon|File|Shmem):$/ { printf "%s %s KiB ", $1, $2 }' /proc/"$EO"/status)"
+		echo "  earlyoom's VmRSS by mapping:"
+		smaps_table "$EO"
 		kill "$EO" 2>/dev/null
 		wait "$EO" 2>/dev/null
 	fi
@@ -374,6 +390,8 @@ if part 4; then
 		"(0 watched), $(per_fork "$idle_pct" "$idle_fk") us ($NIDLE watched)"
 	echo "  VmRSS ${idle_rss} KiB (VmHWM ${idle_hwm} KiB): $(rss_parts); $nfd open fds," \
 		"$refused refusal/close lines in the log"
+	echo "  the daemon's VmRSS by mapping ($NIDLE watched):"
+	smaps_table "$DPID"
 	grep -c 'fired for pid' "$T/idle.log" | sed 's/^/  fires while idle: /'
 	summary "triggers: daemon CPU watching $NIDLE idle processes (earlyoom: its own idle)" \
 		"$idle_pct % of a core" earlyoom "$([ "$eo_pct" = - ] && echo - || echo "$eo_pct %")" "< 0.05 %"
