@@ -36,6 +36,12 @@ struct target {
 	bool gone;     /* the process is dead: its crash dump only */
 	char app[RL_APP_MAX];
 	struct svc_ident ident; /* the process; create_session takes it over */
+	/*
+	 * The caller's own process: ident is a copy of its connection's
+	 * without the pidfd, which admit dups only once the rules passed.
+	 * Most refusals (a busy target) so cost no dup and close.
+	 */
+	const struct svc_ident *borrowed;
 };
 
 /*
@@ -218,10 +224,9 @@ static int resolve_target(struct svc_conn *client, const Pd__Request *rq, struct
 	util_strlcpy(t->app, svc_conn_app(client), sizeof(t->app));
 	if (!rq->has_target_pid || rq->target_pid == 0 || (pid_t)rq->target_pid == t->pid) {
 		/* The caller itself: the process its connection is bound to. */
-		if (svc_ident_dup(&t->ident, svc_conn_ident(client)) < 0) {
-			util_fmt(msg, n, "out of file descriptors");
-			return PROF_E_UNKNOWN;
-		}
+		t->borrowed = svc_conn_ident(client);
+		t->ident = *t->borrowed;
+		t->ident.pidfd = -1;
 		return target_capturable(t, msg, n);
 	}
 	if (t->uid != 0) {
@@ -318,6 +323,15 @@ static int admit(struct target *t, const Pd__Request *rq, struct svc_admit_out *
 	int e = svc_admit_decide(&in, out, msg, n);
 	if (e)
 		return e;
+	/* Admitted: the session will own a pidfd of its own (before the charge,
+	 * so that running out of fds costs the app nothing). */
+	if (t->borrowed) {
+		if (svc_ident_dup(&t->ident, t->borrowed) < 0) {
+			util_fmt(msg, n, "out of file descriptors");
+			return PROF_E_UNKNOWN;
+		}
+		t->borrowed = NULL;
+	}
 	batch_join();
 	return svc_admit_charge(t->app, cost_type(rq->type), t->system, msg, n);
 }
