@@ -70,6 +70,9 @@ struct target {
 #define BATCH_MAX 256
 static struct event *ev_batch;
 static bool batch_open;
+/* batch_commit is running (its undo ends sessions), or svc_request_fini
+ * ran: a session's end then commits alone (group_open). */
+static bool committing, closed;
 /* A session of the batch; conn != 0: an app's request, answered at commit. */
 static struct batch_ent {
 	uint64_t id, conn, token;
@@ -110,9 +113,13 @@ static void turn_join(void)
 	event_active(ev_turn, EV_TIMEOUT, 0);
 }
 
+static int group_open(void);
+
 void svc_request_set_reply(svc_request_reply_fn fn)
 {
 	reply_fn = fn;
+	/* From here to the client's fini, sessions' ends join the turn's batch. */
+	svc_db_set_group(fn && !closed ? group_open : NULL);
 }
 
 /* The batch's commit failed: its sessions end without a trace on disk. */
@@ -142,6 +149,7 @@ static void batch_commit(void)
 	if (!batch_open)
 		return;
 	batch_open = false;
+	committing = true;
 	int r = svc_admit_batch_commit();
 	int d = svc_db_batch_commit();
 	if (r == 0)
@@ -161,6 +169,7 @@ static void batch_commit(void)
 	}
 	batch_n = 0;
 	svc_conn_release();
+	committing = false;
 }
 
 static void batch_commit_cb(evutil_socket_t fd, short what, void *arg)
@@ -189,9 +198,26 @@ static int batch_join(void)
 	return 0;
 }
 
+/*
+ * svc_db's group opener: a session's end (a failed capture, mostly) joins
+ * this turn's batch, opened without an admission. It does not count
+ * toward BATCH_MAX and never commits a full batch from here: the caller
+ * is in the middle of ending a session.
+ */
+static int group_open(void)
+{
+	if (committing || closed || !svc_session_base())
+		return -EBUSY;
+	if (batch_open)
+		return 0;
+	return batch_join();
+}
+
 void svc_request_fini(void)
 {
 	batch_commit();
+	closed = true;
+	svc_db_set_group(NULL);
 	if (ev_batch)
 		event_free(ev_batch);
 	ev_batch = NULL;
