@@ -4,7 +4,10 @@
  * connection and no runtime agent, send capture requests back to back for
  * D seconds; every admitted request is written to the rate-limit store and
  * the session table before its reply. Prints the decision rate, the split
- * of outcomes and the p50/p99 request->reply latency. Asserts nothing.
+ * of outcomes, the p50/p99 request->reply latency and the clients' CPU
+ * time per decision (user + system of all client processes, from
+ * getrusage: what the 32 clients cost the shared cores, whatever the
+ * load). Asserts nothing.
  *   usage: admission CLIENTS SECONDS  (PROFILINGD_SOCKET names the daemon)
  */
 #include <errno.h>
@@ -12,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -112,6 +116,14 @@ int main(int argc, char **argv)
 	if (k)
 		printf("  latency     p50 %.0f us, p99 %.0f us, max %.0f us\n", all[k / 2],
 		       all[(size_t)(k * 0.99)], all[k - 1]);
+	struct rusage ru;
+	if (dec && getrusage(RUSAGE_CHILDREN, &ru) == 0) {
+		double cpu_us = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
+				ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+		printf("  clients cpu %.2f us/decision (user %.2f, system %.2f)\n", cpu_us / dec,
+		       (ru.ru_utime.tv_sec * 1e6 + ru.ru_utime.tv_usec) / dec,
+		       (ru.ru_stime.tv_sec * 1e6 + ru.ru_stime.tv_usec) / dec);
+	}
 	free(all);
 	return 0;
 }

@@ -39,17 +39,29 @@ DPID=$!
 trap 'kill $DPID 2>/dev/null; wait $DPID 2>/dev/null; rm -rf "$T"' EXIT
 for _ in $(seq 100); do [ -S "$T/c.sock" ] && break; sleep 0.05; done
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+# The daemon's CPU time (user + system, clock ticks, all threads) around
+# the run, per decision: it moves less with the machine's load than the
+# rate, but an admission costs more than a refusal (compare the shares).
+# (Nothing when the daemon is gone: then the figure is "?".)
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$DPID/stat" 2>/dev/null || true; }
+CPU0=$(cpu_ticks)
 PROFILINGD_SOCKET=$T/c.sock "$BUILD/bench/admission" "$N" "$SECS" | tee "$T/out"
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
+CPU1=$(cpu_ticks)
+DEC=$(sed -n 's/^  decisions *\([0-9]*\) .*/\1/p' "$T/out")
+DCPU=$(awk -v a="$CPU0" -v b="$CPU1" -v hz="$(getconf CLK_TCK)" -v n="${DEC:-0}" \
+	'BEGIN { if (n > 0 && a != "" && b != "") printf "%.2f", (b - a) * 1e6 / hz / n; else print "?" }')
 RATE=$(sed -n 's/^  decisions .*(\([0-9]*\)\/s)/\1/p' "$T/out")
 P50=$(sed -n 's/^  latency .*p50 \([0-9]*\) us.*/\1/p' "$T/out")
 P99=$(sed -n 's/^  latency .*p99 \([0-9]*\) us.*/\1/p' "$T/out")
 verdict() { [ -n "$1" ] && [ "$1" "$2" "$3" ] && echo met || echo missed; }
 echo "  goal        decisions > 50000/s: ${RATE:-?}/s, $(verdict "$RATE" -gt 50000)"
 echo "  goal        p99 < 2000 us: ${P99:-?} us, $(verdict "$P99" -lt 2000) (p50 ${P50:-?} us)"
+echo "  daemon cpu  $DCPU us/decision (user + system: less load-bound than the rate, but it follows the share admitted)"
 echo "  load        $LOAD0 before, $LOAD1 after ($(nproc) CPUs, shared: indicative figures)"
 echo "  store: $(du -h "$T/state/ratelimit.db" | cut -f1) ratelimit.db, daemon RSS $(ps -o rss= -p $DPID) KiB"
 summary "admission: decisions/s, $N clients, each admission committed to both databases" \
 	"${RATE:-?}/s" "-" "-" "> 50000/s"
 summary "admission: request -> reply latency p50, $N clients" "${P50:-?} us" "-" "-" "-"
 summary "admission: request -> reply latency p99, $N clients" "${P99:-?} us" "-" "-" "< 2000 us"
+summary "admission: daemon CPU per decision, $N clients" "$DCPU us" "-" "-" "-"

@@ -89,9 +89,16 @@ static int client_request(struct svc_conn *c, const void *msg)
 	rep.message = (char *)why;
 	out.msg_case = PD__DAEMON_MSG__MSG_REPLY;
 	out.reply = &rep;
+	/*
+	 * A busy target is the everyday refusal (the app is told in this
+	 * reply, and the running session has its own lines): DEBUG. Root is
+	 * not rate-limited, and at INFO this line was a write(2) per refusal,
+	 * 5 % of the daemon's time under bench/admission.sh.
+	 */
 	if (e)
-		LOG_PEER(svc_conn_uid(c), LOG_INFO, "refused request from pid %d (%s): %s: %s",
-			 (int)svc_conn_pid(c), svc_conn_app(c), prof_strerror(e), why ? why : "");
+		LOG_PEER(svc_conn_uid(c), e == PROF_E_PROFILING_IN_PROGRESS ? LOG_DEBUG : LOG_INFO,
+			 "refused request from pid %d (%s): %s: %s", (int)svc_conn_pid(c),
+			 svc_conn_app(c), prof_strerror(e), why ? why : "");
 	int r = svc_conn_send(c, &out.base, -1);
 	if (r == 0 && e)
 		svc_deliver_refused(c, id, m->request, e, why);

@@ -52,6 +52,8 @@ struct svc_conn {
 	bool hello;        /* client: ClientHello seen; runtime: RuntimeHello accepted */
 	bool listener;
 	bool dropping;
+	/* Wakes left reading one message only (conn_read_cb); 0: a full batch. */
+	uint8_t single;
 	uint32_t caps;     /* runtime capabilities */
 	char app[RL_APP_MAX];
 	char kind[16];     /* runtime kind from its hello ("native", "jvm"), for status */
@@ -93,6 +95,9 @@ static const struct {
 	/* profctl is one operator: a short backlog is plenty. */
 	[SVC_ROLE_CONTROL] = { "control", "profctl", 16, 8 },
 };
+
+/* conn_read_cb: wakes reading one message after a wake that found one. */
+#define CONN_SINGLE_WAKES 8
 
 /* fds besides the peers': databases, listeners, helper pipes and pidfds, raw files. */
 #define CONN_FD_RESERVE 256
@@ -420,13 +425,27 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
 	const struct svc_conn_role_ops *ops = role_ops[c->role];
 	uint8_t buf[SVC_CONN_MAX_PACKET];
 
-	for (unsigned i = 0; ops && i < socks[c->role].batch && !c->dropping && share_take(c->share);
-	     i++) {
+	/*
+	 * A peer that sends one message and waits for its answer (an app's
+	 * request) leaves nothing behind it: the receive after it fails with
+	 * EAGAIN, one system call in eight of a decision (bench/admission.sh,
+	 * strace -c). Once a wake found exactly one message, the next
+	 * CONN_SINGLE_WAKES wakes read one only: the event is level-triggered,
+	 * so a message left behind wakes the next round, and then a full batch
+	 * is tried again. A pipelining peer loses nothing but a loop round.
+	 */
+	unsigned max = c->single ? 1 : socks[c->role].batch;
+	if (c->single)
+		c->single--;
+	for (unsigned i = 0; ops && i < max && !c->dropping && share_take(c->share); i++) {
 		ssize_t n = wire_recv(c->fd, buf, ops->max_in, NULL);
 		if (n <= 0)
 			share_refund(c->share);
-		if (n == -EAGAIN)
+		if (n == -EAGAIN) {
+			if (i == 1)
+				c->single = CONN_SINGLE_WAKES;
 			return;
+		}
 		if (n == 0) {
 			LOG_PEER(c->uid, LOG_DEBUG, "%s pid %d disconnected", socks[c->role].name,
 				 (int)c->pid);

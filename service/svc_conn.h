@@ -21,7 +21,9 @@
  *     hold a uid's share for long;
  *   - framed reads, one packet = one message, at most the role's max_in
  *     bytes (bigger: closed, one log line), at most 16 messages per wakeup
- *     of a client or runtime and 8 of a control peer, and at most SVC_CONN_UID_ROUND_MSGS per uid per
+ *     of a client or runtime and 8 of a control peer (one on the 8 wakes after
+ *     a wake that found one: a peer that waits for its answer leaves nothing
+ *     behind it), and at most SVC_CONN_UID_ROUND_MSGS per uid per
  *     event-loop round across all its connections (root not counted); the
  *     rest wait in their sockets for the next round;
  *   - decode with the role's op (a failure closes the peer with the

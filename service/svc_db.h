@@ -52,6 +52,17 @@ int svc_db_session_abandon(uint64_t id, const char *message);
  */
 int svc_db_batch_begin(void);
 int svc_db_batch_commit(void);
+/*
+ * The opener of the loop turn's batch (svc_request registers it; svc_db
+ * sits below it): a session's end outside a batch calls it, so that the
+ * end joins the turn's transaction instead of committing alone. It opens
+ * a batch (svc_db_batch_begin, the peers' messages held until the
+ * commit) or returns a negative errno (then the end commits alone). The
+ * ends of a batch whose commit failed are written again before the next
+ * session write, like those of a full disk.
+ */
+typedef int (*svc_db_group_fn)(void);
+void svc_db_set_group(svc_db_group_fn fn);
 /* A request id, unique across restarts; refusals take one too. */
 int svc_db_alloc_id(uint64_t *id);
 /* Record an admitted session as active. */

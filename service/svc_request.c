@@ -36,6 +36,12 @@ struct target {
 	bool gone;     /* the process is dead: its crash dump only */
 	char app[RL_APP_MAX];
 	struct svc_ident ident; /* the process; create_session takes it over */
+	/*
+	 * The caller's own process: ident is a copy of its connection's
+	 * without the pidfd, which admit dups only once the rules passed.
+	 * Most refusals (a busy target) so cost no dup and close.
+	 */
+	const struct svc_ident *borrowed;
 };
 
 /*
@@ -64,6 +70,9 @@ struct target {
 #define BATCH_MAX 256
 static struct event *ev_batch;
 static bool batch_open;
+/* batch_commit is running (its undo ends sessions), or svc_request_fini
+ * ran: a session's end then commits alone (group_open). */
+static bool committing, closed;
 /* A session of the batch; conn != 0: an app's request, answered at commit. */
 static struct batch_ent {
 	uint64_t id, conn, token;
@@ -104,9 +113,13 @@ static void turn_join(void)
 	event_active(ev_turn, EV_TIMEOUT, 0);
 }
 
+static int group_open(void);
+
 void svc_request_set_reply(svc_request_reply_fn fn)
 {
 	reply_fn = fn;
+	/* From here to the client's fini, sessions' ends join the turn's batch. */
+	svc_db_set_group(fn && !closed ? group_open : NULL);
 }
 
 /* The batch's commit failed: its sessions end without a trace on disk. */
@@ -136,6 +149,7 @@ static void batch_commit(void)
 	if (!batch_open)
 		return;
 	batch_open = false;
+	committing = true;
 	int r = svc_admit_batch_commit();
 	int d = svc_db_batch_commit();
 	if (r == 0)
@@ -155,6 +169,7 @@ static void batch_commit(void)
 	}
 	batch_n = 0;
 	svc_conn_release();
+	committing = false;
 }
 
 static void batch_commit_cb(evutil_socket_t fd, short what, void *arg)
@@ -183,9 +198,26 @@ static int batch_join(void)
 	return 0;
 }
 
+/*
+ * svc_db's group opener: a session's end (a failed capture, mostly) joins
+ * this turn's batch, opened without an admission. It does not count
+ * toward BATCH_MAX and never commits a full batch from here: the caller
+ * is in the middle of ending a session.
+ */
+static int group_open(void)
+{
+	if (committing || closed || !svc_session_base())
+		return -EBUSY;
+	if (batch_open)
+		return 0;
+	return batch_join();
+}
+
 void svc_request_fini(void)
 {
 	batch_commit();
+	closed = true;
+	svc_db_set_group(NULL);
 	if (ev_batch)
 		event_free(ev_batch);
 	ev_batch = NULL;
@@ -218,10 +250,9 @@ static int resolve_target(struct svc_conn *client, const Pd__Request *rq, struct
 	util_strlcpy(t->app, svc_conn_app(client), sizeof(t->app));
 	if (!rq->has_target_pid || rq->target_pid == 0 || (pid_t)rq->target_pid == t->pid) {
 		/* The caller itself: the process its connection is bound to. */
-		if (svc_ident_dup(&t->ident, svc_conn_ident(client)) < 0) {
-			util_fmt(msg, n, "out of file descriptors");
-			return PROF_E_UNKNOWN;
-		}
+		t->borrowed = svc_conn_ident(client);
+		t->ident = *t->borrowed;
+		t->ident.pidfd = -1;
 		return target_capturable(t, msg, n);
 	}
 	if (t->uid != 0) {
@@ -318,6 +349,15 @@ static int admit(struct target *t, const Pd__Request *rq, struct svc_admit_out *
 	int e = svc_admit_decide(&in, out, msg, n);
 	if (e)
 		return e;
+	/* Admitted: the session will own a pidfd of its own (before the charge,
+	 * so that running out of fds costs the app nothing). */
+	if (t->borrowed) {
+		if (svc_ident_dup(&t->ident, t->borrowed) < 0) {
+			util_fmt(msg, n, "out of file descriptors");
+			return PROF_E_UNKNOWN;
+		}
+		t->borrowed = NULL;
+	}
 	batch_join();
 	return svc_admit_charge(t->app, cost_type(rq->type), t->system, msg, n);
 }

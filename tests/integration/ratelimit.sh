@@ -80,7 +80,21 @@ charged=$(sqlite3 "$T/state/ratelimit.db" "SELECT COUNT(*) FROM entries")
 # A kill between the two commits leaves a charge without its session, never
 # the other way round; every row is a charge, every admitted id a row.
 [ "$charged" -ge "$nrows" ] || fail "ratelimit.db has $charged charges for $nrows sessions"
-echo "ok: kill -9 under a flood: $nadm admitted replies, $nrows sessions, $charged charges"
+# A failure result leaves only once the end it reports is on disk (session
+# ends join the turn's group commit, svc_db.c): none of them is found
+# active after the kill and reported again at the restart as cut short.
+# (A listener also gets copies of refusals: only admitted ids count.)
+# (comm wants the order of sort, not sort -n.)
+sort "$T/flood.admitted" > "$T/flood.admitted.lex"
+cat "$T/flood/"*.failed | sort -u | comm -12 - "$T/flood.admitted.lex" > "$T/flood.failed"
+nfail=$(wc -l < "$T/flood.failed")
+[ "$nfail" -gt 0 ] || fail "no failure result reached the flood's clients"
+sqlite3 "$T/state/profilingd.db" "SELECT id FROM sessions WHERE tag='flood' AND state='failed'
+	AND message NOT LIKE 'profilingd restarted%' ORDER BY id" | sort > "$T/flood.ended"
+unended=$(comm -23 "$T/flood.failed" "$T/flood.ended" | wc -l)
+expect "failure results received whose end was not on disk after kill -9 ($nfail)" "$unended" 0
+echo "ok: kill -9 under a flood: $nadm admitted replies, $nrows sessions, $charged charges," \
+	"$nfail failure results, each end on disk"
 
 # 3. A corrupt store fails closed, names the file and the repair; the repair works.
 head -c 8192 /dev/urandom > "$T/state/ratelimit.db"

@@ -6,6 +6,10 @@
  * the id of every request whose reply said "admitted" to DIR/<i>.ids,
  * written before the next request, so that a test can kill -9 the daemon
  * under the flood and check that every admitted id is on its disk.
+ * Each failure result a client receives (its listener) appends its id to
+ * DIR/<i>.failed, so that a test can check that the session's end it
+ * reports was on disk before it left (session ends share the loop turn's
+ * group commit, svc_db.c).
  * DIR/started appears once every client has had a reply. Exit 0 when
  * every client ended on a lost daemon, 1 on another fault.
  */
@@ -19,6 +23,18 @@
 
 #include <profiling/profiling.h>
 
+/* The listener: the id of each failure result, appended to <i>.failed. */
+static void on_result(const struct prof_result *r, void *ud)
+{
+	char line[32];
+	int fd = *(int *)ud;
+	if (!r->error)
+		return;
+	int len = snprintf(line, sizeof(line), "%llu\n", (unsigned long long)r->request_id);
+	if (write(fd, line, (size_t)len) != len)
+		_exit(15);
+}
+
 static int client(uid_t uid, int i, const char *dir, int ready_fd)
 {
 	char path[4096], line[32];
@@ -28,8 +44,10 @@ static int client(uid_t uid, int i, const char *dir, int ready_fd)
 		return 10;
 	snprintf(path, sizeof(path), "%s/%d.ids", dir, i);
 	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	prof_client *c = fd >= 0 ? prof_connect(NULL, &err) : NULL;
-	if (!c)
+	snprintf(path, sizeof(path), "%s/%d.failed", dir, i);
+	int ffd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	prof_client *c = fd >= 0 && ffd >= 0 ? prof_connect(NULL, &err) : NULL;
+	if (!c || prof_set_result_listener(c, on_result, &ffd) < 0)
 		return 11;
 	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 100);
 	for (unsigned n = 0;; n++) {
