@@ -1897,6 +1897,19 @@ static ssize_t packed_count(const uint8_t *p, const uint8_t *e)
 	return run ? -EBADMSG : (ssize_t)n;
 }
 
+/* packed_count, and the frames cap: 0 with *n, or -errno. */
+static int packed_check(const uint8_t *p, const uint8_t *e, size_t *n)
+{
+	ssize_t k = packed_count(p, e);
+
+	if (k < 0)
+		return (int)k;
+	if ((size_t)k > PR_MAX_FRAMES)
+		return -E2BIG;
+	*n = (size_t)k;
+	return 0;
+}
+
 /* Decode a packed field checked by packed_count into c->sl[nl..). */
 static int packed_decode(struct pr *c, const uint8_t *p, const uint8_t *e, size_t *nl,
 			 size_t n)
@@ -1951,14 +1964,10 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 			return -EBADMSG;
 		}
 		if (num == 1 && wt == WT_LEN && !nl && !pk_p) {
-			ssize_t k = packed_count(x, x + v);
-			if (k < 0)
-				return (int)k;
-			if ((size_t)k > PR_MAX_FRAMES)
-				return -E2BIG;
+			/* Counted and checked once the sample is judged: a kept
+			 * one's frames are checked as they are decoded. */
 			pk_p = x;
 			pk_e = x + v;
-			npk = (size_t)k;
 		} else if (num == 1 || num == 2) {
 			/* Packed, or one number per field: both are valid. */
 			struct rd pk = { NULL, NULL };
@@ -1967,7 +1976,8 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 				return -EBADMSG;
 			/* A second location_id field: the frames in order. */
 			if (num == 1 && pk_p) {
-				if ((r = packed_decode(c, pk_p, pk_e, &nl, npk)))
+				if ((r = packed_check(pk_p, pk_e, &npk)) ||
+				    (r = packed_decode(c, pk_p, pk_e, &nl, npk)))
 					return r;
 				pk_p = pk_e = NULL;
 				npk = 0;
@@ -2050,10 +2060,17 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 		}
 	}
 	if (pid < 0 || !rdc_is_app_pid(c->p, (int32_t)pid)) {
+		if (pk_p && (r = packed_check(pk_p, pk_e, &npk)))
+			return r;
 		c->st->dropped++;
 		return 0;
 	}
 
+	/* The packed frames not counted yet: at most one per byte, and at
+	 * most the cap (more is refused below before it is written). */
+	npk = pk_p ? (size_t)(pk_e - pk_p) : 0;
+	if (npk > PR_MAX_FRAMES)
+		npk = PR_MAX_FRAMES;
 	size_t nf = nl + npk;
 	/* Worst case: every frame, value and label a 10-byte varint. */
 	size_t bound = 32 + nf * 10 + PP_MAX_VALUES * 10 + PP_MAX_LABELS * 48;
@@ -2068,22 +2085,30 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 	size_t kernel = 0;
 	bool fast = false;
 	if (pk_p && !nl && c->loc_ix.dense) {
-		/* Every frame a location already made, or fall through. */
+		/* Every frame a location already made, or fall through. The
+		 * varints are checked here as packed_count would: this sample
+		 * is not counted first (that was a tenth of sample()). */
 		const uint8_t *x = pk_p;
+		size_t nfr = 0;
 		fast = true;
 		while (x < pk_e) {
-			uint64_t lid = *x++;
+			uint64_t lid;
 			/* Ids under 2^14 (a profile's first 16383 locations)
-			 * inline; larger ones through rd_varint. */
-			if (lid >= 0x80) {
-				if (*x < 0x80) {
-					lid = (lid & 0x7f) | (uint64_t)*x++ << 7;
-				} else {
-					struct rd pk = { x - 1, pk_e };
-					rd_varint(&pk, &lid); /* checked by packed_count */
-					x = pk.p;
-				}
+			 * without a branch on their length, which the mix of
+			 * one- and two-byte ids mispredicts; larger ones
+			 * through rd_varint. */
+			if (pk_e - x >= 2 && !(x[0] & x[1] & 0x80)) {
+				uint64_t two = x[0] >> 7;
+				lid = (x[0] & 0x7fu) | (((uint64_t)x[1] << 7) & (0 - two));
+				x += 1 + two;
+			} else {
+				struct rd pk = { x, pk_e };
+				if (rd_varint(&pk, &lid))
+					return -EBADMSG;
+				x = pk.p;
 			}
+			if (++nfr > PR_MAX_FRAMES)
+				return -E2BIG;
 			uint32_t o = lid - 1 < c->nlocs ? c->loc_out[lid - 1] : 0;
 			if (!o) {
 				fast = false;
@@ -2099,7 +2124,8 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 		c->st->anonymised += kernel;
 	} else {
 		e = ids;
-		if (pk_p && (r = packed_decode(c, pk_p, pk_e, &nl, npk)))
+		if (pk_p && ((r = packed_check(pk_p, pk_e, &npk)) ||
+			     (r = packed_decode(c, pk_p, pk_e, &nl, npk))))
 			return r;
 		if (c->online && !frames_settled(c, nl))
 			return 1;
