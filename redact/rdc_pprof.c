@@ -654,10 +654,16 @@ static inline int rd_varint(struct rd *r, uint64_t *v)
 	const uint8_t *p = r->p;
 	uint64_t x = 0;
 
-	/* Most numbers here (ids, string indices, tags) fit in one byte. */
+	/* Most numbers here (ids, string indices, tags) fit in one byte,
+	 * most others (pids, label numbers, ids past 127) in two. */
 	if (p < r->e && *p < 0x80) {
 		*v = *p;
 		r->p = p + 1;
+		return 0;
+	}
+	if (r->e - p >= 2 && p[1] < 0x80) {
+		*v = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+		r->p = p + 2;
 		return 0;
 	}
 	for (unsigned i = 0; i < 10 && p < r->e; i++) {
