@@ -47,6 +47,22 @@
  * worker alone touches its codec and fd; errors come back through the
  * queue. Both are joined before rdc_pprof returns.
  *
+ * Where the time goes (perf record, cpu-clock, on bench/redact_throughput's
+ * 200k-sample profile: 9.3 MB gzip'd, 16.0 MB inflated, half the samples
+ * kept). Before issue #18's last round: ISA-L inflate 30-36 % of the
+ * samples, sample() 23-27 % (an eighth of it counting the packed frames
+ * of every sample, kept or not), ISA-L deflate 19-20 %, memcpy 4 %. After
+ * it: inflate 31 %, sample() with packed_check 25 %, deflate 19 %. The
+ * codecs are at their floor: inflating with these buffers on one thread
+ * takes what redact_gen's floor does (~30 ms); the ~36 ms the inflater
+ * thread shows is two busy threads sharing the caches. Measured and left
+ * as they are: PR_CHUNK x PR_QBUFS from 64 KiB x 6 to 1 MiB x 2 (no
+ * change past the noise), the hand-off (~285 futex calls and ~84 context
+ * switches a run), ISA-L level 0 (not faster past the noise here, 24 %
+ * more output), level 1's level_buf size and hist_bits (no faster), and
+ * an eight-bytes-at-a-time frame decoder (slower than sample()'s byte
+ * loop).
+ *
  * Same rules as the unpack-and-rebuild redactor this replaced (kept in
  * tests/unit/rdc_pprof_ref.c, and test_rdc_pprof_diff holds them equal):
  * functions are merged by (name, file), locations by (mapping, address),
@@ -654,10 +670,16 @@ static inline int rd_varint(struct rd *r, uint64_t *v)
 	const uint8_t *p = r->p;
 	uint64_t x = 0;
 
-	/* Most numbers here (ids, string indices, tags) fit in one byte. */
+	/* Most numbers here (ids, string indices, tags) fit in one byte,
+	 * most others (pids, label numbers, ids past 127) in two. */
 	if (p < r->e && *p < 0x80) {
 		*v = *p;
 		r->p = p + 1;
+		return 0;
+	}
+	if (r->e - p >= 2 && p[1] < 0x80) {
+		*v = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+		r->p = p + 2;
 		return 0;
 	}
 	for (unsigned i = 0; i < 10 && p < r->e; i++) {
@@ -1897,6 +1919,19 @@ static ssize_t packed_count(const uint8_t *p, const uint8_t *e)
 	return run ? -EBADMSG : (ssize_t)n;
 }
 
+/* packed_count, and the frames cap: 0 with *n, or -errno. */
+static int packed_check(const uint8_t *p, const uint8_t *e, size_t *n)
+{
+	ssize_t k = packed_count(p, e);
+
+	if (k < 0)
+		return (int)k;
+	if ((size_t)k > PR_MAX_FRAMES)
+		return -E2BIG;
+	*n = (size_t)k;
+	return 0;
+}
+
 /* Decode a packed field checked by packed_count into c->sl[nl..). */
 static int packed_decode(struct pr *c, const uint8_t *p, const uint8_t *e, size_t *nl,
 			 size_t n)
@@ -1951,14 +1986,10 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 			return -EBADMSG;
 		}
 		if (num == 1 && wt == WT_LEN && !nl && !pk_p) {
-			ssize_t k = packed_count(x, x + v);
-			if (k < 0)
-				return (int)k;
-			if ((size_t)k > PR_MAX_FRAMES)
-				return -E2BIG;
+			/* Counted and checked once the sample is judged: a kept
+			 * one's frames are checked as they are decoded. */
 			pk_p = x;
 			pk_e = x + v;
-			npk = (size_t)k;
 		} else if (num == 1 || num == 2) {
 			/* Packed, or one number per field: both are valid. */
 			struct rd pk = { NULL, NULL };
@@ -1967,7 +1998,8 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 				return -EBADMSG;
 			/* A second location_id field: the frames in order. */
 			if (num == 1 && pk_p) {
-				if ((r = packed_decode(c, pk_p, pk_e, &nl, npk)))
+				if ((r = packed_check(pk_p, pk_e, &npk)) ||
+				    (r = packed_decode(c, pk_p, pk_e, &nl, npk)))
 					return r;
 				pk_p = pk_e = NULL;
 				npk = 0;
@@ -2050,10 +2082,17 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 		}
 	}
 	if (pid < 0 || !rdc_is_app_pid(c->p, (int32_t)pid)) {
+		if (pk_p && (r = packed_check(pk_p, pk_e, &npk)))
+			return r;
 		c->st->dropped++;
 		return 0;
 	}
 
+	/* The packed frames not counted yet: at most one per byte, and at
+	 * most the cap (more is refused below before it is written). */
+	npk = pk_p ? (size_t)(pk_e - pk_p) : 0;
+	if (npk > PR_MAX_FRAMES)
+		npk = PR_MAX_FRAMES;
 	size_t nf = nl + npk;
 	/* Worst case: every frame, value and label a 10-byte varint. */
 	size_t bound = 32 + nf * 10 + PP_MAX_VALUES * 10 + PP_MAX_LABELS * 48;
@@ -2068,22 +2107,30 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 	size_t kernel = 0;
 	bool fast = false;
 	if (pk_p && !nl && c->loc_ix.dense) {
-		/* Every frame a location already made, or fall through. */
+		/* Every frame a location already made, or fall through. The
+		 * varints are checked here as packed_count would: this sample
+		 * is not counted first (that was a tenth of sample()). */
 		const uint8_t *x = pk_p;
+		size_t nfr = 0;
 		fast = true;
 		while (x < pk_e) {
-			uint64_t lid = *x++;
+			uint64_t lid;
 			/* Ids under 2^14 (a profile's first 16383 locations)
-			 * inline; larger ones through rd_varint. */
-			if (lid >= 0x80) {
-				if (*x < 0x80) {
-					lid = (lid & 0x7f) | (uint64_t)*x++ << 7;
-				} else {
-					struct rd pk = { x - 1, pk_e };
-					rd_varint(&pk, &lid); /* checked by packed_count */
-					x = pk.p;
-				}
+			 * without a branch on their length, which the mix of
+			 * one- and two-byte ids mispredicts; larger ones
+			 * through rd_varint. */
+			if (pk_e - x >= 2 && !(x[0] & x[1] & 0x80)) {
+				uint64_t two = x[0] >> 7;
+				lid = (x[0] & 0x7fu) | (((uint64_t)x[1] << 7) & (0 - two));
+				x += 1 + two;
+			} else {
+				struct rd pk = { x, pk_e };
+				if (rd_varint(&pk, &lid))
+					return -EBADMSG;
+				x = pk.p;
 			}
+			if (++nfr > PR_MAX_FRAMES)
+				return -E2BIG;
 			uint32_t o = lid - 1 < c->nlocs ? c->loc_out[lid - 1] : 0;
 			if (!o) {
 				fast = false;
@@ -2099,7 +2146,8 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 		c->st->anonymised += kernel;
 	} else {
 		e = ids;
-		if (pk_p && (r = packed_decode(c, pk_p, pk_e, &nl, npk)))
+		if (pk_p && ((r = packed_check(pk_p, pk_e, &npk)) ||
+			     (r = packed_decode(c, pk_p, pk_e, &nl, npk))))
 			return r;
 		if (c->online && !frames_settled(c, nl))
 			return 1;

@@ -286,6 +286,100 @@ static void test_packed_ids(void **state)
 	close(good);
 }
 
+static uint8_t *put_var(uint8_t *q, uint64_t v)
+{
+	while (v >= 0x80) {
+		*q++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*q++ = (uint8_t)v;
+	return q;
+}
+
+/*
+ * The same for a sample that is kept (its pid label the app's): its
+ * frames are decoded without being counted first (rdc_pprof.c, sample()),
+ * so the decoding must refuse what packed_count refuses, at the field's
+ * end too. Ids 1, 2 and 4 are the locations the profile's app sample
+ * made already (the fast path), 9 is none; past 2^16 frames is -E2BIG.
+ */
+static void test_packed_ids_kept(void **state)
+{
+	static const struct {
+		const char *what;
+		uint8_t ids[24];
+		size_t n;
+		int want;
+	} cases[] = {
+		{ "short ids", { 1, 2, 4, 2, 1 }, 5, 0 },
+		{ "an id in two bytes", { 1, 0x82, 0x00, 4 }, 4, 0 },
+		{ "an id in two bytes, last", { 1, 4, 0x82, 0x00 }, 4, 0 },
+		{ "a 10-byte id", { 1, 0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00 }, 11, 0 },
+		{ "11 bytes", { 1, 0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00 }, 12,
+		  -EBADMSG },
+		{ "cut short", { 1, 2, 4, 0x81 }, 4, -EBADMSG },
+		{ "cut short in its second byte", { 1, 2, 0x81, 0x80 }, 4, -EBADMSG },
+		{ "no such location", { 1, 9 }, 2, -EBADMSG },
+		{ "65536 frames", { 0 }, 65536, 0 },
+		{ "65537 frames", { 0 }, 65537, -E2BIG },
+	};
+	int32_t pids[] = { APP };
+	struct rdc_policy pol = { .pids = pids, .npids = 1 };
+	int good = make_profile(true);
+	uint8_t *raw, *smp = malloc(70000 + 64), *hdr = malloc(8);
+	size_t rawn, pid_key = 0;
+	Perftools__Profiles__Profile *pb = decode(good, &raw, &rawn);
+	(void)state;
+	assert_non_null(smp);
+	assert_non_null(hdr);
+	for (size_t i = 1; i < pb->n_string_table; i++)
+		if (!strcmp(pb->string_table[i], "pid"))
+			pid_key = i;
+	assert_true(pid_key > 0 && pid_key < 0x80);
+	perftools__profiles__profile__free_unpacked(pb, NULL);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint8_t *q = smp;
+		*q++ = 0x0a; /* location_id, packed */
+		q = put_var(q, cases[i].n);
+		if (cases[i].n > sizeof(cases[i].ids))
+			memset(q, 1, cases[i].n); /* that many frames of location 1 */
+		else
+			memcpy(q, cases[i].ids, cases[i].n);
+		q += cases[i].n;
+		*q++ = 0x12; /* value, packed: the profile's two types */
+		*q++ = 2;
+		*q++ = 1;
+		*q++ = 1;
+		*q++ = 0x1a; /* label { key "pid", num APP } */
+		*q++ = 4;
+		*q++ = 0x08;
+		*q++ = (uint8_t)pid_key;
+		*q++ = 0x18;
+		*q++ = APP;
+		uint8_t *h = hdr;
+		*h++ = 0x12; /* Profile.sample */
+		h = put_var(h, (uint64_t)(q - smp));
+		int in = memfd(), out = memfd();
+		struct rdc_stats st = { 0 };
+		assert_int_equal(write(in, raw, rawn), (ssize_t)rawn);
+		assert_int_equal(write(in, hdr, (size_t)(h - hdr)), h - hdr);
+		assert_int_equal(write(in, smp, (size_t)(q - smp)), q - smp);
+		lseek(in, 0, SEEK_SET);
+		int r = rdc_pprof(in, out, &pol, &st);
+		if (r != cases[i].want)
+			fail_msg("%s: %d, want %d", cases[i].what, r, cases[i].want);
+		/* Kept: the app's sample and this one. */
+		if (!r && st.kept != 2)
+			fail_msg("%s: %llu kept, want 2", cases[i].what, (unsigned long long)st.kept);
+		close(in);
+		close(out);
+	}
+	free(raw);
+	free(smp);
+	free(hdr);
+	close(good);
+}
+
 /*
  * The deflater thread's write fails (/dev/full: ENOSPC): the error comes
  * back from rdc_pprof, whether the output fails at its end (a small
@@ -372,6 +466,7 @@ int main(void)
 		cmocka_unit_test(test_no_samples_at_all),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_packed_ids),
+		cmocka_unit_test(test_packed_ids_kept),
 		cmocka_unit_test(test_output_fails),
 		cmocka_unit_test(test_dlp),
 	};
