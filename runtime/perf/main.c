@@ -54,9 +54,20 @@ struct run {
 	bool trace;         /* --format perfetto: every recorded hit kept */
 	struct pf_hits hits_v;
 	/* --budget-us: this helper's own time per recorded hit (unwinding
-	 * and merging it), summed; over once the mean passes budget_ns. */
+	 * and merging it), summed per target (the sample's probe); a target
+	 * whose mean passes budget_ns has its probe closed alone (over_k,
+	 * its mean), the others run on; over once none is left. */
 	bool budget_on, over;
 	uint64_t budget_ns, spent_ns, spent_n;
+	uint64_t spent_k[PF_MAX_UPROBES], n_k[PF_MAX_UPROBES], over_k[PF_MAX_UPROBES];
+	/* --max-hits: recorded hits (hits) stop at max_hits exactly; at the
+	 * cap every probe is disabled at once and later samples (written
+	 * before the disable took) are counted in past_cap, not recorded. */
+	struct pf_events *ev;
+	unsigned nmethods;
+	uint64_t max_hits, past_cap;
+	bool capped;
+	int probe;          /* the target of the sample being handled, or -1 */
 };
 
 /* Samples before the mean is judged: one slow first unwind (its module's
@@ -118,6 +129,7 @@ static void handle_sample(struct run *run, const struct pf_sample *s);
 static void on_sample(const struct pf_sample *s, void *arg)
 {
 	struct run *run = arg;
+	run->probe = run->nmethods ? pf_events_probe_of(run->ev, s->tid, s->id) : -1;
 	if (!run->budget_on) {
 		handle_sample(run, s);
 		return;
@@ -125,15 +137,45 @@ static void on_sample(const struct pf_sample *s, void *arg)
 	/* vDSO clock: no syscall, ~20 ns, against the µs an unwind takes. */
 	uint64_t t0 = mono_ns();
 	handle_sample(run, s);
-	run->spent_ns += mono_ns() - t0;
+	uint64_t dt = mono_ns() - t0;
+	run->spent_ns += dt;
 	run->spent_n++;
-	if (run->spent_n >= PF_BUDGET_MIN_SAMPLES && run->spent_ns > run->budget_ns * run->spent_n)
-		run->over = true;
+	int k = run->probe;
+	if (k < 0 || run->over_k[k])
+		return;
+	run->spent_k[k] += dt;
+	run->n_k[k]++;
+	if (run->n_k[k] >= PF_BUDGET_MIN_SAMPLES && run->spent_k[k] > run->budget_ns * run->n_k[k]) {
+		run->over_k[k] = run->spent_k[k] / run->n_k[k];
+		unsigned left = pf_events_close_probe(run->ev, (unsigned)k);
+		LOG_I("target %d over budget: %" PRIu64 " ns per recorded hit on average over %"
+		      PRIu64 " hits, the budget is %" PRIu64 " µs: its probe goes, %u left", k,
+		      run->over_k[k], run->n_k[k], run->budget_ns / 1000, left);
+		if (left == 0)
+			run->over = true;
+	}
 }
 
 static void handle_sample(struct run *run, const struct pf_sample *s)
 {
-	run->hits += s->period ? s->period : 1;
+	uint64_t period = s->period ? s->period : 1;
+	if (run->nmethods) {
+		if (run->capped || run->hits + period > run->max_hits) {
+			run->past_cap++;
+			if (!run->capped)
+				pf_events_disable(run->ev);
+			run->capped = true;
+			return;
+		}
+		run->hits += period;
+		if (run->hits >= run->max_hits) {
+			/* At once, not at the next poll: the target may be in a loop. */
+			pf_events_disable(run->ev);
+			run->capped = true;
+		}
+	} else {
+		run->hits += period;
+	}
 	if (run->taken >= PF_MAX_SAMPLES) {
 		run->c.dropped++;
 		return;
@@ -155,7 +197,8 @@ static void handle_sample(struct run *run, const struct pf_sample *s)
 		run->c.empty++;
 		return;
 	}
-	if (pf_agg_add(run->agg, s->tid, unw, f, n, s->period ? s->period : run->period_ns) < 0) {
+	if (pf_agg_add_probe(run->agg, s->tid, run->probe, unw, f, n,
+			     s->period ? s->period : run->period_ns) < 0) {
 		run->c.dropped++;
 		return;
 	}
@@ -594,14 +637,19 @@ int main(int argc, char **argv)
 			rc = fail("%s", why);
 			goto out;
 		}
+	run.nmethods = nmethods;
+	run.max_hits = max_hits;
+	run.probe = -1;
 	if (nmethods)
-		r = pf_events_open_uprobes((pid_t)pid, up, nmethods, every, &ev, why, sizeof(why));
+		r = pf_events_open_uprobes((pid_t)pid, up, nmethods, every,
+					   (max_hits + every - 1) / every, &ev, why, sizeof(why));
 	else
 		r = pf_events_open((pid_t)pid, (unsigned)hz, &ev, why, sizeof(why));
 	if (r < 0) {
 		rc = fail("%s", why);
 		goto out;
 	}
+	run.ev = ev;
 	/* The events are bound to whatever had the pid at perf_event_open: it
 	 * must be the process the daemon admitted, not its pid's next owner. */
 	if (start_time) {
@@ -638,6 +686,9 @@ int main(int argc, char **argv)
 		if (now >= end)
 			break;
 		if (now >= next_scan) {
+			/* Stacks below the rings' wakeup mark: at least every rescan. */
+			if (nmethods)
+				pf_events_drain(ev, on_sample, &run);
 			pf_events_rescan(ev);
 			pf_unwind_refresh(run.u);
 			next_scan = now + PF_RESCAN_MS;
@@ -652,17 +703,27 @@ int main(int argc, char **argv)
 			      run.spent_n, run.spent_n, run.budget_ns / 1000);
 			break;
 		}
-		if (nmethods && run.hits >= max_hits) {
-			LOG_I("%" PRIu64 " hits: the cap of %lu is reached, the probes go", run.hits,
-			      max_hits);
+		if (nmethods && run.capped) {
+			LOG_I("%" PRIu64 " hits recorded: the cap of %lu is reached, the probes were "
+			      "disabled at once", run.hits, max_hits);
 			break;
 		}
 	}
 	pf_events_stop(ev, on_sample, &run);
 	uint64_t t1 = util_mono_ms();
-	/* The probes' own counts are exact; the samples' periods miss lost ones. */
+	/*
+	 * The probes' own counts are exact; the samples' periods miss lost
+	 * ones. Past --max-hits they may say more than the cap (hits on other
+	 * threads before the disable took): recorded stacks never do.
+	 */
+	uint64_t hits_k[PF_MAX_UPROBES] = { 0 };
+	for (unsigned k = 0; k < nmethods; k++)
+		hits_k[k] = pf_events_probe_hits(ev, k);
 	if (nmethods && pf_events_hits(ev) >= run.hits)
 		run.hits = pf_events_hits(ev);
+	if (run.past_cap)
+		LOG_I("%" PRIu64 " samples came past the cap of %lu hits: not recorded",
+		      run.past_cap, max_hits);
 
 	struct pf_ring_stats st;
 	pf_events_stats(ev, &st, &run.c.threads_seen, &run.c.threads_skipped);
@@ -706,6 +767,10 @@ int main(int argc, char **argv)
 		.hits = run.hits,
 		.over_budget_ns = run.over ? run.spent_ns / run.spent_n : 0,
 		.budget_ns = run.budget_ns,
+		.over_k = run.over_k,
+		.hits_k = hits_k,
+		.past_cap = run.past_cap,
+		.max_hits = max_hits,
 	};
 	if (run.trace) {
 		if (run.hits_v.dropped)

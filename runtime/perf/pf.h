@@ -44,6 +44,7 @@ enum pf_unwinder { PF_UNW_DWARF = 0, PF_UNW_FP = 1 };
 
 /* One PERF_RECORD_SAMPLE. The pointers point into the record. */
 struct pf_sample {
+	uint64_t id;                /* PERF_SAMPLE_IDENTIFIER (method events), else 0 */
 	uint32_t pid, tid;
 	uint64_t time_ns;
 	uint64_t period;            /* CPU nanoseconds this sample stands for */
@@ -65,6 +66,7 @@ struct pf_ring {
 	void *meta;          /* struct perf_event_mmap_page */
 	uint8_t *data;
 	uint64_t size;
+	bool ident;          /* samples start with PERF_SAMPLE_IDENTIFIER (method events) */
 };
 
 typedef void (*pf_sample_fn)(const struct pf_sample *s, void *arg);
@@ -81,6 +83,9 @@ struct pf_ring_stats {
  * -EBADMSG when the record is shorter than its fields say.
  */
 int pf_parse_sample(const uint8_t *rec, size_t len, struct pf_sample *out);
+/* The same for method events' layout: ident says the record starts with
+ * PERF_SAMPLE_IDENTIFIER (the event's id, which names its probe). */
+int pf_parse_sample_ident(const uint8_t *rec, size_t len, bool ident, struct pf_sample *out);
 
 /*
  * Hand every complete record between the ring's tail and head to fn (samples)
@@ -108,11 +113,13 @@ struct pf_uprobe {
 /*
  * Method events: per thread of pid, one uprobe event per target (all of a
  * thread's writing into one ring), a sample (stack, thread, time) every
- * `every`th hit (0 = every hit; the sample's period is `every`). Needs
+ * `every`th hit (0 = every hit; the sample's period is `every`); with
+ * limit > 0 each probe event writes at most limit samples, then the
+ * kernel disables it (PERF_EVENT_IOC_REFRESH). Needs
  * CAP_PERFMON or CAP_SYS_ADMIN. 0, or a negative errno with why set.
  */
 int pf_events_open_uprobes(pid_t pid, const struct pf_uprobe *up, unsigned nup, uint64_t every,
-			   struct pf_events **out, char *why, size_t whylen);
+			   uint64_t limit, struct pf_events **out, char *why, size_t whylen);
 
 /*
  * Open one event per thread of pid (hz samples per second of the thread's
@@ -133,6 +140,19 @@ const char *pf_events_comm(const struct pf_events *ev, uint32_t tid);
 /* Method events: the hits the probes counted, of threads closed so far
  * (all of them after pf_events_stop). Exact even when samples were lost. */
 uint64_t pf_events_hits(const struct pf_events *ev);
+/* The same for target k alone (the order of pf_events_open_uprobes). */
+uint64_t pf_events_probe_hits(const struct pf_events *ev, unsigned k);
+/* The target (0..nup-1) whose probe wrote a sample of tid with this
+ * PERF_SAMPLE_IDENTIFIER, or -1 (closed since, or not a probe's). */
+int pf_events_probe_of(const struct pf_events *ev, uint32_t tid, uint64_t id);
+/* Method events: PERF_EVENT_IOC_DISABLE on every probe at once (the
+ * --max-hits cap); threads found later get none. Counts stay readable. */
+void pf_events_disable(struct pf_events *ev);
+/* Close target k's probe in every thread (its budget), counting its hits;
+ * later threads do not get it. Returns the targets still probed. */
+unsigned pf_events_close_probe(struct pf_events *ev, unsigned k);
+/* Drain every ring, woken or not (what stays below the wakeup mark). */
+void pf_events_drain(struct pf_events *ev, pf_sample_fn fn, void *arg);
 void pf_events_stats(const struct pf_events *ev, struct pf_ring_stats *st,
 		     unsigned *threads_seen, unsigned *threads_skipped);
 void pf_events_close(struct pf_events *ev);
@@ -194,6 +214,7 @@ struct pf_agg;
 
 struct pf_stack {
 	uint32_t tid;
+	int probe;                /* method events: the target (0..), else -1 */
 	enum pf_unwinder unwinder;
 	const uint64_t *frames;
 	size_t nframes;
@@ -205,6 +226,9 @@ int pf_agg_new(struct pf_agg **out);
 /* 0, or -ENOSPC at a cap (the caller counts the sample as dropped). */
 int pf_agg_add(struct pf_agg *a, uint32_t tid, enum pf_unwinder unw, const uint64_t *frames,
 	       size_t nframes, uint64_t cpu_ns);
+/* The same with the method-event target that fired (-1: none) in the key. */
+int pf_agg_add_probe(struct pf_agg *a, uint32_t tid, int probe, enum pf_unwinder unw,
+		     const uint64_t *frames, size_t nframes, uint64_t cpu_ns);
 /* The index (for pf_agg_get) of the entry the last successful pf_agg_add
  * created or counted in. */
 size_t pf_agg_last(const struct pf_agg *a);
@@ -240,6 +264,11 @@ struct pf_capture_info {
 	/* --budget-us: the mean ns per recorded hit that went over budget_ns
 	 * (0: not over, or no budget); the probes were removed then. */
 	uint64_t over_budget_ns, budget_ns;
+	/* Per target (nmethods of each): the mean ns of a target whose probe
+	 * was closed over budget (0: not), and its own hits. */
+	const uint64_t *over_k, *hits_k;
+	/* --max-hits: the cap, and samples past it that were not recorded. */
+	uint64_t max_hits, past_cap;
 };
 
 /* Write the gzip'd profile to fd. 0 or negative errno. */

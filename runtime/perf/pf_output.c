@@ -106,7 +106,7 @@ static int location(struct pp_builder *b, struct pf_unwind *u, const struct pmap
 static void comments(struct pp_builder *b, const struct pf_capture_info *ci,
 		     const struct pf_counts *c)
 {
-	char line[320];
+	char line[512];
 	unsigned long long sh = (unsigned long long)c->short_;
 
 	if (ci->nmethods) {
@@ -123,9 +123,26 @@ static void comments(struct pp_builder *b, const struct pf_capture_info *ci,
 				 (unsigned long long)(ci->budget_ns / 1000));
 			pp_add_comment(b, line);
 		}
-		for (unsigned k = 0; k < ci->nmethods; k++) {
-			snprintf(line, sizeof(line), "method target: %.280s", ci->methods[k]);
+		if (ci->past_cap) {
+			snprintf(line, sizeof(line), "max hits: the cap of %llu was reached, every "
+				 "probe was disabled at once; %llu samples written before that took "
+				 "were not recorded", (unsigned long long)ci->max_hits,
+				 (unsigned long long)ci->past_cap);
 			pp_add_comment(b, line);
+		}
+		for (unsigned k = 0; k < ci->nmethods; k++) {
+			unsigned long long hk = ci->hits_k ? (unsigned long long)ci->hits_k[k] : 0;
+			snprintf(line, sizeof(line), "method target: %.240s hits=%llu", ci->methods[k],
+				 hk);
+			pp_add_comment(b, line);
+			if (ci->over_k && ci->over_k[k]) {
+				snprintf(line, sizeof(line), "overhead budget: target %.200s: %llu ns "
+					 "per recorded hit on average, over the budget of %llu us: "
+					 "its probe was removed, the others ran on", ci->methods[k],
+					 (unsigned long long)ci->over_k[k],
+					 (unsigned long long)(ci->budget_ns / 1000));
+				pp_add_comment(b, line);
+			}
 		}
 		return;
 	}
@@ -211,13 +228,18 @@ int pf_output_write(int fd, const struct pf_capture_info *ci, const struct pf_ag
 			vals[1] = (int64_t)st.count;
 		}
 		/* The redactor keeps a sample by its pid label. */
-		struct pp_label labels[4] = {
+		/* Method events: which target fired, as it was spelt. */
+		struct pp_label labels[5] = {
 			{ .key = "pid", .num = ci->pid },
 			{ .key = "thread_id", .num = st.tid },
 			{ .key = "thread_name", .str = pf_events_comm(ev, st.tid) },
 			{ .key = "unwinder", .str = unw_name[st.unwinder] },
+			{ .key = "target" },
 		};
-		if ((r = pp_add_sample(b, locs, st.nframes, vals, 2, labels, 4)) < 0)
+		size_t nl = 4;
+		if (st.probe >= 0 && (unsigned)st.probe < ci->nmethods)
+			labels[nl++].str = ci->methods[st.probe];
+		if ((r = pp_add_sample(b, locs, st.nframes, vals, 2, labels, nl)) < 0)
 			goto out;
 	}
 	r = pp_write_gz(b, fd, NULL);

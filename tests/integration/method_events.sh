@@ -26,10 +26,11 @@ trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; cleanup' EX
 want_sum=$("$TGT" $N $M | sed -n 's/^sum //p')
 [ -n "$want_sum" ] || fail "method_target printed no sum"
 
-# helper_has_probes PID: the helper PID holds a perf event (its probes are in).
+# wait_probes PID [N]: the helper PID holds its first thread's ring (a
+# dummy perf event, opened first) and N probes (default 1) after it.
 wait_probes() {
 	for _ in $(seq 500); do
-		ls -l "/proc/$1/fd" 2> /dev/null | grep -q 'perf_event' && return 0
+		[ "$(ls -l "/proc/$1/fd" 2> /dev/null | grep -c 'perf_event')" -gt "${2:-1}" ] && return 0
 		kill -0 "$1" 2> /dev/null || return 1
 		sleep 0.02
 	done
@@ -59,11 +60,14 @@ status=$(tail -n 1 "$T/err")
 [ "$rc" -eq 0 ] || fail "profilingd-perf exited $rc: $status"
 [[ $status =~ ^ok\ hits=([0-9]+)\ stacks=([0-9]+)\ lost=([0-9]+)\ threads=1$ ]] ||
 	fail "status line: '$status'"
-hits=${BASH_REMATCH[1]} stacks=${BASH_REMATCH[2]}
+hits=${BASH_REMATCH[1]} stacks=${BASH_REMATCH[2]} lost=${BASH_REMATCH[3]}
 [ "$hits" -eq $N ] || fail "hits=$hits, target_fn was called $N times"
 [ "$(sed -n 's/^sum //p' "$T/target.out")" = "$want_sum" ] ||
 	fail "the program computed $(cat "$T/target.out") under the probes, $want_sum without"
-[ "$stacks" -ge 1 ] || fail "no stack recorded"
+# One burst of 400 calls, unpaced: every stack is in the ring, or lost and
+# counted as lost (a machine too loaded to drain it), never missing.
+[ $((stacks + lost)) -eq "$hits" ] || fail "stacks=$stacks + lost=$lost != hits=$hits"
+[ "$lost" -eq 0 ] || echo "note: the burst lost $lost of $hits stacks to a full ring (loaded machine)"
 go tool pprof -traces "$T/m.pb.gz" > "$T/traces.txt" 2>&1 || { cat "$T/traces.txt"; fail "go tool pprof cannot read it"; }
 grep -q "^Type: hits" "$T/traces.txt" || fail "sample type is not hits"
 grep -q "hits=$N " "$T/traces.txt" || fail "the profile's comment does not say hits=$N"
@@ -177,6 +181,78 @@ for budget in 0 1; do
 		fail "budget $budget: the profile does not say the budget removed the probes"
 	echo "ok: budget $budget us: probes removed after $bh of $N hits: $status"
 done
+
+# 1d. --max-hits is exact: the same unpaced burst of 400 calls with a cap
+# of 50. Each probe may write 50 samples (PERF_EVENT_IOC_REFRESH), then the
+# kernel disables it in the trap, and the helper disables every probe as
+# soon as it has recorded 50: one thread, so exactly 50 hits.
+rm -f "$T/go"
+"$TGT" $N $M "$T/go" > /dev/null &
+TP=$!
+PIDS+=("$TP")
+for _ in $(seq 500); do [ "$(readlink "/proc/$TP/exe" 2> /dev/null)" = "$(readlink -f "$TGT")" ] && break; sleep 0.01; done
+rc=0
+"$PERF" --pid "$TP" --duration-ms 60000 --method "$TGT:target_fn" --max-hits 50 \
+	> "$T/x.pb.gz" 2> "$T/err" &
+HP=$!
+wait_probes "$HP" || fail "max hits: $(tail -n 1 "$T/err")"
+touch "$T/go"
+wait "$HP" || rc=$?
+wait "$TP"
+status=$(tail -n 1 "$T/err")
+[[ $status =~ ^ok\ hits=([0-9]+)\ stacks=([0-9]+)\ lost=([0-9]+)\  ]] || fail "max hits: rc $rc: '$status'"
+[ "${BASH_REMATCH[1]}" -eq 50 ] || fail "max hits 50: $status"
+[ $((BASH_REMATCH[2] + BASH_REMATCH[3])) -eq 50 ] || fail "max hits 50: stacks + lost != 50: $status"
+echo "ok: --max-hits 50 on a burst of $N calls: $status"
+
+# 1e. Two targets: each sample names the target that fired (the pprof's
+# `target` label), and the budget closes a target's probe alone. fn_a is
+# called first; with a budget of 0 its probe goes after 16 recorded hits
+# while fn_b's stays: only then (the helper holds one probe fewer) is
+# fn_b called, and its hits are still counted, until its own budget ends
+# the capture.
+PAIR=$APPS/method_pair
+rm -f "$T/go" "$T/go2"
+"$PAIR" two "$T/go" "$T/go2" 100 > "$T/pair.out" &
+TP=$!
+PIDS+=("$TP")
+for _ in $(seq 500); do [ "$(readlink "/proc/$TP/exe" 2> /dev/null)" = "$(readlink -f "$PAIR")" ] && break; sleep 0.01; done
+rc=0
+"$PERF" --pid "$TP" --duration-ms 60000 --method "$PAIR:fn_a" --method "$PAIR:fn_b" \
+	--budget-us 0 > "$T/two.pb.gz" 2> "$T/err" &
+HP=$!
+wait_probes "$HP" 2 || fail "two targets: $(tail -n 1 "$T/err")"
+touch "$T/go"
+# fn_a's probe closed: the ring's owner and fn_b's probe are left.
+for _ in $(seq 1500); do
+	[ "$(ls -l "/proc/$HP/fd" 2> /dev/null | grep -c 'perf_event')" -eq 2 ] && break
+	kill -0 "$HP" 2> /dev/null || break
+	sleep 0.02
+done
+[ "$(ls -l "/proc/$HP/fd" 2> /dev/null | grep -c 'perf_event')" -eq 2 ] ||
+	fail "two targets: fn_a's probe was not closed alone: $(tail -n 3 "$T/err")"
+touch "$T/go2"
+wait "$HP" || rc=$?
+kill "$TP" 2> /dev/null || true
+wait "$TP" 2> /dev/null || true
+status=$(tail -n 1 "$T/err")
+[[ $status =~ ^ok\ hits=([0-9]+)\ .*over_budget= ]] || fail "two targets: rc $rc: '$status'"
+go tool pprof -traces "$T/two.pb.gz" > "$T/two.txt" 2>&1 || fail "two targets: pprof cannot read it"
+for f in fn_a fn_b; do
+	grep -q "overhead budget: target $PAIR:$f: [0-9]* ns per recorded hit on average, over the budget of 0 us: its probe was removed" "$T/two.txt" ||
+		{ grep -i 'budget\|target' "$T/two.txt"; fail "two targets: $f not named over budget"; }
+	fh=$(sed -n "s|.*method target: $PAIR:$f hits=\([0-9]*\)\$|\1|p" "$T/two.txt")
+	[ -n "$fh" ] && [ "$fh" -ge 16 ] && [ "$fh" -le 100 ] || fail "two targets: $f hits='$fh' (16..100)"
+	# Every sample whose leaf is $f says target $f, and only those.
+	awk -v f="$f" -v p="$PAIR:$f" '
+		/^-+\+/ { if (inb && leaf != "" && ((leaf == f) != (tg == p))) bad++; inb = 1; leaf = ""; tg = ""; next }
+		inb && /target:/ { tg = $0; sub(/.*target: *\[?/, "", tg); sub(/\]$/, "", tg) }
+		inb && leaf == "" && /^ +[0-9]/ { leaf = $NF }
+		inb && leaf == "" && /^ +[a-z_]/ && !/:/ { leaf = $1 }
+		END { exit bad > 0 }' "$T/two.txt" || { head -n 60 "$T/two.txt"; fail "two targets: a $f sample with the wrong target label"; }
+	grep -Eq "target: +\\[?$PAIR:$f" "$T/two.txt" || { head -n 40 "$T/two.txt"; fail "two targets: no sample labelled $f"; }
+done
+echo "ok: two targets: fn_a's probe closed alone over budget, fn_b ran on, samples labelled by target: $status"
 
 # 2. Hostile targets: refused with a reason (exit 70), the target runs on.
 sleep 600 &
