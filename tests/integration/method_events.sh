@@ -254,6 +254,30 @@ for f in fn_a fn_b; do
 done
 echo "ok: two targets: fn_a's probe closed alone over budget, fn_b ran on, samples labelled by target: $status"
 
+# 1f. A thread started after the probes are in: a rescan opens its probe
+# (IOC_ID, IOC_REFRESH for --max-hits) under the helper's seccomp filter.
+rm -f "$T/go"
+"$PAIR" thread "$T/go" 100 > /dev/null &
+TP=$!
+PIDS+=("$TP")
+for _ in $(seq 500); do [ "$(readlink "/proc/$TP/exe" 2> /dev/null)" = "$(readlink -f "$PAIR")" ] && break; sleep 0.01; done
+rc=0
+"$PERF" --pid "$TP" --duration-ms 60000 --method "$PAIR:fn_a" --max-hits 1000 \
+	> /dev/null 2> "$T/err" &
+HP=$!
+wait_probes "$HP" || fail "new thread: $(tail -n 1 "$T/err")"
+touch "$T/go"
+for _ in $(seq 1500); do [ -n "$(ls "/proc/$TP/task" 2> /dev/null | sed -n 2p)" ] && break; sleep 0.01; done
+for _ in $(seq 1500); do [ -z "$(ls "/proc/$TP/task" 2> /dev/null | sed -n 2p)" ] && break; sleep 0.02; done
+kill "$TP" 2> /dev/null || true
+wait "$TP" 2> /dev/null || true
+wait "$HP" || rc=$?
+status=$(tail -n 1 "$T/err")
+[ "$rc" -eq 0 ] || fail "new thread: profilingd-perf exited $rc: $status"
+[[ $status =~ ^ok\ hits=([0-9]+)\ stacks=([0-9]+)\  ]] && [ "${BASH_REMATCH[1]}" -ge 1 ] &&
+	[ "${BASH_REMATCH[1]}" -le 100 ] || fail "new thread: '$status'"
+echo "ok: a thread started later is probed by a rescan: $status"
+
 # 2. Hostile targets: refused with a reason (exit 70), the target runs on.
 sleep 600 &
 SP=$!

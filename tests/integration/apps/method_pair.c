@@ -7,6 +7,9 @@
  *                              (2 ms apart), prints "done", lingers 60 s:
  *                              a probe closed alone (its budget) while the
  *                              other runs on.
+ *   method_pair thread GO N    waits for GO, starts a thread that calls
+ *                              fn_a N times (2 ms apart), joins it: a
+ *                              probe opened by a rescan, under seccomp.
  *   method_pair args GO N      waits for GO, calls args_fn(7, "hello, args",
  *                              -5) N times (2 ms apart), then once
  *                              args_fn(8, an unmapped pointer, 3), prints
@@ -16,6 +19,7 @@
  * ring, which these tests do not measure; the lingering lets a capture end
  * before the process does.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +47,16 @@ static __attribute__((noinline)) long args_fn(int n, const char *s, long l)
 	return n + l + (s ? 1 : 0);
 }
 
+static void *thread_main(void *arg)
+{
+	long n = *(long *)arg;
+	for (long i = 0; i < n; i++) {
+		sink += fn_a((int)i);
+		usleep(2000);
+	}
+	return NULL;
+}
+
 static void wait_for(const char *path)
 {
 	for (int i = 0; access(path, F_OK) != 0 && i < 6000; i++)
@@ -63,6 +77,13 @@ int main(int argc, char **argv)
 			sink += fn_b((int)i);
 			usleep(2000);
 		}
+	} else if (argc >= 4 && !strcmp(argv[1], "thread")) {
+		long n = atol(argv[3]);
+		pthread_t th;
+		wait_for(argv[2]);
+		if (pthread_create(&th, NULL, thread_main, &n) != 0)
+			return 1;
+		pthread_join(th, NULL);
 	} else if (argc >= 4 && !strcmp(argv[1], "args")) {
 		long n = atol(argv[3]);
 		/* A page mapped, then unmapped: a pointer nothing maps. */
@@ -76,7 +97,7 @@ int main(int argc, char **argv)
 		}
 		sink += args_fn(8, gone, 3);
 	} else {
-		fprintf(stderr, "usage: method_pair two GO GO2 N | args GO N\n");
+		fprintf(stderr, "usage: method_pair two GO GO2 N | thread GO N | args GO N\n");
 		return 2;
 	}
 	printf("done\n");
