@@ -32,6 +32,7 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sysexits.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,6 +69,12 @@ struct run {
 	uint64_t max_hits, past_cap;
 	bool capped;
 	int probe;          /* the target of the sample being handled, or -1 */
+	/* #args=TYPES per target ("" none), and the distinct sets recorded. */
+	pid_t pid;
+	int pidfd;          /* the target's, for string reads; -1 none */
+	char types[PF_MAX_UPROBES][NARGS_MAX + 1];
+	struct pf_argtab *argtab;
+	uint64_t args_dropped; /* past PF_MAX_ARGSETS: counted, not recorded */
 };
 
 /* Samples before the mean is judged: one slow first unwind (its module's
@@ -197,7 +204,18 @@ static void handle_sample(struct run *run, const struct pf_sample *s)
 		run->c.empty++;
 		return;
 	}
-	if (pf_agg_add_probe(run->agg, s->tid, run->probe, unw, f, n,
+	uint32_t args = 0;
+	if (run->probe >= 0 && run->types[run->probe][0]) {
+		struct pf_argset as;
+		if (pf_args_read(run->pid, run->pidfd, run->types[run->probe], s, &as) == 0 &&
+		    as.n &&
+		    pf_argtab_add(run->argtab, &as, &args) < 0) {
+			run->args_dropped++;
+			run->c.dropped++;
+			return;
+		}
+	}
+	if (pf_agg_add_probe(run->agg, s->tid, run->probe, args, unw, f, n,
 			     s->period ? s->period : run->period_ns) < 0) {
 		run->c.dropped++;
 		return;
@@ -632,11 +650,31 @@ int main(int argc, char **argv)
 	}
 	uint64_t t0 = util_mono_ms();
 	int64_t start_real = (int64_t)util_now_ns(CLOCK_REALTIME);
-	for (unsigned k = 0; k < nmethods; k++)
-		if ((r = resolve_target((pid_t)pid, methods[k], &up[k], &upfd[k], why, sizeof(why))) < 0) {
+	run.pid = (pid_t)pid;
+	run.pidfd = -1;
+	for (unsigned k = 0; k < nmethods; k++) {
+		/* The arguments suffix first: the rest is the target proper. */
+		char spec[4096], w[160];
+		size_t sl;
+		if (nargs_split(methods[k], &sl, run.types[k], w, sizeof(w)) < 0) {
+			rc = fail("method target '%.200s': %s", methods[k], w);
+			goto out;
+		}
+		if (sl >= sizeof(spec)) {
+			rc = fail("method target '%.200s': too long", methods[k]);
+			goto out;
+		}
+		memcpy(spec, methods[k], sl);
+		spec[sl] = '\0';
+		if (run.types[k][0] && !run.argtab && (r = pf_argtab_new(&run.argtab)) < 0) {
+			rc = fail("out of memory");
+			goto out;
+		}
+		if ((r = resolve_target((pid_t)pid, spec, &up[k], &upfd[k], why, sizeof(why))) < 0) {
 			rc = fail("%s", why);
 			goto out;
 		}
+	}
 	run.nmethods = nmethods;
 	run.max_hits = max_hits;
 	run.probe = -1;
@@ -650,6 +688,14 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	run.ev = ev;
+	/* Before the start-time check below: this pidfd is then the admitted
+	 * process's, and string arguments are read only while it lives. */
+	if (run.argtab) {
+		long pfd = syscall(SYS_pidfd_open, (pid_t)pid, 0);
+		run.pidfd = pfd >= 0 ? (int)pfd : -1;
+		if (pfd >= 0)
+			(void)fcntl(run.pidfd, F_SETFD, FD_CLOEXEC);
+	}
 	/* The events are bound to whatever had the pid at perf_event_open: it
 	 * must be the process the daemon admitted, not its pid's next owner. */
 	if (start_time) {
@@ -771,6 +817,8 @@ int main(int argc, char **argv)
 		.hits_k = hits_k,
 		.past_cap = run.past_cap,
 		.max_hits = max_hits,
+		.args = run.argtab,
+		.args_dropped = run.args_dropped,
 	};
 	if (run.trace) {
 		if (run.hits_v.dropped)
@@ -808,5 +856,8 @@ out:
 	pf_unwind_close(run.u);
 	pf_agg_free(run.agg);
 	pf_hits_free(&run.hits_v);
+	pf_argtab_free(run.argtab);
+	if (run.pidfd >= 0)
+		close(run.pidfd);
 	return rc;
 }

@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "nargs.h"
+
 #define PF_MAX_EVENTS    1024     /* events (threads) open at once */
 #define PF_MAX_TIDS      4096     /* threads remembered per capture */
 #define PF_MAX_SAMPLES   200000   /* samples kept per capture; the rest are dropped */
@@ -208,6 +210,44 @@ int pf_elf_build_id(int fd, char *hex, size_t n);
 /* 0 when off lies in an executable PT_LOAD segment of fd's file, else -ENOENT/-ENOEXEC. */
 int pf_elf_check_offset(int fd, uint64_t off, char *why, size_t whylen);
 
+/* pf_args.c: a hit's arguments (#args=TYPES) */
+
+#define PF_MAX_ARGSETS 16384 /* distinct argument sets per capture (~7.5 MiB) */
+
+struct pf_argval {
+	uint8_t index;        /* the register's position, 0 (rdi) .. 5 (r9) */
+	char kind;            /* 'i', 'u', 'p', 's' */
+	uint8_t slen;         /* 's': bytes in s */
+	uint8_t unreadable;   /* 's': the pointer could not be read */
+	uint64_t v;           /* 'i', 'u', 'p': the register; 's': 0 */
+	char s[NARGS_STR_MAX + 1]; /* 's': valid UTF-8, NUL-terminated */
+};
+
+/* A hit's arguments in register order; zero-filled past n (compared whole). */
+struct pf_argset {
+	uint8_t n;
+	struct pf_argval a[NARGS_MAX];
+};
+
+/*
+ * The arguments types asks for from sample s of pid (registers from its
+ * REGS_USER, strings read from pid's memory: "<unreadable>" when the
+ * pointer cannot be read, or when pidfd, pid's pidfd (-1: none), says it
+ * exited by the end of the read, its pid maybe another's). 0, or -ENODATA
+ * when the sample has no user registers (out is then empty).
+ */
+int pf_args_read(pid_t pid, int pidfd, const char *types, const struct pf_sample *s,
+		 struct pf_argset *out);
+
+struct pf_argtab;
+int pf_argtab_new(struct pf_argtab **out);
+/* The id (>= 1) of the set equal to a, added if new. -ENOSPC at
+ * PF_MAX_ARGSETS sets: the caller counts the hit, does not record it. */
+int pf_argtab_add(struct pf_argtab *t, const struct pf_argset *a, uint32_t *id);
+/* The set of id, or NULL (id 0: no arguments). */
+const struct pf_argset *pf_argtab_get(const struct pf_argtab *t, uint32_t id);
+void pf_argtab_free(struct pf_argtab *t);
+
 /* pf_agg.c: identical (thread, unwinder, stack) samples merged */
 
 struct pf_agg;
@@ -215,6 +255,7 @@ struct pf_agg;
 struct pf_stack {
 	uint32_t tid;
 	int probe;                /* method events: the target (0..), else -1 */
+	uint32_t args;            /* its argument set (pf_argtab), 0: none */
 	enum pf_unwinder unwinder;
 	const uint64_t *frames;
 	size_t nframes;
@@ -226,9 +267,11 @@ int pf_agg_new(struct pf_agg **out);
 /* 0, or -ENOSPC at a cap (the caller counts the sample as dropped). */
 int pf_agg_add(struct pf_agg *a, uint32_t tid, enum pf_unwinder unw, const uint64_t *frames,
 	       size_t nframes, uint64_t cpu_ns);
-/* The same with the method-event target that fired (-1: none) in the key. */
-int pf_agg_add_probe(struct pf_agg *a, uint32_t tid, int probe, enum pf_unwinder unw,
-		     const uint64_t *frames, size_t nframes, uint64_t cpu_ns);
+/* The same with the method-event target that fired (-1: none) and its
+ * argument set (pf_argtab id, 0: none) in the key. */
+int pf_agg_add_probe(struct pf_agg *a, uint32_t tid, int probe, uint32_t args,
+		     enum pf_unwinder unw, const uint64_t *frames, size_t nframes,
+		     uint64_t cpu_ns);
 /* The index (for pf_agg_get) of the entry the last successful pf_agg_add
  * created or counted in. */
 size_t pf_agg_last(const struct pf_agg *a);
@@ -269,6 +312,10 @@ struct pf_capture_info {
 	const uint64_t *over_k, *hits_k;
 	/* --max-hits: the cap, and samples past it that were not recorded. */
 	uint64_t max_hits, past_cap;
+	/* #args: the argument sets the stacks name (NULL: none asked), and
+	 * the hits not recorded because the table was full. */
+	const struct pf_argtab *args;
+	uint64_t args_dropped;
 };
 
 /* Write the gzip'd profile to fd. 0 or negative errno. */

@@ -123,6 +123,12 @@ static void comments(struct pp_builder *b, const struct pf_capture_info *ci,
 				 (unsigned long long)(ci->budget_ns / 1000));
 			pp_add_comment(b, line);
 		}
+		if (ci->args_dropped) {
+			snprintf(line, sizeof(line), "arguments: %llu hits had argument values past "
+				 "the cap of %d distinct sets: counted, not recorded",
+				 (unsigned long long)ci->args_dropped, PF_MAX_ARGSETS);
+			pp_add_comment(b, line);
+		}
 		if (ci->past_cap) {
 			snprintf(line, sizeof(line), "max hits: the cap of %llu was reached, every "
 				 "probe was disabled at once; %llu samples written before that took "
@@ -228,8 +234,11 @@ int pf_output_write(int fd, const struct pf_capture_info *ci, const struct pf_ag
 			vals[1] = (int64_t)st.count;
 		}
 		/* The redactor keeps a sample by its pid label. */
-		/* Method events: which target fired, as it was spelt. */
-		struct pp_label labels[5] = {
+		/* Method events: which target fired, as it was spelt, and its
+		 * arguments (arg<index>: num for numbers, str for strings and
+		 * pointers in hex); distinct values are distinct samples. */
+		char keys[NARGS_MAX][8], ptrs[NARGS_MAX][24];
+		struct pp_label labels[5 + NARGS_MAX] = {
 			{ .key = "pid", .num = ci->pid },
 			{ .key = "thread_id", .num = st.tid },
 			{ .key = "thread_name", .str = pf_events_comm(ev, st.tid) },
@@ -239,6 +248,22 @@ int pf_output_write(int fd, const struct pf_capture_info *ci, const struct pf_ag
 		size_t nl = 4;
 		if (st.probe >= 0 && (unsigned)st.probe < ci->nmethods)
 			labels[nl++].str = ci->methods[st.probe];
+		const struct pf_argset *as = pf_argtab_get(ci->args, st.args);
+		for (unsigned k = 0; as && k < as->n && k < NARGS_MAX; k++) {
+			const struct pf_argval *a = &as->a[k];
+			struct pp_label *l = &labels[nl++];
+			snprintf(keys[k], sizeof(keys[k]), "arg%u", (unsigned)a->index);
+			l->key = keys[k];
+			if (a->kind == 's') {
+				l->str = a->s;
+			} else if (a->kind == 'p') {
+				snprintf(ptrs[k], sizeof(ptrs[k]), "0x%llx", (unsigned long long)a->v);
+				l->str = ptrs[k];
+			} else {
+				/* 'u' past 2^63 shows as negative: pprof's num is signed. */
+				l->num = (int64_t)a->v;
+			}
+		}
 		if ((r = pp_add_sample(b, locs, st.nframes, vals, 2, labels, nl)) < 0)
 			goto out;
 	}

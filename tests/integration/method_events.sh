@@ -278,6 +278,59 @@ status=$(tail -n 1 "$T/err")
 	[ "${BASH_REMATCH[1]}" -le 100 ] || fail "new thread: '$status'"
 echo "ok: a thread started later is probed by a rescan: $status"
 
+# 1g. Arguments: args_fn(int, const char *, long) called 30 times with
+# (7, "hello, args", -5), then once with (8, an unmapped pointer, 3).
+# "#args=is-": arg0 and arg1 exactly, no arg2; the pointer nothing maps
+# gives <unreadable>. In pprof (labels) and in Perfetto (annotations).
+# No suffix: no argument at all.
+args_run() { # args_run SUFFIX OUT FORMAT: status line
+	rm -f "$T/go"
+	"$PAIR" args "$T/go" 30 > /dev/null &
+	local tp=$! hp rc=0
+	PIDS+=("$tp")
+	for _ in $(seq 500); do [ "$(readlink "/proc/$tp/exe" 2> /dev/null)" = "$(readlink -f "$PAIR")" ] && break; sleep 0.01; done
+	"$PERF" --pid "$tp" --duration-ms 60000 --method "$PAIR:args_fn$1" --max-hits 31 \
+		--format "$3" > "$2" 2> "$T/err" &
+	hp=$!
+	wait_probes "$hp" || fail "args$1: $(tail -n 1 "$T/err")"
+	touch "$T/go"
+	wait "$hp" || rc=$?
+	kill "$tp" 2> /dev/null || true
+	wait "$tp" 2> /dev/null || true
+	[ "$rc" -eq 0 ] || fail "args$1: exit $rc: $(tail -n 1 "$T/err")"
+	tail -n 1 "$T/err"
+}
+st=$(args_run "#args=is-" "$T/args.pb.gz" pprof)
+[[ $st =~ ^ok\ hits=31\ stacks=31\  ]] || fail "args: '$st'"
+go tool pprof -raw "$T/args.pb.gz" > "$T/args.raw" 2>&1 || fail "args: pprof cannot read it"
+go tool pprof -traces "$T/args.pb.gz" > "$T/args.txt" 2>&1
+# Two samples: (7, "hello, args") x30 and (8, <unreadable>) x1.
+awk '
+	/^-+\+/ { if (n) flush(); n = 1; a0 = a1 = a2 = ""; c = ""; next }
+	/^ +arg0: / { sub(/^ +arg0: +/, ""); a0 = $0 }
+	/^ +arg1: / { sub(/^ +arg1: +/, ""); a1 = $0 }
+	/^ +arg2: / { a2 = "x" }
+	/^ +[0-9]+ +args_fn$/ { c = $1 }
+	function flush() { if (c != "") got[a0 "|" a1 "|" a2 "|" c] = 1 }
+	END { flush(); if (!(("7|hello, args||30") in got) || !(("8|<unreadable>||1") in got)) exit 1 }
+' "$T/args.txt" || { cat "$T/args.txt"; fail "args: not arg0=7 arg1='hello, args' x30 and arg0=8 arg1=<unreadable> x1, no arg2"; }
+st=$(args_run "#args=is-" "$T/args.pftrace" perfetto)
+protoc --decode=perfetto.protos.Trace --proto_path="$SRC/proto" perfetto_trace.proto \
+	< "$T/args.pftrace" > "$T/args.pftrace.txt" || fail "args: protoc cannot decode the trace"
+# Names of debug annotations are interned: arg0 and arg1, never arg2.
+grep -q '"arg0"' "$T/args.pftrace.txt" && grep -q '"arg1"' "$T/args.pftrace.txt" ||
+	fail "args: no arg0/arg1 annotation in the trace"
+! grep -q '"arg2"' "$T/args.pftrace.txt" || fail "args: arg2 in the trace, its type was '-'"
+[ "$(grep -c 'string_value: "hello, args"' "$T/args.pftrace.txt")" -eq 30 ] ||
+	fail "args: not 30 'hello, args' in the trace"
+grep -q 'string_value: "<unreadable>"' "$T/args.pftrace.txt" || fail "args: no <unreadable> in the trace"
+grep -q 'int_value: 7$' "$T/args.pftrace.txt" && grep -q 'int_value: 8$' "$T/args.pftrace.txt" ||
+	fail "args: arg0 7 and 8 not in the trace"
+st=$(args_run "" "$T/noargs.pb.gz" pprof)
+go tool pprof -traces "$T/noargs.pb.gz" > "$T/noargs.txt" 2>&1
+! grep -q ' arg[0-9]:' "$T/noargs.txt" || fail "no #args suffix, but arguments recorded"
+echo "ok: arguments: #args=is- gives arg0=7, arg1='hello, args' (30) and <unreadable> (1), no arg2, in pprof and Perfetto; none without the suffix"
+
 # 2. Hostile targets: refused with a reason (exit 70), the target runs on.
 sleep 600 &
 SP=$!
@@ -296,6 +349,11 @@ refuse "missing file" "No such file" --method "/nonexistent/lib.so:f"
 refuse "relative path" "expected /PATH:SYMBOL" --method "lib.so:f"
 refuse "not ELF" "not an ELF file" --method "/etc/hostname:f"
 refuse "offset outside code" "no executable segment" --method "$TGT:+0x7fffffff"
+refuse "#args without TYPES" "native arguments need #args=TYPES" --method "$TGT:target_fn#args"
+refuse "#args= empty" "1..6 letters" --method "$TGT:target_fn#args="
+refuse "#args, 7 types" "1..6 letters" --method "$TGT:target_fn#args=iiiiiii"
+refuse "#args, unknown type" "'x' is not one of i, u, p, s, -" --method "$TGT:target_fn#args=ix"
+refuse "#args, all skipped" "every argument skipped" --method "$TGT:target_fn#args=--"
 many=()
 for i in $(seq 9); do many+=(--method "$TGT:target_fn"); done
 refuse "9 targets" "at most 8 targets" "${many[@]}"
@@ -458,6 +516,8 @@ req_refused "a budget over 1 s" "method_budget_us must be 0..1000000" --method "
 	--budget-us 1000001
 req_refused "20 targets" "method events need 1..8 method_targets, got 20" "${many[@]}"
 req_refused "a target of neither kind" "expected /PATH:SYMBOL" --method "com.example.Target.register"
+req_refused "a bad #args=TYPES" "#args=TYPES: 'q' is not one of i, u, p, s, -" \
+	--method "$TGT:target_fn#args=iq"
 req_refused "a JVM target in a native process" "java: method targets need a JVM" \
 	--method "java:com.example.Target.register"
 # A symbol that is not there fails the capture with profilingd-perf's reason.
