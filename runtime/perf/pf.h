@@ -142,6 +142,14 @@ const char *pf_events_comm(const struct pf_events *ev, uint32_t tid);
 /* Method events: the hits the probes counted, of threads closed so far
  * (all of them after pf_events_stop). Exact even when samples were lost. */
 uint64_t pf_events_hits(const struct pf_events *ev);
+/*
+ * Method events: the samples the probes closed so far overflowed into
+ * (each event's count / every). The kernel reports samples it could not
+ * write (PERF_RECORD_LOST) only with its next write to that ring, so a
+ * burst that fills the ring at its end leaves them unreported: this minus
+ * the samples drained is the exact number lost.
+ */
+uint64_t pf_events_expected(const struct pf_events *ev);
 /* The same for target k alone (the order of pf_events_open_uprobes). */
 uint64_t pf_events_probe_hits(const struct pf_events *ev, unsigned k);
 /* The target (0..nup-1) whose probe wrote a sample of tid with this

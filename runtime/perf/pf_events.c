@@ -37,11 +37,13 @@
 #define PF_RING_SMALL_AFTER 256
 /*
  * Method events: a loop that calls the target writes a stack (~17.5 KiB)
- * per hit as fast as the trap allows, faster than the helper unwinds, so
- * the ring must hold a whole burst: 2 MiB (~115 stacks) for each of the
- * first PF_RING_BIG_THREADS threads (64 MiB locked at most, past
- * perf_event_mlock_kb, which CAP_IPC_LOCK lifts), 256 KiB for the next
- * ones up to PF_RING_SMALL_AFTER, 32 KiB past it. The helper is woken when
+ * per hit as fast as the trap allows (~4 us on an emulated first
+ * instruction), faster than the helper unwinds (~10 us), so the ring must
+ * hold a whole burst: 8 MiB (~470 stacks) for each of the first
+ * PF_RING_HUGE_THREADS threads, 2 MiB (~115) for the next ones up to
+ * PF_RING_BIG_THREADS, 256 KiB up to PF_RING_SMALL_AFTER, 32 KiB past it:
+ * 144 MiB locked at most, past perf_event_mlock_kb, which CAP_IPC_LOCK
+ * lifts. The helper is woken when
  * a quarter of the ring is filled (wakeup_watermark), not per sample: one
  * wakeup drains many stacks and the rest of the ring absorbs the burst
  * meanwhile; what stays below the mark is drained at each rescan.
@@ -49,6 +51,8 @@
 #define PF_RING_BYTES_UPROBE     (256u * 1024)
 #define PF_RING_BYTES_UPROBE_BIG (2048u * 1024)
 #define PF_RING_BIG_THREADS      32
+#define PF_RING_BYTES_UPROBE_HUGE (8192u * 1024)
+#define PF_RING_HUGE_THREADS     4
 
 #define PF_TID_SLOTS 8192 /* hash of tids, twice PF_MAX_TIDS */
 /*
@@ -91,6 +95,7 @@ struct pf_events {
 	struct pf_uprobe up[PF_MAX_UPROBES];
 	uint64_t hits;        /* the probes' own counts, read as each closes */
 	uint64_t hits_k[PF_MAX_UPROBES]; /* the same per target */
+	uint64_t expected;    /* samples the probes meant to write: count / every each */
 	bool up_closed[PF_MAX_UPROBES];  /* pf_events_close_probe: not opened again */
 	bool up_disabled;     /* pf_events_disable: new threads get no probes */
 };
@@ -356,6 +361,8 @@ static void close_probe(struct pf_events *ev, struct pf_thread *t, unsigned k)
 	uint64_t n = probe_count(t->pfd[k]);
 	ev->hits += n;
 	ev->hits_k[k] += n;
+	/* Every up_every-th hit of this event overflowed into a sample. */
+	ev->expected += n / ev->up_every;
 	close(t->pfd[k]);
 	t->pfd[k] = -1;
 }
@@ -399,7 +406,8 @@ static int open_thread(struct pf_events *ev, struct pf_thread *t)
 	a.clockid = CLOCK_MONOTONIC;
 	size_t want = ev->nopen >= PF_RING_SMALL_AFTER ? PF_RING_BYTES_SMALL : PF_RING_BYTES;
 	if (ev->nup && ev->nopen < PF_RING_SMALL_AFTER)
-		want = ev->nopen < PF_RING_BIG_THREADS ? PF_RING_BYTES_UPROBE_BIG : PF_RING_BYTES_UPROBE;
+		want = ev->nopen < PF_RING_HUGE_THREADS ? PF_RING_BYTES_UPROBE_HUGE :
+		       ev->nopen < PF_RING_BIG_THREADS ? PF_RING_BYTES_UPROBE_BIG : PF_RING_BYTES_UPROBE;
 	struct perf_event_attr owner = a;
 	if (ev->nup) {
 		/*
@@ -753,6 +761,11 @@ const char *pf_events_comm(const struct pf_events *ev, uint32_t tid)
 uint64_t pf_events_hits(const struct pf_events *ev)
 {
 	return ev ? ev->hits : 0;
+}
+
+uint64_t pf_events_expected(const struct pf_events *ev)
+{
+	return ev ? ev->expected : 0;
 }
 
 uint64_t pf_events_probe_hits(const struct pf_events *ev, unsigned k)

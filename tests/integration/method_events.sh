@@ -278,6 +278,36 @@ status=$(tail -n 1 "$T/err")
 	[ "${BASH_REMATCH[1]}" -le 100 ] || fail "new thread: '$status'"
 echo "ok: a thread started later is probed by a rescan: $status"
 
+# 1h. A function that starts endbr64; push %rbp is probed on the push
+# (one emulated trap instead of a single-stepped endbr64): its hits are
+# still exactly its calls, in one unpaced burst, and its stacks' leaf is
+# the function.
+if objdump -d "$PAIR" | grep -A2 '<fn_cet>:' | grep -q 'push *%rbp' &&
+	objdump -d "$PAIR" | grep -A1 '<fn_cet>:' | grep -q endbr64; then
+	rm -f "$T/go"
+	"$PAIR" cet "$T/go" $N > "$T/cet.out" &
+	TP=$!
+	PIDS+=("$TP")
+	for _ in $(seq 500); do [ "$(readlink "/proc/$TP/exe" 2> /dev/null)" = "$(readlink -f "$PAIR")" ] && break; sleep 0.01; done
+	rc=0
+	"$PERF" --pid "$TP" --duration-ms 60000 --method "$PAIR:fn_cet" > "$T/cet.pb.gz" 2> "$T/err" &
+	HP=$!
+	wait_probes "$HP" || fail "endbr64: $(tail -n 1 "$T/err")"
+	touch "$T/go"
+	for _ in $(seq 1500); do grep -q done "$T/cet.out" && break; kill -0 "$TP" 2> /dev/null || break; sleep 0.02; done
+	kill "$TP" 2> /dev/null || true
+	wait "$TP" 2> /dev/null || true
+	wait "$HP" || rc=$?
+	status=$(tail -n 1 "$T/err")
+	[[ $status =~ ^ok\ hits=$N\ stacks=([0-9]+)\ lost=([0-9]+)\  ]] || fail "endbr64: rc $rc: '$status'"
+	[ $((BASH_REMATCH[1] + BASH_REMATCH[2])) -eq $N ] || fail "endbr64: stacks + lost != $N: $status"
+	go tool pprof -traces "$T/cet.pb.gz" 2>&1 | grep -Eq '^ +[0-9]+ +fn_cet$' ||
+		fail "endbr64: no stack with fn_cet as its leaf"
+	echo "ok: endbr64; push %rbp: probed on the push, hits=$N exact: $status"
+else
+	echo "note: fn_cet does not start endbr64; push %rbp with this compiler: not checked"
+fi
+
 # 1g. Arguments: args_fn(int, const char *, long) called 30 times with
 # (7, "hello, args", -5), then once with (8, an unmapped pointer, 3).
 # "#args=is-": arg0 and arg1 exactly, no arg2; the pointer nothing maps

@@ -10,6 +10,10 @@
  *   method_pair thread GO N    waits for GO, starts a thread that calls
  *                              fn_a N times (2 ms apart), joins it: a
  *                              probe opened by a rescan, under seccomp.
+ *   method_pair cet GO N       waits for GO, calls fn_cet N times in one
+ *                              burst: exported and built with
+ *                              -fcf-protection, it starts endbr64; push
+ *                              %rbp, and the probe goes on the push.
  *   method_pair args GO N      waits for GO, calls args_fn(7, "hello, args",
  *                              -5) N times (2 ms apart), then once
  *                              args_fn(8, an unmapped pointer, 3), prints
@@ -47,6 +51,21 @@ static __attribute__((noinline)) long args_fn(int n, const char *s, long l)
 	return n + l + (s ? 1 : 0);
 }
 
+static __attribute__((noinline)) int cet_leaf(int x)
+{
+	__asm__ volatile("" ::: "memory");
+	return x + 3;
+}
+
+/* Exported and not a leaf: endbr64, then a frame (push %rbp). */
+int fn_cet(int x);
+__attribute__((noinline)) int fn_cet(int x)
+{
+	int r = cet_leaf(x);
+	__asm__ volatile("" ::: "memory");
+	return r + 1;
+}
+
 static void *thread_main(void *arg)
 {
 	long n = *(long *)arg;
@@ -77,6 +96,11 @@ int main(int argc, char **argv)
 			sink += fn_b((int)i);
 			usleep(2000);
 		}
+	} else if (argc >= 4 && !strcmp(argv[1], "cet")) {
+		long n = atol(argv[3]);
+		wait_for(argv[2]);
+		for (long i = 0; i < n; i++)
+			sink += fn_cet((int)i);
 	} else if (argc >= 4 && !strcmp(argv[1], "thread")) {
 		long n = atol(argv[3]);
 		pthread_t th;
@@ -97,7 +121,7 @@ int main(int argc, char **argv)
 		}
 		sink += args_fn(8, gone, 3);
 	} else {
-		fprintf(stderr, "usage: method_pair two GO GO2 N | thread GO N | args GO N\n");
+		fprintf(stderr, "usage: method_pair two GO GO2 N | cet GO N | thread GO N | args GO N\n");
 		return 2;
 	}
 	printf("done\n");
