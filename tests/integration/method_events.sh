@@ -437,6 +437,33 @@ echo "ok: through the daemon: $out, hits=$N"
 kill "$TP2" 2> /dev/null || true
 wait "$TP2" 2> /dev/null || true
 
+# Arguments through the daemon: the #args suffix is admitted, passed to
+# the helper as spelt, and the delivered (redacted) pprof has them.
+rm -f "$T/go"
+"$PAIR" args "$T/go" 30 > /dev/null &
+TPA=$!
+PIDS+=("$TPA")
+for _ in $(seq 500); do [ "$(readlink "/proc/$TPA/exe" 2> /dev/null)" = "$(readlink -f "$PAIR")" ] && break; sleep 0.01; done
+"$APPS/it_request" --pid "$TPA" --type methods --duration-ms 15000 --max-hits 31 \
+	--method "$PAIR:args_fn#args=is-" > "$T/patha" 2> "$T/reqa.err" &
+RQ=$!
+hp=
+for _ in $(seq 500); do
+	hp=$(pgrep -f "^profilingd-perf --pid $TPA " | head -n 1 || true)
+	[ -n "$hp" ] && break
+	sleep 0.02
+done
+[ -n "$hp" ] || fail "args: the daemon started no profilingd-perf for pid $TPA: $(cat "$T/reqa.err")"
+wait_probes "$hp" || fail "args: profilingd-perf $hp ended before its probes were in"
+touch "$T/go"
+wait "$RQ" || fail "args through the daemon failed: $(cat "$T/reqa.err")"
+go tool pprof -traces "$(cat "$T/patha")" > "$T/da.txt" 2>&1 || fail "args: the delivered result is not pprof"
+grep -Eq '^ +arg1: +hello, args$' "$T/da.txt" && grep -Eq '^ +arg0: +7$' "$T/da.txt" ||
+	{ head -n 30 "$T/da.txt"; fail "args: the delivered result lacks arg0=7 arg1='hello, args'"; }
+kill "$TPA" 2> /dev/null || true
+wait "$TPA" 2> /dev/null || true
+echo "ok: arguments through the daemon: arg0=7 arg1='hello, args' in the delivered result"
+
 # The same through the daemon in Perfetto format: redacted as a trace
 # (only the target's tracks), delivered as .perfetto-trace.
 rm -f "$T/go"
