@@ -7,7 +7,8 @@
 # and times HITS calls of bench_target and WORK calls of bench_other
 # (probed by nobody) on its own CPU clock. Prints the median cost per
 # hit (goal < 10 us) and the non-target throughput ratio (goal >= 0.99).
-# FLAVOR: plain (default: -O2, bench_target starts with an instruction the
+# FLAVOR: both (default: plain, then distro, one after the other),
+# plain (-O2, bench_target starts with an instruction the
 # kernel single-steps) or distro (method_bench_distro: -fcf-protection
 # -fno-omit-frame-pointer, it starts endbr64; push %rbp, and the probe
 # goes on the push, which the kernel emulates). bench/uprobe_cost breaks
@@ -23,8 +24,13 @@ ROUNDS=${2:-$([ -n "${PD_BENCH_QUICK:-}" ] && echo 3 || echo 5)}
 HITS=${3:-20000}
 WORK=${4:-50000000}
 EVERY=${5:-1}
-FLAVOR=${6:-plain}
+FLAVOR=${6:-both}
 WHERE=${7:-bench_target}
+if [ "$FLAVOR" = both ]; then
+	bash "$0" "$BUILD" "$ROUNDS" "$HITS" "$WORK" "$EVERY" plain "$WHERE" &&
+		exec bash "$0" "$BUILD" "$ROUNDS" "$HITS" "$WORK" "$EVERY" distro "$WHERE"
+	exit 1
+fi
 PERF=$BUILD/runtime/perf/profilingd-perf
 APP=$BUILD/bench/method_bench
 [ "$FLAVOR" = plain ] || APP=$BUILD/bench/method_bench_$FLAVOR

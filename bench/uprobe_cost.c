@@ -112,7 +112,7 @@ static void *drainer(void *arg)
 
 struct variant {
 	const char *name;
-	int place;            /* 0 the entry, 1 after endbr64 (when there is one) */
+	long (*fn)(long);     /* the probed function (its entry) */
 	uint64_t sample_type; /* 0: counting only */
 	uint32_t stack;
 };
@@ -214,18 +214,17 @@ int main(int argc, char **argv)
 	       code[4], endbr ? "endbr64" : "no endbr64");
 
 	uint64_t base = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_PERIOD;
+	uint64_t full = base | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
 	const struct variant vs[] = {
-		{ "count only, at the entry", 0, 0, 0 },
-		{ "count only, after endbr64", 1, 0, 0 },
-		{ "sample id/tid/time/period", 1, base, 0 },
-		{ " + callchain", 1, base | PERF_SAMPLE_CALLCHAIN, 0 },
-		{ " + callchain + regs", 1, base | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_REGS_USER, 0 },
-		{ " + callchain + regs + stack 16 KiB", 1,
-		  base | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER, 16384 },
-		{ " + callchain + regs + stack 4 KiB", 1,
-		  base | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER, 4096 },
-		{ "full (16 KiB) at the entry", 0,
-		  base | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER, 16384 },
+		{ "lea first: count only", bench_fn, 0, 0 },
+		{ "lea first: sample id/tid/time/period", bench_fn, base, 0 },
+		{ "lea first:  + callchain", bench_fn, base | PERF_SAMPLE_CALLCHAIN, 0 },
+		{ "lea first:  + callchain + regs", bench_fn,
+		  base | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_REGS_USER, 0 },
+		{ "lea first:  + callchain + regs + stack 16 KiB", bench_fn, full, 16384 },
+		{ "lea first:  + callchain + regs + stack 4 KiB", bench_fn, full, 4096 },
+		{ "endbr64 first: full, 16 KiB", fn_endbr, full, 16384 },
+		{ "push %rbp first: full, 16 KiB", fn_push, full, 16384 },
 	};
 	/* Counting only, by first instruction. */
 	static const struct { const char *name; long (*fn)(long); } firsts[] = {
@@ -242,10 +241,14 @@ int main(int argc, char **argv)
 	pthread_create(&th, NULL, drainer, NULL);
 	run(NULL, type, path, off, hits, &got); /* warm-up */
 	for (int r = 0; r < rounds; r++) {
+		call_fn = bench_fn;
 		t[NV][r] = run(NULL, type, path, off, hits, &got);
 		for (int k = 0; k < NV; k++) {
-			uint64_t o = off + (vs[k].place && endbr ? 4 : 0);
-			t[k][r] = run(&vs[k], type, path, o, hits, &got);
+			uint64_t o = 0;
+			char vp[4096];
+			fn_offset(vs[k].fn, &o, vp, sizeof(vp));
+			call_fn = vs[k].fn;
+			t[k][r] = run(&vs[k], type, vp, o, hits, &got);
 			if ((long)got != hits)
 				fprintf(stderr, "%s: counted %llu of %ld\n", vs[k].name,
 					(unsigned long long)got, hits);
@@ -273,7 +276,7 @@ int main(int argc, char **argv)
 	for (int k = 0; k < NV; k++) {
 		qsort(t[k], (size_t)rounds, sizeof(uint64_t), cmp_u64);
 		double us = ((double)t[k][rounds / 2] - (double)plain) / (double)hits / 1000.0;
-		printf("  %-40s %7.2f us\n", vs[k].name, us);
+		printf("  %-46s %7.2f us\n", vs[k].name, us);
 		const char *sum = getenv("PD_BENCH_SUMMARY");
 		FILE *sf = sum ? fopen(sum, "ae") : NULL;
 		if (sf) {
@@ -283,7 +286,7 @@ int main(int argc, char **argv)
 	}
 	for (int k = 0; k < NF; k++) {
 		qsort(tf_[k], (size_t)rounds, sizeof(uint64_t), cmp_u64);
-		printf("  count only, %-33s %7.2f us\n", firsts[k].name,
+		printf("  count only, %-34s %7.2f us\n", firsts[k].name,
 		       ((double)tf_[k][rounds / 2] - (double)plain) / (double)hits / 1000.0);
 	}
 	return 0;
