@@ -11,11 +11,32 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef PD_BENCH_DISTRO
+static __attribute__((noinline)) int bench_leaf(int x)
+{
+	__asm__ volatile("" ::: "memory");
+	return x + 1;
+}
+
+/* Exported, as a library's API is: -fcf-protection then starts it with
+ * endbr64 (a static function whose address is not taken gets none). It
+ * calls another, as most do, so frame pointers give it a frame:
+ * endbr64; push %rbp; mov %rsp,%rbp. */
+int bench_target(int x);
+__attribute__((noinline)) int bench_target(int x)
+{
+	int r = bench_leaf(x);
+	__asm__ volatile("" ::: "memory");
+	return r + 1;
+}
+#else
+/* A leaf: it starts lea 0x1(%rdi),%eax, which the kernel single-steps. */
 static __attribute__((noinline)) int bench_target(int x)
 {
 	__asm__ volatile("" ::: "memory");
 	return x + 1;
 }
+#endif
 
 static __attribute__((noinline)) int bench_other(int x)
 {

@@ -21,6 +21,7 @@
 
 #include "jtarget.h"
 #include "log.h"
+#include "nargs.h"
 #include "names.h"
 #include "profiling/profiling.h"
 #include "util.h"
@@ -62,6 +63,14 @@ int svc_admit_methods(const Pd__Params *p, char *msg, size_t n)
 				util_fmt(msg, n, "method target %zu: control characters", i);
 				return PROF_E_INVALID_REQUEST;
 			}
+		/* Native arguments: "#args=TYPES" last (common/nargs.c, which
+		 * profilingd-perf applies too). */
+		char types[NARGS_MAX + 1], awhy[160];
+		size_t sl;
+		if (!jt_is_java(t) && nargs_split(t, &sl, types, awhy, sizeof(awhy)) < 0) {
+			util_fmt(msg, n, "method target '%.64s': %s", t, awhy);
+			return PROF_E_INVALID_REQUEST;
+		}
 		/* By build id: the file the target maps with it, found by the helper. */
 		if (!strncmp(t, "buildid:", 8)) {
 			size_t hl = strspn(t + 8, "0123456789abcdefABCDEF");

@@ -32,6 +32,7 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sysexits.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,9 +55,26 @@ struct run {
 	bool trace;         /* --format perfetto: every recorded hit kept */
 	struct pf_hits hits_v;
 	/* --budget-us: this helper's own time per recorded hit (unwinding
-	 * and merging it), summed; over once the mean passes budget_ns. */
+	 * and merging it), summed per target (the sample's probe); a target
+	 * whose mean passes budget_ns has its probe closed alone (over_k,
+	 * its mean), the others run on; over once none is left. */
 	bool budget_on, over;
 	uint64_t budget_ns, spent_ns, spent_n;
+	uint64_t spent_k[PF_MAX_UPROBES], n_k[PF_MAX_UPROBES], over_k[PF_MAX_UPROBES];
+	/* --max-hits: recorded hits (hits) stop at max_hits exactly; at the
+	 * cap every probe is disabled at once and later samples (written
+	 * before the disable took) are counted in past_cap, not recorded. */
+	struct pf_events *ev;
+	unsigned nmethods;
+	uint64_t max_hits, past_cap;
+	bool capped;
+	int probe;          /* the target of the sample being handled, or -1 */
+	/* #args=TYPES per target ("" none), and the distinct sets recorded. */
+	pid_t pid;
+	int pidfd;          /* the target's, for string reads; -1 none */
+	char types[PF_MAX_UPROBES][NARGS_MAX + 1];
+	struct pf_argtab *argtab;
+	uint64_t args_dropped; /* past PF_MAX_ARGSETS: counted, not recorded */
 };
 
 /* Samples before the mean is judged: one slow first unwind (its module's
@@ -76,11 +94,14 @@ static void usage(FILE *f)
 		"usage: profilingd-perf --pid P [--start-time S] --hz H --duration-ms D\n"
 		"                       [--verbose] [--debug-seccomp]\n"
 		"       profilingd-perf --pid P [--start-time S] --duration-ms D\n"
-		"                       --method PATH:SYMBOL|PATH:+0xOFFSET|buildid:HEX:+0xOFFSET ...\n"
+		"                       --method PATH:SYMBOL|PATH:+0xOFFSET|buildid:HEX:+0xOFFSET\n"
+		"                                [#args=TYPES] ...\n"
 		"                       [--every N]\n"
 		"                       [--max-hits M] [--format pprof|perfetto] [--budget-us B]\n"
 		"Method events (docs/METHOD_EVENTS.md): a uprobe on each target (1..%d),\n"
-		"the stack of every Nth hit; stops after M hits (default %d).\n"
+		"the stack of every Nth hit; stops after M hits exactly (default %d).\n"
+		"#args=TYPES: the hit's arguments, one letter per register rdi..r9:\n"
+		"i signed, u unsigned, p pointer, s string (64 bytes), - skipped.\n"
 		"--format perfetto: a Perfetto trace (uncompressed), one instant event per\n"
 		"recorded hit on its thread's track with its stack, instead of pprof.\n"
 		"--budget-us B: once this helper's mean time per recorded hit (after %d)\n"
@@ -118,6 +139,7 @@ static void handle_sample(struct run *run, const struct pf_sample *s);
 static void on_sample(const struct pf_sample *s, void *arg)
 {
 	struct run *run = arg;
+	run->probe = run->nmethods ? pf_events_probe_of(run->ev, s->tid, s->id) : -1;
 	if (!run->budget_on) {
 		handle_sample(run, s);
 		return;
@@ -125,15 +147,45 @@ static void on_sample(const struct pf_sample *s, void *arg)
 	/* vDSO clock: no syscall, ~20 ns, against the µs an unwind takes. */
 	uint64_t t0 = mono_ns();
 	handle_sample(run, s);
-	run->spent_ns += mono_ns() - t0;
+	uint64_t dt = mono_ns() - t0;
+	run->spent_ns += dt;
 	run->spent_n++;
-	if (run->spent_n >= PF_BUDGET_MIN_SAMPLES && run->spent_ns > run->budget_ns * run->spent_n)
-		run->over = true;
+	int k = run->probe;
+	if (k < 0 || run->over_k[k])
+		return;
+	run->spent_k[k] += dt;
+	run->n_k[k]++;
+	if (run->n_k[k] >= PF_BUDGET_MIN_SAMPLES && run->spent_k[k] > run->budget_ns * run->n_k[k]) {
+		run->over_k[k] = run->spent_k[k] / run->n_k[k];
+		unsigned left = pf_events_close_probe(run->ev, (unsigned)k);
+		LOG_I("target %d over budget: %" PRIu64 " ns per recorded hit on average over %"
+		      PRIu64 " hits, the budget is %" PRIu64 " µs: its probe goes, %u left", k,
+		      run->over_k[k], run->n_k[k], run->budget_ns / 1000, left);
+		if (left == 0)
+			run->over = true;
+	}
 }
 
 static void handle_sample(struct run *run, const struct pf_sample *s)
 {
-	run->hits += s->period ? s->period : 1;
+	uint64_t period = s->period ? s->period : 1;
+	if (run->nmethods) {
+		if (run->capped || run->hits + period > run->max_hits) {
+			run->past_cap++;
+			if (!run->capped)
+				pf_events_disable(run->ev);
+			run->capped = true;
+			return;
+		}
+		run->hits += period;
+		if (run->hits >= run->max_hits) {
+			/* At once, not at the next poll: the target may be in a loop. */
+			pf_events_disable(run->ev);
+			run->capped = true;
+		}
+	} else {
+		run->hits += period;
+	}
 	if (run->taken >= PF_MAX_SAMPLES) {
 		run->c.dropped++;
 		return;
@@ -155,7 +207,19 @@ static void handle_sample(struct run *run, const struct pf_sample *s)
 		run->c.empty++;
 		return;
 	}
-	if (pf_agg_add(run->agg, s->tid, unw, f, n, s->period ? s->period : run->period_ns) < 0) {
+	uint32_t args = 0;
+	if (run->probe >= 0 && run->types[run->probe][0]) {
+		struct pf_argset as;
+		if (pf_args_read(run->pid, run->pidfd, run->types[run->probe], s, &as) == 0 &&
+		    as.n &&
+		    pf_argtab_add(run->argtab, &as, &args) < 0) {
+			run->args_dropped++;
+			run->c.dropped++;
+			return;
+		}
+	}
+	if (pf_agg_add_probe(run->agg, s->tid, run->probe, args, unw, f, n,
+			     s->period ? s->period : run->period_ns) < 0) {
 		run->c.dropped++;
 		return;
 	}
@@ -390,6 +454,29 @@ static int path_of_build_id(pid_t pid, const char *hex, size_t hexlen, char *pat
 	return r;
 }
 
+/*
+ * Where a function's probe goes: 4 bytes further when the function starts
+ * with endbr64 (f3 0f 1e fa) followed by push %rbp (55), else at its entry.
+ * Why: the kernel (6.18's arch/x86/kernel/uprobes.c) emulates push and
+ * nops at the breakpoint, one trap, but runs endbr64 out of line with a
+ * single step, a second trap: ~13 us per hit against ~1 us on this VM
+ * (bench/uprobe_cost). Safe: endbr64 is a nop to the code (only indirect
+ * branches check for it, and they land on it before the probe), so at the
+ * push the registers, stack and CFA are the entry's and every call passes
+ * it exactly once; no loop can jump back to a push %rbp without
+ * unbalancing the stack, so the probe cannot count an iteration as a call.
+ * An explicit +0xOFFSET is probed where it says.
+ */
+static uint64_t past_endbr(int fd, uint64_t off)
+{
+	static const uint8_t endbr_push[5] = { 0xf3, 0x0f, 0x1e, 0xfa, 0x55 };
+	uint8_t b[5];
+	if (pread(fd, b, sizeof(b), (off_t)off) != (ssize_t)sizeof(b) ||
+	    memcmp(b, endbr_push, sizeof(b)))
+		return 0;
+	return 4;
+}
+
 static int resolve_target(pid_t pid, const char *spec, struct pf_uprobe *up, int *fd_out,
 			  char *why, size_t whylen)
 {
@@ -446,6 +533,8 @@ static int resolve_target(pid_t pid, const char *spec, struct pf_uprobe *up, int
 			snprintf(w, sizeof(w), "bad offset '%.40s'", colon + 2);
 	} else {
 		r = pf_elf_symbol_offset(fd, colon + 1, &off, w, sizeof(w));
+		if (r == 0)
+			off += past_endbr(fd, off);
 	}
 	if (r < 0) {
 		close(fd);
@@ -589,18 +678,51 @@ int main(int argc, char **argv)
 	}
 	uint64_t t0 = util_mono_ms();
 	int64_t start_real = (int64_t)util_now_ns(CLOCK_REALTIME);
-	for (unsigned k = 0; k < nmethods; k++)
-		if ((r = resolve_target((pid_t)pid, methods[k], &up[k], &upfd[k], why, sizeof(why))) < 0) {
+	run.pid = (pid_t)pid;
+	run.pidfd = -1;
+	for (unsigned k = 0; k < nmethods; k++) {
+		/* The arguments suffix first: the rest is the target proper. */
+		char spec[4096], w[160];
+		size_t sl;
+		if (nargs_split(methods[k], &sl, run.types[k], w, sizeof(w)) < 0) {
+			rc = fail("method target '%.200s': %s", methods[k], w);
+			goto out;
+		}
+		if (sl >= sizeof(spec)) {
+			rc = fail("method target '%.200s': too long", methods[k]);
+			goto out;
+		}
+		memcpy(spec, methods[k], sl);
+		spec[sl] = '\0';
+		if (run.types[k][0] && !run.argtab && (r = pf_argtab_new(&run.argtab)) < 0) {
+			rc = fail("out of memory");
+			goto out;
+		}
+		if ((r = resolve_target((pid_t)pid, spec, &up[k], &upfd[k], why, sizeof(why))) < 0) {
 			rc = fail("%s", why);
 			goto out;
 		}
+	}
+	run.nmethods = nmethods;
+	run.max_hits = max_hits;
+	run.probe = -1;
 	if (nmethods)
-		r = pf_events_open_uprobes((pid_t)pid, up, nmethods, every, &ev, why, sizeof(why));
+		r = pf_events_open_uprobes((pid_t)pid, up, nmethods, every,
+					   (max_hits + every - 1) / every, &ev, why, sizeof(why));
 	else
 		r = pf_events_open((pid_t)pid, (unsigned)hz, &ev, why, sizeof(why));
 	if (r < 0) {
 		rc = fail("%s", why);
 		goto out;
+	}
+	run.ev = ev;
+	/* Before the start-time check below: this pidfd is then the admitted
+	 * process's, and string arguments are read only while it lives. */
+	if (run.argtab) {
+		long pfd = syscall(SYS_pidfd_open, (pid_t)pid, 0);
+		run.pidfd = pfd >= 0 ? (int)pfd : -1;
+		if (pfd >= 0)
+			(void)fcntl(run.pidfd, F_SETFD, FD_CLOEXEC);
 	}
 	/* The events are bound to whatever had the pid at perf_event_open: it
 	 * must be the process the daemon admitted, not its pid's next owner. */
@@ -638,6 +760,9 @@ int main(int argc, char **argv)
 		if (now >= end)
 			break;
 		if (now >= next_scan) {
+			/* Stacks below the rings' wakeup mark: at least every rescan. */
+			if (nmethods)
+				pf_events_drain(ev, on_sample, &run);
 			pf_events_rescan(ev);
 			pf_unwind_refresh(run.u);
 			next_scan = now + PF_RESCAN_MS;
@@ -652,21 +777,35 @@ int main(int argc, char **argv)
 			      run.spent_n, run.spent_n, run.budget_ns / 1000);
 			break;
 		}
-		if (nmethods && run.hits >= max_hits) {
-			LOG_I("%" PRIu64 " hits: the cap of %lu is reached, the probes go", run.hits,
-			      max_hits);
+		if (nmethods && run.capped) {
+			LOG_I("%" PRIu64 " hits recorded: the cap of %lu is reached, the probes were "
+			      "disabled at once", run.hits, max_hits);
 			break;
 		}
 	}
 	pf_events_stop(ev, on_sample, &run);
 	uint64_t t1 = util_mono_ms();
-	/* The probes' own counts are exact; the samples' periods miss lost ones. */
+	/*
+	 * The probes' own counts are exact; the samples' periods miss lost
+	 * ones. Past --max-hits they may say more than the cap (hits on other
+	 * threads before the disable took): recorded stacks never do.
+	 */
+	uint64_t hits_k[PF_MAX_UPROBES] = { 0 };
+	for (unsigned k = 0; k < nmethods; k++)
+		hits_k[k] = pf_events_probe_hits(ev, k);
 	if (nmethods && pf_events_hits(ev) >= run.hits)
 		run.hits = pf_events_hits(ev);
+	if (run.past_cap)
+		LOG_I("%" PRIu64 " samples came past the cap of %lu hits: not recorded",
+		      run.past_cap, max_hits);
 
 	struct pf_ring_stats st;
 	pf_events_stats(ev, &st, &run.c.threads_seen, &run.c.threads_skipped);
 	run.c.lost = st.lost;
+	/* Lost at the end of a burst is never reported by a LOST record: the
+	 * probes' counts say how many samples there were to be. */
+	if (nmethods && pf_events_expected(ev) > st.samples + st.lost)
+		run.c.lost = pf_events_expected(ev) - st.samples;
 	run.c.bad = st.bad;
 	run.c.throttled = st.throttled;
 	run.c.threads = threads_with_samples(run.agg);
@@ -706,6 +845,12 @@ int main(int argc, char **argv)
 		.hits = run.hits,
 		.over_budget_ns = run.over ? run.spent_ns / run.spent_n : 0,
 		.budget_ns = run.budget_ns,
+		.over_k = run.over_k,
+		.hits_k = hits_k,
+		.past_cap = run.past_cap,
+		.max_hits = max_hits,
+		.args = run.argtab,
+		.args_dropped = run.args_dropped,
 	};
 	if (run.trace) {
 		if (run.hits_v.dropped)
@@ -743,5 +888,8 @@ out:
 	pf_unwind_close(run.u);
 	pf_agg_free(run.agg);
 	pf_hits_free(&run.hits_v);
+	pf_argtab_free(run.argtab);
+	if (run.pidfd >= 0)
+		close(run.pidfd);
 	return rc;
 }

@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "nargs.h"
+
 #define PF_MAX_EVENTS    1024     /* events (threads) open at once */
 #define PF_MAX_TIDS      4096     /* threads remembered per capture */
 #define PF_MAX_SAMPLES   200000   /* samples kept per capture; the rest are dropped */
@@ -44,6 +46,7 @@ enum pf_unwinder { PF_UNW_DWARF = 0, PF_UNW_FP = 1 };
 
 /* One PERF_RECORD_SAMPLE. The pointers point into the record. */
 struct pf_sample {
+	uint64_t id;                /* PERF_SAMPLE_IDENTIFIER (method events), else 0 */
 	uint32_t pid, tid;
 	uint64_t time_ns;
 	uint64_t period;            /* CPU nanoseconds this sample stands for */
@@ -65,6 +68,7 @@ struct pf_ring {
 	void *meta;          /* struct perf_event_mmap_page */
 	uint8_t *data;
 	uint64_t size;
+	bool ident;          /* samples start with PERF_SAMPLE_IDENTIFIER (method events) */
 };
 
 typedef void (*pf_sample_fn)(const struct pf_sample *s, void *arg);
@@ -81,6 +85,9 @@ struct pf_ring_stats {
  * -EBADMSG when the record is shorter than its fields say.
  */
 int pf_parse_sample(const uint8_t *rec, size_t len, struct pf_sample *out);
+/* The same for method events' layout: ident says the record starts with
+ * PERF_SAMPLE_IDENTIFIER (the event's id, which names its probe). */
+int pf_parse_sample_ident(const uint8_t *rec, size_t len, bool ident, struct pf_sample *out);
 
 /*
  * Hand every complete record between the ring's tail and head to fn (samples)
@@ -108,11 +115,13 @@ struct pf_uprobe {
 /*
  * Method events: per thread of pid, one uprobe event per target (all of a
  * thread's writing into one ring), a sample (stack, thread, time) every
- * `every`th hit (0 = every hit; the sample's period is `every`). Needs
+ * `every`th hit (0 = every hit; the sample's period is `every`); with
+ * limit > 0 each probe event writes at most limit samples, then the
+ * kernel disables it (PERF_EVENT_IOC_REFRESH). Needs
  * CAP_PERFMON or CAP_SYS_ADMIN. 0, or a negative errno with why set.
  */
 int pf_events_open_uprobes(pid_t pid, const struct pf_uprobe *up, unsigned nup, uint64_t every,
-			   struct pf_events **out, char *why, size_t whylen);
+			   uint64_t limit, struct pf_events **out, char *why, size_t whylen);
 
 /*
  * Open one event per thread of pid (hz samples per second of the thread's
@@ -133,6 +142,27 @@ const char *pf_events_comm(const struct pf_events *ev, uint32_t tid);
 /* Method events: the hits the probes counted, of threads closed so far
  * (all of them after pf_events_stop). Exact even when samples were lost. */
 uint64_t pf_events_hits(const struct pf_events *ev);
+/*
+ * Method events: the samples the probes closed so far overflowed into
+ * (each event's count / every). The kernel reports samples it could not
+ * write (PERF_RECORD_LOST) only with its next write to that ring, so a
+ * burst that fills the ring at its end leaves them unreported: this minus
+ * the samples drained is the exact number lost.
+ */
+uint64_t pf_events_expected(const struct pf_events *ev);
+/* The same for target k alone (the order of pf_events_open_uprobes). */
+uint64_t pf_events_probe_hits(const struct pf_events *ev, unsigned k);
+/* The target (0..nup-1) whose probe wrote a sample of tid with this
+ * PERF_SAMPLE_IDENTIFIER, or -1 (closed since, or not a probe's). */
+int pf_events_probe_of(const struct pf_events *ev, uint32_t tid, uint64_t id);
+/* Method events: PERF_EVENT_IOC_DISABLE on every probe at once (the
+ * --max-hits cap); threads found later get none. Counts stay readable. */
+void pf_events_disable(struct pf_events *ev);
+/* Close target k's probe in every thread (its budget), counting its hits;
+ * later threads do not get it. Returns the targets still probed. */
+unsigned pf_events_close_probe(struct pf_events *ev, unsigned k);
+/* Drain every ring, woken or not (what stays below the wakeup mark). */
+void pf_events_drain(struct pf_events *ev, pf_sample_fn fn, void *arg);
 void pf_events_stats(const struct pf_events *ev, struct pf_ring_stats *st,
 		     unsigned *threads_seen, unsigned *threads_skipped);
 void pf_events_close(struct pf_events *ev);
@@ -188,12 +218,52 @@ int pf_elf_build_id(int fd, char *hex, size_t n);
 /* 0 when off lies in an executable PT_LOAD segment of fd's file, else -ENOENT/-ENOEXEC. */
 int pf_elf_check_offset(int fd, uint64_t off, char *why, size_t whylen);
 
+/* pf_args.c: a hit's arguments (#args=TYPES) */
+
+#define PF_MAX_ARGSETS 16384 /* distinct argument sets per capture (~7.5 MiB) */
+
+struct pf_argval {
+	uint8_t index;        /* the register's position, 0 (rdi) .. 5 (r9) */
+	char kind;            /* 'i', 'u', 'p', 's' */
+	uint8_t slen;         /* 's': bytes in s */
+	uint8_t unreadable;   /* 's': the pointer could not be read */
+	uint64_t v;           /* 'i', 'u', 'p': the register; 's': 0 */
+	char s[NARGS_STR_MAX + 1]; /* 's': valid UTF-8, NUL-terminated */
+};
+
+/* A hit's arguments in register order; zero-filled past n (compared whole). */
+struct pf_argset {
+	uint8_t n;
+	struct pf_argval a[NARGS_MAX];
+};
+
+/*
+ * The arguments types asks for from sample s of pid (registers from its
+ * REGS_USER, strings read from pid's memory: "<unreadable>" when the
+ * pointer cannot be read, or when pidfd, pid's pidfd (-1: none), says it
+ * exited by the end of the read, its pid maybe another's). 0, or -ENODATA
+ * when the sample has no user registers (out is then empty).
+ */
+int pf_args_read(pid_t pid, int pidfd, const char *types, const struct pf_sample *s,
+		 struct pf_argset *out);
+
+struct pf_argtab;
+int pf_argtab_new(struct pf_argtab **out);
+/* The id (>= 1) of the set equal to a, added if new. -ENOSPC at
+ * PF_MAX_ARGSETS sets: the caller counts the hit, does not record it. */
+int pf_argtab_add(struct pf_argtab *t, const struct pf_argset *a, uint32_t *id);
+/* The set of id, or NULL (id 0: no arguments). */
+const struct pf_argset *pf_argtab_get(const struct pf_argtab *t, uint32_t id);
+void pf_argtab_free(struct pf_argtab *t);
+
 /* pf_agg.c: identical (thread, unwinder, stack) samples merged */
 
 struct pf_agg;
 
 struct pf_stack {
 	uint32_t tid;
+	int probe;                /* method events: the target (0..), else -1 */
+	uint32_t args;            /* its argument set (pf_argtab), 0: none */
 	enum pf_unwinder unwinder;
 	const uint64_t *frames;
 	size_t nframes;
@@ -205,6 +275,11 @@ int pf_agg_new(struct pf_agg **out);
 /* 0, or -ENOSPC at a cap (the caller counts the sample as dropped). */
 int pf_agg_add(struct pf_agg *a, uint32_t tid, enum pf_unwinder unw, const uint64_t *frames,
 	       size_t nframes, uint64_t cpu_ns);
+/* The same with the method-event target that fired (-1: none) and its
+ * argument set (pf_argtab id, 0: none) in the key. */
+int pf_agg_add_probe(struct pf_agg *a, uint32_t tid, int probe, uint32_t args,
+		     enum pf_unwinder unw, const uint64_t *frames, size_t nframes,
+		     uint64_t cpu_ns);
 /* The index (for pf_agg_get) of the entry the last successful pf_agg_add
  * created or counted in. */
 size_t pf_agg_last(const struct pf_agg *a);
@@ -240,6 +315,15 @@ struct pf_capture_info {
 	/* --budget-us: the mean ns per recorded hit that went over budget_ns
 	 * (0: not over, or no budget); the probes were removed then. */
 	uint64_t over_budget_ns, budget_ns;
+	/* Per target (nmethods of each): the mean ns of a target whose probe
+	 * was closed over budget (0: not), and its own hits. */
+	const uint64_t *over_k, *hits_k;
+	/* --max-hits: the cap, and samples past it that were not recorded. */
+	uint64_t max_hits, past_cap;
+	/* #args: the argument sets the stacks name (NULL: none asked), and
+	 * the hits not recorded because the table was full. */
+	const struct pf_argtab *args;
+	uint64_t args_dropped;
 };
 
 /* Write the gzip'd profile to fd. 0 or negative errno. */

@@ -15,6 +15,8 @@ struct pf_entry {
 	uint32_t off;       /* into the frame arena */
 	uint16_t nframes;
 	uint8_t unwinder;
+	int8_t probe;       /* method events: the target that fired, -1 none */
+	uint32_t args;      /* its argument set, 0 none */
 	uint64_t count, cpu_ns;
 };
 
@@ -28,9 +30,11 @@ struct pf_agg {
 	size_t last;        /* the entry pf_agg_add last added to */
 };
 
-static uint32_t stack_hash(uint32_t tid, unsigned unw, const uint64_t *f, size_t n)
+static uint32_t stack_hash(uint32_t tid, unsigned unw, int probe, uint32_t args,
+			   const uint64_t *f, size_t n)
 {
-	uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)tid << 8) ^ unw;
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)tid << 8) ^ unw ^
+		     ((uint64_t)(uint8_t)probe << 40) ^ ((uint64_t)args * 0x100000001b3ull);
 	for (size_t i = 0; i < n; i++) {
 		h ^= f[i];
 		h *= 0xff51afd7ed558ccdull;
@@ -94,13 +98,23 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem, size_t max)
 int pf_agg_add(struct pf_agg *a, uint32_t tid, enum pf_unwinder unw, const uint64_t *frames,
 	       size_t nframes, uint64_t cpu_ns)
 {
+	return pf_agg_add_probe(a, tid, -1, 0, unw, frames, nframes, cpu_ns);
+}
+
+int pf_agg_add_probe(struct pf_agg *a, uint32_t tid, int probe, uint32_t args,
+		     enum pf_unwinder unw, const uint64_t *frames, size_t nframes,
+		     uint64_t cpu_ns)
+{
 	if (nframes > PF_MAX_FRAMES)
 		nframes = PF_MAX_FRAMES;
-	uint32_t hash = stack_hash(tid, unw, frames, nframes);
+	if (probe < -1 || probe >= PF_MAX_UPROBES)
+		return -EINVAL;
+	uint32_t hash = stack_hash(tid, unw, probe, args, frames, nframes);
 	size_t h = hash & (a->nslots - 1);
 	for (; a->slots[h]; h = (h + 1) & (a->nslots - 1)) {
 		struct pf_entry *e = &a->e[a->slots[h] - 1];
-		if (e->hash == hash && e->tid == tid && e->unwinder == unw &&
+		if (e->hash == hash && e->tid == tid && e->unwinder == unw && e->probe == probe &&
+		    e->args == args &&
 		    e->nframes == nframes &&
 		    !memcmp(a->arena + e->off, frames, nframes * sizeof(*frames))) {
 			e->count++;
@@ -129,6 +143,8 @@ int pf_agg_add(struct pf_agg *a, uint32_t tid, enum pf_unwinder unw, const uint6
 	e->off = (uint32_t)a->narena;
 	e->nframes = (uint16_t)nframes;
 	e->unwinder = (uint8_t)unw;
+	e->probe = (int8_t)probe;
+	e->args = args;
 	e->count = 1;
 	e->cpu_ns = cpu_ns;
 	memcpy(a->arena + a->narena, frames, nframes * sizeof(*frames));
@@ -152,6 +168,8 @@ void pf_agg_get(const struct pf_agg *a, size_t i, struct pf_stack *out)
 {
 	const struct pf_entry *e = &a->e[i];
 	out->tid = e->tid;
+	out->probe = e->probe;
+	out->args = e->args;
 	out->unwinder = e->unwinder;
 	out->frames = a->arena + e->off;
 	out->nframes = e->nframes;

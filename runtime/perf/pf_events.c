@@ -35,7 +35,24 @@
 #define PF_RING_BYTES       (64u * 1024)
 #define PF_RING_BYTES_SMALL (32u * 1024)
 #define PF_RING_SMALL_AFTER 256
-#define PF_RING_BYTES_UPROBE (256u * 1024)
+/*
+ * Method events: a loop that calls the target writes a stack (~17.5 KiB)
+ * per hit as fast as the trap allows (~4 us on an emulated first
+ * instruction), faster than the helper unwinds (~10 us), so the ring must
+ * hold a whole burst: 8 MiB (~470 stacks) for each of the first
+ * PF_RING_HUGE_THREADS threads, 2 MiB (~115) for the next ones up to
+ * PF_RING_BIG_THREADS, 256 KiB up to PF_RING_SMALL_AFTER, 32 KiB past it:
+ * 144 MiB locked at most, past perf_event_mlock_kb, which CAP_IPC_LOCK
+ * lifts. The helper is woken when
+ * a quarter of the ring is filled (wakeup_watermark), not per sample: one
+ * wakeup drains many stacks and the rest of the ring absorbs the burst
+ * meanwhile; what stays below the mark is drained at each rescan.
+ */
+#define PF_RING_BYTES_UPROBE     (256u * 1024)
+#define PF_RING_BYTES_UPROBE_BIG (2048u * 1024)
+#define PF_RING_BIG_THREADS      32
+#define PF_RING_BYTES_UPROBE_HUGE (8192u * 1024)
+#define PF_RING_HUGE_THREADS     4
 
 #define PF_TID_SLOTS 8192 /* hash of tids, twice PF_MAX_TIDS */
 /*
@@ -46,8 +63,13 @@
 
 struct pf_thread {
 	uint32_t tid;
-	int fd;               /* -1 once closed (or never opened) */
-	int xfd[PF_MAX_UPROBES - 1]; /* uprobes 2.. of the thread, writing into fd's ring */
+	int fd;               /* the ring's event; -1 once closed (or never opened) */
+	/* Method events: fd is a dummy software event that only owns the ring;
+	 * each target's uprobe writes into it, pfd[k] (-1 closed), and its
+	 * samples carry pid_[k], the kernel's id of that event. Probes stay
+	 * separate events so one can be closed alone (its budget). */
+	int pfd[PF_MAX_UPROBES];
+	uint64_t pid_[PF_MAX_UPROBES];
 	struct pf_ring ring;
 	size_t map_len;
 	char comm[16];
@@ -69,8 +91,13 @@ struct pf_events {
 	unsigned nup;
 	uint32_t up_type;
 	uint64_t up_every;
+	uint64_t up_limit;    /* samples each probe may write, 0: no limit */
 	struct pf_uprobe up[PF_MAX_UPROBES];
 	uint64_t hits;        /* the probes' own counts, read as each closes */
+	uint64_t hits_k[PF_MAX_UPROBES]; /* the same per target */
+	uint64_t expected;    /* samples the probes meant to write: count / every each */
+	bool up_closed[PF_MAX_UPROBES];  /* pf_events_close_probe: not opened again */
+	bool up_disabled;     /* pf_events_disable: new threads get no probes */
 };
 
 /* A probe's count of hits: exact, whether or not its samples fit the ring. */
@@ -137,12 +164,21 @@ static bool cur_skip(struct pf_cur *c, uint64_t n, const uint8_t **at)
 
 int pf_parse_sample(const uint8_t *rec, size_t len, struct pf_sample *out)
 {
+	return pf_parse_sample_ident(rec, len, false, out);
+}
+
+int pf_parse_sample_ident(const uint8_t *rec, size_t len, bool ident, struct pf_sample *out)
+{
 	struct pf_cur c = { rec, len };
 	const uint8_t *at;
 	uint64_t v, n;
 
 	memset(out, 0, sizeof(*out));
-	if (!cur_skip(&c, sizeof(struct perf_event_header), &at) || !cur_u64(&c, &v))
+	if (!cur_skip(&c, sizeof(struct perf_event_header), &at))
+		return -EBADMSG;
+	if (ident && !cur_u64(&c, &out->id))
+		return -EBADMSG;
+	if (!cur_u64(&c, &v))
 		return -EBADMSG;
 	out->pid = (uint32_t)v;
 	out->tid = (uint32_t)(v >> 32);
@@ -184,15 +220,15 @@ static void ring_copy(const struct pf_ring *r, uint64_t pos, void *dst, size_t l
 	memcpy((uint8_t *)dst + first, r->data, len - first);
 }
 
-static void ring_record(const uint8_t *rec, const struct perf_event_header *h, pf_sample_fn fn,
-			void *arg, struct pf_ring_stats *st)
+static void ring_record(const uint8_t *rec, const struct perf_event_header *h, bool ident,
+			pf_sample_fn fn, void *arg, struct pf_ring_stats *st)
 {
 	struct pf_sample s;
 	uint64_t v[2];
 
 	switch (h->type) {
 	case PERF_RECORD_SAMPLE:
-		if (pf_parse_sample(rec, h->size, &s) < 0) {
+		if (pf_parse_sample_ident(rec, h->size, ident, &s) < 0) {
 			st->bad++;
 			return;
 		}
@@ -241,7 +277,7 @@ void pf_ring_drain(struct pf_ring *r, uint8_t *scratch, pf_sample_fn fn, void *a
 			ring_copy(r, tail, scratch, h.size);
 			rec = scratch;
 		}
-		ring_record(rec, &h, fn, arg, st);
+		ring_record(rec, &h, r->ident, fn, arg, st);
 		tail += h.size;
 		/* Release each record at once: a slow unwind must not stall the kernel. */
 		__atomic_store_n(&m->data_tail, tail, __ATOMIC_RELEASE);
@@ -318,20 +354,27 @@ static uint32_t tid_slot(const struct pf_events *ev, uint32_t tid)
 	return h;
 }
 
+static void close_probe(struct pf_events *ev, struct pf_thread *t, unsigned k)
+{
+	if (t->pfd[k] < 0)
+		return;
+	uint64_t n = probe_count(t->pfd[k]);
+	ev->hits += n;
+	ev->hits_k[k] += n;
+	/* Every up_every-th hit of this event overflowed into a sample. */
+	ev->expected += n / ev->up_every;
+	close(t->pfd[k]);
+	t->pfd[k] = -1;
+}
+
 static void close_thread(struct pf_events *ev, struct pf_thread *t)
 {
 	if (t->fd < 0)
 		return;
 	epoll_ctl(ev->epfd, EPOLL_CTL_DEL, t->fd, NULL);
 	/* The probes first: they write into the ring unmapped below. */
-	if (ev->nup)
-		ev->hits += probe_count(t->fd);
-	for (unsigned k = 0; k + 1 < PF_MAX_UPROBES; k++)
-		if (t->xfd[k] >= 0) {
-			ev->hits += probe_count(t->xfd[k]);
-			close(t->xfd[k]);
-			t->xfd[k] = -1;
-		}
+	for (unsigned k = 0; k < PF_MAX_UPROBES; k++)
+		close_probe(ev, t, k);
 	munmap(t->ring.meta, t->map_len);
 	close(t->fd);
 	t->fd = -1;
@@ -361,29 +404,48 @@ static int open_thread(struct pf_events *ev, struct pf_thread *t)
 	a.wakeup_events = 1;
 	a.use_clockid = 1;
 	a.clockid = CLOCK_MONOTONIC;
+	size_t want = ev->nopen >= PF_RING_SMALL_AFTER ? PF_RING_BYTES_SMALL : PF_RING_BYTES;
+	if (ev->nup && ev->nopen < PF_RING_SMALL_AFTER)
+		want = ev->nopen < PF_RING_HUGE_THREADS ? PF_RING_BYTES_UPROBE_HUGE :
+		       ev->nopen < PF_RING_BIG_THREADS ? PF_RING_BYTES_UPROBE_BIG : PF_RING_BYTES_UPROBE;
+	struct perf_event_attr owner = a;
 	if (ev->nup) {
+		/*
+		 * The ring's owner: a software event that never fires (the
+		 * dummy), so every probe below is an event of its own that
+		 * can be closed alone. SET_OUTPUT needs the same task and
+		 * clock, which it has.
+		 */
+		owner.type = PERF_TYPE_SOFTWARE;
+		owner.config = PERF_COUNT_SW_DUMMY;
+		owner.freq = 0;
+		owner.sample_period = 1;
+		owner.sample_type = PF_SAMPLE_TYPE | PERF_SAMPLE_IDENTIFIER;
+		owner.wakeup_events = 0;
+		owner.watermark = 1;
+		owner.wakeup_watermark = (uint32_t)(want / 4);
 		/*
 		 * A uprobe PMU event: the kernel resolves config1 (a path, here
 		 * /proc/self/fd/N of a file the caller opened as the target's
 		 * user) at open, and config2 is the file offset. Every Nth hit is
 		 * a sample; the kernel's own breakpoint is only in the target's
-		 * memory (a per-task event filters the others out).
+		 * memory (a per-task event filters the others out). IDENTIFIER
+		 * first in each sample: the event's id, hence the target. No
+		 * wakeup of its own: the owner's watermark wakes the helper.
 		 */
 		a.type = ev->up_type;
 		a.freq = 0;
 		a.sample_period = ev->up_every;
+		a.sample_type = PF_SAMPLE_TYPE | PERF_SAMPLE_IDENTIFIER;
 		a.config = 0;
-		a.config1 = (uint64_t)(uintptr_t)ev->up[0].path;
-		a.config2 = ev->up[0].offset;
+		a.wakeup_events = 0;
+		a.watermark = 1;
+		a.wakeup_watermark = owner.wakeup_watermark;
 	}
 
-	long fd = pf_perf_event_open(&a, (pid_t)t->tid);
+	long fd = pf_perf_event_open(&owner, (pid_t)t->tid);
 	if (fd < 0)
 		return -errno;
-	size_t want = ev->nopen >= PF_RING_SMALL_AFTER ? PF_RING_BYTES_SMALL : PF_RING_BYTES;
-	/* A hit comes in bursts (a loop calls the method): room for 16 stacks. */
-	if (ev->nup && ev->nopen < PF_RING_SMALL_AFTER)
-		want = PF_RING_BYTES_UPROBE;
 	size_t pages = 1;
 	while (pages * (size_t)ev->page < want)
 		pages <<= 1;
@@ -405,20 +467,32 @@ static int open_thread(struct pf_events *ev, struct pf_thread *t)
 	}
 	t->map_len = len;
 	t->fd = (int)fd;
-	for (unsigned k = 0; k + 1 < PF_MAX_UPROBES; k++)
-		t->xfd[k] = -1;
-	/* More targets: their own probes, writing into this thread's one ring. */
-	for (unsigned k = 1; k < ev->nup; k++) {
+	t->ring.ident = ev->nup > 0;
+	for (unsigned k = 0; k < PF_MAX_UPROBES; k++)
+		t->pfd[k] = -1;
+	/* The targets: one probe each, writing into this thread's one ring. */
+	for (unsigned k = 0; k < ev->nup && !ev->up_disabled; k++) {
+		if (ev->up_closed[k])
+			continue;
 		a.config1 = (uint64_t)(uintptr_t)ev->up[k].path;
 		a.config2 = ev->up[k].offset;
 		long x = pf_perf_event_open(&a, (pid_t)t->tid);
-		if (x >= 0 && ioctl((int)x, PERF_EVENT_IOC_SET_OUTPUT, t->fd) < 0) {
+		if (x >= 0 && (ioctl((int)x, PERF_EVENT_IOC_SET_OUTPUT, t->fd) < 0 ||
+			       ioctl((int)x, PERF_EVENT_IOC_ID, &t->pid_[k]) < 0)) {
 			int e = errno;
 			close((int)x);
 			errno = e;
 			x = -1;
 		}
-		if (x < 0 || ioctl((int)x, PERF_EVENT_IOC_ENABLE, 0) < 0) {
+		/*
+		 * With a limit (--max-hits), REFRESH enables the probe for that
+		 * many samples: the kernel disables it itself at the last one,
+		 * in the target's trap, so a single-threaded target's probe
+		 * stops exactly at the cap, before the helper even wakes.
+		 */
+		if (x < 0 || (ev->up_limit ?
+			      ioctl((int)x, PERF_EVENT_IOC_REFRESH, (int)ev->up_limit) :
+			      ioctl((int)x, PERF_EVENT_IOC_ENABLE, 0)) < 0) {
 			int e = errno;
 			if (x >= 0)
 				close((int)x);
@@ -426,7 +500,7 @@ static int open_thread(struct pf_events *ev, struct pf_thread *t)
 			close_thread(ev, t);
 			return -e;
 		}
-		t->xfd[k - 1] = (int)x;
+		t->pfd[k] = (int)x;
 	}
 	struct epoll_event ee = { .events = EPOLLIN, .data.u32 = (uint32_t)(t - ev->threads) };
 	if (epoll_ctl(ev->epfd, EPOLL_CTL_ADD, t->fd, &ee) < 0 ||
@@ -459,8 +533,8 @@ static int add_thread(struct pf_events *ev, uint32_t tid)
 	memset(t, 0, sizeof(*t));
 	t->tid = tid;
 	t->fd = -1;
-	for (unsigned k = 0; k + 1 < PF_MAX_UPROBES; k++)
-		t->xfd[k] = -1;
+	for (unsigned k = 0; k < PF_MAX_UPROBES; k++)
+		t->pfd[k] = -1;
 	read_comm(ev->pid, tid, t->comm);
 	t->comm_reads = 1;
 	int r = ev->nopen >= PF_MAX_EVENTS ? -ENOSPC : open_thread(ev, t);
@@ -533,7 +607,8 @@ static void explain(int err, char *why, size_t whylen)
 }
 
 static int events_open(pid_t pid, unsigned hz, const struct pf_uprobe *up, unsigned nup,
-		       uint64_t every, struct pf_events **out, char *why, size_t whylen)
+		       uint64_t every, uint64_t limit, struct pf_events **out, char *why,
+		       size_t whylen)
 {
 	long paranoid;
 	int r;
@@ -567,6 +642,7 @@ static int events_open(pid_t pid, unsigned hz, const struct pf_uprobe *up, unsig
 		ev->up_type = (uint32_t)t;
 		ev->nup = nup;
 		ev->up_every = every ? every : 1;
+		ev->up_limit = limit > INT32_MAX ? 0 : limit;
 		memcpy(ev->up, up, nup * sizeof(*up));
 	}
 	ev->page = sysconf(_SC_PAGESIZE);
@@ -609,18 +685,18 @@ fail:
 
 int pf_events_open(pid_t pid, unsigned hz, struct pf_events **out, char *why, size_t whylen)
 {
-	return events_open(pid, hz, NULL, 0, 0, out, why, whylen);
+	return events_open(pid, hz, NULL, 0, 0, 0, out, why, whylen);
 }
 
 int pf_events_open_uprobes(pid_t pid, const struct pf_uprobe *up, unsigned nup, uint64_t every,
-			   struct pf_events **out, char *why, size_t whylen)
+			   uint64_t limit, struct pf_events **out, char *why, size_t whylen)
 {
 	*out = NULL;
 	if (!up || nup == 0 || nup > PF_MAX_UPROBES) {
 		snprintf(why, whylen, "1..%d method targets", PF_MAX_UPROBES);
 		return -EINVAL;
 	}
-	return events_open(pid, 0, up, nup, every, out, why, whylen);
+	return events_open(pid, 0, up, nup, every, limit, out, why, whylen);
 }
 
 void pf_events_rescan(struct pf_events *ev)
@@ -661,9 +737,9 @@ void pf_events_stop(struct pf_events *ev, pf_sample_fn fn, void *arg)
 		if (t->fd < 0)
 			continue;
 		ioctl(t->fd, PERF_EVENT_IOC_DISABLE, 0);
-		for (unsigned k = 0; k + 1 < PF_MAX_UPROBES; k++)
-			if (t->xfd[k] >= 0)
-				ioctl(t->xfd[k], PERF_EVENT_IOC_DISABLE, 0);
+		for (unsigned k = 0; k < PF_MAX_UPROBES; k++)
+			if (t->pfd[k] >= 0)
+				ioctl(t->pfd[k], PERF_EVENT_IOC_DISABLE, 0);
 	}
 	for (unsigned i = 0; i < ev->nthreads; i++) {
 		struct pf_thread *t = &ev->threads[i];
@@ -685,6 +761,57 @@ const char *pf_events_comm(const struct pf_events *ev, uint32_t tid)
 uint64_t pf_events_hits(const struct pf_events *ev)
 {
 	return ev ? ev->hits : 0;
+}
+
+uint64_t pf_events_expected(const struct pf_events *ev)
+{
+	return ev ? ev->expected : 0;
+}
+
+uint64_t pf_events_probe_hits(const struct pf_events *ev, unsigned k)
+{
+	return ev && k < PF_MAX_UPROBES ? ev->hits_k[k] : 0;
+}
+
+int pf_events_probe_of(const struct pf_events *ev, uint32_t tid, uint64_t id)
+{
+	int16_t i = ev->slots[tid_slot(ev, tid)];
+	if (i < 0)
+		return -1;
+	const struct pf_thread *t = &ev->threads[i];
+	for (unsigned k = 0; k < ev->nup; k++)
+		if (t->pid_[k] == id)
+			return (int)k;
+	return -1;
+}
+
+void pf_events_disable(struct pf_events *ev)
+{
+	ev->up_disabled = true;
+	for (unsigned i = 0; i < ev->nthreads; i++)
+		for (unsigned k = 0; k < PF_MAX_UPROBES; k++)
+			if (ev->threads[i].pfd[k] >= 0)
+				ioctl(ev->threads[i].pfd[k], PERF_EVENT_IOC_DISABLE, 0);
+}
+
+unsigned pf_events_close_probe(struct pf_events *ev, unsigned k)
+{
+	if (k >= ev->nup || ev->up_closed[k])
+		return 0;
+	ev->up_closed[k] = true;
+	for (unsigned i = 0; i < ev->nthreads; i++)
+		close_probe(ev, &ev->threads[i], k);
+	unsigned left = 0;
+	for (unsigned j = 0; j < ev->nup; j++)
+		left += !ev->up_closed[j];
+	return left;
+}
+
+void pf_events_drain(struct pf_events *ev, pf_sample_fn fn, void *arg)
+{
+	for (unsigned i = 0; i < ev->nthreads; i++)
+		if (ev->threads[i].fd >= 0)
+			pf_ring_drain(&ev->threads[i].ring, ev->scratch, fn, arg, &ev->st);
 }
 
 void pf_events_stats(const struct pf_events *ev, struct pf_ring_stats *st,

@@ -106,7 +106,7 @@ static int location(struct pp_builder *b, struct pf_unwind *u, const struct pmap
 static void comments(struct pp_builder *b, const struct pf_capture_info *ci,
 		     const struct pf_counts *c)
 {
-	char line[320];
+	char line[512];
 	unsigned long long sh = (unsigned long long)c->short_;
 
 	if (ci->nmethods) {
@@ -123,9 +123,32 @@ static void comments(struct pp_builder *b, const struct pf_capture_info *ci,
 				 (unsigned long long)(ci->budget_ns / 1000));
 			pp_add_comment(b, line);
 		}
-		for (unsigned k = 0; k < ci->nmethods; k++) {
-			snprintf(line, sizeof(line), "method target: %.280s", ci->methods[k]);
+		if (ci->args_dropped) {
+			snprintf(line, sizeof(line), "arguments: %llu hits had argument values past "
+				 "the cap of %d distinct sets: counted, not recorded",
+				 (unsigned long long)ci->args_dropped, PF_MAX_ARGSETS);
 			pp_add_comment(b, line);
+		}
+		if (ci->past_cap) {
+			snprintf(line, sizeof(line), "max hits: the cap of %llu was reached, every "
+				 "probe was disabled at once; %llu samples written before that took "
+				 "were not recorded", (unsigned long long)ci->max_hits,
+				 (unsigned long long)ci->past_cap);
+			pp_add_comment(b, line);
+		}
+		for (unsigned k = 0; k < ci->nmethods; k++) {
+			unsigned long long hk = ci->hits_k ? (unsigned long long)ci->hits_k[k] : 0;
+			snprintf(line, sizeof(line), "method target: %.240s hits=%llu", ci->methods[k],
+				 hk);
+			pp_add_comment(b, line);
+			if (ci->over_k && ci->over_k[k]) {
+				snprintf(line, sizeof(line), "overhead budget: target %.200s: %llu ns "
+					 "per recorded hit on average, over the budget of %llu us: "
+					 "its probe was removed, the others ran on", ci->methods[k],
+					 (unsigned long long)ci->over_k[k],
+					 (unsigned long long)(ci->budget_ns / 1000));
+				pp_add_comment(b, line);
+			}
 		}
 		return;
 	}
@@ -211,13 +234,37 @@ int pf_output_write(int fd, const struct pf_capture_info *ci, const struct pf_ag
 			vals[1] = (int64_t)st.count;
 		}
 		/* The redactor keeps a sample by its pid label. */
-		struct pp_label labels[4] = {
+		/* Method events: which target fired, as it was spelt, and its
+		 * arguments (arg<index>: num for numbers, str for strings and
+		 * pointers in hex); distinct values are distinct samples. */
+		char keys[NARGS_MAX][8], ptrs[NARGS_MAX][24];
+		struct pp_label labels[5 + NARGS_MAX] = {
 			{ .key = "pid", .num = ci->pid },
 			{ .key = "thread_id", .num = st.tid },
 			{ .key = "thread_name", .str = pf_events_comm(ev, st.tid) },
 			{ .key = "unwinder", .str = unw_name[st.unwinder] },
+			{ .key = "target" },
 		};
-		if ((r = pp_add_sample(b, locs, st.nframes, vals, 2, labels, 4)) < 0)
+		size_t nl = 4;
+		if (st.probe >= 0 && (unsigned)st.probe < ci->nmethods)
+			labels[nl++].str = ci->methods[st.probe];
+		const struct pf_argset *as = pf_argtab_get(ci->args, st.args);
+		for (unsigned k = 0; as && k < as->n && k < NARGS_MAX; k++) {
+			const struct pf_argval *a = &as->a[k];
+			struct pp_label *l = &labels[nl++];
+			snprintf(keys[k], sizeof(keys[k]), "arg%u", (unsigned)a->index);
+			l->key = keys[k];
+			if (a->kind == 's') {
+				l->str = a->s;
+			} else if (a->kind == 'p') {
+				snprintf(ptrs[k], sizeof(ptrs[k]), "0x%llx", (unsigned long long)a->v);
+				l->str = ptrs[k];
+			} else {
+				/* 'u' past 2^63 shows as negative: pprof's num is signed. */
+				l->num = (int64_t)a->v;
+			}
+		}
+		if ((r = pp_add_sample(b, locs, st.nframes, vals, 2, labels, nl)) < 0)
 			goto out;
 	}
 	r = pp_write_gz(b, fd, NULL);

@@ -129,8 +129,30 @@ int pf_trace_write(int fd, const struct pf_capture_info *ci, const struct pf_agg
 			names = text;
 			seen[h->stack] = 1;
 		}
-		if ((r = htr_hit(&w, (int32_t)h->tid, h->ts, stack_ok ? (uint64_t)h->stack + 1 : 0,
-				 leaf, names, len)) < 0)
+		/* The hit's arguments (#args), as arg<index> annotations. */
+		struct htr_arg args[HTR_ARGS_MAX];
+		size_t nargs = 0;
+		const struct pf_argset *as = NULL;
+		if (stack_ok) {
+			struct pf_stack st;
+			pf_agg_get(agg, h->stack, &st);
+			as = pf_argtab_get(ci->args, st.args);
+		}
+		for (unsigned k = 0; as && k < as->n && nargs < HTR_ARGS_MAX; k++) {
+			const struct pf_argval *a = &as->a[k];
+			struct htr_arg *o = &args[nargs++];
+			memset(o, 0, sizeof(*o));
+			o->index = a->index;
+			switch (a->kind) {
+			case 'i': o->kind = HTR_ARG_INT; o->v.i = (int64_t)a->v; break;
+			case 'u': o->kind = HTR_ARG_UINT; o->v.u = a->v; break;
+			case 'p': o->kind = HTR_ARG_PTR; o->v.u = a->v; break;
+			default: o->kind = HTR_ARG_STR; o->s = a->s; o->len = a->slen; break;
+			}
+		}
+		if ((r = htr_hit_args(&w, (int32_t)h->tid, h->ts,
+				      stack_ok ? (uint64_t)h->stack + 1 : 0, leaf, names, len,
+				      args, nargs)) < 0)
 			goto out;
 	}
 out:

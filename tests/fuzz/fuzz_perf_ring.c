@@ -58,7 +58,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(&meta, 0, sizeof(meta));
 	meta.data_tail = tail;
 	meta.data_head = tail + (avail % (2 * rsize));
-	struct pf_ring r = { .meta = &meta, .data = ring, .size = rsize };
+	/* Method events' layout (PERF_SAMPLE_IDENTIFIER first) when tail's
+	 * top bit is set: both parsers see the same bytes. */
+	struct pf_ring r = { .meta = &meta, .data = ring, .size = rsize,
+			     .ident = (tail >> 63) != 0 };
 	struct pf_ring_stats st = { 0 };
 	size_t frames = 0;
 	pf_ring_drain(&r, scratch, on_sample, &frames, &st);

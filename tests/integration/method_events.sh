@@ -26,10 +26,11 @@ trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; cleanup' EX
 want_sum=$("$TGT" $N $M | sed -n 's/^sum //p')
 [ -n "$want_sum" ] || fail "method_target printed no sum"
 
-# helper_has_probes PID: the helper PID holds a perf event (its probes are in).
+# wait_probes PID [N]: the helper PID holds its first thread's ring (a
+# dummy perf event, opened first) and N probes (default 1) after it.
 wait_probes() {
 	for _ in $(seq 500); do
-		ls -l "/proc/$1/fd" 2> /dev/null | grep -q 'perf_event' && return 0
+		[ "$(ls -l "/proc/$1/fd" 2> /dev/null | grep -c 'perf_event')" -gt "${2:-1}" ] && return 0
 		kill -0 "$1" 2> /dev/null || return 1
 		sleep 0.02
 	done
@@ -59,11 +60,14 @@ status=$(tail -n 1 "$T/err")
 [ "$rc" -eq 0 ] || fail "profilingd-perf exited $rc: $status"
 [[ $status =~ ^ok\ hits=([0-9]+)\ stacks=([0-9]+)\ lost=([0-9]+)\ threads=1$ ]] ||
 	fail "status line: '$status'"
-hits=${BASH_REMATCH[1]} stacks=${BASH_REMATCH[2]}
+hits=${BASH_REMATCH[1]} stacks=${BASH_REMATCH[2]} lost=${BASH_REMATCH[3]}
 [ "$hits" -eq $N ] || fail "hits=$hits, target_fn was called $N times"
 [ "$(sed -n 's/^sum //p' "$T/target.out")" = "$want_sum" ] ||
 	fail "the program computed $(cat "$T/target.out") under the probes, $want_sum without"
-[ "$stacks" -ge 1 ] || fail "no stack recorded"
+# One burst of 400 calls, unpaced: every stack is in the ring, or lost and
+# counted as lost (a machine too loaded to drain it), never missing.
+[ $((stacks + lost)) -eq "$hits" ] || fail "stacks=$stacks + lost=$lost != hits=$hits"
+[ "$lost" -eq 0 ] || echo "note: the burst lost $lost of $hits stacks to a full ring (loaded machine)"
 go tool pprof -traces "$T/m.pb.gz" > "$T/traces.txt" 2>&1 || { cat "$T/traces.txt"; fail "go tool pprof cannot read it"; }
 grep -q "^Type: hits" "$T/traces.txt" || fail "sample type is not hits"
 grep -q "hits=$N " "$T/traces.txt" || fail "the profile's comment does not say hits=$N"
@@ -178,6 +182,185 @@ for budget in 0 1; do
 	echo "ok: budget $budget us: probes removed after $bh of $N hits: $status"
 done
 
+# 1d. --max-hits is exact: the same unpaced burst of 400 calls with a cap
+# of 50. Each probe may write 50 samples (PERF_EVENT_IOC_REFRESH), then the
+# kernel disables it in the trap, and the helper disables every probe as
+# soon as it has recorded 50: one thread, so exactly 50 hits.
+rm -f "$T/go"
+"$TGT" $N $M "$T/go" > /dev/null &
+TP=$!
+PIDS+=("$TP")
+for _ in $(seq 500); do [ "$(readlink "/proc/$TP/exe" 2> /dev/null)" = "$(readlink -f "$TGT")" ] && break; sleep 0.01; done
+rc=0
+"$PERF" --pid "$TP" --duration-ms 60000 --method "$TGT:target_fn" --max-hits 50 \
+	> "$T/x.pb.gz" 2> "$T/err" &
+HP=$!
+wait_probes "$HP" || fail "max hits: $(tail -n 1 "$T/err")"
+touch "$T/go"
+wait "$HP" || rc=$?
+wait "$TP"
+status=$(tail -n 1 "$T/err")
+[[ $status =~ ^ok\ hits=([0-9]+)\ stacks=([0-9]+)\ lost=([0-9]+)\  ]] || fail "max hits: rc $rc: '$status'"
+[ "${BASH_REMATCH[1]}" -eq 50 ] || fail "max hits 50: $status"
+[ $((BASH_REMATCH[2] + BASH_REMATCH[3])) -eq 50 ] || fail "max hits 50: stacks + lost != 50: $status"
+echo "ok: --max-hits 50 on a burst of $N calls: $status"
+
+# 1e. Two targets: each sample names the target that fired (the pprof's
+# `target` label), and the budget closes a target's probe alone. fn_a is
+# called first; with a budget of 0 its probe goes after 16 recorded hits
+# while fn_b's stays: only then (the helper holds one probe fewer) is
+# fn_b called, and its hits are still counted, until its own budget ends
+# the capture.
+PAIR=$APPS/method_pair
+rm -f "$T/go" "$T/go2"
+"$PAIR" two "$T/go" "$T/go2" 100 > "$T/pair.out" &
+TP=$!
+PIDS+=("$TP")
+for _ in $(seq 500); do [ "$(readlink "/proc/$TP/exe" 2> /dev/null)" = "$(readlink -f "$PAIR")" ] && break; sleep 0.01; done
+rc=0
+"$PERF" --pid "$TP" --duration-ms 60000 --method "$PAIR:fn_a" --method "$PAIR:fn_b" \
+	--budget-us 0 > "$T/two.pb.gz" 2> "$T/err" &
+HP=$!
+wait_probes "$HP" 2 || fail "two targets: $(tail -n 1 "$T/err")"
+touch "$T/go"
+# fn_a's probe closed: the ring's owner and fn_b's probe are left.
+for _ in $(seq 1500); do
+	[ "$(ls -l "/proc/$HP/fd" 2> /dev/null | grep -c 'perf_event')" -eq 2 ] && break
+	kill -0 "$HP" 2> /dev/null || break
+	sleep 0.02
+done
+[ "$(ls -l "/proc/$HP/fd" 2> /dev/null | grep -c 'perf_event')" -eq 2 ] ||
+	fail "two targets: fn_a's probe was not closed alone: $(tail -n 3 "$T/err")"
+touch "$T/go2"
+wait "$HP" || rc=$?
+kill "$TP" 2> /dev/null || true
+wait "$TP" 2> /dev/null || true
+status=$(tail -n 1 "$T/err")
+[[ $status =~ ^ok\ hits=([0-9]+)\ .*over_budget= ]] || fail "two targets: rc $rc: '$status'"
+go tool pprof -traces "$T/two.pb.gz" > "$T/two.txt" 2>&1 || fail "two targets: pprof cannot read it"
+for f in fn_a fn_b; do
+	grep -q "overhead budget: target $PAIR:$f: [0-9]* ns per recorded hit on average, over the budget of 0 us: its probe was removed" "$T/two.txt" ||
+		{ grep -i 'budget\|target' "$T/two.txt"; fail "two targets: $f not named over budget"; }
+	fh=$(sed -n "s|.*method target: $PAIR:$f hits=\([0-9]*\)\$|\1|p" "$T/two.txt")
+	[ -n "$fh" ] && [ "$fh" -ge 16 ] && [ "$fh" -le 100 ] || fail "two targets: $f hits='$fh' (16..100)"
+	# Every sample whose leaf is $f says target $f, and only those.
+	awk -v f="$f" -v p="$PAIR:$f" '
+		/^-+\+/ { if (inb && leaf != "" && ((leaf == f) != (tg == p))) bad++; inb = 1; leaf = ""; tg = ""; next }
+		inb && /target:/ { tg = $0; sub(/.*target: *\[?/, "", tg); sub(/\]$/, "", tg) }
+		inb && leaf == "" && /^ +[0-9]/ { leaf = $NF }
+		inb && leaf == "" && /^ +[a-z_]/ && !/:/ { leaf = $1 }
+		END { exit bad > 0 }' "$T/two.txt" || { head -n 60 "$T/two.txt"; fail "two targets: a $f sample with the wrong target label"; }
+	grep -Eq "target: +\\[?$PAIR:$f" "$T/two.txt" || { head -n 40 "$T/two.txt"; fail "two targets: no sample labelled $f"; }
+done
+echo "ok: two targets: fn_a's probe closed alone over budget, fn_b ran on, samples labelled by target: $status"
+
+# 1f. A thread started after the probes are in: a rescan opens its probe
+# (IOC_ID, IOC_REFRESH for --max-hits) under the helper's seccomp filter.
+rm -f "$T/go"
+"$PAIR" thread "$T/go" 100 > /dev/null &
+TP=$!
+PIDS+=("$TP")
+for _ in $(seq 500); do [ "$(readlink "/proc/$TP/exe" 2> /dev/null)" = "$(readlink -f "$PAIR")" ] && break; sleep 0.01; done
+rc=0
+"$PERF" --pid "$TP" --duration-ms 60000 --method "$PAIR:fn_a" --max-hits 1000 \
+	> /dev/null 2> "$T/err" &
+HP=$!
+wait_probes "$HP" || fail "new thread: $(tail -n 1 "$T/err")"
+touch "$T/go"
+for _ in $(seq 1500); do [ -n "$(ls "/proc/$TP/task" 2> /dev/null | sed -n 2p)" ] && break; sleep 0.01; done
+for _ in $(seq 1500); do [ -z "$(ls "/proc/$TP/task" 2> /dev/null | sed -n 2p)" ] && break; sleep 0.02; done
+kill "$TP" 2> /dev/null || true
+wait "$TP" 2> /dev/null || true
+wait "$HP" || rc=$?
+status=$(tail -n 1 "$T/err")
+[ "$rc" -eq 0 ] || fail "new thread: profilingd-perf exited $rc: $status"
+[[ $status =~ ^ok\ hits=([0-9]+)\ stacks=([0-9]+)\  ]] && [ "${BASH_REMATCH[1]}" -ge 1 ] &&
+	[ "${BASH_REMATCH[1]}" -le 100 ] || fail "new thread: '$status'"
+echo "ok: a thread started later is probed by a rescan: $status"
+
+# 1h. A function that starts endbr64; push %rbp is probed on the push
+# (one emulated trap instead of a single-stepped endbr64): its hits are
+# still exactly its calls, in one unpaced burst, and its stacks' leaf is
+# the function.
+if objdump -d "$PAIR" | grep -A2 '<fn_cet>:' | grep -q 'push *%rbp' &&
+	objdump -d "$PAIR" | grep -A1 '<fn_cet>:' | grep -q endbr64; then
+	rm -f "$T/go"
+	"$PAIR" cet "$T/go" $N > "$T/cet.out" &
+	TP=$!
+	PIDS+=("$TP")
+	for _ in $(seq 500); do [ "$(readlink "/proc/$TP/exe" 2> /dev/null)" = "$(readlink -f "$PAIR")" ] && break; sleep 0.01; done
+	rc=0
+	"$PERF" --pid "$TP" --duration-ms 60000 --method "$PAIR:fn_cet" > "$T/cet.pb.gz" 2> "$T/err" &
+	HP=$!
+	wait_probes "$HP" || fail "endbr64: $(tail -n 1 "$T/err")"
+	touch "$T/go"
+	for _ in $(seq 1500); do grep -q done "$T/cet.out" && break; kill -0 "$TP" 2> /dev/null || break; sleep 0.02; done
+	kill "$TP" 2> /dev/null || true
+	wait "$TP" 2> /dev/null || true
+	wait "$HP" || rc=$?
+	status=$(tail -n 1 "$T/err")
+	[[ $status =~ ^ok\ hits=$N\ stacks=([0-9]+)\ lost=([0-9]+)\  ]] || fail "endbr64: rc $rc: '$status'"
+	[ $((BASH_REMATCH[1] + BASH_REMATCH[2])) -eq $N ] || fail "endbr64: stacks + lost != $N: $status"
+	go tool pprof -traces "$T/cet.pb.gz" 2>&1 | grep -Eq '^ +[0-9]+ +fn_cet$' ||
+		fail "endbr64: no stack with fn_cet as its leaf"
+	echo "ok: endbr64; push %rbp: probed on the push, hits=$N exact: $status"
+else
+	echo "note: fn_cet does not start endbr64; push %rbp with this compiler: not checked"
+fi
+
+# 1g. Arguments: args_fn(int, const char *, long) called 30 times with
+# (7, "hello, args", -5), then once with (8, an unmapped pointer, 3).
+# "#args=is-": arg0 and arg1 exactly, no arg2; the pointer nothing maps
+# gives <unreadable>. In pprof (labels) and in Perfetto (annotations).
+# No suffix: no argument at all.
+args_run() { # args_run SUFFIX OUT FORMAT: status line
+	rm -f "$T/go"
+	"$PAIR" args "$T/go" 30 > /dev/null &
+	local tp=$! hp rc=0
+	PIDS+=("$tp")
+	for _ in $(seq 500); do [ "$(readlink "/proc/$tp/exe" 2> /dev/null)" = "$(readlink -f "$PAIR")" ] && break; sleep 0.01; done
+	"$PERF" --pid "$tp" --duration-ms 60000 --method "$PAIR:args_fn$1" --max-hits 31 \
+		--format "$3" > "$2" 2> "$T/err" &
+	hp=$!
+	wait_probes "$hp" || fail "args$1: $(tail -n 1 "$T/err")"
+	touch "$T/go"
+	wait "$hp" || rc=$?
+	kill "$tp" 2> /dev/null || true
+	wait "$tp" 2> /dev/null || true
+	[ "$rc" -eq 0 ] || fail "args$1: exit $rc: $(tail -n 1 "$T/err")"
+	tail -n 1 "$T/err"
+}
+st=$(args_run "#args=is-" "$T/args.pb.gz" pprof)
+[[ $st =~ ^ok\ hits=31\ stacks=31\  ]] || fail "args: '$st'"
+go tool pprof -raw "$T/args.pb.gz" > "$T/args.raw" 2>&1 || fail "args: pprof cannot read it"
+go tool pprof -traces "$T/args.pb.gz" > "$T/args.txt" 2>&1
+# Two samples: (7, "hello, args") x30 and (8, <unreadable>) x1.
+awk '
+	/^-+\+/ { if (n) flush(); n = 1; a0 = a1 = a2 = ""; c = ""; next }
+	/^ +arg0: / { sub(/^ +arg0: +/, ""); a0 = $0 }
+	/^ +arg1: / { sub(/^ +arg1: +/, ""); a1 = $0 }
+	/^ +arg2: / { a2 = "x" }
+	/^ +[0-9]+ +args_fn$/ { c = $1 }
+	function flush() { if (c != "") got[a0 "|" a1 "|" a2 "|" c] = 1 }
+	END { flush(); if (!(("7|hello, args||30") in got) || !(("8|<unreadable>||1") in got)) exit 1 }
+' "$T/args.txt" || { cat "$T/args.txt"; fail "args: not arg0=7 arg1='hello, args' x30 and arg0=8 arg1=<unreadable> x1, no arg2"; }
+st=$(args_run "#args=is-" "$T/args.pftrace" perfetto)
+protoc --decode=perfetto.protos.Trace --proto_path="$SRC/proto" perfetto_trace.proto \
+	< "$T/args.pftrace" > "$T/args.pftrace.txt" || fail "args: protoc cannot decode the trace"
+# Names of debug annotations are interned: arg0 and arg1, never arg2.
+grep -q '"arg0"' "$T/args.pftrace.txt" && grep -q '"arg1"' "$T/args.pftrace.txt" ||
+	fail "args: no arg0/arg1 annotation in the trace"
+! grep -q '"arg2"' "$T/args.pftrace.txt" || fail "args: arg2 in the trace, its type was '-'"
+[ "$(grep -c 'string_value: "hello, args"' "$T/args.pftrace.txt")" -eq 30 ] ||
+	fail "args: not 30 'hello, args' in the trace"
+grep -q 'string_value: "<unreadable>"' "$T/args.pftrace.txt" || fail "args: no <unreadable> in the trace"
+grep -q 'int_value: 7$' "$T/args.pftrace.txt" && grep -q 'int_value: 8$' "$T/args.pftrace.txt" ||
+	fail "args: arg0 7 and 8 not in the trace"
+st=$(args_run "" "$T/noargs.pb.gz" pprof)
+go tool pprof -traces "$T/noargs.pb.gz" > "$T/noargs.txt" 2>&1
+! grep -q ' arg[0-9]:' "$T/noargs.txt" || fail "no #args suffix, but arguments recorded"
+echo "ok: arguments: #args=is- gives arg0=7, arg1='hello, args' (30) and <unreadable> (1), no arg2, in pprof and Perfetto; none without the suffix"
+
 # 2. Hostile targets: refused with a reason (exit 70), the target runs on.
 sleep 600 &
 SP=$!
@@ -196,6 +379,11 @@ refuse "missing file" "No such file" --method "/nonexistent/lib.so:f"
 refuse "relative path" "expected /PATH:SYMBOL" --method "lib.so:f"
 refuse "not ELF" "not an ELF file" --method "/etc/hostname:f"
 refuse "offset outside code" "no executable segment" --method "$TGT:+0x7fffffff"
+refuse "#args without TYPES" "native arguments need #args=TYPES" --method "$TGT:target_fn#args"
+refuse "#args= empty" "1..6 letters" --method "$TGT:target_fn#args="
+refuse "#args, 7 types" "1..6 letters" --method "$TGT:target_fn#args=iiiiiii"
+refuse "#args, unknown type" "'x' is not one of i, u, p, s, -" --method "$TGT:target_fn#args=ix"
+refuse "#args, all skipped" "every argument skipped" --method "$TGT:target_fn#args=--"
 many=()
 for i in $(seq 9); do many+=(--method "$TGT:target_fn"); done
 refuse "9 targets" "at most 8 targets" "${many[@]}"
@@ -248,6 +436,33 @@ grep -q "method events" "$T/daemon.log" || true
 echo "ok: through the daemon: $out, hits=$N"
 kill "$TP2" 2> /dev/null || true
 wait "$TP2" 2> /dev/null || true
+
+# Arguments through the daemon: the #args suffix is admitted, passed to
+# the helper as spelt, and the delivered (redacted) pprof has them.
+rm -f "$T/go"
+"$PAIR" args "$T/go" 30 > /dev/null &
+TPA=$!
+PIDS+=("$TPA")
+for _ in $(seq 500); do [ "$(readlink "/proc/$TPA/exe" 2> /dev/null)" = "$(readlink -f "$PAIR")" ] && break; sleep 0.01; done
+"$APPS/it_request" --pid "$TPA" --type methods --duration-ms 15000 --max-hits 31 \
+	--method "$PAIR:args_fn#args=is-" > "$T/patha" 2> "$T/reqa.err" &
+RQ=$!
+hp=
+for _ in $(seq 500); do
+	hp=$(pgrep -f "^profilingd-perf --pid $TPA " | head -n 1 || true)
+	[ -n "$hp" ] && break
+	sleep 0.02
+done
+[ -n "$hp" ] || fail "args: the daemon started no profilingd-perf for pid $TPA: $(cat "$T/reqa.err")"
+wait_probes "$hp" || fail "args: profilingd-perf $hp ended before its probes were in"
+touch "$T/go"
+wait "$RQ" || fail "args through the daemon failed: $(cat "$T/reqa.err")"
+go tool pprof -traces "$(cat "$T/patha")" > "$T/da.txt" 2>&1 || fail "args: the delivered result is not pprof"
+grep -Eq '^ +arg1: +hello, args$' "$T/da.txt" && grep -Eq '^ +arg0: +7$' "$T/da.txt" ||
+	{ head -n 30 "$T/da.txt"; fail "args: the delivered result lacks arg0=7 arg1='hello, args'"; }
+kill "$TPA" 2> /dev/null || true
+wait "$TPA" 2> /dev/null || true
+echo "ok: arguments through the daemon: arg0=7 arg1='hello, args' in the delivered result"
 
 # The same through the daemon in Perfetto format: redacted as a trace
 # (only the target's tracks), delivered as .perfetto-trace.
@@ -358,6 +573,8 @@ req_refused "a budget over 1 s" "method_budget_us must be 0..1000000" --method "
 	--budget-us 1000001
 req_refused "20 targets" "method events need 1..8 method_targets, got 20" "${many[@]}"
 req_refused "a target of neither kind" "expected /PATH:SYMBOL" --method "com.example.Target.register"
+req_refused "a bad #args=TYPES" "#args=TYPES: 'q' is not one of i, u, p, s, -" \
+	--method "$TGT:target_fn#args=iq"
 req_refused "a JVM target in a native process" "java: method targets need a JVM" \
 	--method "java:com.example.Target.register"
 # A symbol that is not there fails the capture with profilingd-perf's reason.

@@ -194,6 +194,99 @@ static void test_fp_chain(void **state)
 	assert_int_equal(pf_unwind_fp(&s, frames, 2), 2);
 }
 
+/*
+ * Method events' layout: PERF_SAMPLE_IDENTIFIER first. The same record
+ * behind an id parses to the same fields plus the id, and no truncation
+ * reads past the record.
+ */
+static void test_parse_sample_ident(void **state)
+{
+	uint8_t buf[1024], rec[1024], stack[16];
+	uint64_t chain[] = { PERF_CONTEXT_USER, 0x401000 };
+	struct pf_sample s;
+	(void)state;
+
+	memset(stack, 0xcd, sizeof(stack));
+	size_t n = build_sample(buf, 7, chain, 2, 0x7ff000, 0x401000, stack, sizeof(stack));
+	struct perf_event_header h;
+	memcpy(&h, buf, sizeof(h));
+	uint64_t id = 0x1234567890ull;
+	memcpy(rec, buf, sizeof(h));
+	memcpy(rec + sizeof(h), &id, 8);
+	memcpy(rec + sizeof(h) + 8, buf + sizeof(h), n - sizeof(h));
+	h.size = (uint16_t)(n + 8);
+	memcpy(rec, &h, sizeof(h));
+	assert_int_equal(pf_parse_sample_ident(rec, n + 8, true, &s), 0);
+	assert_int_equal(s.id, id);
+	assert_int_equal(s.tid, 7);
+	assert_int_equal(s.regs[5], 0x1005); /* rdi: perf's 5, DWARF's 5 */
+	assert_int_equal(s.regs[PF_DWARF_PC], 0x401000);
+	assert_int_equal(s.stack_size, 16);
+	for (size_t cut = 0; cut < n + 8; cut += 8)
+		assert_int_equal(pf_parse_sample_ident(rec, cut, true, &s), -EBADMSG);
+	/* Without the flag the id is read as pid/tid: the layouts differ. */
+	assert_int_equal(pf_parse_sample_ident(buf, n, false, &s), 0);
+	assert_int_equal(s.id, 0);
+}
+
+/* A hit's target and argument set are part of its key. */
+static void test_agg_probe_args(void **state)
+{
+	struct pf_agg *a;
+	struct pf_stack st;
+	uint64_t f[] = { 1, 2, 3 };
+	(void)state;
+
+	assert_int_equal(pf_agg_new(&a), 0);
+	assert_int_equal(pf_agg_add_probe(a, 5, 0, 0, PF_UNW_DWARF, f, 3, 1), 0);
+	assert_int_equal(pf_agg_add_probe(a, 5, 0, 0, PF_UNW_DWARF, f, 3, 1), 0);
+	assert_int_equal(pf_agg_add_probe(a, 5, 1, 0, PF_UNW_DWARF, f, 3, 1), 0);
+	assert_int_equal(pf_agg_add_probe(a, 5, 1, 2, PF_UNW_DWARF, f, 3, 1), 0);
+	assert_int_equal(pf_agg_add(a, 5, PF_UNW_DWARF, f, 3, 1), 0);
+	assert_int_equal(pf_agg_add_probe(a, 5, PF_MAX_UPROBES, 0, PF_UNW_DWARF, f, 3, 1), -EINVAL);
+	assert_int_equal(pf_agg_size(a), 4);
+	pf_agg_get(a, 0, &st);
+	assert_int_equal(st.probe, 0);
+	assert_int_equal(st.count, 2);
+	pf_agg_get(a, 2, &st);
+	assert_int_equal(st.probe, 1);
+	assert_int_equal(st.args, 2);
+	pf_agg_get(a, 3, &st);
+	assert_int_equal(st.probe, -1);
+	pf_agg_free(a);
+
+	/* Equal argument sets are one id; a new one past the cap is refused. */
+	struct pf_argtab *t;
+	struct pf_argset x, y;
+	uint32_t id1, id2, id3;
+	memset(&x, 0, sizeof(x));
+	memset(&y, 0, sizeof(y));
+	x.n = 1;
+	x.a[0].kind = 's';
+	memcpy(x.a[0].s, "hello", 6);
+	x.a[0].slen = 5;
+	y = x;
+	y.a[0].s[0] = 'j';
+	assert_int_equal(pf_argtab_new(&t), 0);
+	assert_int_equal(pf_argtab_add(t, &x, &id1), 0);
+	assert_int_equal(pf_argtab_add(t, &y, &id2), 0);
+	assert_int_equal(pf_argtab_add(t, &x, &id3), 0);
+	assert_int_equal(id1, id3);
+	assert_int_not_equal(id1, id2);
+	assert_string_equal(pf_argtab_get(t, id2)->a[0].s, "jello");
+	assert_null(pf_argtab_get(t, 0));
+	int r = 0;
+	for (uint64_t i = 0; i < PF_MAX_ARGSETS + 10 && r == 0; i++) {
+		y.a[0].kind = 'i';
+		y.a[0].v = i + 1000;
+		r = pf_argtab_add(t, &y, &id2);
+	}
+	assert_int_equal(r, -ENOSPC);
+	assert_int_equal(pf_argtab_add(t, &x, &id3), 0); /* a known set still is */
+	assert_int_equal(id3, id1);
+	pf_argtab_free(t);
+}
+
 static void test_agg(void **state)
 {
 	struct pf_agg *a;
@@ -381,6 +474,8 @@ int main(void)
 		cmocka_unit_test(test_ring_corrupt),
 		cmocka_unit_test(test_fp_chain),
 		cmocka_unit_test(test_agg),
+		cmocka_unit_test(test_parse_sample_ident),
+		cmocka_unit_test(test_agg_probe_args),
 		cmocka_unit_test(test_elf_offset),
 		cmocka_unit_test(test_trace_fields),
 		cmocka_unit_test(test_hits_cap),
