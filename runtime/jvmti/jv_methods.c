@@ -45,6 +45,7 @@
 
 #define JVE_HOOK_CLASS "profilingd/MethodHook"
 #define JVE_HOOK_NAME  "hit"
+#define JVE_ALL        ((1u << JVE_MAX_TARGETS) - 1)
 
 struct jve_stack {
 	uint64_t hash;
@@ -59,7 +60,8 @@ struct jve_slot {
 	int tid;
 	_Atomic uint32_t nstacks;         /* entries published to the agent thread */
 	_Atomic uint64_t hits[JVE_MAX_TARGETS];
-	_Atomic uint64_t ns, lost;        /* time in the hook; stacks past the table */
+	_Atomic uint64_t ns[JVE_MAX_TARGETS]; /* time in the hook, per target (the budget's) */
+	_Atomic uint64_t lost;            /* stacks past the table */
 	uint64_t since;                   /* owner only: hits since the last stack */
 	struct jve_stack st[JVE_STACKS];
 	/* Each recorded hit's time and stack, for the Perfetto result: the
@@ -76,6 +78,15 @@ static struct {
 	_Atomic uint64_t seq;             /* captures so far: a thread's slot is this capture's */
 	uint32_t next_gen;
 	uint32_t every;
+	/* The removed targets (bit t: over budget): the hook ignores them at
+	 * once, before their classes are retransformed without them. */
+	_Atomic uint32_t off;
+	/* Hits taken so far and the cap: the hook itself stops at max_hits,
+	 * so no more than that are ever recorded (the check only ends the
+	 * capture). One shared counter: a relaxed load first, so once at the
+	 * cap the hook writes nothing shared. */
+	_Atomic uint64_t taken;
+	uint64_t max_hits;
 	struct jve_slot *slots;           /* JVE_SLOTS, allocated once */
 	_Atomic uint32_t nslots;
 	_Atomic uint64_t untracked[JVE_MAX_TARGETS]; /* hits of threads past JVE_SLOTS */
@@ -91,9 +102,12 @@ static struct {
 	unsigned nt;
 	unsigned hooked[JVE_MAX_TARGETS];  /* methods rewritten, this capture */
 	unsigned classes;
+	bool rehooking;                    /* remove_target's retransform: counted already */
 	char why[JVE_MAX_TARGETS][160];    /* the first refusal of a target's class */
 	char note[256];                    /* the removal's outcome, for the result */
-	uint64_t over_ns, budget_ns;       /* jve_over_budget: the mean that went over */
+	uint64_t over_ns[JVE_MAX_TARGETS]; /* jve_check_budget: the mean that went over */
+	uint64_t budget_ns;
+	char removal[JVE_MAX_TARGETS][120]; /* a target's removal, when it failed */
 	uint64_t install_ns, remove_ns;    /* how long each took, for the result */
 	jint loaded;                       /* classes GetLoadedClasses listed at install */
 } H = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -195,9 +209,16 @@ static void JNICALL hook_hit(JNIEnv *jni, jclass cls, jint id)
 	/* A call from a capture that ended (an old method version still running). */
 	if (!gen || ((uint32_t)id >> 3) != gen)
 		return;
+	uint32_t target = (uint32_t)id & 7;
+	if (atomic_load_explicit(&H.off, memory_order_relaxed) & (1u << target))
+		return;
+	/* Exactly max_hits: a hit past the cap is not taken, and once there
+	 * the shared counter is only read (see H.taken). */
+	if (atomic_load_explicit(&H.taken, memory_order_relaxed) >= H.max_hits ||
+	    atomic_fetch_add_explicit(&H.taken, 1, memory_order_relaxed) >= H.max_hits)
+		return;
 	in_hook = true;
 	uint64_t t0 = now_ns();
-	uint32_t target = (uint32_t)id & 7;
 	struct jve_slot *sl = my_slot();
 	if (!sl) {
 		atomic_fetch_add_explicit(&H.untracked[target], 1, memory_order_relaxed);
@@ -209,7 +230,7 @@ static void JNICALL hook_hit(JNIEnv *jni, jclass cls, jint id)
 			if (k >= 0)
 				keep_hit(sl, t0, k);
 		}
-		bump(&sl->ns, now_ns() - t0);
+		bump(&sl->ns[target], now_ns() - t0);
 	}
 	in_hook = false;
 }
@@ -262,9 +283,10 @@ void JNICALL jve_on_class_file_load(jvmtiEnv *j, JNIEnv *jni, jclass redefined, 
 	pthread_mutex_lock(&H.lock);
 	if (!H.hooking)
 		goto out;
-	uint32_t gen = atomic_load(&H.gen);
+	uint32_t gen = atomic_load(&H.gen), off = atomic_load(&H.off);
 	for (unsigned i = 0; i < H.nt; i++)
-		if (!strcmp(H.t[i].cls, name) && loader_is(jni, loader, H.t[i].loader)) {
+		if (!(off & (1u << i)) && !strcmp(H.t[i].cls, name) &&
+		    loader_is(jni, loader, H.t[i].loader)) {
 			t[nt] = (struct jvi_target){ .method = H.t[i].method,
 						     .desc = H.t[i].desc[0] ? H.t[i].desc : NULL,
 						     .id = (uint16_t)(gen << 3 | i) };
@@ -291,9 +313,11 @@ void JNICALL jve_on_class_file_load(jvmtiEnv *j, JNIEnv *jni, jclass redefined, 
 	memcpy(mem, out, out_len);
 	*new_data = mem;
 	*new_len = (jint)out_len;
-	for (size_t k = 0; k < nt; k++)
-		H.hooked[idx[k]] += by[k];
-	H.classes++;
+	if (!(redefined && H.rehooking)) {
+		for (size_t k = 0; k < nt; k++)
+			H.hooked[idx[k]] += by[k];
+		H.classes++;
+	}
 	LOG_D("method events: %s %s, %u method(s) hooked", name,
 	      redefined ? "retransformed" : "hooked as it loads", hooked);
 out:
@@ -305,8 +329,9 @@ out:
 /* How many classes the last GetLoadedClasses listed. */
 static jint last_loaded;
 
-/* Loaded classes named by a target (global refs in *out, *n of them). */
-static int matching_classes(JNIEnv *jni, jclass **out, jint *n, bool *seen)
+/* Loaded classes named by a target of mask (bit t: target t; global refs
+ * in *out, *n of them). */
+static int matching_classes(JNIEnv *jni, unsigned mask, jclass **out, jint *n, bool *seen)
 {
 	jvmtiEnv *j = jv_jvmti;
 	jclass *all = NULL;
@@ -329,7 +354,7 @@ static int matching_classes(JNIEnv *jni, jclass **out, jint *n, bool *seen)
 		    sig[0] == 'L') {
 			size_t l = strlen(sig);
 			for (unsigned k = 0; k < H.nt; k++) {
-				if (l != strlen(H.t[k].cls) + 2 ||
+				if (!(mask & (1u << k)) || l != strlen(H.t[k].cls) + 2 ||
 				    strncmp(sig + 1, H.t[k].cls, l - 2))
 					continue;
 				jobject ld = NULL;
@@ -361,9 +386,10 @@ static void free_classes(JNIEnv *jni, jclass *c, jint n)
 	free(c);
 }
 
-/* Methods of classes c that call the hook of generation gen (GetBytecodes),
- * and methods of the targets' names that do not. */
-static void count_hooked(jclass *c, jint n, uint32_t gen, unsigned *hooked, unsigned *clean)
+/* Methods of classes c that call the hook of generation gen for a target
+ * of mask (GetBytecodes), and methods of those targets' names that do not. */
+static void count_hooked(jclass *c, jint n, uint32_t gen, unsigned mask, unsigned *hooked,
+			 unsigned *clean)
 {
 	jvmtiEnv *j = jv_jvmti;
 	*hooked = *clean = 0;
@@ -380,7 +406,7 @@ static void count_hooked(jclass *c, jint n, uint32_t gen, unsigned *hooked, unsi
 			if ((*j)->GetMethodName(j, ms[k], &name, NULL, NULL) == JVMTI_ERROR_NONE &&
 			    name)
 				for (unsigned t = 0; t < H.nt && !named; t++)
-					named = !strcmp(name, H.t[t].method);
+					named = (mask & (1u << t)) && !strcmp(name, H.t[t].method);
 			if (name)
 				(*j)->Deallocate(j, (unsigned char *)name);
 			unsigned char *b = NULL;
@@ -389,7 +415,7 @@ static void count_hooked(jclass *c, jint n, uint32_t gen, unsigned *hooked, unsi
 				continue;
 			uint32_t id = bl >= JVI_HOOK_LEN ? (uint32_t)b[1] << 8 | b[2] : 0;
 			if (bl >= JVI_HOOK_LEN && b[0] == 0x11 && b[3] == 0xb8 && b[6] == 0 &&
-			    b[7] == 0 && (id >> 3) == gen)
+			    b[7] == 0 && (id >> 3) == gen && (mask & (1u << (id & 7))))
 				(*hooked)++;
 			else
 				(*clean)++;
@@ -478,13 +504,13 @@ static int remove_hooks(JNIEnv *jni)
 	pthread_mutex_lock(&H.lock);
 	H.hooking = false;
 	pthread_mutex_unlock(&H.lock);
-	int r = matching_classes(jni, &c, &n, NULL);
+	int r = matching_classes(jni, JVE_ALL, &c, &n, NULL);
 	jvmtiError e = JVMTI_ERROR_NONE;
 	if (r == 0 && n > 0)
 		e = (*j)->RetransformClasses(j, n, c);
 	(*j)->SetEventNotificationMode(j, JVMTI_DISABLE, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, NULL);
 	if (r == 0 && e == JVMTI_ERROR_NONE)
-		count_hooked(c, n, gen, &still, &clean);
+		count_hooked(c, n, gen, JVE_ALL, &still, &clean);
 	free_classes(jni, c, n);
 	H.remove_ns = util_now_ns(CLOCK_MONOTONIC) - t0;
 	if (r < 0 || e != JVMTI_ERROR_NONE || still) {
@@ -503,7 +529,8 @@ static int remove_hooks(JNIEnv *jni)
 	return 0;
 }
 
-int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why, size_t n)
+int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, uint64_t max_hits,
+	      char *why, size_t n)
 {
 	jvmtiEnv *j = jv_jvmti;
 	struct jt_target t[JVE_MAX_TARGETS];
@@ -545,6 +572,9 @@ int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why,
 	for (unsigned i = 0; i < JVE_MAX_TARGETS; i++)
 		atomic_store(&H.untracked[i], 0);
 	H.every = every ? every : 1;
+	H.max_hits = max_hits ? max_hits : UINT64_MAX;
+	atomic_store(&H.taken, 0);
+	atomic_store(&H.off, 0);
 	atomic_fetch_add(&H.seq, 1);
 	H.next_gen = H.next_gen % 4095 + 1; /* 1..4095: id = gen << 3 | target fits sipush */
 	pthread_mutex_lock(&H.lock);
@@ -555,7 +585,9 @@ int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why,
 	memset(H.hooked, 0, sizeof(H.hooked));
 	memset(H.why, 0, sizeof(H.why));
 	H.note[0] = '\0';
-	H.over_ns = H.budget_ns = 0;
+	memset(H.over_ns, 0, sizeof(H.over_ns));
+	memset(H.removal, 0, sizeof(H.removal));
+	H.budget_ns = 0;
 	H.classes = 0;
 	H.hooking = true;
 	pthread_mutex_unlock(&H.lock);
@@ -571,7 +603,7 @@ int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why,
 		r = -EIO;
 		goto fail;
 	}
-	if ((r = matching_classes(jni, &c, &nc, seen)) < 0) {
+	if ((r = matching_classes(jni, JVE_ALL, &c, &nc, seen)) < 0) {
 		util_fmt(why, n, "cannot list the loaded classes: %s", strerror(-r));
 		goto fail;
 	}
@@ -582,7 +614,7 @@ int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why,
 	}
 	unsigned hooked = 0, clean = 0;
 	H.loaded = last_loaded;
-	count_hooked(c, nc, H.next_gen, &hooked, &clean);
+	count_hooked(c, nc, H.next_gen, JVE_ALL, &hooked, &clean);
 	free_classes(jni, c, nc);
 	c = NULL;
 	/* A loaded class without the method, or refused: a clear refusal now.
@@ -624,47 +656,107 @@ fail:
 	return r;
 }
 
-bool jve_enough(uint64_t max_hits)
+bool jve_enough(void)
 {
-	uint64_t sum = 0;
-	uint32_t ns = atomic_load(&H.nslots);
-	if (!max_hits || !H.slots)
+	return H.max_hits != UINT64_MAX &&
+	       atomic_load_explicit(&H.taken, memory_order_relaxed) >= H.max_hits;
+}
+
+/* Take target t's hooks out while the others run on: the hook ignores it
+ * from now (H.off), the ClassFileLoadHook no longer hooks it, and its
+ * classes are retransformed without it (other targets of the same class
+ * are put back by the same pass). GetBytecodes then checks that none of
+ * its methods still calls the hook. A failure ends method events in this
+ * process, as a failed removal at the end does. */
+static void remove_target(JNIEnv *jni, unsigned t)
+{
+	jvmtiEnv *j = jv_jvmti;
+	jclass *c = NULL;
+	jint n = 0;
+	unsigned still = 0, clean = 0;
+
+	pthread_mutex_lock(&H.lock);
+	atomic_fetch_or(&H.off, 1u << t);
+	H.rehooking = true;
+	pthread_mutex_unlock(&H.lock);
+	int r = matching_classes(jni, 1u << t, &c, &n, NULL);
+	jvmtiError e = JVMTI_ERROR_NONE;
+	if (r == 0 && n > 0)
+		e = (*j)->RetransformClasses(j, n, c);
+	pthread_mutex_lock(&H.lock);
+	H.rehooking = false;
+	pthread_mutex_unlock(&H.lock);
+	if (r == 0 && e == JVMTI_ERROR_NONE)
+		count_hooked(c, n, atomic_load(&H.gen), 1u << t, &still, &clean);
+	free_classes(jni, c, n);
+	if (r < 0 || e != JVMTI_ERROR_NONE || still) {
+		H.broken = true;
+		util_fmt(H.removal[t], sizeof(H.removal[t]), "NOT removed (%s; %u method(s) still "
+			 "call the hook; ignored by the hook)",
+			 r < 0 ? strerror(-r) : e != JVMTI_ERROR_NONE ? "RetransformClasses failed"
+								    : "bytecodes checked", still);
+		LOG_E("method events: target %s over budget: hooks %s: this process takes no "
+		      "further method events", H.spelled[t], H.removal[t]);
+		return;
+	}
+	LOG_I("method events: target %s over budget (%llu ns a hit, budget %llu us): removed, "
+	      "%u class(es) retransformed, %u method(s) checked", H.spelled[t],
+	      (unsigned long long)H.over_ns[t], (unsigned long long)(H.budget_ns / 1000),
+	      (unsigned)n, clean);
+}
+
+bool jve_check_budget(JNIEnv *jni, uint64_t budget_ns)
+{
+	uint64_t ns[JVE_MAX_TARGETS] = { 0 }, hits[JVE_MAX_TARGETS] = { 0 };
+	uint32_t n = atomic_load(&H.nslots), off = atomic_load(&H.off);
+	if (!H.slots || !H.nt)
 		return false;
-	for (uint32_t i = 0; i < ns && i < JVE_SLOTS; i++)
-		for (unsigned t = 0; t < JVE_MAX_TARGETS; t++)
-			sum += atomic_load_explicit(&H.slots[i].hits[t], memory_order_relaxed);
-	for (unsigned t = 0; t < JVE_MAX_TARGETS; t++)
-		sum += atomic_load_explicit(&H.untracked[t], memory_order_relaxed);
-	return sum >= max_hits;
+	/* The hook times itself per target in the slots; untracked threads'
+	 * hits are not timed. */
+	for (uint32_t i = 0; i < n && i < JVE_SLOTS; i++)
+		for (unsigned t = 0; t < H.nt; t++) {
+			ns[t] += atomic_load_explicit(&H.slots[i].ns[t], memory_order_relaxed);
+			hits[t] += atomic_load_explicit(&H.slots[i].hits[t], memory_order_relaxed);
+		}
+	for (unsigned t = 0; t < H.nt; t++) {
+		if ((off & (1u << t)) || hits[t] < JVE_BUDGET_MIN_HITS ||
+		    ns[t] <= budget_ns * hits[t])
+			continue;
+		H.over_ns[t] = ns[t] / hits[t];
+		H.budget_ns = budget_ns;
+		remove_target(jni, t);
+		off |= 1u << t;
+	}
+	return off == (1u << H.nt) - 1 || H.broken;
+}
+
+/* A target's budget outcome, for the note and the comments. */
+static void budget_line(unsigned t, char *buf, size_t n)
+{
+	util_fmt(buf, n, "method target %s: over budget (%llu ns a hit, budget %llu µs): %s",
+		 H.spelled[t], (unsigned long long)H.over_ns[t],
+		 (unsigned long long)(H.budget_ns / 1000), H.removal[t][0] ? H.removal[t] : "removed");
 }
 
 const char *jve_budget_note(char *buf, size_t n)
 {
-	if (!H.over_ns)
+	size_t len = 0;
+	if (!n)
 		return NULL;
-	util_fmt(buf, n, "method events disabled over budget: %llu ns per hit on average, the "
-		 "budget is %llu us; the hooks were removed", (unsigned long long)H.over_ns,
-		 (unsigned long long)(H.budget_ns / 1000));
-	return buf;
-}
-
-bool jve_over_budget(uint64_t budget_ns)
-{
-	uint64_t ns = 0, hits = 0;
-	uint32_t n = atomic_load(&H.nslots);
-	if (!H.slots)
-		return false;
-	/* The hook times itself in the slots; untracked threads' hits are not timed. */
-	for (uint32_t i = 0; i < n && i < JVE_SLOTS; i++) {
-		ns += atomic_load_explicit(&H.slots[i].ns, memory_order_relaxed);
-		for (unsigned t = 0; t < JVE_MAX_TARGETS; t++)
-			hits += atomic_load_explicit(&H.slots[i].hits[t], memory_order_relaxed);
+	buf[0] = '\0';
+	for (unsigned t = 0; t < H.nt && len + 1 < n; t++) {
+		if (!(atomic_load(&H.off) & (1u << t)))
+			continue;
+		if (len) {
+			util_fmt(buf + len, n - len, "; ");
+			len += strlen(buf + len);
+		}
+		if (len + 1 < n) {
+			budget_line(t, buf + len, n - len);
+			len += strlen(buf + len);
+		}
 	}
-	if (hits < JVE_BUDGET_MIN_HITS || ns <= budget_ns * hits)
-		return false;
-	H.over_ns = ns / hits;
-	H.budget_ns = budget_ns;
-	return true;
+	return buf[0] ? buf : NULL;
 }
 
 int jve_stop(JNIEnv *jni)
@@ -702,9 +794,10 @@ int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 		nslots = JVE_SLOTS;
 	for (uint32_t i = 0; i < nslots; i++) {
 		struct jve_slot *sl = &H.slots[i];
-		for (unsigned t = 0; t < JVE_MAX_TARGETS; t++)
+		for (unsigned t = 0; t < JVE_MAX_TARGETS; t++) {
 			hits[t] += atomic_load(&sl->hits[t]);
-		ns += atomic_load(&sl->ns);
+			ns += atomic_load(&sl->ns[t]);
+		}
 		lost += atomic_load(&sl->lost);
 	}
 	for (unsigned t = 0; t < JVE_MAX_TARGETS; t++) {
@@ -763,6 +856,15 @@ int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 			 H.spelled[t], H.hooked[t], (unsigned long long)hits[t],
 			 H.why[t][0] ? "; " : "", H.why[t]);
 		pp_add_comment(b, line);
+		if (atomic_load(&H.off) & (1u << t)) {
+			budget_line(t, line, sizeof(line));
+			pp_add_comment(b, line);
+		}
+	}
+	if (H.max_hits != UINT64_MAX && atomic_load(&H.taken) >= H.max_hits) {
+		util_fmt(line, sizeof(line), "max hits: %llu reached; later hits were not recorded",
+			 (unsigned long long)H.max_hits);
+		pp_add_comment(b, line);
 	}
 	util_fmt(line, sizeof(line), "time in the hook: %llu ns a hit (mean of %llu)",
 		 (unsigned long long)st->mean_ns, (unsigned long long)tracked);
@@ -770,12 +872,6 @@ int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 	util_fmt(line, sizeof(line), "hooks installed in %.1f ms (%d loaded classes looked at)",
 		 (double)H.install_ns / 1e6, (int)H.loaded);
 	pp_add_comment(b, line);
-	if (H.over_ns) {
-		util_fmt(line, sizeof(line), "overhead budget: %llu ns per hit on average, over the "
-			 "budget of %llu us: the hooks were removed", (unsigned long long)H.over_ns,
-			 (unsigned long long)(H.budget_ns / 1000));
-		pp_add_comment(b, line);
-	}
 	if (H.note[0])
 		pp_add_comment(b, H.note);
 	r = pp_write_gz(b, fd, bytes);

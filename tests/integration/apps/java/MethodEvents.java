@@ -1,7 +1,8 @@
 // it_method_events_jvm's program (tests/integration/method_events_jvm.sh).
 // Each round calls Target.register(Object) 300 times from siteA and 100
 // times from siteB, the same-named overload register(String, int) 100
-// times, and a cheap other method a million times. Round K starts when
+// times, and a cheap other method a million times, then Target.roundEnd()
+// once. Round K starts when
 // the file DIR/goK appears and ends by writing DIR/doneK (its checksum).
 //   java MethodEvents DIR ROUNDS
 import java.io.File;
@@ -42,6 +43,7 @@ public class MethodEvents {
                 if (i % 10000 == 5)
                     Target.register("overload", 1);
             }
+            Target.roundEnd();
             sink = s;
             try (FileWriter w = new FileWriter(new File(dir, "done" + r))) {
                 w.write(s + " " + Target.registered + " " + Target.other + "\n");

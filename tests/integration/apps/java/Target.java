@@ -16,6 +16,15 @@ public class Target {
         other += n;
     }
 
+    // Called once a round: a second target with too few hits for the
+    // overhead budget to judge, which must keep counting when another
+    // target of the same capture is removed over the budget.
+    static int rounds;
+
+    public static void roundEnd() {
+        rounds++;
+    }
+
     // Loop head at a small offset: the first frame is an append_frame.
     public static int mixed(int k) {
         int r = 0;
