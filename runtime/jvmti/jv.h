@@ -196,6 +196,8 @@ int jvg_write_trace(int fd, uint64_t *bytes, uint64_t *events, uint64_t *dropped
 #define JVE_STACKS      64     /* distinct (target, stack) a thread keeps; more: lost */
 #define JVE_FRAMES      32     /* frames per stack; deeper stacks are cut at the root end */
 #define JVE_RING        1024   /* recorded hits a thread keeps for the Perfetto result; more: dropped */
+#define JVE_ARG_HITS    128    /* recorded hits with #args a thread keeps the arguments of; more: counted */
+#define JVE_ARG_UNITS   64     /* UTF-16 code units of a String argument read */
 
 struct jve_stats {
 	uint64_t hits, stacks, lost, untracked, mean_ns;

@@ -56,6 +56,26 @@ struct jve_stack {
 	jvmtiFrameInfo f[JVE_FRAMES];
 };
 
+/* One recorded argument (a target's #args): its parameter index, its
+ * jvi_arg_kind, a number or the string's UTF-8 (cut at a character's end
+ * within HTR_ARG_STR_MAX bytes). */
+struct jve_argv {
+	uint8_t idx, kind, len;
+	union {
+		int64_t i;
+		double d;
+	} v;
+	char s[HTR_ARG_STR_MAX];
+};
+
+/* A recorded hit's arguments, filled by the typed hooks right after its
+ * hit call on the same thread; n is published last. */
+struct jve_arghit {
+	uint32_t stack;                   /* its stack's index in the slot */
+	_Atomic uint32_t n;
+	struct jve_argv a[JVI_ARGS_MAX];
+};
+
 struct jve_slot {
 	int tid;
 	_Atomic uint32_t nstacks;         /* entries published to the agent thread */
@@ -66,9 +86,13 @@ struct jve_slot {
 	struct jve_stack st[JVE_STACKS];
 	/* Each recorded hit's time and stack, for the Perfetto result: the
 	 * first JVE_RING of the capture, the rest counted in ring_drop. */
-	struct { uint64_t ts; uint32_t stack; } ring[JVE_RING];
+	struct { uint64_t ts; uint32_t stack, arg; } ring[JVE_RING]; /* arg: 1-based, 0 none */
 	_Atomic uint32_t nring;
 	_Atomic uint64_t ring_drop;
+	/* Recorded hits with arguments: the first JVE_ARG_HITS in H.args, the
+	 * rest counted in arg_drop (their hits and stacks still are). */
+	_Atomic uint32_t narg;
+	_Atomic uint64_t arg_drop;
 };
 
 /* The capture's state. Written by the agent thread while no capture runs
@@ -88,6 +112,10 @@ static struct {
 	_Atomic uint64_t taken;
 	uint64_t max_hits;
 	struct jve_slot *slots;           /* JVE_SLOTS, allocated once */
+	/* JVE_SLOTS x JVE_ARG_HITS, allocated at the first capture with #args
+	 * and kept, as the slots are; targs: the targets with #args (bit t). */
+	struct jve_arghit *args;
+	uint32_t targs;
 	_Atomic uint32_t nslots;
 	_Atomic uint64_t untracked[JVE_MAX_TARGETS]; /* hits of threads past JVE_SLOTS */
 	bool broken;                      /* a removal failed: no more method events */
@@ -113,6 +141,9 @@ static struct {
 } H = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static __thread bool in_hook;
+/* The arguments of this thread's last hit, when it was recorded and its
+ * target has #args; the typed hooks fill it, any later hit call clears it. */
+static __thread struct jve_arghit *t_arg;
 /* The slot (1-based) of this thread in capture t_seq. Not the 12-bit
  * generation: that one comes round again after 4095 captures. */
 static __thread uint64_t t_seq;
@@ -187,8 +218,24 @@ static int keep_stack(struct jve_slot *sl, uint32_t target, uint64_t t0)
 	return (int)ns;
 }
 
+/* A recorded hit's arguments entry (1-based index), or 0 past the cap. */
+static uint32_t keep_args(struct jve_slot *sl, int stack)
+{
+	uint32_t n = atomic_load_explicit(&sl->narg, memory_order_relaxed);
+	if (n >= JVE_ARG_HITS) {
+		bump(&sl->arg_drop, 1);
+		return 0;
+	}
+	struct jve_arghit *h = &H.args[(size_t)(sl - H.slots) * JVE_ARG_HITS + n];
+	h->stack = (uint32_t)stack;
+	atomic_store_explicit(&h->n, 0, memory_order_relaxed);
+	atomic_store_explicit(&sl->narg, n + 1, memory_order_release);
+	t_arg = h;
+	return n + 1;
+}
+
 /* A recorded hit's (time, stack) for the Perfetto result; past the ring, a drop. */
-static void keep_hit(struct jve_slot *sl, uint64_t t0, int stack)
+static void keep_hit(struct jve_slot *sl, uint64_t t0, int stack, uint32_t arg)
 {
 	uint32_t n = atomic_load_explicit(&sl->nring, memory_order_relaxed);
 	if (n >= JVE_RING) {
@@ -197,6 +244,7 @@ static void keep_hit(struct jve_slot *sl, uint64_t t0, int stack)
 	}
 	sl->ring[n].ts = t0;
 	sl->ring[n].stack = (uint32_t)stack;
+	sl->ring[n].arg = arg;
 	atomic_store_explicit(&sl->nring, n + 1, memory_order_release);
 }
 
@@ -205,6 +253,7 @@ static void JNICALL hook_hit(JNIEnv *jni, jclass cls, jint id)
 {
 	if (in_hook)
 		return;
+	t_arg = NULL;
 	uint32_t gen = atomic_load_explicit(&H.gen, memory_order_acquire);
 	/* A call from a capture that ended (an old method version still running). */
 	if (!gen || ((uint32_t)id >> 3) != gen)
@@ -228,11 +277,146 @@ static void JNICALL hook_hit(JNIEnv *jni, jclass cls, jint id)
 			sl->since = 0;
 			int k = keep_stack(sl, target, t0);
 			if (k >= 0)
-				keep_hit(sl, t0, k);
+				keep_hit(sl, t0, k, (H.targs & (1u << target)) && H.args
+							    ? keep_args(sl, k) : 0);
 		}
 		bump(&sl->ns[target], now_ns() - t0);
 	}
 	in_hook = false;
+}
+
+/* The next argument of this thread's recorded hit, or NULL (no hit
+ * recorded, all taken, a bad index). */
+static struct jve_argv *arg_next(jint idx, uint8_t kind, uint32_t *n)
+{
+	struct jve_arghit *h = t_arg;
+	if (!h || in_hook || idx < 0 || idx >= JVI_ARGS_MAX)
+		return NULL;
+	*n = atomic_load_explicit(&h->n, memory_order_relaxed);
+	if (*n >= JVI_ARGS_MAX)
+		return NULL;
+	struct jve_argv *a = &h->a[*n];
+	a->idx = (uint8_t)idx;
+	a->kind = kind;
+	a->len = 0;
+	return a;
+}
+
+static void arg_done(uint32_t n)
+{
+	atomic_store_explicit(&t_arg->n, n + 1, memory_order_release);
+}
+
+/* profilingd.MethodHook.argI/argJ/argF/argD(int index, T value). */
+static void JNICALL hook_arg_i(JNIEnv *jni, jclass cls, jint idx, jint v)
+{
+	uint32_t n;
+	struct jve_argv *a = arg_next(idx, JVI_ARG_INT, &n);
+	if (a) {
+		a->v.i = v;
+		arg_done(n);
+	}
+}
+
+static void JNICALL hook_arg_j(JNIEnv *jni, jclass cls, jint idx, jlong v)
+{
+	uint32_t n;
+	struct jve_argv *a = arg_next(idx, JVI_ARG_LONG, &n);
+	if (a) {
+		a->v.i = v;
+		arg_done(n);
+	}
+}
+
+static void JNICALL hook_arg_f(JNIEnv *jni, jclass cls, jint idx, jfloat v)
+{
+	uint32_t n;
+	struct jve_argv *a = arg_next(idx, JVI_ARG_FLOAT, &n);
+	if (a) {
+		a->v.d = v;
+		arg_done(n);
+	}
+}
+
+static void JNICALL hook_arg_d(JNIEnv *jni, jclass cls, jint idx, jdouble v)
+{
+	uint32_t n;
+	struct jve_argv *a = arg_next(idx, JVI_ARG_DOUBLE, &n);
+	if (a) {
+		a->v.d = v;
+		arg_done(n);
+	}
+}
+
+/* UTF-16 code units to UTF-8 in out (cap bytes, no NUL): whole characters
+ * only; a lone surrogate becomes '?'. The bytes written. */
+static size_t utf16_to_utf8(const jchar *u, size_t n, char *out, size_t cap)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t c = u[i];
+		if (c >= 0xd800 && c <= 0xdbff && i + 1 < n && u[i + 1] >= 0xdc00 &&
+		    u[i + 1] <= 0xdfff) {
+			c = 0x10000 + ((c - 0xd800) << 10) + (u[i + 1] - 0xdc00u);
+			i++;
+		} else if (c >= 0xd800 && c <= 0xdfff) {
+			c = '?';
+		}
+		uint8_t b[4];
+		size_t k;
+		if (c < 0x80) {
+			b[0] = (uint8_t)c;
+			k = 1;
+		} else if (c < 0x800) {
+			b[0] = (uint8_t)(0xc0 | c >> 6);
+			b[1] = (uint8_t)(0x80 | (c & 0x3f));
+			k = 2;
+		} else if (c < 0x10000) {
+			b[0] = (uint8_t)(0xe0 | c >> 12);
+			b[1] = (uint8_t)(0x80 | ((c >> 6) & 0x3f));
+			b[2] = (uint8_t)(0x80 | (c & 0x3f));
+			k = 3;
+		} else {
+			b[0] = (uint8_t)(0xf0 | c >> 18);
+			b[1] = (uint8_t)(0x80 | ((c >> 12) & 0x3f));
+			b[2] = (uint8_t)(0x80 | ((c >> 6) & 0x3f));
+			b[3] = (uint8_t)(0x80 | (c & 0x3f));
+			k = 4;
+		}
+		if (k > cap - o)
+			break;
+		memcpy(out + o, b, k);
+		o += k;
+	}
+	return o;
+}
+
+/* profilingd.MethodHook.argS(int index, String value): its first
+ * JVE_ARG_UNITS UTF-16 code units, copied with GetStringRegion into this
+ * thread's stack (no allocation, no pinning), as UTF-8. */
+static void JNICALL hook_arg_s(JNIEnv *jni, jclass cls, jint idx, jstring v)
+{
+	uint32_t n;
+	struct jve_argv *a = arg_next(idx, JVI_ARG_STRING, &n);
+	if (!a)
+		return;
+	if (!v) {
+		memcpy(a->s, "<null>", 6);
+		a->len = 6;
+		arg_done(n);
+		return;
+	}
+	jchar u[JVE_ARG_UNITS];
+	jsize len = (*jni)->GetStringLength(jni, v);
+	jsize k = len < JVE_ARG_UNITS ? len : JVE_ARG_UNITS;
+	if (k > 0)
+		(*jni)->GetStringRegion(jni, v, 0, k, u);
+	if ((*jni)->ExceptionCheck(jni)) {
+		(*jni)->ExceptionClear(jni);
+		return;
+	}
+	a->len = (uint8_t)utf16_to_utf8(u, k > 0 ? (size_t)k : 0, a->s, sizeof(a->s));
+	arg_done(n);
 }
 
 /* ------------------------------------------------------------ classes */
@@ -289,7 +473,8 @@ void JNICALL jve_on_class_file_load(jvmtiEnv *j, JNIEnv *jni, jclass redefined, 
 		    loader_is(jni, loader, H.t[i].loader)) {
 			t[nt] = (struct jvi_target){ .method = H.t[i].method,
 						     .desc = H.t[i].desc[0] ? H.t[i].desc : NULL,
-						     .id = (uint16_t)(gen << 3 | i) };
+						     .id = (uint16_t)(gen << 3 | i),
+						     .args = H.t[i].args };
 			idx[nt++] = i;
 		}
 	if (!nt)
@@ -413,9 +598,10 @@ static void count_hooked(jclass *c, jint n, uint32_t gen, unsigned mask, unsigne
 			jint bl = 0;
 			if (!named || (*j)->GetBytecodes(j, ms[k], &bl, &b) != JVMTI_ERROR_NONE)
 				continue;
+			/* The prologue starts sipush ID; invokestatic (jv_inject.h). */
 			uint32_t id = bl >= JVI_HOOK_LEN ? (uint32_t)b[1] << 8 | b[2] : 0;
-			if (bl >= JVI_HOOK_LEN && b[0] == 0x11 && b[3] == 0xb8 && b[6] == 0 &&
-			    b[7] == 0 && (id >> 3) == gen && (mask & (1u << (id & 7))))
+			if (bl >= JVI_HOOK_LEN && b[0] == 0x11 && b[3] == 0xb8 &&
+			    (id >> 3) == gen && (mask & (1u << (id & 7))))
 				(*hooked)++;
 			else
 				(*clean)++;
@@ -447,9 +633,19 @@ static int define_hook(JNIEnv *jni, char *why, size_t n)
 		util_fmt(why, n, "cannot define %s in the boot loader", JVE_HOOK_CLASS);
 		return -EIO;
 	}
-	JNINativeMethod nm = { .name = JVE_HOOK_NAME, .signature = JVI_HOOK_DESC,
-			       .fnPtr = (void *)hook_hit };
-	if ((*jni)->RegisterNatives(jni, c, &nm, 1) != 0) {
+	JNINativeMethod nm[1 + JVI_ARG_KINDS] = {
+		{ .name = JVE_HOOK_NAME, .signature = JVI_HOOK_DESC, .fnPtr = (void *)hook_hit },
+	};
+	void *fn[JVI_ARG_KINDS] = {
+		[JVI_ARG_INT] = (void *)hook_arg_i, [JVI_ARG_LONG] = (void *)hook_arg_j,
+		[JVI_ARG_FLOAT] = (void *)hook_arg_f, [JVI_ARG_DOUBLE] = (void *)hook_arg_d,
+		[JVI_ARG_STRING] = (void *)hook_arg_s,
+	};
+	for (unsigned k = 0; k < JVI_ARG_KINDS; k++)
+		nm[1 + k] = (JNINativeMethod){ .name = (char *)jvi_arg_hooks[k].name,
+					       .signature = (char *)jvi_arg_hooks[k].desc,
+					       .fnPtr = fn[k] };
+	if ((*jni)->RegisterNatives(jni, c, nm, 1 + JVI_ARG_KINDS) != 0) {
 		(*jni)->ExceptionClear(jni);
 		(*jni)->DeleteLocalRef(jni, c);
 		util_fmt(why, n, "cannot register the hook's native method");
@@ -563,6 +759,15 @@ int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, uint64_t m
 		util_fmt(why, n, "out of memory");
 		return -ENOMEM;
 	}
+	uint32_t targs = 0;
+	for (size_t i = 0; i < nt; i++)
+		if (t[i].args)
+			targs |= 1u << i;
+	if (targs && !H.args && !(H.args = calloc((size_t)JVE_SLOTS * JVE_ARG_HITS,
+						     sizeof(*H.args)))) {
+		util_fmt(why, n, "out of memory for the arguments");
+		return -ENOMEM;
+	}
 	if ((r = define_hook(jni, why, n)) < 0)
 		return r;
 
@@ -572,6 +777,7 @@ int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, uint64_t m
 	for (unsigned i = 0; i < JVE_MAX_TARGETS; i++)
 		atomic_store(&H.untracked[i], 0);
 	H.every = every ? every : 1;
+	H.targs = targs;
 	H.max_hits = max_hits ? max_hits : UINT64_MAX;
 	atomic_store(&H.taken, 0);
 	atomic_store(&H.off, 0);
@@ -779,6 +985,53 @@ static void thread_name(int tid, char *out, size_t n)
 	fclose(f);
 }
 
+/* Whether two recorded hits have the same arguments (one pprof sample). */
+static bool args_equal(const struct jve_arghit *a, const struct jve_arghit *b)
+{
+	uint32_t n = atomic_load_explicit(&a->n, memory_order_acquire);
+	if (n != atomic_load_explicit(&b->n, memory_order_acquire) || n > JVI_ARGS_MAX)
+		return false;
+	for (uint32_t k = 0; k < n; k++) {
+		const struct jve_argv *x = &a->a[k], *y = &b->a[k];
+		if (x->idx != y->idx || x->kind != y->kind)
+			return false;
+		if (x->kind == JVI_ARG_STRING ? x->len != y->len || memcmp(x->s, y->s, x->len)
+					      : memcmp(&x->v, &y->v, sizeof(x->v)))
+			return false;
+	}
+	return true;
+}
+
+/* An argument's text for a string label or annotation: a String's UTF-8,
+ * a float or double in decimal (pprof numbers and htr_arg are integers). */
+static const char *arg_text(const struct jve_argv *a, char *buf, size_t n)
+{
+	if (a->kind == JVI_ARG_STRING)
+		snprintf(buf, n, "%.*s", (int)(a->len <= sizeof(a->s) ? a->len : sizeof(a->s)), a->s);
+	else
+		snprintf(buf, n, "%.17g", a->v.d);
+	return buf;
+}
+
+static const char *const arg_key[JVI_ARGS_MAX] = { "arg0", "arg1", "arg2", "arg3", "arg4", "arg5" };
+
+/* A recorded hit's arguments as pprof labels after the nl in l; the new count. */
+static size_t arg_labels(const struct jve_arghit *h, struct pp_label *l, size_t nl,
+			 char txt[JVI_ARGS_MAX][HTR_ARG_STR_MAX + 32])
+{
+	uint32_t n = atomic_load_explicit(&h->n, memory_order_acquire);
+	for (uint32_t k = 0; k < n && k < JVI_ARGS_MAX; k++) {
+		const struct jve_argv *a = &h->a[k];
+		l[nl] = (struct pp_label){ .key = arg_key[a->idx < JVI_ARGS_MAX ? a->idx : 0] };
+		if (a->kind == JVI_ARG_INT || a->kind == JVI_ARG_LONG)
+			l[nl].num = a->v.i;
+		else
+			l[nl].str = arg_text(a, txt[k], sizeof(txt[k]));
+		nl++;
+	}
+	return nl;
+}
+
 int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struct jve_stats *st,
 		    uint64_t *bytes)
 {
@@ -788,6 +1041,7 @@ int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 	char line[JVE_TARGET_LEN + 160];
 	int r;
 
+	uint64_t with_args = 0, arg_drop = 0;
 	memset(st, 0, sizeof(*st));
 	uint32_t nslots = atomic_load(&H.nslots);
 	if (nslots > JVE_SLOTS)
@@ -799,6 +1053,7 @@ int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 			ns += atomic_load(&sl->ns[t]);
 		}
 		lost += atomic_load(&sl->lost);
+		arg_drop += atomic_load(&sl->arg_drop);
 	}
 	for (unsigned t = 0; t < JVE_MAX_TARGETS; t++) {
 		uint64_t u = atomic_load(&H.untracked[t]);
@@ -822,16 +1077,21 @@ int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 		uint32_t n = atomic_load_explicit(&sl->nstacks, memory_order_acquire);
 		char tname[32];
 		thread_name(sl->tid, tname, sizeof(tname));
+		uint32_t na = H.args && H.targs ? atomic_load_explicit(&sl->narg, memory_order_acquire)
+						: 0;
+		if (na > JVE_ARG_HITS)
+			na = JVE_ARG_HITS;
+		const struct jve_arghit *ah = na ? &H.args[(size_t)i * JVE_ARG_HITS] : NULL;
+		bool taken[JVE_ARG_HITS] = { false };
 		for (uint32_t k = 0; k < n && k < JVE_STACKS; k++) {
 			struct jve_stack *s = &sl->st[k];
-			uint64_t locs[JVE_FRAMES], cnt = atomic_load(&s->count);
+			uint64_t locs[JVE_FRAMES], cnt = atomic_load(&s->count), args_k = 0;
 			for (uint32_t f = 0; f < s->nframes; f++)
 				if ((r = jvm_location(names, s->f[f].method, s->f[f].location,
 						      &locs[f])) < 0)
 					goto out;
-			int64_t vals[2] = { (int64_t)(cnt * H.every), (int64_t)cnt };
 			/* The redactor keeps a sample by its pid label. */
-			struct pp_label labels[5] = {
+			struct pp_label labels[5 + JVI_ARGS_MAX] = {
 				{ .key = "pid", .num = pid },
 				{ .key = "thread_id", .num = sl->tid },
 				{ .key = "thread_name", .str = tname },
@@ -840,7 +1100,30 @@ int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 				{ .key = "last_hit", .num = (int64_t)atomic_load(&s->last_ns),
 				  .num_unit = "nanoseconds" },
 			};
-			if ((r = pp_add_sample(b, locs, s->nframes, vals, 2, labels, 5)) < 0)
+			/* #args: a sample per distinct argument tuple of this stack's
+			 * recorded hits; the hits past the per-thread cap go in the
+			 * sample without arguments below. */
+			for (uint32_t e = 0; e < na; e++) {
+				if (taken[e] || ah[e].stack != k)
+					continue;
+				uint64_t g = 1;
+				taken[e] = true;
+				for (uint32_t f = e + 1; f < na; f++)
+					if (!taken[f] && ah[f].stack == k && args_equal(&ah[e], &ah[f])) {
+						taken[f] = true;
+						g++;
+					}
+				char txt[JVI_ARGS_MAX][HTR_ARG_STR_MAX + 32];
+				size_t nl = arg_labels(&ah[e], labels, 5, txt);
+				int64_t gv[2] = { (int64_t)(g * H.every), (int64_t)g };
+				if ((r = pp_add_sample(b, locs, s->nframes, gv, 2, labels, nl)) < 0)
+					goto out;
+				args_k += g;
+			}
+			with_args += args_k;
+			uint64_t rest = cnt > args_k ? cnt - args_k : 0;
+			int64_t vals[2] = { (int64_t)(rest * H.every), (int64_t)rest };
+			if (rest && (r = pp_add_sample(b, locs, s->nframes, vals, 2, labels, 5)) < 0)
 				goto out;
 			st->stacks += cnt;
 		}
@@ -864,6 +1147,12 @@ int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 	if (H.max_hits != UINT64_MAX && atomic_load(&H.taken) >= H.max_hits) {
 		util_fmt(line, sizeof(line), "max hits: %llu reached; later hits were not recorded",
 			 (unsigned long long)H.max_hits);
+		pp_add_comment(b, line);
+	}
+	if (H.targs) {
+		util_fmt(line, sizeof(line), "arguments: %llu recorded hit(s) with their arguments "
+			 "(labels arg<N>); %llu more past %d a thread: counted, not recorded",
+			 (unsigned long long)with_args, (unsigned long long)arg_drop, JVE_ARG_HITS);
 		pp_add_comment(b, line);
 	}
 	util_fmt(line, sizeof(line), "time in the hook: %llu ns a hit (mean of %llu)",
@@ -963,7 +1252,29 @@ int jve_write_perfetto(JNIEnv *jni, int fd, uint64_t *bytes, uint64_t *events, u
 				names = text;
 				seen[iid - 1] = 1;
 			}
-			if ((r = htr_hit(&w, sl->tid, sl->ring[h].ts, iid, leaf, names, len)) < 0)
+			struct htr_arg av[HTR_ARGS_MAX];
+			char atxt[HTR_ARGS_MAX][HTR_ARG_STR_MAX + 32];
+			size_t nav = 0;
+			uint32_t ai = sl->ring[h].arg;
+			if (ai && ai <= JVE_ARG_HITS && H.args) {
+				const struct jve_arghit *ah = &H.args[(size_t)i * JVE_ARG_HITS + ai - 1];
+				uint32_t an = atomic_load_explicit(&ah->n, memory_order_acquire);
+				for (uint32_t q = 0; q < an && q < JVI_ARGS_MAX && nav < HTR_ARGS_MAX; q++) {
+					const struct jve_argv *a = &ah->a[q];
+					struct htr_arg *x = &av[nav++];
+					*x = (struct htr_arg){ .index = a->idx };
+					if (a->kind == JVI_ARG_INT || a->kind == JVI_ARG_LONG) {
+						x->kind = HTR_ARG_INT;
+						x->v.i = a->v.i;
+					} else {
+						x->kind = HTR_ARG_STR;
+						x->s = arg_text(a, atxt[q], sizeof(atxt[q]));
+						x->len = strlen(x->s);
+					}
+				}
+			}
+			if ((r = htr_hit_args(&w, sl->tid, sl->ring[h].ts, iid, leaf, names, len, av,
+					      nav)) < 0)
 				goto out;
 			(*events)++;
 		}
