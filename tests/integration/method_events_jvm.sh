@@ -91,6 +91,7 @@ check_result() {
 	[ "$(wc -l < "$T/sites.txt")" -eq 2 ] || { cat "$T/sites.txt"; fail "$what: stacks other than the two call sites"; }
 	grep -q "method target: $TGT: 1 method(s) hooked, 400 hits" "$T/tr.txt" ||
 		fail "$what: the target's comment is not '1 method(s) hooked, 400 hits'"
+	! grep -q "arg[0-9]" "$T/tr.txt" || fail "$what: argument labels without #args"
 	grep -q "hooks removed in .* ms: .*none calls the hook" "$T/tr.txt" ||
 		{ grep -i hook "$T/tr.txt"; fail "$what: the result does not say the hooks were removed"; }
 	echo "ok: $what: hits=400, siteA:siteB $a:$b, overload untouched, hooks removed"
@@ -169,7 +170,7 @@ for jdk in $JDKS; do
 	rm -rf "$T/r"
 	mkdir "$T/r"
 	jvm_start "$jdk" "$LOG" "-agentpath:$AGENT=socket=$RUNTIME_SOCKET,debug=1" \
-		-cp "$CLASSES" MethodEvents "$T/r" 8
+		-cp "$CLASSES" MethodEvents "$T/r" 10
 	wait_runtime "$JPID"
 	line=$(grep "runtime up: pid $JPID " "$T/daemon.log" | head -1)
 	[[ $line =~ caps\ 0x([0-9a-f]+) ]] || fail "$name: hello line: $line"
@@ -320,15 +321,78 @@ for jdk in $JDKS; do
 		/^ *timestamp_clock_id: / && $2 != 1 { bad = 1 } END { exit bad }' "$T/pt.txt" ||
 		fail "$name: perfetto: a thread of another pid or a clock other than realtime"
 	echo "ok: $name: perfetto: 400 instant events, both call sites, on pid $JPID's threads"
+	# Arguments (#args; docs/METHOD_EVENTS.md, "Arguments") through the
+	# daemon with [dlp] builtin = true: round 8 calls
+	# register(int, String, Object) with (1, alice@example.com), (2, bob),
+	# (3, alice@...), (4, bob); --max-hits 4 records exactly those: arg0 =
+	# the int, arg1 = the string, the e-mail scrubbed by the redactor, no
+	# arg2 (an Object). Round 9 the same in Perfetto format. A malformed
+	# suffix is refused with its reason.
+	TGT3='java:Target.register(ILjava/lang/String;Ljava/lang/Object;)V#args'
+	refused "a bad #args suffix" "bad suffix '#arg'" "java:Target.register#arg"
+	printf '[dlp]\nbuiltin = true\n' >> "$T/profilingd.conf"
+	reload
+	n=$(grep -c 'method events: 1 target(s)' "$T/$LOG.err" || true)
+	"$APPS/it_request" --pid "$JPID" --type methods --duration-ms 120000 --max-hits 4 \
+		"${WIDE[@]}" --method "$TGT3" > "$T/path" 2> "$T/req.err" &
+	RQ=$!
+	wait_hooks $((n + 1))
+	touch "$T/r/go8"
+	wait_file "$T/r/done8"
+	wait "$RQ" || fail "$name: args: the capture failed: $(cat "$T/req.err")"
+	go tool pprof -raw "$(cat "$T/path")" > "$T/raw.txt" 2>&1 || fail "$name: args: not a pprof"
+	go tool pprof -traces "$(cat "$T/path")" > "$T/tr.txt" 2>&1 || fail "$name: args: not a pprof"
+	grep -q "hits=4 stacks=4 lost=0 dropped=0" "$T/tr.txt" ||
+		{ head -n 40 "$T/tr.txt"; fail "$name: args: not hits=4 stacks=4"; }
+	grep -q "arguments: 4 recorded hit(s) with their arguments" "$T/tr.txt" ||
+		{ grep arguments "$T/tr.txt"; fail "$name: args: the comments do not say 4 hits with arguments"; }
+	# -raw: a sample's values and frames on a line, its labels on the
+	# indented lines after it: one line a sample here.
+	awk '/^Samples:/ { on = 1; next } /^Locations/ { on = 0 }
+		on && /^ +[0-9]+ +[0-9]+: / { if (s != "") print s; s = $0; next }
+		on && s != "" { s = s " " $0 } END { if (s != "") print s }' "$T/raw.txt" > "$T/samples.txt"
+	[ "$(wc -l < "$T/samples.txt")" -eq 4 ] || { cat "$T/samples.txt"; fail "$name: args: not 4 samples"; }
+	for k in 1 2 3 4; do
+		if [ $((k % 2)) = 1 ]; then want='arg1:\[\[redacted\]\]'; else want='arg1:\[bob\]'; fi
+		grep -q "arg0:\[$k\]" "$T/samples.txt" || { cat "$T/samples.txt"; fail "$name: args: no sample with arg0 $k"; }
+		grep "arg0:\[$k\]" "$T/samples.txt" | grep -q "$want" ||
+			{ cat "$T/samples.txt"; fail "$name: args: arg0 $k's arg1 is not $want"; }
+	done
+	! grep -q "alice" "$T/raw.txt" || { grep alice "$T/raw.txt"; fail "$name: args: the e-mail is not scrubbed"; }
+	! grep -q "arg2" "$T/raw.txt" || fail "$name: args: an arg2 label for an Object"
+	echo "ok: $name: args: 4 hits, arg0 1..4, arg1 bob and the e-mail scrubbed, no arg2"
+	n=$(grep -c 'method events: 1 target(s)' "$T/$LOG.err" || true)
+	"$APPS/it_request" --pid "$JPID" --type methods --format perfetto --duration-ms 120000 \
+		--max-hits 4 "${WIDE[@]}" --method "$TGT3" > "$T/path" 2> "$T/req.err" &
+	RQ=$!
+	wait_hooks $((n + 1))
+	touch "$T/r/go9"
+	wait_file "$T/r/done9"
+	wait "$RQ" || fail "$name: args perfetto: the capture failed: $(cat "$T/req.err")"
+	protoc --decode=perfetto.protos.Trace --proto_path="$SRC/proto" perfetto_trace.proto \
+		< "$(cat "$T/path")" > "$T/pt.txt" || fail "$name: args perfetto: protoc cannot decode"
+	ev=$(grep -c "type: TYPE_INSTANT" "$T/pt.txt" || true)
+	[ "$ev" -eq 4 ] || fail "$name: args perfetto: $ev instant events for 4 hits"
+	[ "$(grep -c 'name: "arg0"' "$T/pt.txt")" -eq 4 ] && [ "$(grep -c 'name: "arg1"' "$T/pt.txt")" -eq 4 ] ||
+		{ grep -A1 'name: "arg' "$T/pt.txt"; fail "$name: args perfetto: not 4 arg0 and 4 arg1 annotations"; }
+	[ "$(grep -c 'string_value: "\[redacted\]"' "$T/pt.txt")" -eq 2 ] &&
+		[ "$(grep -c 'string_value: "bob"' "$T/pt.txt")" -eq 2 ] ||
+		{ grep -A1 'name: "arg1"' "$T/pt.txt"; fail "$name: args perfetto: arg1 is not 2 x [redacted], 2 x bob"; }
+	! grep -q "alice" "$T/pt.txt" || fail "$name: args perfetto: the e-mail is not scrubbed"
+	! grep -q 'name: "arg2"' "$T/pt.txt" || fail "$name: args perfetto: an arg2 annotation"
+	echo "ok: $name: args perfetto: 4 events with arg0 and arg1 annotations, the e-mail scrubbed"
+	sed -i '$d' "$T/profilingd.conf"
+	sed -i '$d' "$T/profilingd.conf"
+	reload
 	# Rounds 1..4 ran the whole program: 1600 calls counted by Target itself.
 	read -r _ regs _ < "$T/r/done4"
 	[ "$regs" -eq 1600 ] || fail "$name: Target counted $regs register(Object) calls, want 1600"
 	echo "ok: $name: the JVM ran on through the refusals (4 rounds, 1600 calls)"
 	read -r _ regs _ < "$T/r/done7"
 	[ "$regs" -eq 2800 ] || fail "$name: Target counted $regs calls after 7 rounds, want 2800"
-	# Its last round (8) done, the program ends by itself.
-	touch "$T/r/go8"
-	wait_file "$T/r/done8"
+	# Its last round (10) done, the program ends by itself.
+	touch "$T/r/go10"
+	wait_file "$T/r/done10"
 	wait "$JPID" || fail "$name: the JVM exited with $?: $(tail -n 5 "$T/$LOG.err")"
 
 	# No agent at start: the daemon loads it through the attach socket.
