@@ -144,6 +144,7 @@ static __thread bool in_hook;
 /* The arguments of this thread's last hit, when it was recorded and its
  * target has #args; the typed hooks fill it, any later hit call clears it. */
 static __thread struct jve_arghit *t_arg;
+static __thread uint32_t t_arg_gen;   /* the capture t_arg belongs to */
 /* The slot (1-based) of this thread in capture t_seq. Not the 12-bit
  * generation: that one comes round again after 4095 captures. */
 static __thread uint64_t t_seq;
@@ -231,6 +232,7 @@ static uint32_t keep_args(struct jve_slot *sl, int stack)
 	atomic_store_explicit(&h->n, 0, memory_order_relaxed);
 	atomic_store_explicit(&sl->narg, n + 1, memory_order_release);
 	t_arg = h;
+	t_arg_gen = atomic_load_explicit(&H.gen, memory_order_relaxed);
 	return n + 1;
 }
 
@@ -292,6 +294,12 @@ static struct jve_argv *arg_next(jint idx, uint8_t kind, uint32_t *n)
 	struct jve_arghit *h = t_arg;
 	if (!h || in_hook || idx < 0 || idx >= JVI_ARGS_MAX)
 		return NULL;
+	/* The capture ended between the hit and this call: a next one may
+	 * have handed the entry to another hit already. */
+	if (atomic_load_explicit(&H.gen, memory_order_acquire) != t_arg_gen) {
+		t_arg = NULL;
+		return NULL;
+	}
 	*n = atomic_load_explicit(&h->n, memory_order_relaxed);
 	if (*n >= JVI_ARGS_MAX)
 		return NULL;
