@@ -7,6 +7,10 @@
 #   every1  the JVMTI agent with target hooked through the daemon, the
 #           stack of every hit (GetStackTrace);
 #   every100  the same, a stack every 100th hit (the others only counted);
+#   args1   as every1 with the target spelled ...#args: its long parameter
+#           goes to MethodHook.argJ after each hit (recorded for a thread's
+#           first 128 hits with arguments, JVE_ARG_HITS; later hits still
+#           make the call, which the hook then ignores);
 #   entry   the peer, the naive way: JVMTI MethodEntry events counting the
 #           target's calls (bench/jvmti/method_entry_agent.c), which runs
 #           every thread interpreted: WORK/100 calls and one warm-up round,
@@ -73,8 +77,10 @@ run() {
 	local jp=$! rq
 	wait_for "$T/out" ready
 	wait_for "$T/daemon.log" "runtime up: pid $jp "
+	local every=${1#every} meth="java:MethodBench.target(J)J"
+	if [ "$1" = args1 ]; then every=1; meth="$meth#args"; fi
 	"$BUILD/tests/integration/apps/it_request" --pid "$jp" --type methods --duration-ms 600000 \
-		--every "${1#every}" --method "java:MethodBench.target(J)J" > /dev/null 2> "$T/req.err" &
+		--every "$every" --method "$meth" > /dev/null 2> "$T/req.err" &
 	rq=$!
 	wait_for "$T/err" "method events: 1 target(s)" || echo "  (no hooks: $(cat "$T/req.err"))" >&2
 	touch "$T/go"
@@ -89,21 +95,25 @@ med() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 w() { sed 's/.*work_ns=\([0-9]*\).*/\1/' "$T/$1" | med; }
 h() { sed 's/.*hit_ns=\([0-9]*\).*/\1/' "$T/$1" | med; }
 
-: > "$T/plain"; : > "$T/every1"; : > "$T/every100"; : > "$T/entry"
-MODES="plain every1 every100"
+: > "$T/plain"; : > "$T/every1"; : > "$T/every100"; : > "$T/entry"; : > "$T/args1"
+MODES="plain every1 args1 every100"
 [ -f "$ENTRY" ] && MODES="$MODES entry" || echo "note: no $ENTRY: no MethodEntry comparison"
 for r in $(seq "$ROUNDS"); do
 	for m in $MODES; do
 		run "$m" >> "$T/$m"
 	done
-	echo "round $r: plain $(tail -n 1 "$T/plain"); every1 $(tail -n 1 "$T/every1"); every100 $(tail -n 1 "$T/every100"); MethodEntry $(tail -n 1 "$T/entry")"
+	echo "round $r: plain $(tail -n 1 "$T/plain"); every1 $(tail -n 1 "$T/every1"); args1 $(tail -n 1 "$T/args1"); every100 $(tail -n 1 "$T/every100"); MethodEntry $(tail -n 1 "$T/entry")"
 done
 w0=$(w plain) h0=$(h plain) w1=$(w every1) h1=$(h every1) w2=$(w every100) h2=$(h every100) w3= h3=
+ha=$(h args1)
 echo "jvm_method_events ($(basename "$JDK")): median of $ROUNDS rounds, $HITS hits, $WORK non-target calls"
 awk -v h0="$h0" -v h1="$h1" -v h2="$h2" -v n="$HITS" 'BEGIN {
 	printf "  cost per hit, stack every hit:   %.2f us (hooked %.1f ms, plain %.3f ms for %d calls; goal < 10 us)\n",
 	       (h1 - h0) / n / 1000, h1 / 1e6, h0 / 1e6, n
 	printf "  cost per hit, stack every 100th: %.2f us (hooked %.1f ms)\n", (h2 - h0) / n / 1000, h2 / 1e6 }'
+awk -v h0="$h0" -v h1="$h1" -v ha="$ha" -v n="$HITS" 'BEGIN {
+	printf "  cost per hit, stack every hit + #args (one long): %.2f us, %+.2f us over without (hooked %.1f ms)\n",
+	       (ha - h0) / n / 1000, (ha - h1) / n / 1000, ha / 1e6 }'
 awk -v w0="$w0" -v w1="$w1" -v w2="$w2" 'BEGIN {
 	printf "  non-target throughput, hooked / no agent: %.4f (every hit), %.4f (every 100th) (goal >= 0.99)\n",
 	       w0 / w1, w0 / w2 }'
@@ -116,6 +126,9 @@ fi
 summary "JVM method event cost per hit, stack every hit (bytecode injection)" \
 	"$(awk -v a="$h0" -v b="$h1" -v n="$HITS" 'BEGIN { printf "%.2f us", (b - a) / n / 1000 }')" \
 	"-" "-" "< 10 us"
+summary "JVM method event cost per hit, stack every hit, #args (one long) vs without" \
+	"$(awk -v a="$h0" -v b="$ha" -v n="$HITS" 'BEGIN { printf "%.2f us", (b - a) / n / 1000 }')" \
+	"without #args" "$(awk -v a="$h0" -v b="$h1" -v n="$HITS" 'BEGIN { printf "%.2f us", (b - a) / n / 1000 }')" "< 10 us"
 summary "JVM method event cost per hit, stack every 100th (vs MethodEntry events, counting)" \
 	"$(awk -v a="$h0" -v b="$h2" -v n="$HITS" 'BEGIN { printf "%.2f us", (b - a) / n / 1000 }')" \
 	"MethodEntry" "${h3:+$(awk -v a="$h0" -v b="$h3" -v n="$HITS" 'BEGIN { printf "%.2f us", (b - a) / n / 1000 }')}" "< 10 us"

@@ -79,6 +79,17 @@ int jt_parse(const char *s, struct jt_target *t, char *why, size_t n)
 			util_fmt(why, n, "spaces or control characters");
 			return -EINVAL;
 		}
+	/* The suffix first: '#' is in no class, method, descriptor or loader. */
+	char *hash = strchr(buf, '#');
+	if (hash) {
+		if (strcmp(hash, JT_ARGS_SUFFIX)) {
+			util_fmt(why, n, "bad suffix '%.32s' (expected %s, or none)", hash,
+				 JT_ARGS_SUFFIX);
+			return -EINVAL;
+		}
+		t->args = true;
+		*hash = '\0';
+	}
 	char *at = strrchr(buf, '@');
 	if (at) {
 		*at++ = '\0';

@@ -641,6 +641,8 @@ static int scrub_bytes(struct pf *c, ProtobufCBinaryData *b)
 	return 0;
 }
 
+/* Every annotation's name and string value: method events' recorded
+ * arguments (annotations "arg<N>", docs/METHOD_EVENTS.md) included. */
 static int scrub_annots(struct pf *c, Annot **a, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {

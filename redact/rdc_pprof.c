@@ -68,7 +68,10 @@
  * functions are merged by (name, file), locations by (mapping, address),
  * a location's last (outermost) line is its function, a label with a
  * string has no number, at most PP_MAX_LABELS labels per sample, comments
- * DLP-scrubbed (cut to 511 bytes), drop_frames/keep_frames and unknown
+ * DLP-scrubbed (cut to 511 bytes), and so are the strings of "arg<N>"
+ * labels (method events' recorded arguments; cut to PR_ARG_MAX - 1 bytes;
+ * a string also used elsewhere is scrubbed there too: over-redaction,
+ * never under), drop_frames/keep_frames and unknown
  * fields not carried. Stricter: a table entry whose id repeats is
  * malformed (-EBADMSG), and so is a function name or sample type out of
  * the string table (was -EINVAL).
@@ -89,6 +92,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -136,7 +140,14 @@ enum {
 	S_OWNID = 4, /* "pid", "tid" or "thread_id": the sample's own ids */
 	S_IDKEY = 8, /* holds "pid" or "tid": may name another process */
 	S_COMMENT = 16, /* a comment's text, wanted for DLP */
+	S_ARGKEY = 32,  /* "arg<N>": a method event's recorded argument (docs/METHOD_EVENTS.md) */
+	S_ARGVAL = 64,  /* the string of an "arg<N>" label, scrubbed by DLP when copied */
 };
+/* The flags capture_string does not read from the text itself. */
+#define S_MARKS (S_COMMENT | S_ARGVAL)
+/* An argument string is scrubbed up to this many bytes; longer ones are cut
+ * (the agents write at most 64; an app's own writer may not). */
+#define PR_ARG_MAX 512
 
 /* ---- the input, inflated through one window */
 
@@ -933,6 +944,13 @@ static uint8_t str_flags(const uint8_t *s, size_t len)
 		f |= S_OWNID;
 	if (memmem(s, len, "pid", 3) || memmem(s, len, "tid", 3))
 		f |= S_IDKEY;
+	if (len >= 4 && len <= 6 && !memcmp(s, "arg", 3)) {
+		size_t d = 3;
+		while (d < len && s[d] >= '0' && s[d] <= '9')
+			d++;
+		if (d == len)
+			f |= S_ARGKEY;
+	}
 	return f;
 }
 
@@ -2201,6 +2219,10 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 			c->st->anonymised++;
 			continue;
 		}
+		/* A method event's string argument: its text gets the DLP rules
+		 * when the strings are copied, after every sample is written. */
+		if (c->lab[i].str && c->p->dlp && (c->sflags[key] & S_ARGKEY))
+			c->sflags[c->lab[i].str] |= S_ARGVAL;
 		if ((key = str_use(c, key)) < 0)
 			return (int)key;
 		if (c->lab[i].str) {
@@ -2360,7 +2382,7 @@ static int capture_string(struct pr *c, size_t i, const uint8_t *p, size_t len)
 {
 	/* The samples were judged by pass 1's reading of the strings: a file
 	 * that says something else now (it is root's alone, but) is refused. */
-	if (i >= c->nstr || str_flags(p, len) != (c->sflags[i] & ~S_COMMENT))
+	if (i >= c->nstr || str_flags(p, len) != (c->sflags[i] & ~S_MARKS))
 		return -EBADMSG;
 	if (c->comment_text && (c->sflags[i] & S_COMMENT)) {
 		for (size_t k = 0; k < c->ncomments; k++) {
@@ -2380,6 +2402,24 @@ static int capture_string(struct pr *c, size_t i, const uint8_t *p, size_t len)
 	if (nul)
 		len = (size_t)(nul - p);
 	struct kstr *k = &c->kstr[c->snew[i]];
+	if (c->p->dlp && (c->sflags[i] & S_ARGVAL)) {
+		/* Cut to PR_ARG_MAX, scrubbed; a scrub that fails leaves the
+		 * replacement alone, never the text unchecked. */
+		char in[PR_ARG_MAX], out[PR_ARG_MAX * 2];
+		size_t l = len < sizeof(in) - 1 ? len : sizeof(in) - 1;
+		int changed = 0;
+		memcpy(in, p, l);
+		in[l] = '\0';
+		if (rdc_dlp_scrub(c->p->dlp, in, out, sizeof(out), &changed) < 0) {
+			snprintf(out, sizeof(out), "%s", RDC_DLP_REPLACEMENT);
+			changed = 1;
+		}
+		c->st->scrubbed += (uint64_t)changed;
+		int r = chars_put(c, out, strlen(out), &k->off);
+		if (!r)
+			k->len = (uint32_t)strlen(out);
+		return r;
+	}
 	int r = chars_put(c, p, len, &k->off);
 	if (!r)
 		k->len = (uint32_t)len;

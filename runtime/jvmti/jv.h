@@ -196,6 +196,8 @@ int jvg_write_trace(int fd, uint64_t *bytes, uint64_t *events, uint64_t *dropped
 #define JVE_STACKS      64     /* distinct (target, stack) a thread keeps; more: lost */
 #define JVE_FRAMES      32     /* frames per stack; deeper stacks are cut at the root end */
 #define JVE_RING        1024   /* recorded hits a thread keeps for the Perfetto result; more: dropped */
+#define JVE_ARG_HITS    128    /* recorded hits with #args a thread keeps the arguments of; more: counted */
+#define JVE_ARG_UNITS   64     /* UTF-16 code units of a String argument read */
 
 struct jve_stats {
 	uint64_t hits, stacks, lost, untracked, mean_ns;
@@ -210,17 +212,22 @@ void JNICALL jve_on_class_file_load(jvmtiEnv *j, JNIEnv *jni, jclass redefined, 
 /* Install the hooks of targets (java:... spellings). 0, or -EINVAL (a
  * target refused), -ENOTSUP, -EIO with the reason in why; on failure
  * every hook is removed again. every: a stack every Nth hit (0: 1). */
-int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why, size_t n);
-/* Whether max_hits (0: no cap) hits have been counted. */
-bool jve_enough(uint64_t max_hits);
+int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, uint64_t max_hits,
+	      char *why, size_t n);
+/* Whether max_hits (0: no cap) hits have been taken. The hook itself stops
+ * at the cap, so a result never holds more; this only ends the capture. */
+bool jve_enough(void);
 /*
- * The overhead budget (issue #19): whether the hook's mean time per hit,
- * once JVE_BUDGET_MIN_HITS are in, is over budget_ns. When it is, the
- * result's pprof says so (the caller then removes the hooks, jve_stop).
+ * The overhead budget (issue #19), per target: each target whose hook's
+ * mean time per hit, once it has JVE_BUDGET_MIN_HITS, is over budget_ns is
+ * removed (its classes retransformed without it); the others run on. True
+ * when no target is left (the caller then ends the capture) or a removal
+ * failed.
  */
 #define JVE_BUDGET_MIN_HITS 16
-bool jve_over_budget(uint64_t budget_ns);
-/* After a capture jve_over_budget ended: its note in buf, else NULL. */
+bool jve_check_budget(JNIEnv *jni, uint64_t budget_ns);
+/* The removed targets, "method target S: over budget (N ns a hit, budget B
+ * µs): removed" joined by "; ", in buf; NULL when none was. */
 const char *jve_budget_note(char *buf, size_t n);
 /* Remove every hook (retransform back); 0 or -EIO (then no more method
  * events in this process; jve_note says why). */

@@ -529,21 +529,23 @@ static int capture_trace(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, in
 static uint64_t methods_max_hits;
 static bool methods_budget_on;     /* the daemon sent method_budget_us */
 static uint64_t methods_budget_ns;
+static bool methods_all_over;      /* every target went over the budget */
 
 static void methods_tick(JNIEnv *jni)
 {
 	/* Nothing to drain: the hook writes into its thread's slot, read once
-	 * at the end; the tick only paces methods_enough. */
+	 * at the end. The tick removes the targets over the budget (that
+	 * needs JNI, which methods_enough has not). */
+	if (methods_budget_on && !methods_all_over && jve_check_budget(jni, methods_budget_ns)) {
+		LOG_I("method events: every target over the overhead budget of %llu us: the "
+		      "capture ends", (unsigned long long)(methods_budget_ns / 1000));
+		methods_all_over = true;
+	}
 }
 
 static bool methods_enough(void)
 {
-	if (methods_budget_on && jve_over_budget(methods_budget_ns)) {
-		LOG_I("method events: over the overhead budget of %llu us: the hooks go",
-		      (unsigned long long)(methods_budget_ns / 1000));
-		return true;
-	}
-	return jve_enough(methods_max_hits);
+	return methods_all_over || jve_enough();
 }
 
 static int capture_methods(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, int fd)
@@ -560,9 +562,10 @@ static int capture_methods(JNIEnv *jni, int sock, const Pd__CaptureRequest *cr, 
 		? p->method_max_hits : JV_METHODS_MAX_HITS;
 	methods_budget_on = p && p->has_method_budget_us;
 	methods_budget_ns = methods_budget_on ? (uint64_t)p->method_budget_us * 1000 : 0;
+	methods_all_over = false;
 	int64_t start = (int64_t)util_now_ns(CLOCK_REALTIME);
 	int r = jve_start(jni, p ? p->method_targets : NULL, p ? p->n_method_targets : 0, every,
-			  why, sizeof(why));
+			  methods_max_hits, why, sizeof(why));
 	if (r < 0)
 		return send_done(sock, cr->session_id, r == -EINVAL ? PROF_E_INVALID_REQUEST
 				 : PROF_E_EXECUTING, why, 0, 0, 0, NULL);

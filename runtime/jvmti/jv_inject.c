@@ -128,6 +128,7 @@ static void put_utf8(struct wb *w, const char *s)
 
 struct cls {
 	const uint8_t *in;
+	uint32_t shift;     /* the method being rewritten: its prologue's length */
 	uint32_t cp_count;
 	uint32_t *cp_off;   /* offset of each entry's tag; 0: none (index 0, 2nd slot of long/double) */
 	char *err;
@@ -287,7 +288,7 @@ trunc:
 }
 
 /*
- * Add JVI_HOOK_LEN to a u2 code offset. An offset past the code (max: the
+ * Add the prologue's length (c->shift) to a u2 code offset. An offset past the code (max: the
  * code length, or the end for the exclusive end of a range) is refused:
  * the JVM would refuse it too, and a shifted offset then stays a u2.
  */
@@ -298,7 +299,7 @@ static int shift2(struct cls *c, struct rd *r, struct wb *w, const char *what, u
 		return fail(c, "%s runs past its attribute", what);
 	if (v > max)
 		return fail(c, "%s offset %u is past the code (%u)", what, v, max);
-	put2(w, v + JVI_HOOK_LEN);
+	put2(w, v + c->shift);
 	return 0;
 }
 
@@ -323,19 +324,19 @@ static int shift_stackmap(struct cls *c, const uint8_t *body, uint32_t len, uint
 		return fail(c, "StackMapTable frame offset %u is past the code (%u)", type & 63,
 			    code_len);
 	if (type <= 63) {                       /* same_frame */
-		if (type + JVI_HOOK_LEN <= 63) {
-			put1(w, type + JVI_HOOK_LEN);
+		if (type + c->shift <= 63) {
+			put1(w, type + c->shift);
 		} else {
 			put1(w, 251);           /* same_frame_extended */
-			put2(w, type + JVI_HOOK_LEN);
+			put2(w, type + c->shift);
 		}
 	} else if (type <= 127) {               /* same_locals_1_stack_item */
 		uint32_t d = type - 64;
-		if (d + JVI_HOOK_LEN <= 63) {
-			put1(w, type + JVI_HOOK_LEN);
+		if (d + c->shift <= 63) {
+			put1(w, type + c->shift);
 		} else {
 			put1(w, 247);           /* ..._extended; the item follows as before */
-			put2(w, d + JVI_HOOK_LEN);
+			put2(w, d + c->shift);
 		}
 	} else if (type >= 247) {               /* every kind with a u2 offset_delta */
 		put1(w, type);
@@ -349,9 +350,88 @@ static int shift_stackmap(struct cls *c, const uint8_t *body, uint32_t len, uint
 	return 0;
 }
 
+/*
+ * The prologue of one hooked method into p (JVI_PROLOGUE_MAX bytes); its
+ * length, a multiple of 4. With args (the target's #args), after the hit
+ * call, for each of the first JVI_ARGS_MAX parameters that is a primitive
+ * or a java.lang.String: iconst_<index>; <T>load <slot>; invokestatic
+ * argT. desc[0..dlen) is the method's descriptor (the class's bytes: read
+ * within dlen, and refused when malformed). *stack: the operand stack the
+ * prologue needs.
+ */
+static int prologue(struct cls *c, const uint8_t *desc, uint32_t dlen, bool is_static, bool args,
+		    uint16_t id, uint32_t hit_ref, const uint32_t *arg_ref, uint8_t *p,
+		    uint32_t *stack)
+{
+	uint32_t n = 0;
+	p[n++] = 0x11;                                  /* sipush ID */
+	p[n++] = (uint8_t)(id >> 8);
+	p[n++] = (uint8_t)id;
+	p[n++] = 0xb8;                                  /* invokestatic hit */
+	p[n++] = (uint8_t)(hit_ref >> 8);
+	p[n++] = (uint8_t)hit_ref;
+	*stack = 1;
+	if (args) {
+		uint32_t slot = is_static ? 0 : 1, i = 0, k = 1;
+		if (!dlen || desc[0] != '(')
+			return fail(c, "method descriptor does not start with '('");
+		while (k < dlen && desc[k] != ')') {
+			uint32_t start = k, dims = 0;
+			while (k < dlen && desc[k] == '[')
+				k++, dims++;
+			if (k >= dlen)
+				return fail(c, "method descriptor truncated");
+			uint8_t t = desc[k];
+			if (t == 'L') {
+				while (k < dlen && desc[k] != ';')
+					k++;
+				if (k >= dlen)
+					return fail(c, "method descriptor truncated");
+			} else if (!strchr("BCDFIJSZ", t) || !t) {
+				return fail(c, "bad type '%c' in a method descriptor", t);
+			}
+			k++;
+			/* The kind of hook and load of this parameter, or none. */
+			int kind = -1;
+			static const char str[] = "Ljava/lang/String;";
+			if (!dims && strchr("BCISZ", t))
+				kind = JVI_ARG_INT;
+			else if (!dims && t == 'J')
+				kind = JVI_ARG_LONG;
+			else if (!dims && t == 'F')
+				kind = JVI_ARG_FLOAT;
+			else if (!dims && t == 'D')
+				kind = JVI_ARG_DOUBLE;
+			else if (!dims && k - start == sizeof(str) - 1 &&
+				 !memcmp(desc + start, str, sizeof(str) - 1))
+				kind = JVI_ARG_STRING;
+			if (kind >= 0 && i < JVI_ARGS_MAX && slot <= 255) {
+				static const uint8_t load[] = { 0x15, 0x16, 0x17, 0x18, 0x19 };
+				p[n++] = (uint8_t)(0x03 + i);   /* iconst_<i> */
+				p[n++] = load[kind];
+				p[n++] = (uint8_t)slot;
+				p[n++] = 0xb8;
+				p[n++] = (uint8_t)(arg_ref[kind] >> 8);
+				p[n++] = (uint8_t)arg_ref[kind];
+				if (kind == JVI_ARG_LONG || kind == JVI_ARG_DOUBLE)
+					*stack = 3;
+				else if (*stack < 2)
+					*stack = 2;
+			}
+			slot += !dims && (t == 'J' || t == 'D') ? 2 : 1;
+			i++;
+		}
+		if (k >= dlen)
+			return fail(c, "method descriptor without ')'");
+	}
+	while (n % 4)
+		p[n++] = 0x00;                          /* nop */
+	return (int)n;
+}
+
 /* The new Code attribute body for one hooked method (without name/length). */
-static int rewrite_code(struct cls *c, const uint8_t *body, uint32_t len, uint32_t methodref,
-			uint16_t id, struct wb *w)
+static int rewrite_code(struct cls *c, const uint8_t *body, uint32_t len, const uint8_t *pro,
+			uint32_t pro_len, uint32_t pro_stack, struct wb *w)
 {
 	struct rd r = { .p = body, .n = len };
 	uint32_t max_stack = u2(&r), max_locals = u2(&r), code_len = u4(&r);
@@ -359,7 +439,8 @@ static int rewrite_code(struct cls *c, const uint8_t *body, uint32_t len, uint32
 	int err = 0;
 	if (r.bad || !code)
 		return fail(c, "Code attribute truncated");
-	if (code_len == 0 || code_len + JVI_HOOK_LEN > 0xffff)
+	c->shift = pro_len;
+	if (code_len == 0 || code_len + pro_len > 0xffff)
 		return fail(c, "code length %u: no room for the hook (65535 at most)", code_len);
 	for (uint32_t pc = 0; pc < code_len;) {
 		uint32_t k = insn_len(c, code, code_len, pc, &err);
@@ -367,13 +448,10 @@ static int rewrite_code(struct cls *c, const uint8_t *body, uint32_t len, uint32
 			return err ? err : -EINVAL;
 		pc += k;
 	}
-	put2(w, max_stack ? max_stack : 1);
+	put2(w, max_stack > pro_stack ? max_stack : pro_stack);
 	put2(w, max_locals);
-	put4(w, code_len + JVI_HOOK_LEN);
-	uint8_t hook[JVI_HOOK_LEN] = { 0x11, (uint8_t)(id >> 8), (uint8_t)id,         /* sipush */
-				       0xb8, (uint8_t)(methodref >> 8), (uint8_t)methodref, /* invokestatic */
-				       0x00, 0x00 };                                   /* nop nop */
-	put(w, hook, sizeof(hook));
+	put4(w, code_len + pro_len);
+	put(w, pro, pro_len);
 	put(w, code, code_len);
 
 	uint32_t ne = u2(&r);
@@ -481,15 +559,21 @@ int jvi_rewrite(const uint8_t *in, size_t n, const struct jvi_target *t, size_t 
 	uint32_t minor = u2(&r), major = u2(&r);
 	if ((ret = parse_cp(&c, &r)) < 0)
 		goto out;
-	if (c.cp_count + 6 > 0xffff) {
-		ret = fail(&c, "constant pool of %u entries: no room for the hook's 6", c.cp_count);
+	bool any_args = false;
+	for (size_t i = 0; i < nt; i++)
+		any_args |= t[i].args;
+	/* The hit's 6 entries; with arguments 4 more per typed hook. */
+	uint32_t extra = 6 + (any_args ? 4 * JVI_ARG_KINDS : 0);
+	if (c.cp_count + extra > 0xffff) {
+		ret = fail(&c, "constant pool of %u entries: no room for the hook's %u", c.cp_count,
+			   extra);
 		goto out;
 	}
-	uint32_t methodref = c.cp_count + 5;
+	uint32_t methodref = c.cp_count + 5, arg_ref[JVI_ARG_KINDS] = { 0 };
 	put4(&w, 0xcafebabeu);
 	put2(&w, minor);
 	put2(&w, major);
-	put2(&w, c.cp_count + 6);
+	put2(&w, c.cp_count + extra);
 	put(&w, in + 10, r.off - 10);
 	put_utf8(&w, hook->cls);                   /* cp_count + 0 */
 	put1(&w, 7); put2(&w, c.cp_count);         /* + 1 Class */
@@ -497,6 +581,14 @@ int jvi_rewrite(const uint8_t *in, size_t n, const struct jvi_target *t, size_t 
 	put_utf8(&w, JVI_HOOK_DESC);               /* + 3 */
 	put1(&w, 12); put2(&w, c.cp_count + 2); put2(&w, c.cp_count + 3); /* + 4 NameAndType */
 	put1(&w, 10); put2(&w, c.cp_count + 1); put2(&w, c.cp_count + 4); /* + 5 Methodref */
+	for (uint32_t k = 0; any_args && k < JVI_ARG_KINDS; k++) {
+		uint32_t b = c.cp_count + 6 + 4 * k;
+		put_utf8(&w, jvi_arg_hooks[k].name);       /* b + 0 */
+		put_utf8(&w, jvi_arg_hooks[k].desc);       /* b + 1 */
+		put1(&w, 12); put2(&w, b); put2(&w, b + 1);                  /* b + 2 */
+		put1(&w, 10); put2(&w, c.cp_count + 1); put2(&w, b + 2);     /* b + 3 */
+		arg_ref[k] = b + 3;
+	}
 
 	size_t from = r.off;
 	u2(&r); u2(&r); u2(&r);                    /* access, this, super */
@@ -554,10 +646,19 @@ int jvi_rewrite(const uint8_t *in, size_t n, const struct jvi_target *t, size_t 
 				continue;
 			}
 			had_code = true;
+			uint8_t pro[JVI_PROLOGUE_MAX];
+			uint32_t dl = 0, pstack = 1;
+			const uint8_t *d = utf8_at(&c, desc, &dl);
+			int pl = prologue(&c, d, dl, acc & 0x0008, t[match].args, t[match].id,
+					  methodref, arg_ref, pro, &pstack);
+			if (pl < 0) {
+				ret = pl;
+				goto out;
+			}
 			size_t len_at = w.n;
 			put4(&w, 0);
 			size_t start = w.n;
-			if ((ret = rewrite_code(&c, ab, alen, methodref, t[match].id, &w)) < 0)
+			if ((ret = rewrite_code(&c, ab, alen, pro, (uint32_t)pl, pstack, &w)) < 0)
 				goto out;
 			if (w.oom) {
 				ret = -ENOMEM;
@@ -610,6 +711,14 @@ out:
 
 /* ------------------------------------------------------ the hook class */
 
+const struct jvi_arg_hook jvi_arg_hooks[JVI_ARG_KINDS] = {
+	[JVI_ARG_INT] = { "argI", "(II)V" },
+	[JVI_ARG_LONG] = { "argJ", "(IJ)V" },
+	[JVI_ARG_FLOAT] = { "argF", "(IF)V" },
+	[JVI_ARG_DOUBLE] = { "argD", "(ID)V" },
+	[JVI_ARG_STRING] = { "argS", "(ILjava/lang/String;)V" },
+};
+
 int jvi_hook_class(const struct jvi_hook *hook, uint8_t **out, size_t *out_len)
 {
 	struct wb w = { 0 };
@@ -618,23 +727,33 @@ int jvi_hook_class(const struct jvi_hook *hook, uint8_t **out, size_t *out_len)
 	put4(&w, 0xcafebabeu);
 	put2(&w, 0);
 	put2(&w, 52);           /* Java 8: no StackMapTable needed, and no code at all */
-	put2(&w, 7);
+	put2(&w, 7 + 2 * JVI_ARG_KINDS);
 	put_utf8(&w, hook->cls);        /* 1 */
 	put1(&w, 7); put2(&w, 1);       /* 2 this */
 	put_utf8(&w, "java/lang/Object"); /* 3 */
 	put1(&w, 7); put2(&w, 3);       /* 4 super */
 	put_utf8(&w, hook->name);       /* 5 */
 	put_utf8(&w, JVI_HOOK_DESC);    /* 6 */
+	for (unsigned k = 0; k < JVI_ARG_KINDS; k++) {
+		put_utf8(&w, jvi_arg_hooks[k].name);   /* 7 + 2k */
+		put_utf8(&w, jvi_arg_hooks[k].desc);   /* 8 + 2k */
+	}
 	put2(&w, 0x0001 | 0x0010 | 0x0020); /* public final super */
 	put2(&w, 2);
 	put2(&w, 4);
 	put2(&w, 0);            /* interfaces */
 	put2(&w, 0);            /* fields */
-	put2(&w, 1);            /* methods */
-	put2(&w, 0x0001 | 0x0008 | 0x0100); /* public static native */
+	put2(&w, 1 + JVI_ARG_KINDS); /* methods: public static native, no attributes */
+	put2(&w, 0x0001 | 0x0008 | 0x0100);
 	put2(&w, 5);
 	put2(&w, 6);
 	put2(&w, 0);
+	for (unsigned k = 0; k < JVI_ARG_KINDS; k++) {
+		put2(&w, 0x0001 | 0x0008 | 0x0100);
+		put2(&w, 7 + 2 * k);
+		put2(&w, 8 + 2 * k);
+		put2(&w, 0);
+	}
 	put2(&w, 0);            /* class attributes */
 	if (w.oom) {
 		free(w.p);

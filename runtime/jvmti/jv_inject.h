@@ -10,9 +10,10 @@
  *
  *     sipush ID; invokestatic HOOK_CLASS.HOOK_NAME(I)V; nop; nop
  *
- * (8 bytes: a multiple of 4, so tableswitch/lookupswitch padding holds),
- * appends the constant-pool entries of that Methodref, raises max_stack to
- * at least 1, and moves every absolute code offset by 8: the exception
+ * (8 bytes: a multiple of 4, so tableswitch/lookupswitch padding holds;
+ * longer with a target's arguments, below), appends the constant-pool
+ * entries of that Methodref, raises max_stack to at least 1, and moves
+ * every absolute code offset by the prologue's length: the exception
  * table, LineNumberTable, LocalVariableTable, LocalVariableTypeTable and
  * the first StackMapTable frame's offset_delta (a same_frame or
  * same_locals_1_stack_item frame whose delta no longer fits becomes its
@@ -32,6 +33,7 @@
 #ifndef PD_JV_INJECT_H
 #define PD_JV_INJECT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,7 +52,29 @@ struct jvi_target {
 	const char *method;    /* method name */
 	const char *desc;      /* JVM method descriptor; NULL: every overload */
 	uint16_t id;           /* passed to the hook: 0..JVI_MAX_ID */
+	bool args;             /* #args: pass the parameters to the typed hooks */
 };
+
+/*
+ * Arguments (a target's #args, docs/METHOD_EVENTS.md, "Arguments"): after
+ * the hit call the prologue passes each of the method's first
+ * JVI_ARGS_MAX parameters that is a primitive or a java.lang.String to a
+ * static native of the hook class, with its index (0-based, `this` not
+ * counted): boolean/byte/char/short/int to argI(II)V, long argJ(IJ)V,
+ * float argF(IF)V, double argD(ID)V, String argS(ILjava/lang/String;)V.
+ * Other parameters are skipped. The prologue is padded with nops to a
+ * multiple of 4 (switch padding holds), at most JVI_PROLOGUE_MAX bytes,
+ * and every offset moves by its length; max_stack is at least 3 when a
+ * long or double is passed, 2 for any other argument.
+ */
+#define JVI_ARGS_MAX     6
+#define JVI_PROLOGUE_MAX (JVI_HOOK_LEN + 6 * JVI_ARGS_MAX)
+enum jvi_arg_kind { JVI_ARG_INT, JVI_ARG_LONG, JVI_ARG_FLOAT, JVI_ARG_DOUBLE, JVI_ARG_STRING,
+		    JVI_ARG_KINDS };
+struct jvi_arg_hook {
+	const char *name, *desc;
+};
+extern const struct jvi_arg_hook jvi_arg_hooks[JVI_ARG_KINDS];
 
 /*
  * Rewrite class bytes in[0..n). On success with at least one method hooked:
@@ -63,9 +87,10 @@ int jvi_rewrite(const uint8_t *in, size_t n, const struct jvi_target *t, size_t 
 		const struct jvi_hook *hook, uint8_t **out, size_t *out_len, unsigned *hooked,
 		unsigned *hooked_by_target, char *err, size_t n_err);
 
-/* The class bytes of the hook class: public final HOOK_CLASS with one method
- * "public static native void HOOK_NAME(int)", version 52 (no stack maps
- * needed). Malloc'd into *out. */
+/* The class bytes of the hook class: public final HOOK_CLASS with the
+ * methods "public static native void HOOK_NAME(int)" and the typed
+ * argument hooks (jvi_arg_hooks), version 52 (no stack maps needed).
+ * Malloc'd into *out. */
 int jvi_hook_class(const struct jvi_hook *hook, uint8_t **out, size_t *out_len);
 
 #endif

@@ -45,6 +45,7 @@
 
 #define JVE_HOOK_CLASS "profilingd/MethodHook"
 #define JVE_HOOK_NAME  "hit"
+#define JVE_ALL        ((1u << JVE_MAX_TARGETS) - 1)
 
 struct jve_stack {
 	uint64_t hash;
@@ -55,18 +56,43 @@ struct jve_stack {
 	jvmtiFrameInfo f[JVE_FRAMES];
 };
 
+/* One recorded argument (a target's #args): its parameter index, its
+ * jvi_arg_kind, a number or the string's UTF-8 (cut at a character's end
+ * within HTR_ARG_STR_MAX bytes). */
+struct jve_argv {
+	uint8_t idx, kind, len;
+	union {
+		int64_t i;
+		double d;
+	} v;
+	char s[HTR_ARG_STR_MAX];
+};
+
+/* A recorded hit's arguments, filled by the typed hooks right after its
+ * hit call on the same thread; n is published last. */
+struct jve_arghit {
+	uint32_t stack;                   /* its stack's index in the slot */
+	_Atomic uint32_t n;
+	struct jve_argv a[JVI_ARGS_MAX];
+};
+
 struct jve_slot {
 	int tid;
 	_Atomic uint32_t nstacks;         /* entries published to the agent thread */
 	_Atomic uint64_t hits[JVE_MAX_TARGETS];
-	_Atomic uint64_t ns, lost;        /* time in the hook; stacks past the table */
+	_Atomic uint64_t ns[JVE_MAX_TARGETS]; /* time in the hook, per target (the budget's) */
+	_Atomic uint64_t lost;            /* stacks past the table */
 	uint64_t since;                   /* owner only: hits since the last stack */
 	struct jve_stack st[JVE_STACKS];
 	/* Each recorded hit's time and stack, for the Perfetto result: the
 	 * first JVE_RING of the capture, the rest counted in ring_drop. */
-	struct { uint64_t ts; uint32_t stack; } ring[JVE_RING];
+	struct { uint64_t ts; uint32_t stack, arg; } ring[JVE_RING]; /* arg: 1-based, 0 none */
 	_Atomic uint32_t nring;
 	_Atomic uint64_t ring_drop;
+	/* Recorded hits with arguments: the first JVE_ARG_HITS in H.args, the
+	 * rest counted in arg_drop (their hits and stacks still are). */
+	_Atomic uint32_t narg;
+	_Atomic uint64_t arg_drop;
 };
 
 /* The capture's state. Written by the agent thread while no capture runs
@@ -76,7 +102,20 @@ static struct {
 	_Atomic uint64_t seq;             /* captures so far: a thread's slot is this capture's */
 	uint32_t next_gen;
 	uint32_t every;
+	/* The removed targets (bit t: over budget): the hook ignores them at
+	 * once, before their classes are retransformed without them. */
+	_Atomic uint32_t off;
+	/* Hits taken so far and the cap: the hook itself stops at max_hits,
+	 * so no more than that are ever recorded (the check only ends the
+	 * capture). One shared counter: a relaxed load first, so once at the
+	 * cap the hook writes nothing shared. */
+	_Atomic uint64_t taken;
+	uint64_t max_hits;
 	struct jve_slot *slots;           /* JVE_SLOTS, allocated once */
+	/* JVE_SLOTS x JVE_ARG_HITS, allocated at the first capture with #args
+	 * and kept, as the slots are; targs: the targets with #args (bit t). */
+	struct jve_arghit *args;
+	uint32_t targs;
 	_Atomic uint32_t nslots;
 	_Atomic uint64_t untracked[JVE_MAX_TARGETS]; /* hits of threads past JVE_SLOTS */
 	bool broken;                      /* a removal failed: no more method events */
@@ -91,14 +130,21 @@ static struct {
 	unsigned nt;
 	unsigned hooked[JVE_MAX_TARGETS];  /* methods rewritten, this capture */
 	unsigned classes;
+	bool rehooking;                    /* remove_target's retransform: counted already */
 	char why[JVE_MAX_TARGETS][160];    /* the first refusal of a target's class */
 	char note[256];                    /* the removal's outcome, for the result */
-	uint64_t over_ns, budget_ns;       /* jve_over_budget: the mean that went over */
+	uint64_t over_ns[JVE_MAX_TARGETS]; /* jve_check_budget: the mean that went over */
+	uint64_t budget_ns;
+	char removal[JVE_MAX_TARGETS][120]; /* a target's removal, when it failed */
 	uint64_t install_ns, remove_ns;    /* how long each took, for the result */
 	jint loaded;                       /* classes GetLoadedClasses listed at install */
 } H = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static __thread bool in_hook;
+/* The arguments of this thread's last hit, when it was recorded and its
+ * target has #args; the typed hooks fill it, any later hit call clears it. */
+static __thread struct jve_arghit *t_arg;
+static __thread uint32_t t_arg_gen;   /* the capture t_arg belongs to */
 /* The slot (1-based) of this thread in capture t_seq. Not the 12-bit
  * generation: that one comes round again after 4095 captures. */
 static __thread uint64_t t_seq;
@@ -173,8 +219,25 @@ static int keep_stack(struct jve_slot *sl, uint32_t target, uint64_t t0)
 	return (int)ns;
 }
 
+/* A recorded hit's arguments entry (1-based index), or 0 past the cap. */
+static uint32_t keep_args(struct jve_slot *sl, int stack)
+{
+	uint32_t n = atomic_load_explicit(&sl->narg, memory_order_relaxed);
+	if (n >= JVE_ARG_HITS) {
+		bump(&sl->arg_drop, 1);
+		return 0;
+	}
+	struct jve_arghit *h = &H.args[(size_t)(sl - H.slots) * JVE_ARG_HITS + n];
+	h->stack = (uint32_t)stack;
+	atomic_store_explicit(&h->n, 0, memory_order_relaxed);
+	atomic_store_explicit(&sl->narg, n + 1, memory_order_release);
+	t_arg = h;
+	t_arg_gen = atomic_load_explicit(&H.gen, memory_order_relaxed);
+	return n + 1;
+}
+
 /* A recorded hit's (time, stack) for the Perfetto result; past the ring, a drop. */
-static void keep_hit(struct jve_slot *sl, uint64_t t0, int stack)
+static void keep_hit(struct jve_slot *sl, uint64_t t0, int stack, uint32_t arg)
 {
 	uint32_t n = atomic_load_explicit(&sl->nring, memory_order_relaxed);
 	if (n >= JVE_RING) {
@@ -183,6 +246,7 @@ static void keep_hit(struct jve_slot *sl, uint64_t t0, int stack)
 	}
 	sl->ring[n].ts = t0;
 	sl->ring[n].stack = (uint32_t)stack;
+	sl->ring[n].arg = arg;
 	atomic_store_explicit(&sl->nring, n + 1, memory_order_release);
 }
 
@@ -191,13 +255,21 @@ static void JNICALL hook_hit(JNIEnv *jni, jclass cls, jint id)
 {
 	if (in_hook)
 		return;
+	t_arg = NULL;
 	uint32_t gen = atomic_load_explicit(&H.gen, memory_order_acquire);
 	/* A call from a capture that ended (an old method version still running). */
 	if (!gen || ((uint32_t)id >> 3) != gen)
 		return;
+	uint32_t target = (uint32_t)id & 7;
+	if (atomic_load_explicit(&H.off, memory_order_relaxed) & (1u << target))
+		return;
+	/* Exactly max_hits: a hit past the cap is not taken, and once there
+	 * the shared counter is only read (see H.taken). */
+	if (atomic_load_explicit(&H.taken, memory_order_relaxed) >= H.max_hits ||
+	    atomic_fetch_add_explicit(&H.taken, 1, memory_order_relaxed) >= H.max_hits)
+		return;
 	in_hook = true;
 	uint64_t t0 = now_ns();
-	uint32_t target = (uint32_t)id & 7;
 	struct jve_slot *sl = my_slot();
 	if (!sl) {
 		atomic_fetch_add_explicit(&H.untracked[target], 1, memory_order_relaxed);
@@ -207,11 +279,152 @@ static void JNICALL hook_hit(JNIEnv *jni, jclass cls, jint id)
 			sl->since = 0;
 			int k = keep_stack(sl, target, t0);
 			if (k >= 0)
-				keep_hit(sl, t0, k);
+				keep_hit(sl, t0, k, (H.targs & (1u << target)) && H.args
+							    ? keep_args(sl, k) : 0);
 		}
-		bump(&sl->ns, now_ns() - t0);
+		bump(&sl->ns[target], now_ns() - t0);
 	}
 	in_hook = false;
+}
+
+/* The next argument of this thread's recorded hit, or NULL (no hit
+ * recorded, all taken, a bad index). */
+static struct jve_argv *arg_next(jint idx, uint8_t kind, uint32_t *n)
+{
+	struct jve_arghit *h = t_arg;
+	if (!h || in_hook || idx < 0 || idx >= JVI_ARGS_MAX)
+		return NULL;
+	/* The capture ended between the hit and this call: a next one may
+	 * have handed the entry to another hit already. */
+	if (atomic_load_explicit(&H.gen, memory_order_acquire) != t_arg_gen) {
+		t_arg = NULL;
+		return NULL;
+	}
+	*n = atomic_load_explicit(&h->n, memory_order_relaxed);
+	if (*n >= JVI_ARGS_MAX)
+		return NULL;
+	struct jve_argv *a = &h->a[*n];
+	a->idx = (uint8_t)idx;
+	a->kind = kind;
+	a->len = 0;
+	return a;
+}
+
+static void arg_done(uint32_t n)
+{
+	atomic_store_explicit(&t_arg->n, n + 1, memory_order_release);
+}
+
+/* profilingd.MethodHook.argI/argJ/argF/argD(int index, T value). */
+static void JNICALL hook_arg_i(JNIEnv *jni, jclass cls, jint idx, jint v)
+{
+	uint32_t n;
+	struct jve_argv *a = arg_next(idx, JVI_ARG_INT, &n);
+	if (a) {
+		a->v.i = v;
+		arg_done(n);
+	}
+}
+
+static void JNICALL hook_arg_j(JNIEnv *jni, jclass cls, jint idx, jlong v)
+{
+	uint32_t n;
+	struct jve_argv *a = arg_next(idx, JVI_ARG_LONG, &n);
+	if (a) {
+		a->v.i = v;
+		arg_done(n);
+	}
+}
+
+static void JNICALL hook_arg_f(JNIEnv *jni, jclass cls, jint idx, jfloat v)
+{
+	uint32_t n;
+	struct jve_argv *a = arg_next(idx, JVI_ARG_FLOAT, &n);
+	if (a) {
+		a->v.d = v;
+		arg_done(n);
+	}
+}
+
+static void JNICALL hook_arg_d(JNIEnv *jni, jclass cls, jint idx, jdouble v)
+{
+	uint32_t n;
+	struct jve_argv *a = arg_next(idx, JVI_ARG_DOUBLE, &n);
+	if (a) {
+		a->v.d = v;
+		arg_done(n);
+	}
+}
+
+/* UTF-16 code units to UTF-8 in out (cap bytes, no NUL): whole characters
+ * only; a lone surrogate becomes '?'. The bytes written. */
+static size_t utf16_to_utf8(const jchar *u, size_t n, char *out, size_t cap)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t c = u[i];
+		if (c >= 0xd800 && c <= 0xdbff && i + 1 < n && u[i + 1] >= 0xdc00 &&
+		    u[i + 1] <= 0xdfff) {
+			c = 0x10000 + ((c - 0xd800) << 10) + (u[i + 1] - 0xdc00u);
+			i++;
+		} else if (c >= 0xd800 && c <= 0xdfff) {
+			c = '?';
+		}
+		uint8_t b[4];
+		size_t k;
+		if (c < 0x80) {
+			b[0] = (uint8_t)c;
+			k = 1;
+		} else if (c < 0x800) {
+			b[0] = (uint8_t)(0xc0 | c >> 6);
+			b[1] = (uint8_t)(0x80 | (c & 0x3f));
+			k = 2;
+		} else if (c < 0x10000) {
+			b[0] = (uint8_t)(0xe0 | c >> 12);
+			b[1] = (uint8_t)(0x80 | ((c >> 6) & 0x3f));
+			b[2] = (uint8_t)(0x80 | (c & 0x3f));
+			k = 3;
+		} else {
+			b[0] = (uint8_t)(0xf0 | c >> 18);
+			b[1] = (uint8_t)(0x80 | ((c >> 12) & 0x3f));
+			b[2] = (uint8_t)(0x80 | ((c >> 6) & 0x3f));
+			b[3] = (uint8_t)(0x80 | (c & 0x3f));
+			k = 4;
+		}
+		if (k > cap - o)
+			break;
+		memcpy(out + o, b, k);
+		o += k;
+	}
+	return o;
+}
+
+/* profilingd.MethodHook.argS(int index, String value): its first
+ * JVE_ARG_UNITS UTF-16 code units, copied with GetStringRegion into this
+ * thread's stack (no allocation, no pinning), as UTF-8. */
+static void JNICALL hook_arg_s(JNIEnv *jni, jclass cls, jint idx, jstring v)
+{
+	uint32_t n;
+	struct jve_argv *a = arg_next(idx, JVI_ARG_STRING, &n);
+	if (!a)
+		return;
+	if (!v) {
+		memcpy(a->s, "<null>", 6);
+		a->len = 6;
+		arg_done(n);
+		return;
+	}
+	jchar u[JVE_ARG_UNITS];
+	jsize len = (*jni)->GetStringLength(jni, v);
+	jsize k = len < JVE_ARG_UNITS ? len : JVE_ARG_UNITS;
+	if (k > 0)
+		(*jni)->GetStringRegion(jni, v, 0, k, u);
+	if ((*jni)->ExceptionCheck(jni)) {
+		(*jni)->ExceptionClear(jni);
+		return;
+	}
+	a->len = (uint8_t)utf16_to_utf8(u, k > 0 ? (size_t)k : 0, a->s, sizeof(a->s));
+	arg_done(n);
 }
 
 /* ------------------------------------------------------------ classes */
@@ -262,12 +475,14 @@ void JNICALL jve_on_class_file_load(jvmtiEnv *j, JNIEnv *jni, jclass redefined, 
 	pthread_mutex_lock(&H.lock);
 	if (!H.hooking)
 		goto out;
-	uint32_t gen = atomic_load(&H.gen);
+	uint32_t gen = atomic_load(&H.gen), off = atomic_load(&H.off);
 	for (unsigned i = 0; i < H.nt; i++)
-		if (!strcmp(H.t[i].cls, name) && loader_is(jni, loader, H.t[i].loader)) {
+		if (!(off & (1u << i)) && !strcmp(H.t[i].cls, name) &&
+		    loader_is(jni, loader, H.t[i].loader)) {
 			t[nt] = (struct jvi_target){ .method = H.t[i].method,
 						     .desc = H.t[i].desc[0] ? H.t[i].desc : NULL,
-						     .id = (uint16_t)(gen << 3 | i) };
+						     .id = (uint16_t)(gen << 3 | i),
+						     .args = H.t[i].args };
 			idx[nt++] = i;
 		}
 	if (!nt)
@@ -291,9 +506,11 @@ void JNICALL jve_on_class_file_load(jvmtiEnv *j, JNIEnv *jni, jclass redefined, 
 	memcpy(mem, out, out_len);
 	*new_data = mem;
 	*new_len = (jint)out_len;
-	for (size_t k = 0; k < nt; k++)
-		H.hooked[idx[k]] += by[k];
-	H.classes++;
+	if (!(redefined && H.rehooking)) {
+		for (size_t k = 0; k < nt; k++)
+			H.hooked[idx[k]] += by[k];
+		H.classes++;
+	}
 	LOG_D("method events: %s %s, %u method(s) hooked", name,
 	      redefined ? "retransformed" : "hooked as it loads", hooked);
 out:
@@ -305,8 +522,9 @@ out:
 /* How many classes the last GetLoadedClasses listed. */
 static jint last_loaded;
 
-/* Loaded classes named by a target (global refs in *out, *n of them). */
-static int matching_classes(JNIEnv *jni, jclass **out, jint *n, bool *seen)
+/* Loaded classes named by a target of mask (bit t: target t; global refs
+ * in *out, *n of them). */
+static int matching_classes(JNIEnv *jni, unsigned mask, jclass **out, jint *n, bool *seen)
 {
 	jvmtiEnv *j = jv_jvmti;
 	jclass *all = NULL;
@@ -329,7 +547,7 @@ static int matching_classes(JNIEnv *jni, jclass **out, jint *n, bool *seen)
 		    sig[0] == 'L') {
 			size_t l = strlen(sig);
 			for (unsigned k = 0; k < H.nt; k++) {
-				if (l != strlen(H.t[k].cls) + 2 ||
+				if (!(mask & (1u << k)) || l != strlen(H.t[k].cls) + 2 ||
 				    strncmp(sig + 1, H.t[k].cls, l - 2))
 					continue;
 				jobject ld = NULL;
@@ -361,9 +579,10 @@ static void free_classes(JNIEnv *jni, jclass *c, jint n)
 	free(c);
 }
 
-/* Methods of classes c that call the hook of generation gen (GetBytecodes),
- * and methods of the targets' names that do not. */
-static void count_hooked(jclass *c, jint n, uint32_t gen, unsigned *hooked, unsigned *clean)
+/* Methods of classes c that call the hook of generation gen for a target
+ * of mask (GetBytecodes), and methods of those targets' names that do not. */
+static void count_hooked(jclass *c, jint n, uint32_t gen, unsigned mask, unsigned *hooked,
+			 unsigned *clean)
 {
 	jvmtiEnv *j = jv_jvmti;
 	*hooked = *clean = 0;
@@ -380,16 +599,17 @@ static void count_hooked(jclass *c, jint n, uint32_t gen, unsigned *hooked, unsi
 			if ((*j)->GetMethodName(j, ms[k], &name, NULL, NULL) == JVMTI_ERROR_NONE &&
 			    name)
 				for (unsigned t = 0; t < H.nt && !named; t++)
-					named = !strcmp(name, H.t[t].method);
+					named = (mask & (1u << t)) && !strcmp(name, H.t[t].method);
 			if (name)
 				(*j)->Deallocate(j, (unsigned char *)name);
 			unsigned char *b = NULL;
 			jint bl = 0;
 			if (!named || (*j)->GetBytecodes(j, ms[k], &bl, &b) != JVMTI_ERROR_NONE)
 				continue;
+			/* The prologue starts sipush ID; invokestatic (jv_inject.h). */
 			uint32_t id = bl >= JVI_HOOK_LEN ? (uint32_t)b[1] << 8 | b[2] : 0;
-			if (bl >= JVI_HOOK_LEN && b[0] == 0x11 && b[3] == 0xb8 && b[6] == 0 &&
-			    b[7] == 0 && (id >> 3) == gen)
+			if (bl >= JVI_HOOK_LEN && b[0] == 0x11 && b[3] == 0xb8 &&
+			    (id >> 3) == gen && (mask & (1u << (id & 7))))
 				(*hooked)++;
 			else
 				(*clean)++;
@@ -421,9 +641,19 @@ static int define_hook(JNIEnv *jni, char *why, size_t n)
 		util_fmt(why, n, "cannot define %s in the boot loader", JVE_HOOK_CLASS);
 		return -EIO;
 	}
-	JNINativeMethod nm = { .name = JVE_HOOK_NAME, .signature = JVI_HOOK_DESC,
-			       .fnPtr = (void *)hook_hit };
-	if ((*jni)->RegisterNatives(jni, c, &nm, 1) != 0) {
+	JNINativeMethod nm[1 + JVI_ARG_KINDS] = {
+		{ .name = JVE_HOOK_NAME, .signature = JVI_HOOK_DESC, .fnPtr = (void *)hook_hit },
+	};
+	void *fn[JVI_ARG_KINDS] = {
+		[JVI_ARG_INT] = (void *)hook_arg_i, [JVI_ARG_LONG] = (void *)hook_arg_j,
+		[JVI_ARG_FLOAT] = (void *)hook_arg_f, [JVI_ARG_DOUBLE] = (void *)hook_arg_d,
+		[JVI_ARG_STRING] = (void *)hook_arg_s,
+	};
+	for (unsigned k = 0; k < JVI_ARG_KINDS; k++)
+		nm[1 + k] = (JNINativeMethod){ .name = (char *)jvi_arg_hooks[k].name,
+					       .signature = (char *)jvi_arg_hooks[k].desc,
+					       .fnPtr = fn[k] };
+	if ((*jni)->RegisterNatives(jni, c, nm, 1 + JVI_ARG_KINDS) != 0) {
 		(*jni)->ExceptionClear(jni);
 		(*jni)->DeleteLocalRef(jni, c);
 		util_fmt(why, n, "cannot register the hook's native method");
@@ -478,13 +708,13 @@ static int remove_hooks(JNIEnv *jni)
 	pthread_mutex_lock(&H.lock);
 	H.hooking = false;
 	pthread_mutex_unlock(&H.lock);
-	int r = matching_classes(jni, &c, &n, NULL);
+	int r = matching_classes(jni, JVE_ALL, &c, &n, NULL);
 	jvmtiError e = JVMTI_ERROR_NONE;
 	if (r == 0 && n > 0)
 		e = (*j)->RetransformClasses(j, n, c);
 	(*j)->SetEventNotificationMode(j, JVMTI_DISABLE, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, NULL);
 	if (r == 0 && e == JVMTI_ERROR_NONE)
-		count_hooked(c, n, gen, &still, &clean);
+		count_hooked(c, n, gen, JVE_ALL, &still, &clean);
 	free_classes(jni, c, n);
 	H.remove_ns = util_now_ns(CLOCK_MONOTONIC) - t0;
 	if (r < 0 || e != JVMTI_ERROR_NONE || still) {
@@ -503,7 +733,8 @@ static int remove_hooks(JNIEnv *jni)
 	return 0;
 }
 
-int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why, size_t n)
+int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, uint64_t max_hits,
+	      char *why, size_t n)
 {
 	jvmtiEnv *j = jv_jvmti;
 	struct jt_target t[JVE_MAX_TARGETS];
@@ -536,6 +767,15 @@ int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why,
 		util_fmt(why, n, "out of memory");
 		return -ENOMEM;
 	}
+	uint32_t targs = 0;
+	for (size_t i = 0; i < nt; i++)
+		if (t[i].args)
+			targs |= 1u << i;
+	if (targs && !H.args && !(H.args = calloc((size_t)JVE_SLOTS * JVE_ARG_HITS,
+						     sizeof(*H.args)))) {
+		util_fmt(why, n, "out of memory for the arguments");
+		return -ENOMEM;
+	}
 	if ((r = define_hook(jni, why, n)) < 0)
 		return r;
 
@@ -545,6 +785,10 @@ int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why,
 	for (unsigned i = 0; i < JVE_MAX_TARGETS; i++)
 		atomic_store(&H.untracked[i], 0);
 	H.every = every ? every : 1;
+	H.targs = targs;
+	H.max_hits = max_hits ? max_hits : UINT64_MAX;
+	atomic_store(&H.taken, 0);
+	atomic_store(&H.off, 0);
 	atomic_fetch_add(&H.seq, 1);
 	H.next_gen = H.next_gen % 4095 + 1; /* 1..4095: id = gen << 3 | target fits sipush */
 	pthread_mutex_lock(&H.lock);
@@ -555,7 +799,9 @@ int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why,
 	memset(H.hooked, 0, sizeof(H.hooked));
 	memset(H.why, 0, sizeof(H.why));
 	H.note[0] = '\0';
-	H.over_ns = H.budget_ns = 0;
+	memset(H.over_ns, 0, sizeof(H.over_ns));
+	memset(H.removal, 0, sizeof(H.removal));
+	H.budget_ns = 0;
 	H.classes = 0;
 	H.hooking = true;
 	pthread_mutex_unlock(&H.lock);
@@ -571,7 +817,7 @@ int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why,
 		r = -EIO;
 		goto fail;
 	}
-	if ((r = matching_classes(jni, &c, &nc, seen)) < 0) {
+	if ((r = matching_classes(jni, JVE_ALL, &c, &nc, seen)) < 0) {
 		util_fmt(why, n, "cannot list the loaded classes: %s", strerror(-r));
 		goto fail;
 	}
@@ -582,7 +828,7 @@ int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, char *why,
 	}
 	unsigned hooked = 0, clean = 0;
 	H.loaded = last_loaded;
-	count_hooked(c, nc, H.next_gen, &hooked, &clean);
+	count_hooked(c, nc, H.next_gen, JVE_ALL, &hooked, &clean);
 	free_classes(jni, c, nc);
 	c = NULL;
 	/* A loaded class without the method, or refused: a clear refusal now.
@@ -624,47 +870,107 @@ fail:
 	return r;
 }
 
-bool jve_enough(uint64_t max_hits)
+bool jve_enough(void)
 {
-	uint64_t sum = 0;
-	uint32_t ns = atomic_load(&H.nslots);
-	if (!max_hits || !H.slots)
+	return H.max_hits != UINT64_MAX &&
+	       atomic_load_explicit(&H.taken, memory_order_relaxed) >= H.max_hits;
+}
+
+/* Take target t's hooks out while the others run on: the hook ignores it
+ * from now (H.off), the ClassFileLoadHook no longer hooks it, and its
+ * classes are retransformed without it (other targets of the same class
+ * are put back by the same pass). GetBytecodes then checks that none of
+ * its methods still calls the hook. A failure ends method events in this
+ * process, as a failed removal at the end does. */
+static void remove_target(JNIEnv *jni, unsigned t)
+{
+	jvmtiEnv *j = jv_jvmti;
+	jclass *c = NULL;
+	jint n = 0;
+	unsigned still = 0, clean = 0;
+
+	pthread_mutex_lock(&H.lock);
+	atomic_fetch_or(&H.off, 1u << t);
+	H.rehooking = true;
+	pthread_mutex_unlock(&H.lock);
+	int r = matching_classes(jni, 1u << t, &c, &n, NULL);
+	jvmtiError e = JVMTI_ERROR_NONE;
+	if (r == 0 && n > 0)
+		e = (*j)->RetransformClasses(j, n, c);
+	pthread_mutex_lock(&H.lock);
+	H.rehooking = false;
+	pthread_mutex_unlock(&H.lock);
+	if (r == 0 && e == JVMTI_ERROR_NONE)
+		count_hooked(c, n, atomic_load(&H.gen), 1u << t, &still, &clean);
+	free_classes(jni, c, n);
+	if (r < 0 || e != JVMTI_ERROR_NONE || still) {
+		H.broken = true;
+		util_fmt(H.removal[t], sizeof(H.removal[t]), "NOT removed (%s; %u method(s) still "
+			 "call the hook; ignored by the hook)",
+			 r < 0 ? strerror(-r) : e != JVMTI_ERROR_NONE ? "RetransformClasses failed"
+								    : "bytecodes checked", still);
+		LOG_E("method events: target %s over budget: hooks %s: this process takes no "
+		      "further method events", H.spelled[t], H.removal[t]);
+		return;
+	}
+	LOG_I("method events: target %s over budget (%llu ns a hit, budget %llu us): removed, "
+	      "%u class(es) retransformed, %u method(s) checked", H.spelled[t],
+	      (unsigned long long)H.over_ns[t], (unsigned long long)(H.budget_ns / 1000),
+	      (unsigned)n, clean);
+}
+
+bool jve_check_budget(JNIEnv *jni, uint64_t budget_ns)
+{
+	uint64_t ns[JVE_MAX_TARGETS] = { 0 }, hits[JVE_MAX_TARGETS] = { 0 };
+	uint32_t n = atomic_load(&H.nslots), off = atomic_load(&H.off);
+	if (!H.slots || !H.nt)
 		return false;
-	for (uint32_t i = 0; i < ns && i < JVE_SLOTS; i++)
-		for (unsigned t = 0; t < JVE_MAX_TARGETS; t++)
-			sum += atomic_load_explicit(&H.slots[i].hits[t], memory_order_relaxed);
-	for (unsigned t = 0; t < JVE_MAX_TARGETS; t++)
-		sum += atomic_load_explicit(&H.untracked[t], memory_order_relaxed);
-	return sum >= max_hits;
+	/* The hook times itself per target in the slots; untracked threads'
+	 * hits are not timed. */
+	for (uint32_t i = 0; i < n && i < JVE_SLOTS; i++)
+		for (unsigned t = 0; t < H.nt; t++) {
+			ns[t] += atomic_load_explicit(&H.slots[i].ns[t], memory_order_relaxed);
+			hits[t] += atomic_load_explicit(&H.slots[i].hits[t], memory_order_relaxed);
+		}
+	for (unsigned t = 0; t < H.nt; t++) {
+		if ((off & (1u << t)) || hits[t] < JVE_BUDGET_MIN_HITS ||
+		    ns[t] <= budget_ns * hits[t])
+			continue;
+		H.over_ns[t] = ns[t] / hits[t];
+		H.budget_ns = budget_ns;
+		remove_target(jni, t);
+		off |= 1u << t;
+	}
+	return off == (1u << H.nt) - 1 || H.broken;
+}
+
+/* A target's budget outcome, for the note and the comments. */
+static void budget_line(unsigned t, char *buf, size_t n)
+{
+	util_fmt(buf, n, "method target %s: over budget (%llu ns a hit, budget %llu µs): %s",
+		 H.spelled[t], (unsigned long long)H.over_ns[t],
+		 (unsigned long long)(H.budget_ns / 1000), H.removal[t][0] ? H.removal[t] : "removed");
 }
 
 const char *jve_budget_note(char *buf, size_t n)
 {
-	if (!H.over_ns)
+	size_t len = 0;
+	if (!n)
 		return NULL;
-	util_fmt(buf, n, "method events disabled over budget: %llu ns per hit on average, the "
-		 "budget is %llu us; the hooks were removed", (unsigned long long)H.over_ns,
-		 (unsigned long long)(H.budget_ns / 1000));
-	return buf;
-}
-
-bool jve_over_budget(uint64_t budget_ns)
-{
-	uint64_t ns = 0, hits = 0;
-	uint32_t n = atomic_load(&H.nslots);
-	if (!H.slots)
-		return false;
-	/* The hook times itself in the slots; untracked threads' hits are not timed. */
-	for (uint32_t i = 0; i < n && i < JVE_SLOTS; i++) {
-		ns += atomic_load_explicit(&H.slots[i].ns, memory_order_relaxed);
-		for (unsigned t = 0; t < JVE_MAX_TARGETS; t++)
-			hits += atomic_load_explicit(&H.slots[i].hits[t], memory_order_relaxed);
+	buf[0] = '\0';
+	for (unsigned t = 0; t < H.nt && len + 1 < n; t++) {
+		if (!(atomic_load(&H.off) & (1u << t)))
+			continue;
+		if (len) {
+			util_fmt(buf + len, n - len, "; ");
+			len += strlen(buf + len);
+		}
+		if (len + 1 < n) {
+			budget_line(t, buf + len, n - len);
+			len += strlen(buf + len);
+		}
 	}
-	if (hits < JVE_BUDGET_MIN_HITS || ns <= budget_ns * hits)
-		return false;
-	H.over_ns = ns / hits;
-	H.budget_ns = budget_ns;
-	return true;
+	return buf[0] ? buf : NULL;
 }
 
 int jve_stop(JNIEnv *jni)
@@ -687,6 +993,53 @@ static void thread_name(int tid, char *out, size_t n)
 	fclose(f);
 }
 
+/* Whether two recorded hits have the same arguments (one pprof sample). */
+static bool args_equal(const struct jve_arghit *a, const struct jve_arghit *b)
+{
+	uint32_t n = atomic_load_explicit(&a->n, memory_order_acquire);
+	if (n != atomic_load_explicit(&b->n, memory_order_acquire) || n > JVI_ARGS_MAX)
+		return false;
+	for (uint32_t k = 0; k < n; k++) {
+		const struct jve_argv *x = &a->a[k], *y = &b->a[k];
+		if (x->idx != y->idx || x->kind != y->kind)
+			return false;
+		if (x->kind == JVI_ARG_STRING ? x->len != y->len || memcmp(x->s, y->s, x->len)
+					      : memcmp(&x->v, &y->v, sizeof(x->v)))
+			return false;
+	}
+	return true;
+}
+
+/* An argument's text for a string label or annotation: a String's UTF-8,
+ * a float or double in decimal (pprof numbers and htr_arg are integers). */
+static const char *arg_text(const struct jve_argv *a, char *buf, size_t n)
+{
+	if (a->kind == JVI_ARG_STRING)
+		snprintf(buf, n, "%.*s", (int)(a->len <= sizeof(a->s) ? a->len : sizeof(a->s)), a->s);
+	else
+		snprintf(buf, n, "%.17g", a->v.d);
+	return buf;
+}
+
+static const char *const arg_key[JVI_ARGS_MAX] = { "arg0", "arg1", "arg2", "arg3", "arg4", "arg5" };
+
+/* A recorded hit's arguments as pprof labels after the nl in l; the new count. */
+static size_t arg_labels(const struct jve_arghit *h, struct pp_label *l, size_t nl,
+			 char txt[JVI_ARGS_MAX][HTR_ARG_STR_MAX + 32])
+{
+	uint32_t n = atomic_load_explicit(&h->n, memory_order_acquire);
+	for (uint32_t k = 0; k < n && k < JVI_ARGS_MAX; k++) {
+		const struct jve_argv *a = &h->a[k];
+		l[nl] = (struct pp_label){ .key = arg_key[a->idx < JVI_ARGS_MAX ? a->idx : 0] };
+		if (a->kind == JVI_ARG_INT || a->kind == JVI_ARG_LONG)
+			l[nl].num = a->v.i;
+		else
+			l[nl].str = arg_text(a, txt[k], sizeof(txt[k]));
+		nl++;
+	}
+	return nl;
+}
+
 int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struct jve_stats *st,
 		    uint64_t *bytes)
 {
@@ -696,16 +1049,19 @@ int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 	char line[JVE_TARGET_LEN + 160];
 	int r;
 
+	uint64_t with_args = 0, arg_drop = 0;
 	memset(st, 0, sizeof(*st));
 	uint32_t nslots = atomic_load(&H.nslots);
 	if (nslots > JVE_SLOTS)
 		nslots = JVE_SLOTS;
 	for (uint32_t i = 0; i < nslots; i++) {
 		struct jve_slot *sl = &H.slots[i];
-		for (unsigned t = 0; t < JVE_MAX_TARGETS; t++)
+		for (unsigned t = 0; t < JVE_MAX_TARGETS; t++) {
 			hits[t] += atomic_load(&sl->hits[t]);
-		ns += atomic_load(&sl->ns);
+			ns += atomic_load(&sl->ns[t]);
+		}
 		lost += atomic_load(&sl->lost);
+		arg_drop += atomic_load(&sl->arg_drop);
 	}
 	for (unsigned t = 0; t < JVE_MAX_TARGETS; t++) {
 		uint64_t u = atomic_load(&H.untracked[t]);
@@ -729,16 +1085,21 @@ int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 		uint32_t n = atomic_load_explicit(&sl->nstacks, memory_order_acquire);
 		char tname[32];
 		thread_name(sl->tid, tname, sizeof(tname));
+		uint32_t na = H.args && H.targs ? atomic_load_explicit(&sl->narg, memory_order_acquire)
+						: 0;
+		if (na > JVE_ARG_HITS)
+			na = JVE_ARG_HITS;
+		const struct jve_arghit *ah = na ? &H.args[(size_t)i * JVE_ARG_HITS] : NULL;
+		bool taken[JVE_ARG_HITS] = { false };
 		for (uint32_t k = 0; k < n && k < JVE_STACKS; k++) {
 			struct jve_stack *s = &sl->st[k];
-			uint64_t locs[JVE_FRAMES], cnt = atomic_load(&s->count);
+			uint64_t locs[JVE_FRAMES], cnt = atomic_load(&s->count), args_k = 0;
 			for (uint32_t f = 0; f < s->nframes; f++)
 				if ((r = jvm_location(names, s->f[f].method, s->f[f].location,
 						      &locs[f])) < 0)
 					goto out;
-			int64_t vals[2] = { (int64_t)(cnt * H.every), (int64_t)cnt };
 			/* The redactor keeps a sample by its pid label. */
-			struct pp_label labels[5] = {
+			struct pp_label labels[5 + JVI_ARGS_MAX] = {
 				{ .key = "pid", .num = pid },
 				{ .key = "thread_id", .num = sl->tid },
 				{ .key = "thread_name", .str = tname },
@@ -747,7 +1108,30 @@ int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 				{ .key = "last_hit", .num = (int64_t)atomic_load(&s->last_ns),
 				  .num_unit = "nanoseconds" },
 			};
-			if ((r = pp_add_sample(b, locs, s->nframes, vals, 2, labels, 5)) < 0)
+			/* #args: a sample per distinct argument tuple of this stack's
+			 * recorded hits; the hits past the per-thread cap go in the
+			 * sample without arguments below. */
+			for (uint32_t e = 0; e < na; e++) {
+				if (taken[e] || ah[e].stack != k)
+					continue;
+				uint64_t g = 1;
+				taken[e] = true;
+				for (uint32_t f = e + 1; f < na; f++)
+					if (!taken[f] && ah[f].stack == k && args_equal(&ah[e], &ah[f])) {
+						taken[f] = true;
+						g++;
+					}
+				char txt[JVI_ARGS_MAX][HTR_ARG_STR_MAX + 32];
+				size_t nl = arg_labels(&ah[e], labels, 5, txt);
+				int64_t gv[2] = { (int64_t)(g * H.every), (int64_t)g };
+				if ((r = pp_add_sample(b, locs, s->nframes, gv, 2, labels, nl)) < 0)
+					goto out;
+				args_k += g;
+			}
+			with_args += args_k;
+			uint64_t rest = cnt > args_k ? cnt - args_k : 0;
+			int64_t vals[2] = { (int64_t)(rest * H.every), (int64_t)rest };
+			if (rest && (r = pp_add_sample(b, locs, s->nframes, vals, 2, labels, 5)) < 0)
 				goto out;
 			st->stacks += cnt;
 		}
@@ -763,6 +1147,21 @@ int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 			 H.spelled[t], H.hooked[t], (unsigned long long)hits[t],
 			 H.why[t][0] ? "; " : "", H.why[t]);
 		pp_add_comment(b, line);
+		if (atomic_load(&H.off) & (1u << t)) {
+			budget_line(t, line, sizeof(line));
+			pp_add_comment(b, line);
+		}
+	}
+	if (H.max_hits != UINT64_MAX && atomic_load(&H.taken) >= H.max_hits) {
+		util_fmt(line, sizeof(line), "max hits: %llu reached; later hits were not recorded",
+			 (unsigned long long)H.max_hits);
+		pp_add_comment(b, line);
+	}
+	if (H.targs) {
+		util_fmt(line, sizeof(line), "arguments: %llu recorded hit(s) with their arguments "
+			 "(labels arg<N>); %llu more past %d a thread: counted, not recorded",
+			 (unsigned long long)with_args, (unsigned long long)arg_drop, JVE_ARG_HITS);
+		pp_add_comment(b, line);
 	}
 	util_fmt(line, sizeof(line), "time in the hook: %llu ns a hit (mean of %llu)",
 		 (unsigned long long)st->mean_ns, (unsigned long long)tracked);
@@ -770,12 +1169,6 @@ int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 	util_fmt(line, sizeof(line), "hooks installed in %.1f ms (%d loaded classes looked at)",
 		 (double)H.install_ns / 1e6, (int)H.loaded);
 	pp_add_comment(b, line);
-	if (H.over_ns) {
-		util_fmt(line, sizeof(line), "overhead budget: %llu ns per hit on average, over the "
-			 "budget of %llu us: the hooks were removed", (unsigned long long)H.over_ns,
-			 (unsigned long long)(H.budget_ns / 1000));
-		pp_add_comment(b, line);
-	}
 	if (H.note[0])
 		pp_add_comment(b, H.note);
 	r = pp_write_gz(b, fd, bytes);
@@ -867,7 +1260,29 @@ int jve_write_perfetto(JNIEnv *jni, int fd, uint64_t *bytes, uint64_t *events, u
 				names = text;
 				seen[iid - 1] = 1;
 			}
-			if ((r = htr_hit(&w, sl->tid, sl->ring[h].ts, iid, leaf, names, len)) < 0)
+			struct htr_arg av[HTR_ARGS_MAX];
+			char atxt[HTR_ARGS_MAX][HTR_ARG_STR_MAX + 32];
+			size_t nav = 0;
+			uint32_t ai = sl->ring[h].arg;
+			if (ai && ai <= JVE_ARG_HITS && H.args) {
+				const struct jve_arghit *ah = &H.args[(size_t)i * JVE_ARG_HITS + ai - 1];
+				uint32_t an = atomic_load_explicit(&ah->n, memory_order_acquire);
+				for (uint32_t q = 0; q < an && q < JVI_ARGS_MAX && nav < HTR_ARGS_MAX; q++) {
+					const struct jve_argv *a = &ah->a[q];
+					struct htr_arg *x = &av[nav++];
+					*x = (struct htr_arg){ .index = a->idx };
+					if (a->kind == JVI_ARG_INT || a->kind == JVI_ARG_LONG) {
+						x->kind = HTR_ARG_INT;
+						x->v.i = a->v.i;
+					} else {
+						x->kind = HTR_ARG_STR;
+						x->s = arg_text(a, atxt[q], sizeof(atxt[q]));
+						x->len = strlen(x->s);
+					}
+				}
+			}
+			if ((r = htr_hit_args(&w, sl->tid, sl->ring[h].ts, iid, leaf, names, len, av,
+					      nav)) < 0)
 				goto out;
 			(*events)++;
 		}

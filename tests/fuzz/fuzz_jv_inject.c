@@ -6,7 +6,10 @@
  * a second time (each gains 8 more bytes; unless a code length or the
  * constant pool has no room left), and have grown by exactly 8
  * bytes a method plus the hook's constant-pool entries plus at most 2 bytes
- * a method (a first stack map frame turned _extended). The same bytes, as
+ * a method (a first stack map frame turned _extended). Then again with
+ * #args on every picked target: the prologue grows by the parameters
+ * passed, within JVI_PROLOGUE_MAX, and the rewritten class rewrites again.
+ * The same bytes, as
  * a string after "java:", go through the JVM target parser the daemon runs
  * at admission (common/jtarget.c): what it accepts is a class in internal
  * form, a method name, and a valid descriptor or none.
@@ -83,6 +86,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (on < base || on > base + 2ull * hooked)
 		abort();
 	int r = jvi_rewrite(out, on, pick, np, &hook, &out2, &on2, &hooked2, NULL, err, sizeof(err));
+	if (r == 0 ? hooked2 != hooked : !strstr(err, "no room"))
+		abort();
+	free(out2);
+	free(out);
+	out = out2 = NULL;
+
+	/* The same targets with #args: a longer prologue per method (8 ..
+	 * JVI_PROLOGUE_MAX bytes, by its descriptor), 4 more constant-pool
+	 * entries per typed hook; a method whose descriptor the prologue
+	 * cannot walk refuses the class. */
+	for (size_t i = 0; i < np; i++)
+		pick[i].args = true;
+	if (jvi_rewrite(data + 1, size - 1, pick, np, &hook, &out, &on, &hooked, by, err,
+			sizeof(err)) < 0) {
+		if (out || hooked || !err[0])
+			abort();
+		return 0;
+	}
+	if (!hooked)
+		return 0;
+	for (unsigned k = 0; k < JVI_ARG_KINDS; k++)
+		cp += 3 + strlen(jvi_arg_hooks[k].name) + 3 + strlen(jvi_arg_hooks[k].desc) + 5 + 5;
+	base = size - 1 + cp + (size_t)hooked * JVI_HOOK_LEN;
+	if (on < base || on > base + (size_t)hooked * (JVI_PROLOGUE_MAX - JVI_HOOK_LEN + 2))
+		abort();
+	r = jvi_rewrite(out, on, pick, np, &hook, &out2, &on2, &hooked2, NULL, err, sizeof(err));
 	if (r == 0 ? hooked2 != hooked : !strstr(err, "no room"))
 		abort();
 	free(out2);

@@ -78,7 +78,8 @@ static int run_check(const char *java, const char *dir, char *out, size_t n)
 	return pclose(p);
 }
 
-static void run_both(const char *java, const char *dir, const char *want_hits)
+static void run_both(const char *java, const char *dir, const char *want_hits,
+		     const char *want_args)
 {
 	char orig[4096], hooked[4096];
 	assert_int_equal(run_check(java, NULL, orig, sizeof(orig)), 0);
@@ -92,9 +93,9 @@ static void run_both(const char *java, const char *dir, const char *want_hits)
 	assert_non_null(h2);
 	assert_int_equal(h1 - orig, h2 - hooked);
 	assert_memory_equal(orig, hooked, (size_t)(h1 - orig));
-	assert_string_equal(h1, " hits=0,0,0,0,0,0,0,0\n");
-	char want[128];
-	snprintf(want, sizeof(want), " hits=%s\n", want_hits);
+	assert_string_equal(h1, " hits=0,0,0,0,0,0,0,0 args=\n");
+	char want[512];
+	snprintf(want, sizeof(want), " hits=%s args=%s\n", want_hits, want_args);
 	assert_string_equal(h2, want);
 	print_message("%s: %s", java, hooked);
 }
@@ -137,7 +138,55 @@ static void test_verified_in_jvms(void **state)
 		}
 		/* register(Object) 3 calls, mixed 2, guarded 2, guardedFar 2, far 2, sum 1
 		 * (its loop jumps back to offset 0: the hook still runs once). */
-		run_both(jvms[i], dir, "0,3,2,2,2,2,1,0");
+		run_both(jvms[i], dir, "0,3,2,2,2,2,1,0", "");
+		ran++;
+	}
+	unlink(path);
+	rmdir(dir);
+	free(out);
+	free(in);
+	if (!ran)
+		skip();
+}
+
+/* #args: the typed hooks get each primitive or String parameter with its
+ * index (TestHook logs "index=value;"), the rest skipped; verified. */
+static void test_args_verified_in_jvms(void **state)
+{
+	static const struct jvi_target t[] = {
+		{ .method = "register", .desc = "(ILjava/lang/String;Ljava/lang/Object;)V", .id = 7,
+		  .args = true },
+		{ .method = "mixed", .id = 2, .args = true },
+		{ .method = "far", .id = 5, .args = true },
+		{ .method = "sum", .desc = "([JD)D", .id = 6, .args = true },
+		{ .method = "stamp", .id = 0, .args = true },
+		{ .method = "guarded", .id = 3 },   /* no #args: the plain 8 bytes */
+	};
+	size_t n, on = 0;
+	uint8_t *in = target_class(&n), *out = NULL;
+	unsigned hooked = 0, by[6];
+	char err[256];
+	int rc = jvi_rewrite(in, n, t, 6, &test_hook, &out, &on, &hooked, by, err, sizeof(err));
+	if (rc)
+		print_message("refused: %s\n", err);
+	assert_int_equal(rc, 0);
+	assert_int_equal(hooked, 6);
+	char dir[] = "/tmp/test_jv_inject.XXXXXX", path[600];
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/Target.class", dir);
+	write_file(path, out, on);
+	int ran = 0;
+	for (size_t i = 0; i < sizeof(jvms) / sizeof(jvms[0]); i++) {
+		if (access(jvms[i], X_OK) != 0) {
+			print_message("no %s: not run there\n", jvms[i]);
+			continue;
+		}
+		/* mixed(10), mixed(1000): int; far(3), far(-3); sum(long[], 0.5):
+		 * the array skipped, the double (slot 2 of an instance method) is
+		 * index 1; register(7, "alice@example.com", Object): the Object
+		 * skipped; stamp(5L, 1.5f): a long and a float. */
+		run_both(jvms[i], dir, "1,0,2,2,0,2,1,1",
+			 "0=10;0=1000;0=3;0=-3;1=D0.5;0=7;1=Salice@example.com;0=J5;1=F1.5;");
 		ran++;
 	}
 	unlink(path);
@@ -154,12 +203,12 @@ static void test_overloads(void **state)
 	uint8_t *in = target_class(&n), *out;
 	unsigned hooked, by[1];
 	char err[256];
-	/* No descriptor: both register overloads. */
+	/* No descriptor: every register overload (three). */
 	struct jvi_target any = { .method = "register", .id = 1 };
 	assert_int_equal(jvi_rewrite(in, n, &any, 1, &test_hook, &out, &on, &hooked, by, err,
 				     sizeof(err)), 0);
-	assert_int_equal(hooked, 2);
-	assert_int_equal(by[0], 2);
+	assert_int_equal(hooked, 3);
+	assert_int_equal(by[0], 3);
 	free(out);
 	/* The other descriptor: only that one. */
 	struct jvi_target str = { .method = "register", .desc = "(Ljava/lang/String;I)V", .id = 1 };
@@ -280,6 +329,15 @@ static void test_targets(void **state)
 	assert_string_equal(t.loader, "app");
 	assert_int_equal(jt_parse("java:a.B.<init>()V", &t, why, sizeof(why)), 0);
 	assert_string_equal(t.method, "<init>");
+	assert_false(t.args);
+	assert_int_equal(jt_parse("java:Target.register(ILjava/lang/String;Ljava/lang/Object;)V#args",
+				  &t, why, sizeof(why)), 0);
+	assert_true(t.args);
+	assert_string_equal(t.desc, "(ILjava/lang/String;Ljava/lang/Object;)V");
+	assert_int_equal(jt_parse("java:Target.register@app#args", &t, why, sizeof(why)), 0);
+	assert_true(t.args);
+	assert_string_equal(t.loader, "app");
+	assert_string_equal(t.method, "register");
 
 	static const struct {
 		const char *s, *why;
@@ -302,6 +360,11 @@ static void test_targets(void **state)
 		{ "java:Target.register@a b", "spaces" },
 		{ "java:Target.register@a/b", "loader name" },
 		{ "java:Target.re\tgister", "control characters" },
+		{ "java:Target.register#arg", "bad suffix '#arg'" },
+		{ "java:Target.register#args=is", "bad suffix" },
+		{ "java:Target.register#", "bad suffix" },
+		{ "java:Target.register#ARGS", "bad suffix" },
+		{ "java:Target.register#args#args", "bad suffix" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		int r = jt_parse(bad[i].s, &t, why, sizeof(why));
@@ -342,6 +405,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_verified_in_jvms),
+		cmocka_unit_test(test_args_verified_in_jvms),
 		cmocka_unit_test(test_overloads),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_descriptors),

@@ -713,6 +713,44 @@ static void test_tracks(void **state)
 	out_free(&o);
 }
 
+/* Method events' arguments (docs/METHOD_EVENTS.md, "Arguments"): the
+ * annotations arg<N> that htr_hit_args writes, a number and strings; the
+ * strings get the DLP rules, the number and a clean string stay. */
+static void test_dlp_args(void **state)
+{
+	struct rdc_dlp *dlp;
+	assert_int_equal(rdc_dlp_compile(rdc_dlp_builtin, rdc_dlp_builtin_count, &dlp), 0);
+	int in = memfd();
+	put_packet(in, pk_thread(3, 30, 0, APP, APP_T, "main"));
+	Packet *e = pk_slice(3, 100, 30, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT,
+			     "Target.register");
+	Perfetto__Protos__DebugAnnotation *a0 =
+		NEW(Perfetto__Protos__DebugAnnotation, PERFETTO__PROTOS__DEBUG_ANNOTATION__INIT);
+	a0->name_field_case = PERFETTO__PROTOS__DEBUG_ANNOTATION__NAME_FIELD_NAME;
+	a0->name = tstr("arg0");
+	a0->value_case = PERFETTO__PROTOS__DEBUG_ANNOTATION__VALUE_INT_VALUE;
+	a0->int_value = 7;
+	add_annot(e->track_event, a0);
+	add_annot(e->track_event, annot_str("arg1", "alice@example.com"));
+	add_annot(e->track_event, annot_str("arg2", "bob"));
+	put_packet(in, e);
+	struct rdc_policy p = policy(dlp);
+	struct out o = redact_fd(in, &p);
+	close(in);
+	assert_int_equal(o.rc, 0);
+	assert_false(has_bytes(&o, "alice"));
+	TEvent *ev[2];
+	assert_int_equal(out_track_events(&o, ev, 2), 1);
+	assert_int_equal(ev[0]->n_debug_annotations, 3);
+	assert_int_equal(ev[0]->debug_annotations[0]->int_value, 7);
+	assert_string_equal(ev[0]->debug_annotations[1]->name, "arg1");
+	assert_string_equal(ev[0]->debug_annotations[1]->string_value, RDC_DLP_REPLACEMENT);
+	assert_string_equal(ev[0]->debug_annotations[2]->string_value, "bob");
+	assert_int_equal(o.st.scrubbed, 1);
+	out_free(&o);
+	rdc_dlp_free(dlp);
+}
+
 static void test_dlp(void **state)
 {
 	struct rdc_dlp *dlp;
@@ -1544,6 +1582,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_sched, pool_free),
 		cmocka_unit_test_teardown(test_tracks, pool_free),
 		cmocka_unit_test_teardown(test_dlp, pool_free),
+		cmocka_unit_test_teardown(test_dlp_args, pool_free),
 		cmocka_unit_test_teardown(test_trusted_pid, pool_free),
 		cmocka_unit_test_teardown(test_forged_fork_ignored, pool_free),
 		cmocka_unit_test_teardown(test_kernel_fork_honoured, pool_free),

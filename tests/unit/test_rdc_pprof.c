@@ -436,6 +436,84 @@ static void test_output_fails(void **state)
 	close(full);
 }
 
+/* Method events' recorded arguments (docs/METHOD_EVENTS.md, "Arguments"):
+ * the string of an "arg<N>" label gets the DLP rules; numbers, other
+ * labels' strings and keys that only look alike ("argx", "arg") do not. */
+static void test_dlp_args(void **state)
+{
+	struct pp_builder *b;
+	uint64_t m, f, l;
+	assert_int_equal(pp_new(&b), 0);
+	assert_int_equal(pp_add_sample_type(b, "hits", "count"), 0);
+	assert_int_equal(pp_add_mapping(b, 0x400000, 0x500000, 0, "/usr/bin/app", NULL, true, false, &m), 0);
+	assert_int_equal(pp_add_function(b, "Target.register", NULL, "Target.java", 1, &f), 0);
+	assert_int_equal(pp_add_location(b, m, 0x401000, f, 10, &l), 0);
+	int64_t v[1] = { 1 };
+	struct pp_label la[6] = { { .key = "pid", .num = APP }, { .key = "arg0", .num = 7 },
+				  { .key = "arg1", .str = "alice@example.com" },
+				  { .key = "arg12", .str = "x 10.1.2.3 y" },
+				  { .key = "argx", .str = "carol@example.com" },
+				  { .key = "arg", .str = "dave@example.com" } };
+	struct pp_label lb[2] = { { .key = "pid", .num = APP }, { .key = "arg1", .str = "plain" } };
+	assert_int_equal(pp_add_sample(b, &l, 1, v, 1, la, 6), 0);
+	assert_int_equal(pp_add_sample(b, &l, 1, v, 1, lb, 2), 0);
+	int in = memfd();
+	assert_int_equal(pp_write_gz(b, in, NULL), 0);
+	pp_free(b);
+
+	struct rdc_dlp *d;
+	assert_int_equal(rdc_dlp_compile(rdc_dlp_builtin, rdc_dlp_builtin_count, &d), 0);
+	int32_t pids[] = { APP };
+	struct rdc_policy pol = { .pids = pids, .npids = 1, .dlp = d };
+	struct rdc_stats st;
+	int out = memfd();
+	lseek(in, 0, SEEK_SET);
+	assert_int_equal(rdc_pprof(in, out, &pol, &st), 0);
+	assert_int_equal(st.kept, 2);
+	uint8_t *raw;
+	size_t rawn;
+	Perftools__Profiles__Profile *p = decode(out, &raw, &rawn);
+	assert_int_equal(p->n_sample, 2);
+	int seen = 0;
+	for (size_t k = 0; k < p->n_sample; k++)
+		for (size_t i = 0; i < p->sample[k]->n_label; i++) {
+			const Perftools__Profiles__Label *lab = p->sample[k]->label[i];
+			const char *key = p->string_table[lab->key];
+			const char *str = lab->str ? p->string_table[lab->str] : NULL;
+			if (!strcmp(key, "arg0")) {
+				assert_int_equal(lab->num, 7);
+				seen |= 1;
+			} else if (!strcmp(key, "arg1") && k == 0) {
+				assert_string_equal(str, RDC_DLP_REPLACEMENT);
+				seen |= 2;
+			} else if (!strcmp(key, "arg1")) {
+				assert_string_equal(str, "plain");
+				seen |= 4;
+			} else if (!strcmp(key, "arg12")) {
+				assert_string_equal(str, "x " RDC_DLP_REPLACEMENT " y");
+				seen |= 8;
+			} else if (!strcmp(key, "argx")) {
+				assert_string_equal(str, "carol@example.com");
+				seen |= 16;
+			} else if (!strcmp(key, "arg")) {
+				assert_string_equal(str, "dave@example.com");
+				seen |= 32;
+			}
+		}
+	assert_int_equal(seen, 63);
+	/* No unscrubbed copy of an argument is left in the string table. */
+	for (size_t i = 0; i < p->n_string_table; i++) {
+		assert_null(strstr(p->string_table[i], "alice@"));
+		assert_null(strstr(p->string_table[i], "10.1.2.3"));
+	}
+	assert_true(st.scrubbed >= 2);
+	perftools__profiles__profile__free_unpacked(p, NULL);
+	free(raw);
+	rdc_dlp_free(d);
+	close(in);
+	close(out);
+}
+
 static void test_dlp(void **state)
 {
 	struct rdc_dlp *d;
@@ -469,6 +547,7 @@ int main(void)
 		cmocka_unit_test(test_packed_ids_kept),
 		cmocka_unit_test(test_output_fails),
 		cmocka_unit_test(test_dlp),
+		cmocka_unit_test(test_dlp_args),
 	};
 	return cmocka_run_group_tests_name("rdc_pprof", tests, NULL, NULL);
 }

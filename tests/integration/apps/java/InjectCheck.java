@@ -14,10 +14,13 @@ public class InjectCheck {
             .append(Target.guardedFar(0));
         sb.append(" far=").append(Target.far(3)).append(' ').append(Target.far(-3));
         sb.append(" sum=").append(new Target().sum(new long[] { 1, 2, 3 }, 0.5));
+        Target.register(7, "alice@example.com", sb);
+        sb.append(" stamp=").append(Target.stamp(5L, 1.5f));
         sb.append(" registered=").append(Target.registered).append(" other=").append(Target.other);
         sb.append(" hits=");
         for (int i = 0; i < 8; i++)
             sb.append(TestHook.hits[i]).append(i < 7 ? "," : "");
+        sb.append(" args=").append(TestHook.log);
         System.out.println(sb);
     }
 }

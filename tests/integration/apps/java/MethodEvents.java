@@ -1,7 +1,9 @@
 // it_method_events_jvm's program (tests/integration/method_events_jvm.sh).
 // Each round calls Target.register(Object) 300 times from siteA and 100
 // times from siteB, the same-named overload register(String, int) 100
-// times, and a cheap other method a million times. Round K starts when
+// times, register(int, String, Object) 4 times (1..4, "alice@example.com"
+// for odd, "bob" for even), a cheap other method a million times, then
+// Target.roundEnd() once. Round K starts when
 // the file DIR/goK appears and ends by writing DIR/doneK (its checksum).
 //   java MethodEvents DIR ROUNDS
 import java.io.File;
@@ -41,7 +43,12 @@ public class MethodEvents {
                 }
                 if (i % 10000 == 5)
                     Target.register("overload", 1);
+                if (i % 250000 == 11) {
+                    int n = i / 250000 + 1;
+                    Target.register(n, n % 2 == 1 ? "alice@example.com" : "bob", listener);
+                }
             }
+            Target.roundEnd();
             sink = s;
             try (FileWriter w = new FileWriter(new File(dir, "done" + r))) {
                 w.write(s + " " + Target.registered + " " + Target.other + "\n");

@@ -16,6 +16,28 @@ public class Target {
         other += n;
     }
 
+    // #args (docs/METHOD_EVENTS.md, "Arguments"): an int and a String are
+    // recorded, the Object is skipped.
+    static int registered3;
+
+    public static void register(int n, String who, Object listener) {
+        registered3 += n;
+    }
+
+    // A long and a float for the typed argument hooks.
+    public static long stamp(long t, float f) {
+        return t + (long) f;
+    }
+
+    // Called once a round: a second target with too few hits for the
+    // overhead budget to judge, which must keep counting when another
+    // target of the same capture is removed over the budget.
+    static int rounds;
+
+    public static void roundEnd() {
+        rounds++;
+    }
+
     // Loop head at a small offset: the first frame is an append_frame.
     public static int mixed(int k) {
         int r = 0;

@@ -6,4 +6,27 @@ public class TestHook {
     public static void hit(int id) {
         hits[id & 15]++;
     }
+
+    // The typed argument hooks (#args): "index=value;" each.
+    public static final StringBuilder log = new StringBuilder();
+
+    public static void argI(int i, int v) {
+        log.append(i).append('=').append(v).append(';');
+    }
+
+    public static void argJ(int i, long v) {
+        log.append(i).append("=J").append(v).append(';');
+    }
+
+    public static void argF(int i, float v) {
+        log.append(i).append("=F").append(v).append(';');
+    }
+
+    public static void argD(int i, double v) {
+        log.append(i).append("=D").append(v).append(';');
+    }
+
+    public static void argS(int i, String v) {
+        log.append(i).append("=S").append(v).append(';');
+    }
 }
