@@ -35,7 +35,9 @@ static int in_child(int (*fn)(void))
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0)
-		_exit(fn());
+		/* exit_group itself, not _exit: the sanitizers intercept _exit
+		 * and run their leak check, whose calls the filter kills. */
+		syscall(SYS_exit_group, fn());
 	int st;
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	return st;
