@@ -59,8 +59,11 @@ int main(int argc, char **argv)
 			a.done ? prof_strerror(a.error) : "nothing");
 		return 1;
 	}
-	/* The daemon may still be waiting for the agent's CaptureDone: retry. */
-	p.duration_ms = 1000;
+	/* The daemon may still be waiting for the agent's CaptureDone: retry.
+	 * 3 s, as the first capture of jvm_stack.sh: the caller checks a 3:1
+	 * ratio, and 1 s at 100 Hz (~25 cold samples) swung past its band in
+	 * the sanitizer build (86/13). */
+	p.duration_ms = 3000;
 	for (int tries = 0; tries < 50; tries++) {
 		r = prof_request(cl, PROF_STACK_SAMPLING, &p, "after", on_result, &b, NULL);
 		if (r != -PROF_E_PROFILING_IN_PROGRESS)
