@@ -1140,14 +1140,10 @@ static inline __attribute__((always_inline)) int fw_field(const uint8_t **p, con
 	return 0;
 }
 
-static size_t vsize(uint64_t v)
+static inline size_t vsize(uint64_t v)
 {
-	size_t n = 1;
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
+	/* 7 bits a byte: 1 + (index of the top bit) / 7 */
+	return 1 + (size_t)(63 - __builtin_clzll(v | 1)) / 7;
 }
 
 static uint8_t *vput(uint8_t *p, uint64_t v)
@@ -1259,7 +1255,7 @@ static int fast_scrub(struct pf *c, struct fev *ev, int k)
 	return 0;
 }
 
-static bool fast_app_tid(struct pf *c, int32_t tid)
+static inline bool fast_app_tid(struct pf *c, int32_t tid)
 {
 	uint32_t k = (uint32_t)tid & 255;
 	if (!c->tidc[k].set || c->tidc[k].tid != tid) {
@@ -1574,66 +1570,90 @@ struct lrep {
 	bool set;
 };
 
+/* The cpu's synthetic tid (PF_SYNTH_BASE + cpu) and its varint. */
+struct lsynth {
+	int32_t tid;
+	size_t len;
+	uint8_t enc[16];
+};
+
+/* A string field, tag first. */
+static inline __attribute__((always_inline)) uint8_t *lstr(uint8_t *o, uint8_t tag,
+							  const struct lrep *s)
+{
+	*o++ = tag;
+	o = vput(o, s->len);
+	memcpy(o, s->s, s->len);
+	return o + s->len;
+}
+
+/* A pid field holding the synthetic tid. */
+static inline __attribute__((always_inline)) uint8_t *lsyn(uint8_t *o, uint8_t tag,
+							  const struct lsynth *y)
+{
+	*o = tag;
+	memcpy(o + 1, y->enc, sizeof(y->enc));
+	return o + 1 + y->len;
+}
+
 /*
  * One FtraceEvent message [p, p + n), if it is a canonical sched_switch:
  * judged, and written at c->out + *used as a bundle's event field.
  * 1 written, 0 not canonical (nothing decided, nothing written), -errno.
  */
-static int lean_switch(struct pf *c, const uint8_t *p, size_t n, int32_t synth, size_t *used)
+static int lean_switch(struct pf *c, const uint8_t *p, size_t n, const struct lsynth *y,
+		       size_t *used)
 {
 	static const uint8_t tag[8] = { 0, 0x0a, 0x10, 0x18, 0x20, 0x2a, 0x30, 0x38 };
-	const uint8_t *q = p, *e = p + n, *pidf = NULL, *head;
-	const uint8_t *f[8] = { 0 }; /* field k's bytes, tag first */
-	size_t fl[8] = { 0 };
+	const uint8_t *q = p, *e = p + n, *pidf, *kind;
+	const uint8_t *a[8]; /* where the body's field k ends (a[k - 1]: absent) */
 	uint64_t v, blen, cur = 0, val[8] = { 0 };
 
 	if (q < e && *q == 0x08 && (++q, lv(&q, e, 9, &v)))
 		return 0; /* timestamp: 9 bytes hold any value below 2^63 */
-	head = q;
-	if (q < e && *q == 0x10) {
-		pidf = q++;
-		if (lv(&q, e, 5, &cur) || cur > UINT32_MAX)
-			return 0;
-	}
-	size_t pidlen = pidf ? (size_t)(q - pidf) : 0;
-	if (q >= e || *q != 0x22)
+	pidf = q;
+	if (q < e && *q == 0x10 && (++q, lv(&q, e, 5, &cur) || cur > UINT32_MAX))
 		return 0;
-	q++;
-	if (lv(&q, e, 5, &blen) || blen != (uint64_t)(e - q))
+	bool hascur = q != pidf;
+	kind = q;
+	if (q >= e || *q++ != 0x22 || lv(&q, e, 5, &blen) || blen != (uint64_t)(e - q))
 		return 0; /* a field after the switch: not canonical */
+	a[0] = q;
+#pragma GCC unroll 8
 	for (unsigned k = 1; k <= 7; k++) {
-		if (q >= e || *q != tag[k])
-			continue;
-		f[k] = q++;
-		if (k == 1 || k == 5) {
-			if (lv(&q, e, 5, &v) || v > (uint64_t)(e - q))
-				return 0;
-			q += v;
-		} else if (lv(&q, e, k == 4 ? 9 : 5, &v) || (k != 4 && v > INT32_MAX)) {
-			return 0; /* a negative int32 is 10 bytes: fast_put_event's */
+		if (q < e && *q == tag[k]) {
+			q++;
+			if (k == 1 || k == 5) {
+				if (lv(&q, e, 5, &v) || v > (uint64_t)(e - q))
+					return 0;
+				q += v;
+			} else if (lv(&q, e, k == 4 ? 9 : 5, &v) || (k != 4 && v > INT32_MAX)) {
+				return 0; /* a negative int32 is 10 bytes: fast_put_event's */
+			}
+			val[k] = v;
 		}
-		val[k] = v;
-		fl[k] = (size_t)(q - f[k]);
+		a[k] = q;
 	}
 	if (q != e)
 		return 0;
 
 	/* The rules of fast_judge(), side by side: prev (fields 1, 2), next (5, 6). */
-	struct lrep comm[2] = { 0 };
+	struct lrep comm[2] = { { "", 0, true }, { "", 0, true } };
 	bool app[2], newpid[2];
 	for (int k = 0; k < 2; k++) {
 		unsigned cf = k ? 5 : 1, pf = cf + 1;
-		app[k] = f[pf] && fast_app_tid(c, (int32_t)val[pf]);
-		newpid[k] = !app[k] && f[pf] && val[pf] != 0;
-		if (!app[k]) {
-			comm[k] = (struct lrep){ "", 0, true };
+		bool has = a[pf] != a[pf - 1];
+		app[k] = has && fast_app_tid(c, (int32_t)val[pf]);
+		newpid[k] = !app[k] && has && val[pf] != 0;
+		if (!app[k])
 			continue;
-		}
-		if (!f[cf])
+		comm[k].set = false;
+		if (a[cf] == a[cf - 1])
 			continue;
-		const uint8_t *s = f[cf] + fl[cf] - val[cf];
-		if (memchr(s, 0, (size_t)val[cf]))
-			return 0; /* cut at the NUL: fast_scrub's */
+		const uint8_t *s = a[cf] - val[cf];
+		for (size_t i = 0; i < val[cf]; i++)
+			if (!s[i])
+				return 0; /* cut at the NUL: fast_scrub's */
 		if (!c->p->dlp || !val[cf])
 			continue;
 		char *d = ar_strndup(c, (const char *)s, (size_t)val[cf]), *o = d;
@@ -1645,22 +1665,23 @@ static int lean_switch(struct pf *c, const uint8_t *p, size_t n, int32_t synth, 
 		if (d != o || strlen(d) != val[cf])
 			comm[k] = (struct lrep){ d, strlen(d), true };
 	}
-	bool newcur = pidf && cur != 0 && !fast_app_tid(c, (int32_t)cur);
+	bool newcur = hascur && cur != 0 && !fast_app_tid(c, (int32_t)cur);
 	if (app[0] || app[1])
 		c->app_records++;
 	if (!app[0] || !app[1])
 		c->st->anonymised++;
 
 	/* Sizes, from the input's and the replacements'. */
-	size_t sp = 1 + vsize((uint32_t)synth), body = (size_t)blen;
+	size_t sp = 1 + y->len, body = (size_t)blen;
 	for (int k = 0; k < 2; k++) {
 		unsigned cf = k ? 5 : 1, pf = cf + 1;
 		if (comm[k].set)
-			body = body - fl[cf] + 1 + vsize(comm[k].len) + comm[k].len;
+			body = body - (size_t)(a[cf] - a[cf - 1]) + 1 + vsize(comm[k].len) +
+			       comm[k].len;
 		if (newpid[k])
-			body = body - fl[pf] + sp;
+			body = body - (size_t)(a[pf] - a[pf - 1]) + sp;
 	}
-	size_t evsz = (size_t)(head - p) + (newcur ? sp : pidlen) + 1 + vsize(body) + body;
+	size_t evsz = (newcur ? (size_t)(pidf - p) + sp : (size_t)(kind - p)) + 1 + vsize(body) + body;
 	int r = out_room(c, *used + 1 + vsize(evsz) + evsz + PF_PAD);
 	if (r)
 		return r;
@@ -1668,29 +1689,18 @@ static int lean_switch(struct pf *c, const uint8_t *p, size_t n, int32_t synth, 
 	uint8_t *o = c->out + *used;
 	*o++ = 0x12;
 	o = vput(o, evsz);
-	o = lcpy(o, p, (size_t)(head - p));
-	if (newcur) {
-		*o++ = 0x10;
-		o = vput(o, (uint32_t)synth);
-	} else if (pidf) {
-		o = lcpy(o, pidf, pidlen);
-	}
+	if (newcur)
+		o = lsyn(lcpy(o, p, (size_t)(pidf - p)), 0x10, y);
+	else
+		o = lcpy(o, p, (size_t)(kind - p));
 	*o++ = 0x22;
 	o = vput(o, body);
-	for (unsigned k = 1; k <= 7; k++) {
-		int side = k == 1 || k == 2 ? 0 : k == 5 || k == 6 ? 1 : -1;
-		if (side >= 0 && (k == 1 || k == 5) && comm[side].set) {
-			*o++ = tag[k];
-			o = vput(o, comm[side].len);
-			memcpy(o, comm[side].s, comm[side].len);
-			o += comm[side].len;
-		} else if (side >= 0 && (k == 2 || k == 6) && newpid[side]) {
-			*o++ = tag[k];
-			o = vput(o, (uint32_t)synth);
-		} else if (f[k]) {
-			o = lcpy(o, f[k], fl[k]);
-		}
-	}
+	o = comm[0].set ? lstr(o, 0x0a, &comm[0]) : lcpy(o, a[0], (size_t)(a[1] - a[0]));
+	o = newpid[0] ? lsyn(o, 0x10, y) : lcpy(o, a[1], (size_t)(a[2] - a[1]));
+	o = lcpy(o, a[2], (size_t)(a[4] - a[2]));
+	o = comm[1].set ? lstr(o, 0x2a, &comm[1]) : lcpy(o, a[4], (size_t)(a[5] - a[4]));
+	o = newpid[1] ? lsyn(o, 0x30, y) : lcpy(o, a[5], (size_t)(a[6] - a[5]));
+	o = lcpy(o, a[6], (size_t)(a[7] - a[6]));
 	*used = (size_t)(o - c->out);
 	return 1;
 }
@@ -1740,6 +1750,8 @@ static int lean_bundle(struct pf *c, const uint8_t *p, size_t n)
 	struct rdc_stats st0 = *c->st;
 	uint64_t app0 = c->app_records;
 	int32_t synth = PF_SYNTH_BASE + (int32_t)cpu;
+	struct lsynth y = { .tid = synth };
+	y.len = (size_t)(vput(y.enc, (uint32_t)synth) - y.enc);
 	size_t used = 0, nev = 0, kept = 0;
 	if ((r = out_room(c, 16)))
 		return r;
@@ -1752,7 +1764,7 @@ static int lean_bundle(struct pf *c, const uint8_t *p, size_t n)
 			goto other;
 		const uint8_t *d = p;
 		p += len;
-		r = lean_switch(c, d, (size_t)len, synth, &used);
+		r = lean_switch(c, d, (size_t)len, &y, &used);
 		if (r < 0)
 			return r;
 		if (r) {
