@@ -1576,6 +1576,156 @@ static void test_fast_equals_general(void **state)
 	rdc_dlp_free(dlp);
 }
 
+/* ---- the lean path (canonical switches copied as spans) on bytes that
+ * protobuf-c would not write: varints padded with a 0x80 0x00, and an
+ * event's fields now and then in reverse order. The lean path must hand
+ * those events (or bundles) to the fast path's parser, and the bytes out
+ * must still be the general path's. */
+
+static uint32_t nc_rng = 1;
+
+static uint32_t nc_rnd(uint32_t n)
+{
+	nc_rng = nc_rng * 1103515245u + 12345u;
+	return (nc_rng >> 8) % n;
+}
+
+static uint64_t nc_get(const uint8_t **p)
+{
+	uint64_t v = 0;
+	for (unsigned k = 0;; k++) {
+		uint8_t b = *(*p)++;
+		v |= (uint64_t)(b & 0x7f) << (7 * k);
+		if (!(b & 0x80))
+			return v;
+	}
+}
+
+/* A varint, padded by a byte when pad (and it has room: 10 at most). */
+static size_t nc_put(uint8_t *o, uint64_t v, bool pad)
+{
+	size_t n = varint(o, v);
+	if (pad && n < 10) {
+		o[n - 1] |= 0x80;
+		o[n++] = 0;
+	}
+	return n;
+}
+
+/* Levels: 0 TracePacket, 1 FtraceEventBundle, 2 FtraceEvent, 3 an event. */
+static bool nc_sub(int level, uint64_t num)
+{
+	return (level == 0 && num == 1) || (level == 1 && num == 2) ||
+	       (level == 2 && (num == 4 || num == 17 || num == 20 || num == 114));
+}
+
+/* protobuf-c's bytes [p, p + n) of a message at level, re-encoded into o
+ * (room for 2n + 64); unknown: a field 99 ends the bundle. */
+static size_t nc_msg(uint8_t *o, const uint8_t *p, size_t n, int level, bool unknown)
+{
+	const uint8_t *at[128], *e = p + n;
+	size_t nf = 0, w = 0;
+
+	while (p < e) {
+		assert_true(nf < 128);
+		at[nf++] = p;
+		uint64_t tag = nc_get(&p);
+		if ((tag & 7) == 0)
+			nc_get(&p);
+		else if ((tag & 7) == 2)
+			p += nc_get(&p);
+		else
+			fail_msg("wire type %u", (unsigned)(tag & 7));
+	}
+	bool rev = level == 2 && nc_rnd(6) == 0;
+	for (size_t k = 0; k < nf; k++) {
+		const uint8_t *q = at[rev ? nf - 1 - k : k];
+		uint64_t tag = nc_get(&q);
+		w += varint(o + w, tag);
+		uint64_t v = nc_get(&q);
+		if ((tag & 7) == 0) {
+			w += nc_put(o + w, v, nc_rnd(4) == 0);
+		} else if (nc_sub(level, tag >> 3)) {
+			uint8_t *sub = malloc(2 * v + 64);
+			assert_non_null(sub);
+			size_t m = nc_msg(sub, q, v, level + 1, unknown);
+			w += nc_put(o + w, m, nc_rnd(8) == 0);
+			memcpy(o + w, sub, m);
+			w += m;
+			free(sub);
+		} else {
+			w += nc_put(o + w, v, nc_rnd(8) == 0);
+			memcpy(o + w, q, v);
+			w += v;
+		}
+	}
+	if (unknown && level == 1) {
+		static const char txt[] = "newer-writer";
+		w += varint(o + w, 99 << 3 | 2);
+		w += varint(o + w, sizeof(txt) - 1);
+		memcpy(o + w, txt, sizeof(txt) - 1);
+		w += sizeof(txt) - 1;
+	}
+	return w;
+}
+
+static void nc_packet(int fd, const Packet *pkt, uint32_t seed, bool unknown)
+{
+	size_t n = perfetto__protos__trace_packet__get_packed_size(pkt);
+	uint8_t *b = malloc(n + 1), *o = malloc(2 * n + 64);
+	assert_non_null(b);
+	assert_non_null(o);
+	perfetto__protos__trace_packet__pack(pkt, b);
+	nc_rng = seed;
+	put_frame(fd, o, nc_msg(o, b, n, 0, unknown));
+	free(b);
+	free(o);
+}
+
+static void test_lean_noncanonical(void **state)
+{
+	struct rdc_dlp *dlp;
+	size_t compared = 0;
+
+	assert_int_equal(rdc_dlp_compile(rdc_dlp_builtin, rdc_dlp_builtin_count, &dlp), 0);
+	for (uint32_t seed = 1; seed <= 80; seed++) {
+		fx_rng = seed;
+		int fast = memfd(), general = memfd();
+		for (size_t k = 0, np = 1 + fx_rnd(4); k < np; k++) {
+			size_t n = 1 + fx_rnd(40);
+			FEvent **ev = ARR(FEvent *, n);
+			for (size_t i = 0; i < n; i++)
+				ev[i] = fx_event();
+			Packet *p = pk_bundle(fx_rnd(8), ev, n);
+			if (fx_rnd(2)) {
+				p->has_timestamp = 1;
+				p->timestamp = 5000000000ull + seed;
+			}
+			uint32_t s = seed * 7919u + (uint32_t)k;
+			nc_packet(fast, p, s, false);
+			nc_packet(general, p, s, true);
+		}
+		struct rdc_policy pol = policy(seed % 2 ? dlp : NULL);
+		struct out a = redact_kernel(fast, &pol), b = redact_kernel(general, &pol);
+		assert_int_equal(a.rc, b.rc);
+		assert_int_equal(a.len, b.len);
+		assert_memory_equal(a.buf, b.buf, a.len);
+		assert_int_equal(a.st.kept, b.st.kept);
+		assert_int_equal(a.st.dropped, b.st.dropped);
+		assert_int_equal(a.st.anonymised, b.st.anonymised);
+		assert_int_equal(a.st.scrubbed, b.st.scrubbed);
+		assert_false(has_bytes(&b, "newer-writer"));
+		compared += a.rc == 0;
+		out_free(&a);
+		out_free(&b);
+		close(fast);
+		close(general);
+		pool_free(NULL);
+	}
+	assert_true(compared > 40);
+	rdc_dlp_free(dlp);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1596,6 +1746,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_nesting, pool_free),
 		cmocka_unit_test_teardown(test_unknown_top_level, pool_free),
 		cmocka_unit_test_teardown(test_fast_equals_general, pool_free),
+		cmocka_unit_test_teardown(test_lean_noncanonical, pool_free),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
