@@ -51,6 +51,9 @@
 /* Bytes readable past any packet the fast paths see (the read buffer's and
  * c->pkt's tail), and writable past c->out's: spans are copied 16 at a time. */
 #define PF_PAD 16
+/* The write buffer's bytes the lean path keeps free past its events for
+ * a bundle's headers longer than guessed (8 at most) and its trailer (17). */
+#define LEAN_TAIL 32
 #define ARENA_BLK (1u << 20)
 #define ARENA_KEEP (4u << 20)
 
@@ -477,6 +480,8 @@ struct pf {
 	bool kernel;               /* reading the kernel's stream */
 	uint8_t *pkt, *out;
 	size_t pktcap, outcap;
+	uint8_t *lo;               /* the lean path's output: wb.buf or out */
+	size_t locap;
 	struct dlp_ent *cache;
 	struct fev *fev;           /* the fast path's events, reused */
 	size_t fevcap;
@@ -1563,6 +1568,23 @@ static int out_room(struct pf *c, size_t need)
 	return 0;
 }
 
+/* Room for need bytes at c->lo: in the write buffer while they fit there,
+ * else in c->out, the used bytes moved along. */
+static int lo_room(struct pf *c, size_t need, size_t used)
+{
+	if (need <= c->locap)
+		return 0;
+	bool inwb = c->lo != c->out; /* before out_room() moves c->out */
+	int r = out_room(c, need);
+	if (r)
+		return r;
+	if (inwb)
+		memcpy(c->out, c->lo, used);
+	c->lo = c->out;
+	c->locap = c->outcap;
+	return 0;
+}
+
 /* A string field: the input's (s NULL) or this one. */
 struct lrep {
 	const char *s;
@@ -1598,7 +1620,7 @@ static inline __attribute__((always_inline)) uint8_t *lsyn(uint8_t *o, uint8_t t
 
 /*
  * One FtraceEvent message [p, p + n), if it is a canonical sched_switch:
- * judged, and written at c->out + *used as a bundle's event field.
+ * judged, and written at c->lo + *used as a bundle's event field.
  * 1 written, 0 not canonical (nothing decided, nothing written), -errno.
  */
 static int lean_switch(struct pf *c, const uint8_t *p, size_t n, const struct lsynth *y,
@@ -1682,11 +1704,11 @@ static int lean_switch(struct pf *c, const uint8_t *p, size_t n, const struct ls
 			body = body - (size_t)(a[pf] - a[pf - 1]) + sp;
 	}
 	size_t evsz = (newcur ? (size_t)(pidf - p) + sp : (size_t)(kind - p)) + 1 + vsize(body) + body;
-	int r = out_room(c, *used + 1 + vsize(evsz) + evsz + PF_PAD);
+	int r = lo_room(c, *used + 1 + vsize(evsz) + evsz + PF_PAD, *used);
 	if (r)
 		return r;
 
-	uint8_t *o = c->out + *used;
+	uint8_t *o = c->lo + *used;
 	*o++ = 0x12;
 	o = vput(o, evsz);
 	if (newcur)
@@ -1701,7 +1723,7 @@ static int lean_switch(struct pf *c, const uint8_t *p, size_t n, const struct ls
 	o = comm[1].set ? lstr(o, 0x2a, &comm[1]) : lcpy(o, a[4], (size_t)(a[5] - a[4]));
 	o = newpid[1] ? lsyn(o, 0x30, y) : lcpy(o, a[5], (size_t)(a[6] - a[5]));
 	o = lcpy(o, a[6], (size_t)(a[7] - a[6]));
-	*used = (size_t)(o - c->out);
+	*used = (size_t)(o - c->lo);
 	return 1;
 }
 
@@ -1753,10 +1775,23 @@ static int lean_bundle(struct pf *c, const uint8_t *p, size_t n)
 	struct lsynth y = { .tid = synth };
 	y.len = (size_t)(vput(y.enc, (uint32_t)synth) - y.enc);
 	size_t used = 0, nev = 0, kept = 0;
-	if ((r = out_room(c, 16)))
+	/* Written in the write buffer past room for the headers, guessed from
+	 * the input's (the same varint sizes nearly always), while it fits. */
+	size_t guess = 2 + vsize(n) + vsize(blen);
+	if (sizeof(c->wb.buf) - c->wb.len < guess + n + LEAN_TAIL && c->wb.len &&
+	    (r = wb_flush(&c->wb)))
 		return r;
-	c->out[used++] = 0x08;
-	used = (size_t)(vput(c->out + used, cpu) - c->out);
+	size_t room = sizeof(c->wb.buf) - c->wb.len;
+	c->lo = c->out;
+	c->locap = c->outcap;
+	if (room >= guess + LEAN_TAIL + 64) {
+		c->lo = c->wb.buf + c->wb.len + guess;
+		c->locap = room - guess - LEAN_TAIL;
+	}
+	if ((r = lo_room(c, 16, 0)))
+		return r;
+	c->lo[used++] = 0x08;
+	used = (size_t)(vput(c->lo + used, cpu) - c->lo);
 	while (p < e) {
 		uint64_t len;
 		if (*p != 0x12 || (++p, lv(&p, e, 5, &len)) || len > (uint64_t)(e - p) ||
@@ -1785,12 +1820,12 @@ static int lean_bundle(struct pf *c, const uint8_t *p, size_t n)
 		c->st->kept++;
 		kept++;
 		fast_size(&ev);
-		if ((r = out_room(c, used + 1 + vsize(ev.size) + ev.size)))
+		if ((r = lo_room(c, used + 1 + vsize(ev.size) + ev.size, used)))
 			return r;
-		uint8_t *o = c->out + used;
+		uint8_t *o = c->lo + used;
 		*o++ = 0x12;
 		o = vput(o, ev.size);
-		used = (size_t)(fast_put_event(o, &ev) - c->out);
+		used = (size_t)(fast_put_event(o, &ev) - c->lo);
 	}
 	if (!nev)
 		goto other; /* the general path's answer: dropped */
@@ -1812,8 +1847,19 @@ static int lean_bundle(struct pf *c, const uint8_t *p, size_t n)
 		*t++ = 0x50;
 		t = vput(t, seq);
 	}
-	if ((r = wb_put(&c->wb, hd, (size_t)(h - hd))) ||
-	    (r = wb_put(&c->wb, c->out, used)) || (r = wb_put(&c->wb, tl, (size_t)(t - tl))))
+	size_t hn = (size_t)(h - hd), tn = (size_t)(t - tl);
+	if (c->lo != c->out) {
+		/* hn - guess <= 8 and tn <= 17: inside LEAN_TAIL */
+		uint8_t *start = c->wb.buf + c->wb.len;
+		if (hn != guess)
+			memmove(start + hn, c->lo, used);
+		memcpy(start, hd, hn);
+		memcpy(start + hn + used, tl, tn);
+		c->wb.len += hn + used + tn;
+		return 1;
+	}
+	if ((r = wb_put(&c->wb, hd, hn)) || (r = wb_put(&c->wb, c->out, used)) ||
+	    (r = wb_put(&c->wb, tl, tn)))
 		return r;
 	return 1;
 other:

@@ -1726,6 +1726,46 @@ static void test_lean_noncanonical(void **state)
 	rdc_dlp_free(dlp);
 }
 
+/* A bundle whose rewrite outgrows the write buffer's free room: 6,000
+ * switches of one-byte foreign pids and no comms (8 bytes each) become
+ * 20 bytes each (a synthetic tid is 5 bytes, an empty comm is written),
+ * 120 KB from 48 KB, so the lean path moves to its own buffer midway. */
+static void test_lean_grows(void **state)
+{
+	enum { N = 6000 };
+	FEvent **ev = ARR(FEvent *, N);
+	FEvent *foe = fe_switch(0, "", 7, "", 8);
+	foe->has_timestamp = foe->has_pid = 0;
+	foe->sched_switch->prev_comm = foe->sched_switch->next_comm = NULL;
+	foe->sched_switch->has_prev_prio = foe->sched_switch->has_next_prio = 0;
+	foe->sched_switch->has_prev_state = 0;
+	ev[0] = fe_switch(1000, "app-main", APP, SECRET, FOE);
+	for (size_t i = 1; i < N; i++)
+		ev[i] = foe;
+	int fast = memfd(), general = memfd();
+	for (int k = 0; k < 3; k++) {
+		Packet *p = pk_bundle((uint32_t)k, ev, N);
+		put_packet(fast, p);
+		add_unknown(&p->ftrace_events->base, 99, "newer-writer");
+		put_packet(general, p);
+		p->ftrace_events->base.n_unknown_fields = 0;
+	}
+	struct rdc_policy pol = policy(NULL);
+	struct out a = redact_kernel(fast, &pol), b = redact_kernel(general, &pol);
+	assert_int_equal(a.rc, 0);
+	assert_int_equal(b.rc, 0);
+	assert_true(a.len > 3 * 100000);
+	assert_int_equal(a.len, b.len);
+	assert_memory_equal(a.buf, b.buf, a.len);
+	assert_int_equal(a.st.kept, b.st.kept);
+	assert_int_equal(a.st.anonymised, b.st.anonymised);
+	assert_false(has_bytes(&a, SECRET));
+	out_free(&a);
+	out_free(&b);
+	close(fast);
+	close(general);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1747,6 +1787,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_unknown_top_level, pool_free),
 		cmocka_unit_test_teardown(test_fast_equals_general, pool_free),
 		cmocka_unit_test_teardown(test_lean_noncanonical, pool_free),
+		cmocka_unit_test_teardown(test_lean_grows, pool_free),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
