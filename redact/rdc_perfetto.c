@@ -1513,9 +1513,10 @@ static int fast_bundle_any(struct pf *c, const uint8_t *p, size_t n)
  * fast_judge()'s rules and written as its input spans with those fields
  * replaced; any other event (a wakeup, a negative prio, a padded varint)
  * goes through fast_parse_event()/fast_put_event() in place, and a bundle
- * of another shape through fast_bundle_any(). After: this path is ~45 % of
- * the time, reading the input and writing the output most of the rest.
- * Equal bytes out: test_rdc_perfetto's fast_equals_general. */
+ * of another shape through fast_bundle_any(). After (same input): this
+ * path 72 % of a CPU time cut from ~0.45 s to ~0.29 s, protobuf-c on the
+ * runtime's packets 11 %, the read copy 4 %. Equal bytes out:
+ * test_rdc_perfetto's fast_equals_general, lean_noncanonical, lean_grows. */
 
 /* A varint as protobuf-c writes it, of at most max bytes: -1 for a padded
  * (non-minimal), longer or truncated one. */
