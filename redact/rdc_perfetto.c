@@ -1586,18 +1586,20 @@ static int lo_room(struct pf *c, size_t need, size_t used)
 	return 0;
 }
 
-/* A string field: the input's (s NULL) or this one. */
+/* A comm that replaces the input's, when set: "" for another task's, or
+ * the app's after DLP changed it. */
 struct lrep {
 	const char *s;
 	size_t len;
 	bool set;
 };
 
-/* The cpu's synthetic tid (PF_SYNTH_BASE + cpu) and its varint. */
+/* The cpu's synthetic tid (PF_SYNTH_BASE + cpu) and its varint (5 bytes:
+ * it is below 2^31). */
 struct lsynth {
 	int32_t tid;
 	size_t len;
-	uint8_t enc[16];
+	uint8_t enc[8];
 };
 
 /* A string field, tag first. */
@@ -1610,7 +1612,7 @@ static inline __attribute__((always_inline)) uint8_t *lstr(uint8_t *o, uint8_t t
 	return o + s->len;
 }
 
-/* A pid field holding the synthetic tid. */
+/* A pid field holding the synthetic tid: 9 bytes stored, inside PF_PAD. */
 static inline __attribute__((always_inline)) uint8_t *lsyn(uint8_t *o, uint8_t tag,
 							  const struct lsynth *y)
 {
