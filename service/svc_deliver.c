@@ -120,6 +120,7 @@ static void fail_log_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	f->armed = false;
+	f->until_ns = 0; /* the window ends with its line: the next failure is whole */
 	fail_log_flush(f);
 }
 
