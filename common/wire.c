@@ -9,29 +9,75 @@
 /* Room for a few fds so that a bomb is seen (and closed) rather than truncated. */
 #define WIRE_CMSG_FDS 8
 
+/* Room for one passed fd, aligned for a cmsghdr. */
+union wire_ctl {
+	char b[CMSG_SPACE(sizeof(int))];
+	struct cmsghdr align;
+};
+
+/* mh sends iov (already set) with pass_fd, if any, in ctl. */
+static void set_fd(struct msghdr *mh, union wire_ctl *ctl, int pass_fd)
+{
+	if (pass_fd < 0)
+		return;
+	memset(ctl, 0, sizeof(*ctl));
+	mh->msg_control = ctl->b;
+	mh->msg_controllen = sizeof(ctl->b);
+	struct cmsghdr *c = CMSG_FIRSTHDR(mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+}
+
 int wire_send(int sock, const void *buf, size_t len, int pass_fd)
 {
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	union {
-		char b[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
+	union wire_ctl ctl;
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
-	if (pass_fd >= 0) {
-		memset(&ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl.b;
-		mh.msg_controllen = sizeof(ctl.b);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-	}
+	set_fd(&mh, &ctl, pass_fd);
 	for (;;) {
 		ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n >= 0)
 			return (size_t)n == len ? 0 : -EIO;
+		if (errno == EINTR)
+			continue;
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	}
+}
+
+int wire_send_batch(int sock, const struct wire_pkt *pkt, unsigned n)
+{
+	struct mmsghdr mm[WIRE_BATCH_MAX];
+	struct iovec iov[WIRE_BATCH_MAX];
+	union wire_ctl ctl[WIRE_BATCH_MAX];
+	int r;
+
+	if (n > WIRE_BATCH_MAX)
+		n = WIRE_BATCH_MAX;
+	/* One packet: sendmsg, as wire_send, so the single reply's path is unchanged. */
+	if (n <= 1)
+		return n ? ((r = wire_send(sock, pkt->buf, pkt->len, pkt->fd)) < 0 ? r : 1) : -EINVAL;
+	memset(mm, 0, n * sizeof(*mm));
+	for (unsigned i = 0; i < n; i++) {
+		iov[i] = (struct iovec){ .iov_base = (void *)pkt[i].buf, .iov_len = pkt[i].len };
+		mm[i].msg_hdr.msg_iov = &iov[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+		set_fd(&mm[i].msg_hdr, &ctl[i], pkt[i].fd);
+	}
+	for (;;) {
+		int k = sendmmsg(sock, mm, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (k > 0) {
+			/* SOCK_SEQPACKET sends a packet whole or not at all; a
+			 * short one (another socket type) ends the batch before it. */
+			for (int i = 0; i < k; i++)
+				if (mm[i].msg_len != pkt[i].len)
+					return i ? i : -EIO;
+			return k;
+		}
+		if (k == 0)
+			return -EIO;
 		if (errno == EINTR)
 			continue;
 		return errno == EWOULDBLOCK ? -EAGAIN : -errno;

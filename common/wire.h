@@ -24,6 +24,26 @@
  */
 int wire_send(int sock, const void *buf, size_t len, int pass_fd);
 
+/* One packet of a wire_send_batch: its bytes and its fd (-1: none). */
+struct wire_pkt {
+	const void *buf;
+	size_t len;
+	int fd;
+};
+
+/*
+ * Send up to WIRE_BATCH_MAX of n packets in order, in one system call
+ * (sendmmsg): a peer's queued messages cost one kernel entry, not one
+ * each. Each stays its own packet with its own fd, as wire_send's would.
+ * Returns how many were sent (> 0), or -errno for the first (-EAGAIN
+ * when the peer's queue is full); a packet after the last one sent is
+ * not sent, and the next call meets its error. -EIO when the first
+ * packet went short (never on SOCK_SEQPACKET: a packet goes whole or
+ * not at all); a short one later ends the batch before it.
+ */
+#define WIRE_BATCH_MAX 16
+int wire_send_batch(int sock, const struct wire_pkt *pkt, unsigned n);
+
 /*
  * Pack msg and send it. Returns 0, -EMSGSIZE if the packed form exceeds
  * cap, or what wire_send returns.

@@ -282,8 +282,41 @@ void svc_conn_foreach(void (*fn)(struct svc_conn *c, void *ud), void *ud)
 
 /* ------------------------------------------------------------ sending */
 
-/* svc_conn_hold: sends are queued until svc_conn_release. */
-static bool held;
+/* svc_conn_hold: sends are queued until the last svc_conn_release. */
+static unsigned held;
+
+/*
+ * The turn's hold. The first read of a loop turn holds every peer's
+ * messages until ev_flush, activated then, runs: after the callbacks
+ * already active in the turn (every peer's read, then the timers), so a
+ * peer's messages of one turn leave together, in one sendmmsg
+ * (svc_outq_flush), and wake it once. Why (bench/admission.sh): a
+ * refusal's reply went at once, and the failure result of the app's
+ * last capture (a timer of the same turn, held by the group commit)
+ * woke the app again at the commit; each wake of another CPU's task is
+ * an IPI, ~4 us of the daemon's 27 us a decision. A message so waits at
+ * most one turn's callbacks, as an admission's reply already did.
+ */
+static struct event *ev_flush;
+static bool turn_held;
+
+static void flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	turn_held = false;
+	svc_conn_release();
+}
+
+static void turn_hold(void)
+{
+	if (turn_held || !ev_flush)
+		return;
+	turn_held = true;
+	svc_conn_hold();
+	event_active(ev_flush, EV_TIMEOUT, 0);
+}
 
 static int conn_flush(struct svc_conn *c)
 {
@@ -312,12 +345,13 @@ int svc_conn_send(struct svc_conn *c, const ProtobufCMessage *m, int fd)
 
 void svc_conn_hold(void)
 {
-	held = true;
+	held++;
 }
 
 void svc_conn_release(void)
 {
-	held = false;
+	if (held && --held)
+		return;
 	for (struct svc_conn *c = conns; c; c = c->next) {
 		if (c->dropping || !c->q.len)
 			continue;
@@ -437,6 +471,7 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
 	unsigned max = c->single ? 1 : socks[c->role].batch;
 	if (c->single)
 		c->single--;
+	turn_hold();
 	for (unsigned i = 0; ops && i < max && !c->dropping && share_take(c->share); i++) {
 		ssize_t n = wire_recv(c->fd, buf, ops->max_in, NULL);
 		if (n <= 0)
@@ -689,6 +724,8 @@ int svc_conn_init(struct event_base *b, const struct svc_config *c)
 	cfg = c;
 	if (!(ev_round = evtimer_new(base, round_cb, NULL)))
 		return -ENOMEM;
+	/* Without it (no memory) each send goes at once, as before. */
+	ev_flush = event_new(base, -1, 0, flush_cb, NULL);
 	fit_fd_limit();
 	for (int i = 0; i < SVC_ROLE_N; i++)
 		spec[i] = (struct svc_listen_spec){ socks[i].name, paths[i], socks[i].label,
@@ -711,4 +748,10 @@ void svc_conn_fini(void)
 	if (ev_round)
 		event_free(ev_round);
 	ev_round = NULL;
+	if (ev_flush)
+		event_free(ev_flush);
+	ev_flush = NULL;
+	if (turn_held && held)
+		held--;
+	turn_held = false;
 }

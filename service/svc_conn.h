@@ -114,7 +114,10 @@ int svc_conn_send(struct svc_conn *c, const ProtobufCMessage *m, int fd);
  * (the queue's cap still applies) and sends nothing, and
  * svc_conn_release sends what was queued, in order. svc_request holds
  * while a batch of admissions is not yet committed, so that no reply can
- * say "admitted" before the admission is on disk. Not nested.
+ * say "admitted" before the admission is on disk. Nested: the last
+ * release sends. The transport itself holds from a loop turn's first
+ * read to the end of the callbacks active in that turn (svc_conn.c,
+ * "The turn's hold"): a peer's messages of one turn go in one call.
  */
 void svc_conn_hold(void);
 void svc_conn_release(void);

@@ -91,16 +91,33 @@ int svc_outq_push(struct svc_outq *q, const ProtobufCMessage *m, size_t max, int
 	return 0;
 }
 
+/*
+ * Up to WIRE_BATCH_MAX queued messages a system call (sendmmsg): at a
+ * group commit's release a peer often has two (the reply to its request
+ * and the failure result of its last capture), and each sendmsg was a
+ * kernel entry of its own (bench/admission.sh: sendmsg 41 % of the
+ * daemon's time; docs/RATELIMIT.md, "Group commit").
+ */
 int svc_outq_flush(struct svc_outq *q, int sock)
 {
+	struct wire_pkt pkt[WIRE_BATCH_MAX];
+
 	while (q->len) {
-		struct svc_outq_msg *o = &q->msg[q->head];
-		int r = wire_send(sock, o->buf, o->len, o->fd);
+		unsigned n = q->len < WIRE_BATCH_MAX ? q->len : WIRE_BATCH_MAX;
+		for (unsigned i = 0; i < n; i++) {
+			const struct svc_outq_msg *o = &q->msg[(q->head + i) % q->cap];
+			pkt[i] = (struct wire_pkt){ o->buf, o->len, o->fd };
+		}
+		int r = wire_send_batch(sock, pkt, n);
 		if (r == -EAGAIN)
 			return 1;
-		msg_clear(o);
-		q->head = (q->head + 1) % q->cap;
-		q->len--;
+		/* An error is the head message's: it is gone, as it was sent. */
+		unsigned done = r < 0 ? 1 : (unsigned)r;
+		for (unsigned i = 0; i < done; i++) {
+			msg_clear(&q->msg[q->head]);
+			q->head = (q->head + 1) % q->cap;
+			q->len--;
+		}
 		if (r < 0)
 			return r;
 	}

@@ -34,7 +34,8 @@ void svc_outq_fini(struct svc_outq *q);
 /* Pack m and queue it with a duplicate of fd (-1: none); nothing is sent.
  * -EMSGSIZE over max bytes, -ENOBUFS at the cap, -ENOMEM, -errno of dup. */
 int svc_outq_push(struct svc_outq *q, const ProtobufCMessage *m, size_t max, int fd);
-/* Send in order until the socket would block: 0 all sent, 1 would block
+/* Send in order until the socket would block, up to WIRE_BATCH_MAX
+ * messages a system call (sendmmsg): 0 all sent, 1 would block
  * (wait for EV_WRITE), -errno when sending failed (the message is gone). */
 int svc_outq_flush(struct svc_outq *q, int sock);
 

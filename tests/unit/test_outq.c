@@ -159,12 +159,55 @@ static void test_small_cap_and_fini(void **state)
 	assert_int_equal(count_fds(), before);
 }
 
+/*
+ * A batch (one sendmmsg) that meets a full socket: what went stays sent,
+ * the rest waits in order with its fds (flush says 1), and a later flush
+ * sends it. The send buffer is made small so that the socket fills
+ * inside a batch of WIRE_BATCH_MAX.
+ */
+static void test_batch_meets_full_socket(void **state)
+{
+	(void)state;
+	struct svc_outq q;
+	int before = count_fds();
+	int small = 4096;
+	assert_int_equal(setsockopt(sp[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	assert_true(nul >= 0);
+	assert_int_equal(svc_outq_init(&q, 256), 0);
+	for (uint64_t i = 1; i <= 256; i++)
+		push_id(&q, i, i % 3 ? -1 : nul, 0);
+	assert_int_equal(svc_outq_flush(&q, sp[0]), 1);
+	uint32_t left = q.len;
+	assert_true(left > 0 && left < 256);
+	/* Read what went, in order with its fds, then let the queue go on. */
+	uint64_t next = 1;
+	for (int rounds = 0; next <= 256; rounds++) {
+		assert_true(rounds < 1000);
+		while (next <= 256 - q.len) {
+			int fd = -1;
+			assert_int_equal(recv_id(&fd), next);
+			assert_int_equal(fd >= 0, next % 3 == 0);
+			if (fd >= 0)
+				close(fd);
+			next++;
+		}
+		if (q.len)
+			assert_true(svc_outq_flush(&q, sp[0]) >= 0);
+	}
+	assert_int_equal(q.len, 0);
+	close(nul);
+	svc_outq_fini(&q);
+	assert_int_equal(count_fds(), before);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_grows_to_cap, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_grow_wrapped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_small_cap_and_fini, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_batch_meets_full_socket, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

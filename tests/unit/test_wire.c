@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -67,6 +68,44 @@ static void test_roundtrip_one_packet(void **state)
 	assert_memory_equal(buf, "hello", 5);
 	assert_int_equal(wire_recv(sp[1], buf, sizeof(buf), NULL), 6);
 	assert_int_equal(wire_recv(sp[1], buf, sizeof(buf), NULL), -EAGAIN);
+}
+
+/* A batch: one sendmmsg, packets kept apart, each fd with its own packet,
+ * at most WIRE_BATCH_MAX a call; one packet goes as wire_send's. */
+static void test_send_batch(void **state)
+{
+	struct wire_pkt pkt[WIRE_BATCH_MAX + 4];
+	char data[WIRE_BATCH_MAX + 4][8], buf[16];
+	int p[2], fd;
+	assert_int_equal(pipe(p), 0);
+	for (unsigned i = 0; i < WIRE_BATCH_MAX + 4; i++) {
+		snprintf(data[i], sizeof(data[i]), "m%u", i);
+		pkt[i] = (struct wire_pkt){ data[i], strlen(data[i]), i == 1 || i == 5 ? p[1] : -1 };
+	}
+	assert_int_equal(wire_send_batch(sp[0], pkt, WIRE_BATCH_MAX + 4), WIRE_BATCH_MAX);
+	assert_int_equal(wire_send_batch(sp[0], pkt + WIRE_BATCH_MAX, 1), 1);
+	assert_int_equal(wire_send_batch(sp[0], pkt, 0), -EINVAL);
+	for (unsigned i = 0; i <= WIRE_BATCH_MAX; i++) {
+		unsigned want = i < WIRE_BATCH_MAX ? i : WIRE_BATCH_MAX;
+		ssize_t n = wire_recv(sp[1], buf, sizeof(buf), &fd);
+		assert_int_equal(n, (ssize_t)strlen(data[want]));
+		assert_memory_equal(buf, data[want], (size_t)n);
+		if (i == 1 || i == 5) {
+			assert_true(fd >= 0);
+			assert_int_equal(write(fd, "z", 1), 1);
+			close(fd);
+		} else {
+			assert_int_equal(fd, -1);
+		}
+	}
+	assert_int_equal(wire_recv(sp[1], buf, sizeof(buf), NULL), -EAGAIN);
+	assert_int_equal(read(p[0], buf, sizeof(buf)), 2);
+	close(p[0]);
+	close(p[1]);
+	/* A peer gone: the first packet's error, nothing sent. */
+	close(sp[1]);
+	sp[1] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	assert_int_equal(wire_send_batch(sp[0], pkt + 2, 3), -EPIPE);
 }
 
 static void test_oversize_dropped(void **state)
@@ -249,6 +288,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_roundtrip_one_packet, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_send_batch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_oversize_dropped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fd_passing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unexpected_fd_closed, setup, teardown),
