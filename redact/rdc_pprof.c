@@ -39,13 +39,17 @@
  * zlib at Z_BEST_SPEED. Both read one gzip member, check its CRC and
  * length, and ignore what follows it; tests/unit runs both builds.
  *
- * Threads: a gzip'd input is inflated on a thread of its own (src_worker,
- * from src_rewind to src_stop) and the output deflated and written on
- * another (sink_worker, from sink_open to sink_finish), each through an
- * rdc_bufq of PR_QBUFS buffers; the parser reads a buffer in place when
- * it can (src_lend) and copies only a field that straddles two. Each
- * worker alone touches its codec and fd; errors come back through the
- * queue. Both are joined before rdc_pprof returns.
+ * Threads: two, the parser and one gzip worker (gz_worker, from the first
+ * src_rewind or sink_open to the end of rdc_pprof). Inflating the input
+ * (from src_rewind to src_stop) and deflating and writing the output
+ * (from sink_open to sink_finish) are two jobs, each a codec under a
+ * mutex and an rdc_bufq of PR_QBUFS buffers; the worker runs whichever
+ * has work, a buffer at a time, and the parser, rather than wait on a
+ * queue, runs one itself when its mutex is free (trylock). Both wait on
+ * one bell that both queues ring. The parser reads an inflated buffer in
+ * place when it can (src_lend) and copies only a field that straddles
+ * two. Errors come back through the queues. The worker is joined before
+ * rdc_pprof returns.
  *
  * Where the time goes (perf record, cpu-clock, on bench/redact_throughput's
  * 200k-sample profile: 9.3 MB gzip'd, 16.0 MB inflated, half the samples
@@ -55,13 +59,17 @@
  * it: inflate 31 %, sample() with packed_check 25 %, deflate 19 %. The
  * codecs are at their floor: inflating with these buffers on one thread
  * takes what redact_gen's floor does (~30 ms); the ~36 ms the inflater
- * thread shows is two busy threads sharing the caches. Measured and left
+ * thread showed was two busy threads sharing the caches. Measured and left
  * as they are: PR_CHUNK x PR_QBUFS from 64 KiB x 6 to 1 MiB x 2 (no
- * change past the noise), the hand-off (~285 futex calls and ~84 context
- * switches a run), ISA-L level 0 (not faster past the noise here, 24 %
- * more output), level 1's level_buf size and hist_bits (no faster), and
- * an eight-bytes-at-a-time frame decoder (slower than sample()'s byte
- * loop).
+ * change past the noise), ISA-L level 0 (not faster past the noise here,
+ * 24 % more output), level 1's level_buf size and hist_bits (no faster),
+ * and an eight-bytes-at-a-time frame decoder (slower than sample()'s byte
+ * loop). pp18c (three threads -> two): the same split of CPU (inflate
+ * 32-37 %, sample() 20-22 %, deflate 15 % + 5 %, memmove 4 %), ~90 -> ~77
+ * ms of CPU and 106-204 -> 62-68 context switches a run, as three
+ * threads no longer take turns on two cores; the wall time follows the
+ * CPU where the jobs overlap (figures in the commit and
+ * bench/redact_throughput).
  *
  * Same rules as the unpack-and-rebuild redactor this replaced (kept in
  * tests/unit/rdc_pprof_ref.c, and test_rdc_pprof_diff holds them equal):
