@@ -1,7 +1,7 @@
 /*
  * rdc_bufq: a bounded queue of byte buffers between two threads of the
  * redactor, one filling buffers and one draining them (the pprof
- * redactor's inflater and deflater threads, redact/rdc_pprof.c).
+ * redactor's parser and its gzip worker, redact/rdc_pprof.c).
  *
  * Contract. rdc_bufq_new makes nbuf buffers of size bytes each, all free;
  * that is all the memory the queue ever holds (nbuf x size: the cap). The

@@ -348,7 +348,7 @@ static void src_close(struct src *s)
  * Inflate into dst[0..room): 1 with *made > 0 bytes, 0 the gzip member
  * ended (*made may be > 0), -EBADMSG (corrupt, or the file ended first).
  * One gzip member is read; whatever follows it is ignored, with either
- * library. The inflater thread's alone.
+ * library. Only under gzw.imu (the inflate job's holder).
  */
 #ifdef RDC_HAVE_ISAL
 static int src_zin(struct src *s, uint8_t *dst, size_t room, size_t *made)
@@ -1583,7 +1583,7 @@ static int64_t str_new(struct pr *c, const char *s)
 /* ---- output: staged, deflated, written */
 
 /* Deflate in[0..n) (and end the stream when finish) and write what comes
- * out. The deflater thread's alone. */
+ * out. Only under gzw.omu (the deflate job's holder). */
 #ifdef RDC_HAVE_ISAL
 static int sink_pump(struct sink *o, const uint8_t *in, size_t n, bool finish)
 {
