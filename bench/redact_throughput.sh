@@ -13,8 +13,8 @@
 # pprof behind `gzip -dc`, as the file is gzip'd), with the schemas of
 # proto/. MB = 10^6 bytes, MB/s of input bytes, RSS in MiB; CPU_MB/s is
 # per second of the redactor's own user + system CPU (best of ROUNDS; all
-# its threads: the pprof redactor inflates and deflates on two threads
-# beside the parser, so its wall time can beat it), which a loaded
+# its threads: the pprof redactor inflates and deflates on a gzip worker
+# thread beside the parser, so its wall time can beat it), which a loaded
 # machine stretches far less than the wall clock. The load average is
 # printed first: with fewer free cores than threads the wall time is the
 # threads' CPU shared out, not their overlap. redact_gen
@@ -221,8 +221,9 @@ echo "  the same profile in protoc's field order (tables after the samples: two 
 		printf "; with ISA-L (what the redactor uses) %.1f and %.1f ms", ii / 1e6, id / 1e6
 	else { ii = i; id = d }
 	printf ".\n  The redactor inflates once when the samples come last (common/pprof.c), twice\n"
-	printf "  otherwise, and deflates once, each on a thread of its own beside the parser:\n"
-	printf "  inflating alone caps it near %.1f MB/s (one pass) with a core each;\n", b * 1e3 / ii
-	printf "  inflate and deflate on one core, %.1f MB/s (one pass), %.1f (two).\n",
+	printf "  otherwise, and deflates once, both on one gzip worker thread beside the\n"
+	printf "  parser, which runs a codec itself when it would wait: inflating alone caps it\n"
+	printf "  near %.1f MB/s (one pass) with a core each; inflate and deflate on one core,\n", b * 1e3 / ii
+	printf "  %.1f MB/s (one pass), %.1f (two), which the parser helping can pass.\n",
 		b * 1e3 / (ii + id), b * 1e3 / (2 * ii + id) }'
 [ -n "$PROTOC" ] || echo "  protoc not found (apt-get install protobuf-compiler): no peer figure."

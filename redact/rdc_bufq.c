@@ -25,6 +25,14 @@ struct rdc_bufq {
 	struct ring free, full;
 	bool closed;
 	int err;
+	struct rdc_bufq_bell *bell;
+};
+
+struct rdc_bufq_bell {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint64_t seq;
+	unsigned waiters; /* broadcast only when someone sleeps */
 };
 
 static void ring_put(struct ring *r, size_t i)
@@ -126,6 +134,7 @@ void rdc_bufq_push(struct rdc_bufq *q, struct rdc_bufq_buf *b)
 	ring_put(&q->full, (size_t)(b - q->bufs));
 	pthread_cond_signal(&q->can_drain);
 	pthread_mutex_unlock(&q->mu);
+	rdc_bufq_bell_ring(q->bell);
 }
 
 struct rdc_bufq_buf *rdc_bufq_take_full(struct rdc_bufq *q)
@@ -147,6 +156,7 @@ void rdc_bufq_release(struct rdc_bufq *q, struct rdc_bufq_buf *b)
 	ring_put(&q->free, (size_t)(b - q->bufs));
 	pthread_cond_signal(&q->can_fill);
 	pthread_mutex_unlock(&q->mu);
+	rdc_bufq_bell_ring(q->bell);
 }
 
 void rdc_bufq_close(struct rdc_bufq *q, int err)
@@ -158,6 +168,7 @@ void rdc_bufq_close(struct rdc_bufq *q, int err)
 	pthread_cond_broadcast(&q->can_fill);
 	pthread_cond_broadcast(&q->can_drain);
 	pthread_mutex_unlock(&q->mu);
+	rdc_bufq_bell_ring(q->bell);
 }
 
 int rdc_bufq_err(struct rdc_bufq *q)
@@ -171,4 +182,96 @@ int rdc_bufq_err(struct rdc_bufq *q)
 size_t rdc_bufq_size(const struct rdc_bufq *q)
 {
 	return q->size;
+}
+
+struct rdc_bufq_buf *rdc_bufq_try_free(struct rdc_bufq *q, bool *closed)
+{
+	struct rdc_bufq_buf *b = NULL;
+
+	pthread_mutex_lock(&q->mu);
+	if (!q->closed && q->free.n) {
+		b = &q->bufs[ring_get(&q->free)];
+		b->len = 0;
+		b->status = 0;
+	}
+	if (closed)
+		*closed = q->closed;
+	pthread_mutex_unlock(&q->mu);
+	return b;
+}
+
+struct rdc_bufq_buf *rdc_bufq_try_full(struct rdc_bufq *q, bool *closed)
+{
+	struct rdc_bufq_buf *b = NULL;
+
+	pthread_mutex_lock(&q->mu);
+	if (q->full.n)
+		b = &q->bufs[ring_get(&q->full)];
+	if (closed)
+		*closed = q->closed && !b;
+	pthread_mutex_unlock(&q->mu);
+	return b;
+}
+
+void rdc_bufq_set_bell(struct rdc_bufq *q, struct rdc_bufq_bell *b)
+{
+	q->bell = b;
+}
+
+int rdc_bufq_bell_new(struct rdc_bufq_bell **bp)
+{
+	struct rdc_bufq_bell *b;
+
+	*bp = NULL;
+	if (!(b = calloc(1, sizeof(*b))))
+		return -ENOMEM;
+	if (pthread_mutex_init(&b->mu, NULL)) {
+		free(b);
+		return -ENOMEM;
+	}
+	if (pthread_cond_init(&b->cv, NULL)) {
+		pthread_mutex_destroy(&b->mu);
+		free(b);
+		return -ENOMEM;
+	}
+	*bp = b;
+	return 0;
+}
+
+void rdc_bufq_bell_free(struct rdc_bufq_bell *b)
+{
+	if (!b)
+		return;
+	pthread_cond_destroy(&b->cv);
+	pthread_mutex_destroy(&b->mu);
+	free(b);
+}
+
+uint64_t rdc_bufq_bell_seq(struct rdc_bufq_bell *b)
+{
+	pthread_mutex_lock(&b->mu);
+	uint64_t s = b->seq;
+	pthread_mutex_unlock(&b->mu);
+	return s;
+}
+
+void rdc_bufq_bell_wait(struct rdc_bufq_bell *b, uint64_t seq)
+{
+	pthread_mutex_lock(&b->mu);
+	b->waiters++;
+	while (b->seq == seq)
+		pthread_cond_wait(&b->cv, &b->mu);
+	b->waiters--;
+	pthread_mutex_unlock(&b->mu);
+}
+
+void rdc_bufq_bell_ring(struct rdc_bufq_bell *b)
+{
+	if (!b)
+		return;
+	pthread_mutex_lock(&b->mu);
+	b->seq++;
+	if (b->waiters)
+		pthread_cond_broadcast(&b->cv);
+	pthread_mutex_unlock(&b->mu);
 }

@@ -1,7 +1,7 @@
 /*
  * rdc_bufq: a bounded queue of byte buffers between two threads of the
  * redactor, one filling buffers and one draining them (the pprof
- * redactor's inflater and deflater threads, redact/rdc_pprof.c).
+ * redactor's parser and its gzip worker, redact/rdc_pprof.c).
  *
  * Contract. rdc_bufq_new makes nbuf buffers of size bytes each, all free;
  * that is all the memory the queue ever holds (nbuf x size: the cap). The
@@ -21,10 +21,21 @@
  * the queue open again. Thread-safe between one filler and one drainer;
  * rdc_bufq_free accepts NULL. Functions that can fail return 0 or a
  * negative errno.
+ *
+ * Work sharing (issue #18): a thread that serves several queues, or one
+ * that would rather do another job than wait, uses the non-blocking
+ * rdc_bufq_try_free/rdc_bufq_try_full and waits on a bell instead: every
+ * push, release and close of a queue given rdc_bufq_set_bell rings it.
+ * The bell is an event count: read rdc_bufq_bell_seq before looking at
+ * the queues, and rdc_bufq_bell_wait(seq) returns at once if anything
+ * rang since, so no wakeup is lost between the look and the wait. A
+ * caller may ring it itself (rdc_bufq_bell_ring) for a change of its own
+ * (a job given up). The bell holds no buffers: no cap of its own.
  */
 #ifndef PD_RDC_BUFQ_H
 #define PD_RDC_BUFQ_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +59,23 @@ void rdc_bufq_release(struct rdc_bufq *q, struct rdc_bufq_buf *b);
 void rdc_bufq_close(struct rdc_bufq *q, int err);
 int rdc_bufq_err(struct rdc_bufq *q);
 void rdc_bufq_reset(struct rdc_bufq *q);
+/* Non-blocking: a buffer, or NULL with *closed telling whether the queue
+ * is closed (then no buffer will come: for try_full, closed and drained)
+ * or has none now. closed may be NULL. */
+struct rdc_bufq_buf *rdc_bufq_try_free(struct rdc_bufq *q, bool *closed);
+struct rdc_bufq_buf *rdc_bufq_try_full(struct rdc_bufq *q, bool *closed);
+
+struct rdc_bufq_bell;
+int rdc_bufq_bell_new(struct rdc_bufq_bell **b);
+void rdc_bufq_bell_free(struct rdc_bufq_bell *b);
+uint64_t rdc_bufq_bell_seq(struct rdc_bufq_bell *b);
+/* Wait until the bell rang after seq was read (at once if it did). */
+void rdc_bufq_bell_wait(struct rdc_bufq_bell *b, uint64_t seq);
+void rdc_bufq_bell_ring(struct rdc_bufq_bell *b);
+/* From now on q rings b on every push, release and close (NULL: none).
+ * Set before any thread uses q; b outlives q's use. */
+void rdc_bufq_set_bell(struct rdc_bufq *q, struct rdc_bufq_bell *b);
+
 /* Bytes of one buffer. */
 size_t rdc_bufq_size(const struct rdc_bufq *q);
 

@@ -39,13 +39,17 @@
  * zlib at Z_BEST_SPEED. Both read one gzip member, check its CRC and
  * length, and ignore what follows it; tests/unit runs both builds.
  *
- * Threads: a gzip'd input is inflated on a thread of its own (src_worker,
- * from src_rewind to src_stop) and the output deflated and written on
- * another (sink_worker, from sink_open to sink_finish), each through an
- * rdc_bufq of PR_QBUFS buffers; the parser reads a buffer in place when
- * it can (src_lend) and copies only a field that straddles two. Each
- * worker alone touches its codec and fd; errors come back through the
- * queue. Both are joined before rdc_pprof returns.
+ * Threads: two, the parser and one gzip worker (gz_worker, from the first
+ * src_rewind or sink_open to the end of rdc_pprof). Inflating the input
+ * (from src_rewind to src_stop) and deflating and writing the output
+ * (from sink_open to sink_finish) are two jobs, each a codec under a
+ * mutex and an rdc_bufq of PR_QBUFS buffers; the worker runs whichever
+ * has work, a buffer at a time, and the parser, rather than wait on a
+ * queue, runs one itself when its mutex is free (trylock). Both wait on
+ * one bell that both queues ring. The parser reads an inflated buffer in
+ * place when it can (src_lend) and copies only a field that straddles
+ * two. Errors come back through the queues. The worker is joined before
+ * rdc_pprof returns.
  *
  * Where the time goes (perf record, cpu-clock, on bench/redact_throughput's
  * 200k-sample profile: 9.3 MB gzip'd, 16.0 MB inflated, half the samples
@@ -55,13 +59,17 @@
  * it: inflate 31 %, sample() with packed_check 25 %, deflate 19 %. The
  * codecs are at their floor: inflating with these buffers on one thread
  * takes what redact_gen's floor does (~30 ms); the ~36 ms the inflater
- * thread shows is two busy threads sharing the caches. Measured and left
+ * thread showed was two busy threads sharing the caches. Measured and left
  * as they are: PR_CHUNK x PR_QBUFS from 64 KiB x 6 to 1 MiB x 2 (no
- * change past the noise), the hand-off (~285 futex calls and ~84 context
- * switches a run), ISA-L level 0 (not faster past the noise here, 24 %
- * more output), level 1's level_buf size and hist_bits (no faster), and
- * an eight-bytes-at-a-time frame decoder (slower than sample()'s byte
- * loop).
+ * change past the noise), ISA-L level 0 (not faster past the noise here,
+ * 24 % more output), level 1's level_buf size and hist_bits (no faster),
+ * and an eight-bytes-at-a-time frame decoder (slower than sample()'s byte
+ * loop). pp18c (three threads -> two): the same split of CPU (inflate
+ * 32-37 %, sample() 20-22 %, deflate 15 % + 5 %, memmove 4 %), ~90 -> ~77
+ * ms of CPU and 106-204 -> 62-68 context switches a run, as three
+ * threads no longer take turns on two cores; the wall time follows the
+ * CPU where the jobs overlap (figures in the commit and
+ * bench/redact_throughput).
  *
  * Same rules as the unpack-and-rebuild redactor this replaced (kept in
  * tests/unit/rdc_pprof_ref.c, and test_rdc_pprof_diff holds them equal):
@@ -149,6 +157,37 @@ enum {
  * (the agents write at most 64; an app's own writer may not). */
 #define PR_ARG_MAX 512
 
+/* ---- the gzip worker: one thread beside the parser for both codecs
+ *
+ * Inflating the input, parsing and deflating the output are three serial
+ * jobs; on two cores, three threads (one per job) left a core idle
+ * whenever one of them waited on a queue and fought over the cores when
+ * all three ran. So there are two threads: the parser, and gz_worker,
+ * which takes whichever codec has work (a free input buffer to inflate
+ * into, a full output buffer to deflate). Each codec has a mutex whose
+ * holder alone runs it, one buffer at a time; a thread that would wait
+ * (the parser for input, or for room in the output) first tries the
+ * other jobs with trylock, so whichever thread is free runs them.
+ * Buffers still go through the queues in order: a codec's holder takes
+ * and pushes its buffers while holding it. Waits are on one bell that
+ * both queues ring (rdc_bufq.h). */
+struct src;
+struct sink;
+
+struct gzw {
+	struct rdc_bufq_bell *bell;
+	pthread_mutex_t imu, omu; /* the inflate and the deflate codec */
+	bool mu_on;
+	struct src *src;          /* the inflate job (under imu); NULL: none */
+	struct sink *sink;        /* the deflate job (under omu); NULL: none */
+	pthread_t th;
+	bool th_on;
+	bool stop;                /* __atomic: the worker leaves */
+};
+
+static int gz_inflate_step(struct gzw *g);
+static int gz_deflate_step(struct gzw *g);
+
 /* ---- the input, inflated through one window */
 
 struct src {
@@ -170,12 +209,12 @@ struct src {
 	size_t own_cap;
 	bool lent;           /* buf is the rest of cur, lent by the queue */
 	uint64_t raw_base;   /* inflated offset of buf[0] */
-	/* gzip: the inflater thread, which alone touches the codec, in and
-	 * the fd from src_rewind to src_stop; its output in iq, cur[cur_off..)
-	 * not yet copied into the window. */
+	/* gzip: whoever holds gz->imu alone touches the codec, in and the fd
+	 * from src_rewind to src_stop (the inflate job); its output in iq,
+	 * cur[cur_off..) not yet copied into the window. */
 	struct rdc_bufq *iq;
-	pthread_t ith;
-	bool ith_on;
+	struct gzw *gw;
+	bool job_on;
 	struct rdc_bufq_buf *cur;
 	size_t cur_off;
 };
@@ -274,15 +313,16 @@ static int src_open(struct src *s, int fd)
 	return 0;
 }
 
-/* Stop the inflater thread, if it runs: it sees the queue closed at its
- * next buffer, at most PR_CHUNK of inflating away. */
+/* End the inflate job, if it runs: waits for the buffer being inflated,
+ * at most PR_CHUNK of inflating away. */
 static void src_stop(struct src *s)
 {
-	if (!s->ith_on)
+	if (!s->job_on)
 		return;
-	rdc_bufq_close(s->iq, 0);
-	pthread_join(s->ith, NULL);
-	s->ith_on = false;
+	pthread_mutex_lock(&s->gw->imu);
+	s->gw->src = NULL;
+	pthread_mutex_unlock(&s->gw->imu);
+	s->job_on = false;
 	s->cur = NULL;
 	s->buf = s->own;
 	s->cap = s->own_cap;
@@ -308,7 +348,7 @@ static void src_close(struct src *s)
  * Inflate into dst[0..room): 1 with *made > 0 bytes, 0 the gzip member
  * ended (*made may be > 0), -EBADMSG (corrupt, or the file ended first).
  * One gzip member is read; whatever follows it is ignored, with either
- * library. The inflater thread's alone.
+ * library. Only under gzw.imu (the inflate job's holder).
  */
 #ifdef RDC_HAVE_ISAL
 static int src_zin(struct src *s, uint8_t *dst, size_t room, size_t *made)
@@ -377,19 +417,24 @@ static int src_zin(struct src *s, uint8_t *dst, size_t room, size_t *made)
 #endif
 
 /*
- * The inflater thread: fills the queue's buffers in order, each whole but
- * the last, whose status says how the stream ended (0, or -errno). It
+ * One buffer of the inflate job, by whichever thread gets the codec: 1
+ * done, 0 nothing to do (the codec busy, no job, or no free buffer). The
+ * buffers are filled in order, each whole but the last, whose status says
+ * how the stream ended (0, or -errno), and which ends the job. Inflating
  * runs ahead of the parser by at most PR_QBUFS buffers (the queue's cap),
- * so memory stays flat and a gzip bomb costs the main thread's own cap
- * check (RDC_PPROF_MAX_RAW), not more.
+ * so memory stays flat and a gzip bomb costs the parser's own cap check
+ * (RDC_PPROF_MAX_RAW), not more.
  */
-static void *src_worker(void *arg)
+static int gz_inflate_step(struct gzw *g)
 {
-	struct src *s = arg;
 	struct rdc_bufq_buf *b;
-	size_t size = rdc_bufq_size(s->iq);
+	int did = 0;
 
-	while ((b = rdc_bufq_take_free(s->iq))) {
+	if (pthread_mutex_trylock(&g->imu))
+		return 0;
+	struct src *s = g->src;
+	if (s && (b = rdc_bufq_try_free(s->iq, NULL))) {
+		size_t size = rdc_bufq_size(s->iq);
 		int r = 1;
 		while (r > 0 && b->len < size) {
 			size_t made;
@@ -397,11 +442,13 @@ static void *src_worker(void *arg)
 			b->len += made;
 		}
 		b->status = r;
-		rdc_bufq_push(s->iq, b);
 		if (r <= 0)
-			break;
+			g->src = NULL;
+		rdc_bufq_push(s->iq, b);
+		did = 1;
 	}
-	return NULL;
+	pthread_mutex_unlock(&g->imu);
+	return did;
 }
 
 /* A thread of the redactor's: a small stack (it calls only the codec and
@@ -418,6 +465,70 @@ static int thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
 		r = pthread_create(t, &a, fn, arg);
 	pthread_attr_destroy(&a);
 	return -r;
+}
+
+/* The gzip worker's loop: a buffer of each job that has work, else wait
+ * on the bell until a queue moves. */
+static void *gz_worker(void *arg)
+{
+	struct gzw *g = arg;
+
+	for (;;) {
+		uint64_t seq = rdc_bufq_bell_seq(g->bell);
+		if (__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE))
+			break;
+		int did = gz_inflate_step(g);
+		did |= gz_deflate_step(g);
+		if (!did)
+			rdc_bufq_bell_wait(g->bell, seq);
+	}
+	return NULL;
+}
+
+/* The bell, the codecs' mutexes and the worker, once per redaction. */
+static int gz_start(struct gzw *g)
+{
+	int r;
+
+	if (g->th_on)
+		return 0;
+	if (!g->bell && (r = rdc_bufq_bell_new(&g->bell)))
+		return r;
+	if (!g->mu_on) {
+		if (pthread_mutex_init(&g->imu, NULL))
+			return -ENOMEM;
+		if (pthread_mutex_init(&g->omu, NULL)) {
+			pthread_mutex_destroy(&g->imu);
+			return -ENOMEM;
+		}
+		g->mu_on = true;
+	}
+	if ((r = thread_start(&g->th, gz_worker, g)))
+		return r;
+	g->th_on = true;
+	return 0;
+}
+
+/* The worker joined (it leaves between two buffers); the jobs' owners
+ * end theirs after (src_stop, sink_close). */
+static void gz_stop(struct gzw *g)
+{
+	if (!g->th_on)
+		return;
+	__atomic_store_n(&g->stop, true, __ATOMIC_RELEASE);
+	rdc_bufq_bell_ring(g->bell);
+	pthread_join(g->th, NULL);
+	g->th_on = false;
+}
+
+static void gz_free(struct gzw *g)
+{
+	gz_stop(g);
+	if (g->mu_on) {
+		pthread_mutex_destroy(&g->imu);
+		pthread_mutex_destroy(&g->omu);
+	}
+	rdc_bufq_bell_free(g->bell);
 }
 
 /* Back to the first byte, for the next pass. */
@@ -454,16 +565,39 @@ static int src_rewind(struct src *s)
 		s->zinit = true;
 	}
 #endif
-	/* Inflating overlaps parsing: on its own thread (ISA-L's inflate is
-	 * a third of the time on one core), PR_QBUFS x PR_CHUNK ahead. */
-	if (!s->iq && (r = rdc_bufq_new(&s->iq, PR_QBUFS, PR_CHUNK)))
+	/* Inflating overlaps parsing: the gzip worker's job (ISA-L's inflate
+	 * is a third of the time on one core), PR_QBUFS x PR_CHUNK ahead. */
+	if ((r = gz_start(s->gw)))
 		return r;
+	if (!s->iq) {
+		if ((r = rdc_bufq_new(&s->iq, PR_QBUFS, PR_CHUNK)))
+			return r;
+		rdc_bufq_set_bell(s->iq, s->gw->bell);
+	}
 	rdc_bufq_reset(s->iq);
 	s->cur = NULL;
-	if ((r = thread_start(&s->ith, src_worker, s)))
-		return r;
-	s->ith_on = true;
+	pthread_mutex_lock(&s->gw->imu);
+	s->gw->src = s;
+	pthread_mutex_unlock(&s->gw->imu);
+	s->job_on = true;
+	rdc_bufq_bell_ring(s->gw->bell);
 	return 0;
+}
+
+/* The oldest inflated buffer; while there is none, the parser runs a
+ * codec itself (inflating first: that is what it waits for), else waits
+ * on the bell. NULL only if the queue was closed. */
+static struct rdc_bufq_buf *src_take(struct src *s)
+{
+	for (;;) {
+		uint64_t seq = rdc_bufq_bell_seq(s->gw->bell);
+		bool closed;
+		struct rdc_bufq_buf *b = rdc_bufq_try_full(s->iq, &closed);
+		if (b || closed)
+			return b;
+		if (!gz_inflate_step(s->gw) && !gz_deflate_step(s->gw))
+			rdc_bufq_bell_wait(s->gw->bell, seq);
+	}
 }
 
 /* Up to room inflated bytes into buf[end..): 1 some came, 0 the stream
@@ -472,7 +606,7 @@ static int src_inflate(struct src *s, size_t room)
 {
 	for (;;) {
 		if (!s->cur) {
-			if (!(s->cur = rdc_bufq_take_full(s->iq)))
+			if (!(s->cur = src_take(s)))
 				return -EIO; /* not closed while we read */
 			s->cur_off = 0;
 		}
@@ -546,7 +680,7 @@ static int src_lend(struct src *s)
 		if (s->zend)
 			return 0;
 		if (!s->cur) {
-			if (!(s->cur = rdc_bufq_take_full(s->iq)))
+			if (!(s->cur = src_take(s)))
 				return -EIO; /* not closed while we read */
 			s->cur_off = 0;
 		}
@@ -817,12 +951,13 @@ struct sink {
 	bool zinit;
 	uint8_t *zout;
 	uint64_t written;
-	/* The deflater thread, which alone touches the codec, zout, fd and
-	 * written from sink_open to sink_finish; the main thread fills cur
-	 * and hands it over through oq. */
+	/* Whoever holds gz->omu alone touches the codec, zout, fd, written
+	 * and zdone from sink_open to sink_finish (the deflate job); the
+	 * parser fills cur and hands it over through oq. */
 	struct rdc_bufq *oq;
-	pthread_t oth;
-	bool oth_on;
+	struct gzw *gw;
+	bool job_on;
+	bool zdone;   /* the last buffer deflated, or deflating failed */
 	struct rdc_bufq_buf *cur;
 };
 
@@ -883,6 +1018,7 @@ struct pr {
 
 	struct sink out;
 	int out_fd;
+	struct gzw gz;
 
 	/* One pass (strings and tables first): the input's strings as pass 1
 	 * read them, up to PR_HELD_MAX, and the samples judged in pass 1 */
@@ -1447,7 +1583,7 @@ static int64_t str_new(struct pr *c, const char *s)
 /* ---- output: staged, deflated, written */
 
 /* Deflate in[0..n) (and end the stream when finish) and write what comes
- * out. The deflater thread's alone. */
+ * out. Only under gzw.omu (the deflate job's holder). */
 #ifdef RDC_HAVE_ISAL
 static int sink_pump(struct sink *o, const uint8_t *in, size_t n, bool finish)
 {
@@ -1510,29 +1646,52 @@ static int sink_pump(struct sink *o, const uint8_t *in, size_t n, bool finish)
 #endif
 
 /*
- * The deflater thread: deflates and writes the full buffers in order;
- * status 1 marks the last (the stream ends with it). A failure closes
- * the queue with its error, which the main thread reads at its next
- * handoff. Memory: PR_QBUFS x PR_OUT_STAGE (the queue's cap); at the cap
- * the parser waits for the deflater.
+ * One buffer of the deflate job, by whichever thread gets the codec: 1
+ * done, 0 nothing to do. The full buffers are deflated and written in
+ * order; status 1 marks the last (the stream ends with it, and so does
+ * the job). A failure closes the queue with its error, which the parser
+ * reads at its next handoff. Memory: PR_QBUFS x PR_OUT_STAGE (the
+ * queue's cap); at the cap the parser deflates or waits.
  */
-static void *sink_worker(void *arg)
+static int gz_deflate_step(struct gzw *g)
 {
-	struct sink *o = arg;
 	struct rdc_bufq_buf *b;
+	int did = 0;
 
-	while ((b = rdc_bufq_take_full(o->oq))) {
+	if (pthread_mutex_trylock(&g->omu))
+		return 0;
+	struct sink *o = g->sink;
+	if (o && (b = rdc_bufq_try_full(o->oq, NULL))) {
 		bool last = b->status == 1;
 		int r = sink_pump(o, b->data, b->len, last);
-		rdc_bufq_release(o->oq, b);
-		if (r) {
-			rdc_bufq_close(o->oq, r);
-			break;
+		if (r || last) {
+			o->zdone = true;
+			g->sink = NULL;
 		}
-		if (last)
-			break;
+		/* Both ring the bell after zdone is set: sink_finish sees it. */
+		rdc_bufq_release(o->oq, b);
+		if (r)
+			rdc_bufq_close(o->oq, r);
+		did = 1;
 	}
-	return NULL;
+	pthread_mutex_unlock(&g->omu);
+	return did;
+}
+
+/* A free output buffer; while there is none, the parser deflates itself
+ * (what it waits for), else inflates ahead, else waits on the bell. NULL
+ * once deflating failed. */
+static struct rdc_bufq_buf *sink_take(struct sink *o)
+{
+	for (;;) {
+		uint64_t seq = rdc_bufq_bell_seq(o->gw->bell);
+		bool closed;
+		struct rdc_bufq_buf *b = rdc_bufq_try_free(o->oq, &closed);
+		if (b || closed)
+			return b;
+		if (!gz_deflate_step(o->gw) && !gz_inflate_step(o->gw))
+			rdc_bufq_bell_wait(o->gw->bell, seq);
+	}
 }
 
 /* The error that stopped the deflater, or -EIO when it stopped unasked. */
@@ -1548,7 +1707,7 @@ static int sink_put(struct sink *o, const void *p, size_t n)
 	size_t size = PR_OUT_STAGE;
 
 	while (n) {
-		if (!o->cur && !(o->cur = rdc_bufq_take_free(o->oq)))
+		if (!o->cur && !(o->cur = sink_take(o)))
 			return sink_err(o);
 		size_t k = size - o->cur->len;
 		if (k > n)
@@ -1565,17 +1724,27 @@ static int sink_put(struct sink *o, const void *p, size_t n)
 	return 0;
 }
 
-/* The last bytes, the stream's end, and the thread joined: 0 when every
- * byte was deflated and written. */
+/* The last bytes and the stream's end, the parser deflating beside the
+ * worker until the job is done: 0 when every byte was deflated and
+ * written. */
 static int sink_finish(struct sink *o)
 {
-	if (!o->cur && !(o->cur = rdc_bufq_take_free(o->oq)))
+	if (!o->cur && !(o->cur = sink_take(o)))
 		return sink_err(o);
 	o->cur->status = 1;
 	rdc_bufq_push(o->oq, o->cur);
 	o->cur = NULL;
-	pthread_join(o->oth, NULL);
-	o->oth_on = false;
+	for (;;) {
+		uint64_t seq = rdc_bufq_bell_seq(o->gw->bell);
+		pthread_mutex_lock(&o->gw->omu);
+		bool done = o->zdone;
+		pthread_mutex_unlock(&o->gw->omu);
+		if (done)
+			break;
+		if (!gz_deflate_step(o->gw))
+			rdc_bufq_bell_wait(o->gw->bell, seq);
+	}
+	o->job_on = false;
 	return rdc_bufq_err(o->oq);
 }
 
@@ -1606,21 +1775,26 @@ static int sink_open(struct sink *o, int fd)
 		return -ENOMEM;
 #endif
 	o->zinit = true;
-	/* Deflating overlaps parsing, on its own thread. */
-	if ((r = rdc_bufq_new(&o->oq, PR_QBUFS, PR_OUT_STAGE)) ||
-	    (r = thread_start(&o->oth, sink_worker, o)))
+	/* Deflating overlaps parsing: the gzip worker's job. */
+	if ((r = gz_start(o->gw)) || (r = rdc_bufq_new(&o->oq, PR_QBUFS, PR_OUT_STAGE)))
 		return r;
-	o->oth_on = true;
+	rdc_bufq_set_bell(o->oq, o->gw->bell);
+	pthread_mutex_lock(&o->gw->omu);
+	o->gw->sink = o;
+	pthread_mutex_unlock(&o->gw->omu);
+	o->job_on = true;
 	return 0;
 }
 
 static void sink_close(struct sink *o)
 {
-	/* An error in the main thread: the deflater stops at its next
-	 * buffer, what it has not taken yet left undeflated. */
-	if (o->oth_on) {
-		rdc_bufq_close(o->oq, 0);
-		pthread_join(o->oth, NULL);
+	/* An error in the parser: the job ends after the buffer being
+	 * deflated, what is not taken yet left undeflated. */
+	if (o->job_on) {
+		pthread_mutex_lock(&o->gw->omu);
+		o->gw->sink = NULL;
+		pthread_mutex_unlock(&o->gw->omu);
+		o->job_on = false;
 	}
 	rdc_bufq_free(o->oq);
 #ifdef RDC_HAVE_ISAL
@@ -2715,9 +2889,13 @@ int rdc_pprof(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_stat
 		return -ENOMEM;
 	c->p = p;
 	c->st = st;
+	c->src.gw = c->out.gw = &c->gz;
 	r = run(c, in_fd, out_fd);
+	/* The worker first: then no other thread touches a job. */
+	gz_stop(&c->gz);
 	src_close(&c->src);
 	sink_close(&c->out);
+	gz_free(&c->gz);
 	if (c->comment_text)
 		for (size_t i = 0; i < c->ncomments; i++)
 			free(c->comment_text[i]);

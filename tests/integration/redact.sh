@@ -29,7 +29,7 @@ if command -v setpriv > /dev/null; then
 		--test-forbidden < /dev/null > /dev/null 2>&1 || rc=$?
 	[ "$rc" -eq 159 ] || fail "as nobody: exit $rc, want 159"
 	echo "ok: same as nobody"
-	# The pprof redactor starts two threads (clone with CLONE_THREAD);
+	# The pprof redactor starts a gzip worker thread (clone with CLONE_THREAD);
 	# a process (clone without it, as fork makes) is still killed.
 	rc=0
 	setpriv --reuid=65534 --regid=65534 --clear-groups "$R" --format pprof --pids 1 \

@@ -381,8 +381,8 @@ static void test_packed_ids_kept(void **state)
 }
 
 /*
- * The deflater thread's write fails (/dev/full: ENOSPC): the error comes
- * back from rdc_pprof, whether the output fails at its end (a small
+ * The deflate job's write fails (/dev/full: ENOSPC), on the gzip worker
+ * or on the parser helping it: the error comes back from rdc_pprof, whether the output fails at its end (a small
  * profile) or mid-stream while the parser still fills buffers (a large
  * one: many 256 KiB buffers of kept samples), and nothing hangs.
  */

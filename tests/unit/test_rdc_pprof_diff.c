@@ -643,7 +643,7 @@ static void test_sample_caps(void **state)
 /* The seed corpus of fuzz_pprof, for each pid its samples name. */
 /*
  * Profiles of many samples (each generated one's samples repeated), in
- * every field order, gzip'd: megabytes inflated, so the inflater thread
+ * every field order, gzip'd: megabytes inflated, so the inflate job
  * hands over many 256 KiB buffers and fields straddle them (the window is
  * lent a buffer, then copies what straddles; rdc_pprof.c, src_lend).
  */
