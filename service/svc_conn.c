@@ -52,6 +52,9 @@ struct svc_conn {
 	bool hello;        /* client: ClientHello seen; runtime: RuntimeHello accepted */
 	bool listener;
 	bool dropping;
+	/* Dropped while messages were held: freed after the release sends them
+	 * (conn_reap_cb, svc_conn_release). */
+	bool reap_wait;
 	/* Wakes left reading one message only (conn_read_cb); 0: a full batch. */
 	uint8_t single;
 	uint32_t caps;     /* runtime capabilities */
@@ -348,12 +351,26 @@ void svc_conn_hold(void)
 	held++;
 }
 
+static void conn_reap_cb(evutil_socket_t fd, short what, void *arg);
+
 void svc_conn_release(void)
 {
 	if (held && --held)
 		return;
 	for (struct svc_conn *c = conns; c; c = c->next) {
-		if (c->dropping || !c->q.len)
+		if (c->dropping) {
+			/* What was queued before the drop (a refusal saying why,
+			 * say) leaves now, once, without waiting for the peer to
+			 * read; the peer is freed after, outside this caller. */
+			if (c->q.len)
+				(void)svc_outq_flush(&c->q, c->fd);
+			if (c->reap_wait) {
+				c->reap_wait = false;
+				event_base_once(base, -1, EV_TIMEOUT, conn_reap_cb, c, NULL);
+			}
+			continue;
+		}
+		if (!c->q.len)
 			continue;
 		int r = conn_flush(c);
 		if (r < 0)
@@ -391,7 +408,21 @@ static void conn_free(struct svc_conn *c)
 
 static void conn_reap_cb(evutil_socket_t fd, short what, void *arg)
 {
-	conn_free(arg);
+	struct svc_conn *c = arg;
+	/*
+	 * A peer dropped while the turn or the group commit holds the sends
+	 * may have a message queued that it was meant to get before the close
+	 * (svc_client's PERMISSION refusal of a peer whose ids changed): it
+	 * waits for the release, which sends it and reaps the peer. Nothing is
+	 * read from it meanwhile.
+	 */
+	if (held && c->q.len) {
+		c->reap_wait = true;
+		if (c->ev_read)
+			event_del(c->ev_read);
+		return;
+	}
+	conn_free(c);
 }
 
 void svc_conn_drop(struct svc_conn *c, const char *why)
