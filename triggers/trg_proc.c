@@ -19,6 +19,11 @@
  * twice. The list is compiled into the filter (two instructions a pid,
  * run in the exiting task's context); past TRG_PROC_EXIT_PIDS pids every
  * exit passes, as when the filter is refused or cannot be replaced.
+ *
+ * The exec events also keep a cache honest (svc_jvm: an answer per
+ * process image): ops->lost says when events may have gone missing (an
+ * overrun, a cut datagram), and trg_proc_current() whether every exec
+ * queued so far has been handed out.
  */
 #include "trg.h"
 
