@@ -184,12 +184,13 @@ static void ftrace_done(void *ud, int code, const char *msg)
 /* dur: the live part after the background part, ms (1..). */
 static void start_ftrace(struct session *s, uint32_t dur)
 {
-	if (util_fmt(s->ft_path, sizeof(s->ft_path), "%s/%llu.ftrace", svc_store_raw_dir(),
-		     (unsigned long long)s->id) < 0)
+	if (svc_session_files(s) < 0 ||
+	    util_fmt(s->files->ft_path, sizeof(s->files->ft_path), "%s/%llu.ftrace",
+		     svc_store_raw_dir(), (unsigned long long)s->id) < 0)
 		return;
-	s->ft_fd = open(s->ft_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	s->ft_fd = open(s->files->ft_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (s->ft_fd < 0) {
-		s->ft_path[0] = '\0';
+		s->files->ft_path[0] = '\0';
 		return;
 	}
 	/* Without the ring the trace starts at the capture; the app is told,
@@ -263,15 +264,19 @@ static bool heap_context(struct session *s)
 
 int svc_capture_open_raw(struct session *s)
 {
-	if (util_fmt(s->raw_path, sizeof(s->raw_path), "%s/%llu.raw", svc_store_raw_dir(),
+	int r = svc_session_files(s);
+	if (r < 0)
+		return r;
+	char *path = s->files->raw_path;
+	if (util_fmt(path, sizeof(s->files->raw_path), "%s/%llu.raw", svc_store_raw_dir(),
 		     (unsigned long long)s->id) < 0) {
-		s->raw_path[0] = '\0';
+		path[0] = '\0';
 		return -ENAMETOOLONG;
 	}
-	s->raw_fd = open(s->raw_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	s->raw_fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (s->raw_fd < 0) {
 		int e = -errno;
-		s->raw_path[0] = '\0';
+		path[0] = '\0';
 		return e;
 	}
 	return 0;
@@ -341,9 +346,10 @@ static bool start_agentless(struct session *s)
 		if (s->raw_fd >= 0)
 			close(s->raw_fd);
 		s->raw_fd = -1;
-		if (s->raw_path[0])
-			unlink(s->raw_path);
-		s->raw_path[0] = '\0';
+		if (s->files && s->files->raw_path[0])
+			unlink(s->files->raw_path);
+		if (s->files)
+			s->files->raw_path[0] = '\0';
 		return false;
 	}
 	s->state = S_CAPTURING;

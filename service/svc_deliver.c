@@ -222,18 +222,21 @@ static void keep_failed(struct session *s)
 {
 	const char *raw_dir = svc_store_raw_dir();
 	char keep[SVC_PATH_MAX + 32];
-	if (s->raw_path[0] &&
+	struct sess_files *f = s->files;
+	if (!f)
+		return; /* no file made */
+	if (f->raw_path[0] &&
 	    util_fmt(keep, sizeof(keep), "%s/failed-%llu.raw", raw_dir,
-		     (unsigned long long)s->id) == 0 && rename(s->raw_path, keep) == 0) {
-		s->raw_path[0] = '\0';
+		     (unsigned long long)s->id) == 0 && rename(f->raw_path, keep) == 0) {
+		f->raw_path[0] = '\0';
 		LOG_N("session %llu: raw artifact kept as %s (keep_failed_raw)",
 		      (unsigned long long)s->id, keep);
 	}
 	/* A trace's kernel half is the other input the redactor read. */
-	if (s->ft_path[0] &&
+	if (f->ft_path[0] &&
 	    util_fmt(keep, sizeof(keep), "%s/failed-%llu.ftrace", raw_dir,
-		     (unsigned long long)s->id) == 0 && rename(s->ft_path, keep) == 0) {
-		s->ft_path[0] = '\0';
+		     (unsigned long long)s->id) == 0 && rename(f->ft_path, keep) == 0) {
+		f->ft_path[0] = '\0';
 		LOG_N("session %llu: kernel trace kept as %s (keep_failed_raw)",
 		      (unsigned long long)s->id, keep);
 	}
@@ -288,13 +291,14 @@ static void redact_done(void *ud, int code, const char *rmsg)
 		svc_deliver_fail(s, PROF_E_UNKNOWN, "result path too long");
 		return;
 	}
-	if (rename(s->out_path, path) < 0) {
+	/* out_fd is open: s->files holds its path (svc_deliver_start). */
+	if (rename(s->files->out_path, path) < 0) {
 		int e = errno;
 		util_fmt(msg, sizeof(msg), "cannot move the result into place: %s", strerror(e));
 		svc_deliver_fail(s, names_errno_error(e, PROF_E_UNKNOWN), msg);
 		return;
 	}
-	s->out_path[0] = '\0';
+	s->files->out_path[0] = '\0';
 	fsync_dir(dir);
 	/*
 	 * The commit point: the index row and the session's "done" in one
@@ -355,10 +359,10 @@ static int kernel_stream(struct session *s, const char *format)
 	struct stat st, st2;
 	/* A trace's, or a heap capture's kernel context (issue #20). */
 	if ((strcmp(format, "perfetto") && strcmp(format, "heapgraph") &&
-	     strcmp(format, "heapprofile")) || s->ft_fd < 0 || !s->ft_path[0] ||
+	     strcmp(format, "heapprofile")) || s->ft_fd < 0 || !s->files || !s->files->ft_path[0] ||
 	    fstat(s->ft_fd, &st) < 0 || st.st_size == 0)
 		return -1;
-	int fd = open(s->ft_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = open(s->files->ft_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd >= 0 && (fstat(fd, &st2) < 0 || st2.st_ino != st.st_ino || st2.st_dev != st.st_dev)) {
 		close(fd);
 		fd = -1;
@@ -397,19 +401,21 @@ void svc_deliver_start(struct session *s)
 		svc_deliver_fail(s, PROF_E_POST_PROCESSING, "artifact is not a gzip'd pprof");
 		return;
 	}
-	if ((r = svc_store_app_dir(s->uid, s->gid, dir, sizeof(dir))) < 0 ||
-	    util_fmt(s->out_path, sizeof(s->out_path), "%s/.tmp-%llu", dir,
+	if ((r = svc_session_files(s)) < 0 ||
+	    (r = svc_store_app_dir(s->uid, s->gid, dir, sizeof(dir))) < 0 ||
+	    util_fmt(s->files->out_path, sizeof(s->files->out_path), "%s/.tmp-%llu", dir,
 		     (unsigned long long)s->id) < 0) {
-		s->out_path[0] = '\0';
+		if (s->files)
+			s->files->out_path[0] = '\0';
 		svc_deliver_fail(s, names_errno_error(r, PROF_E_UNKNOWN),
 				 "cannot prepare the result directory");
 		return;
 	}
 	/* Root-owned until it is complete; the app cannot see a partial file. */
-	s->out_fd = open(s->out_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	s->out_fd = open(s->files->out_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (s->out_fd < 0) {
 		int e = errno;
-		s->out_path[0] = '\0';
+		s->files->out_path[0] = '\0';
 		util_fmt(msg, sizeof(msg), "cannot create the result file: %s", strerror(e));
 		svc_deliver_fail(s, names_errno_error(e, PROF_E_UNKNOWN), msg);
 		return;

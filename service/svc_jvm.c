@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ja.h"
+#include "trg.h"
 #include "util.h"
 
 /* One process's answer (svc_jvm.h: the key, how long it holds). */
@@ -47,6 +48,20 @@ void svc_jvm_forget(void)
 {
 	memset(slots, 0, sizeof(slots));
 	memset(users, 0, sizeof(users));
+}
+
+void svc_jvm_exec(pid_t pid)
+{
+	if (pid <= 0)
+		return;
+	struct jvm_slot *s = &slots[(unsigned)pid % SVC_JVM_SLOTS];
+	if (s->pid == pid)
+		s->pid = 0;
+}
+
+void svc_jvm_lost(void)
+{
+	memset(slots, 0, sizeof(slots));
 }
 
 /* uid's user name into out: 0, or -ENOENT (none, or too long for out). */
@@ -138,14 +153,21 @@ bool svc_jvm_detect(pid_t pid, uint64_t start)
 	if (pid <= 0)
 		return false;
 	uint64_t now = util_now_ns(CLOCK_MONOTONIC);
+	if (!start)
+		return look(pid, &by_name, now);
+	struct jvm_slot *s = &slots[(unsigned)pid % SVC_JVM_SLOTS];
+	bool fresh = s->pid == pid && s->start == start &&
+		     (s->by_name || now - s->at_ns < SVC_JVM_PERF_TTL_MS * 1000000ull);
+	/* Every exec reported so far has dropped its pid's answer: a slot
+	 * still here was made for the image pid runs now (svc_jvm.h). */
+	if (fresh && trg_proc_current())
+		return s->jvm;
 	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
 	/* The executable's identity, taken before the look: an exec between
 	 * the two leaves a slot no later lookup matches. */
-	if (!start || stat(link, &st) < 0)
+	if (stat(link, &st) < 0)
 		return look(pid, &by_name, now);
-	struct jvm_slot *s = &slots[(unsigned)pid % SVC_JVM_SLOTS];
-	if (s->pid == pid && s->start == start && s->dev == st.st_dev && s->ino == st.st_ino &&
-	    (s->by_name || now - s->at_ns < SVC_JVM_PERF_TTL_MS * 1000000ull))
+	if (fresh && s->dev == st.st_dev && s->ino == st.st_ino)
 		return s->jvm;
 	bool jvm = look(pid, &by_name, now);
 	*s = (struct jvm_slot){ .pid = pid, .start = start, .dev = st.st_dev, .ino = st.st_ino,

@@ -24,6 +24,18 @@
  *     cap: a uid takes its slot from the uid that had it.
  * One status read (/proc/<pid>/status) per look: the real uid and the
  * innermost pid (NSpid) come from the same read.
+ *
+ * How an exec is noticed (issue #18: the stat of /proc/<pid>/exe was 2.5 us
+ * of every decision). The process events (triggers/trg_proc, the netlink
+ * proc connector) report every exec: svc_jvm_exec() drops that pid's
+ * answer. While trg_proc_current() says every exec reported so far has
+ * come here, a cached answer whose (pid, start) match is served as it is.
+ * Otherwise (no connector, the /proc scan, an event waiting in the socket,
+ * an overrun not read yet, a batch being handed out) the executable's
+ * device and inode are compared as before: the stat stays the fallback.
+ * An overrun or a cut datagram (svc_jvm_lost()) forgets every answer.
+ * Every answer's device and inode are taken when it is made, so either
+ * check can follow the other.
  */
 #ifndef PD_SVC_JVM_H
 #define PD_SVC_JVM_H
@@ -46,6 +58,10 @@
 bool svc_jvm_detect(pid_t pid, uint64_t start);
 /* Forget every cached answer and user name (SIGHUP). */
 void svc_jvm_forget(void);
+/* pid exec'd (a process event): forget its answer. */
+void svc_jvm_exec(pid_t pid);
+/* Process events were lost: forget every answer (not the user names). */
+void svc_jvm_lost(void);
 /* The JVM's main class, -jar file or -m module/class. 0 or -errno. */
 int svc_jvm_main(pid_t pid, char *out, size_t n);
 /* main is want, or a jar path whose file name is want. */

@@ -615,14 +615,14 @@ int svc_request_adopt(pid_t pid, uid_t uid, gid_t gid, const char *app, const ch
 		unlink(path);
 		return e;
 	}
-	if (svc_capture_open_raw(s) < 0 || rename(path, s->raw_path) < 0) {
+	if (svc_capture_open_raw(s) < 0 || rename(path, s->files->raw_path) < 0) {
 		unlink(path);
 		svc_deliver_fail(s, PROF_E_UNKNOWN, "cannot take over the crash dump");
 		return 0;
 	}
 	/* The renamed dump replaces the empty raw file svc_capture_open_raw made. */
 	close(s->raw_fd);
-	s->raw_fd = open(s->raw_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	s->raw_fd = open(s->files->raw_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 	s->redact_format = format;
 	s->state = S_CAPTURING;
 	s->capture_done = true;

@@ -108,6 +108,13 @@ struct session *svc_session_alloc(void (*on_timer)(struct session *s))
 	return s;
 }
 
+int svc_session_files(struct session *s)
+{
+	if (!s->files && !(s->files = calloc(1, sizeof(*s->files))))
+		return -ENOMEM;
+	return 0;
+}
+
 void svc_session_discard(struct session *s)
 {
 	if (!s)
@@ -116,6 +123,7 @@ void svc_session_discard(struct session *s)
 	if (s->timer)
 		event_free(s->timer);
 	free(s->methods);
+	free(s->files);
 	free(s);
 }
 
@@ -162,29 +170,33 @@ void svc_session_release_files(struct session *s)
 	if (s->ft_fd >= 0)
 		close(s->ft_fd);
 	s->ft_fd = -1;
-	if (s->ft_path[0])
-		unlink(s->ft_path);
-	s->ft_path[0] = '\0';
+	struct sess_files *f = s->files;
+	if (f && f->ft_path[0])
+		unlink(f->ft_path);
+	if (f)
+		f->ft_path[0] = '\0';
 	svc_sink_free(s->sink);
 	s->sink = NULL;
 	if (s->raw_fd >= 0) {
 		/* Free the blocks even if another fd to the inode survives (a
 		 * helper's, or one an older daemon handed out). */
-		if (s->raw_path[0] && ftruncate(s->raw_fd, 0) < 0)
+		if (f && f->raw_path[0] && ftruncate(s->raw_fd, 0) < 0)
 			LOG_D("session %llu: ftruncate of the raw file: %s",
 			      (unsigned long long)s->id, strerror(errno));
 		close(s->raw_fd);
 	}
 	s->raw_fd = -1;
-	if (s->raw_path[0])
-		unlink(s->raw_path);
-	s->raw_path[0] = '\0';
+	if (f && f->raw_path[0])
+		unlink(f->raw_path);
+	if (f)
+		f->raw_path[0] = '\0';
 	if (s->out_fd >= 0)
 		close(s->out_fd);
 	s->out_fd = -1;
-	if (s->out_path[0])
-		unlink(s->out_path);
-	s->out_path[0] = '\0';
+	if (f && f->out_path[0])
+		unlink(f->out_path);
+	if (f)
+		f->out_path[0] = '\0';
 }
 
 int svc_session_set_oom_tid(uint64_t id, pid_t pid, uint32_t tid)

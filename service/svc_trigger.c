@@ -223,6 +223,8 @@ static void on_proc_exec(pid_t pid)
 	unsigned uid, gid;
 	struct svc_reg *cold = NULL;
 
+	/* An exec ends whatever the JVM cache knew of pid (svc_jvm.h). */
+	svc_jvm_exec(pid);
 	/* Every exec on the machine comes here: only one some registration
 	 * could match costs a read of its ids (/proc/<pid>/status). */
 	size_t i, hi = svc_trigreg_hi();
@@ -416,6 +418,7 @@ static void on_mem_kill(pid_t pid, const char *how)
 
 static const struct trg_ops trg_ops = {
 	.exec = on_proc_exec,
+	.lost = svc_jvm_lost,
 	.exit = on_proc_exit,
 	.cpu = on_cpu,
 	.hang = on_hang,

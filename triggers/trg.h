@@ -26,12 +26,24 @@ struct trg_ops {
 	/* The OOM killer ended pid; how names the killer (for the result's note). */
 	void (*mem_kill)(pid_t pid, const char *how);
 	void (*psi)(int key);                    /* a pressure-stall trigger crossed */
+	/* Process events were lost (the connector's buffer overran, or a
+	 * datagram came cut): any exec may have gone unreported. */
+	void (*lost)(void);
 };
 
 /* Process events: the netlink proc connector, else a /proc scan. */
 int trg_proc_init(struct event_base *base, const struct trg_ops *ops);
 void trg_proc_fini(void);
 const char *trg_proc_status(void);
+/*
+ * Every exec the kernel has reported so far has reached ops->exec: the
+ * connector is in use, nothing waits in its socket (nor an overrun), and
+ * no batch is being handed out. False on the /proc scan, before init and
+ * after fini. One poll(2) of the socket, far cheaper than a /proc look;
+ * what a cache of per-process answers keyed on the image checks before
+ * trusting that an exec would have dropped it.
+ */
+bool trg_proc_current(void);
 /* The processes whose exits are wanted (the tracked ones; copied): the
  * socket filter drops every other exit. Past its cap, or never called,
  * every exit reaches ops->exit. */

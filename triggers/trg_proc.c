@@ -19,6 +19,11 @@
  * twice. The list is compiled into the filter (two instructions a pid,
  * run in the exiting task's context); past TRG_PROC_EXIT_PIDS pids every
  * exit passes, as when the filter is refused or cannot be replaced.
+ *
+ * The exec events also keep a cache honest (svc_jvm: an answer per
+ * process image): ops->lost says when events may have gone missing (an
+ * overrun, a cut datagram), and trg_proc_current() whether every exec
+ * queued so far has been handed out.
  */
 #include "trg.h"
 
@@ -30,6 +35,7 @@
 #include <linux/connector.h>
 #include <linux/filter.h>
 #include <linux/netlink.h>
+#include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +67,7 @@ static size_t nknown;
 static pid_t exit_pids[TRG_PROC_EXIT_PIDS]; /* trg_proc_exits: whose exits pass */
 static size_t nexit;
 static bool exit_all = true; /* every exit passes (past the cap, or not told) */
+static bool reading;         /* in nl_read: a batch taken is not handed out yet */
 
 /*
  * Keep exec and exit events whose thread is its process's leader (pid ==
@@ -206,17 +213,28 @@ static void nl_read(evutil_socket_t fd, short what, void *arg)
 		}
 		int got = recvmmsg(fd, mm, NL_BATCH, MSG_DONTWAIT, NULL);
 		if (got < 0) {
-			if (errno == ENOBUFS)
+			if (errno == ENOBUFS) {
 				LOG_W("proc connector overran: some process events were lost");
+				if (ops->lost)
+					ops->lost();
+			}
 			return;
 		}
+		/* Until the whole batch is handed out, an exec taken off the
+		 * socket is reported nowhere: trg_proc_current says no. */
+		reading = true;
 		for (int i = 0; i < got; i++) {
-			/* From the kernel only, and whole. */
-			if (mm[i].msg_hdr.msg_namelen < sizeof(from[i]) || from[i].nl_pid != 0 ||
-			    (mm[i].msg_hdr.msg_flags & MSG_TRUNC))
+			if (mm[i].msg_hdr.msg_namelen < sizeof(from[i]) || from[i].nl_pid != 0)
+				continue; /* not the kernel's */
+			if (mm[i].msg_hdr.msg_flags & MSG_TRUNC) {
+				/* The kernel's, cut: it may have been an exec. */
+				if (ops->lost)
+					ops->lost();
 				continue;
+			}
 			nl_event(&buf[i].nh, mm[i].msg_len);
 		}
+		reading = false;
 		if (got < NL_BATCH)
 			return;
 	}
@@ -324,6 +342,16 @@ void trg_proc_fini(void)
 	nknown = 0;
 	nexit = 0;
 	exit_all = true;
+	reading = false;
+}
+
+bool trg_proc_current(void)
+{
+	if (nl < 0 || reading)
+		return false;
+	/* POLLERR too: an overrun not read yet (sk_err) is pending as well. */
+	struct pollfd p = { .fd = nl, .events = POLLIN };
+	return poll(&p, 1, 0) == 0;
 }
 
 const char *trg_proc_status(void)

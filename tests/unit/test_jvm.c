@@ -27,11 +27,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <event2/event.h>
+
 #include "svc_jvm.h"
+#include "trg.h"
 #include "util.h"
 
 static char dir[64];
 static char java[128], other[128]; /* copies of sleep: named java, and not */
+static char sh_dir[128], java_sh[160]; /* a copy of sh named java */
 static char perf_dir[128]; /* the hsperfdata directory, when this test made it */
 
 static int copy_file(const char *from, const char *to)
@@ -62,6 +66,10 @@ static int setup(void **state)
 		return -1;
 	snprintf(java, sizeof(java), "%s/java", dir);
 	snprintf(other, sizeof(other), "%s/worker", dir);
+	snprintf(sh_dir, sizeof(sh_dir), "%s/sh", dir);
+	snprintf(java_sh, sizeof(java_sh), "%s/java", sh_dir);
+	if (mkdir(sh_dir, 0755) < 0 || copy_file("/bin/sh", java_sh) < 0)
+		return -1;
 	return copy_file(sleep_bin, java) == 0 && copy_file(sleep_bin, other) == 0 ? 0 : -1;
 }
 
@@ -70,6 +78,8 @@ static int teardown(void **state)
 	(void)state;
 	unlink(java);
 	unlink(other);
+	unlink(java_sh);
+	rmdir(sh_dir);
 	rmdir(dir);
 	if (perf_dir[0])
 		rmdir(perf_dir); /* only if empty: a JVM may have used it since */
@@ -228,6 +238,132 @@ static void test_exec(void **state)
 	reap(a);
 }
 
+/* The process events as the daemon wires them (svc_trigger's exec op),
+ * and which pids' execs have been handed out. */
+static pid_t execd[256];
+static size_t nexecd;
+
+static void on_exec(pid_t pid)
+{
+	svc_jvm_exec(pid);
+	execd[nexecd++ % 256] = pid;
+}
+
+static bool saw_exec(pid_t pid)
+{
+	for (size_t i = 0; i < 256 && i < nexecd; i++)
+		if (execd[i] == pid)
+			return true;
+	return false;
+}
+
+/* Run the loop until pid's exec was handed out (pid > 0) and nothing
+ * waits in the socket: the cache is then served without a stat. Bounded
+ * by turns, not time; false if that never happened. */
+static bool pump(struct event_base *b, pid_t pid)
+{
+	for (int i = 0; i < 20000; i++) {
+		event_base_loop(b, EVLOOP_NONBLOCK);
+		if ((pid <= 0 || saw_exec(pid)) && trg_proc_current())
+			return true;
+		usleep(500);
+	}
+	return false;
+}
+
+/*
+ * The event path: with the proc connector current, a cached answer is
+ * served without the stat of /proc/<pid>/exe, so only the exec event
+ * stands between an exec and a stale answer. Both ways: a process that
+ * execs into java is a JVM, and a java that execs another program (as it
+ * could a setuid binary) is no longer one, at the first look after the
+ * kernel reported the exec. Without svc_jvm_exec dropping the slot both
+ * asserts after pump() fail (the old answer, same pid and start time).
+ */
+static void test_exec_event(void **state)
+{
+	(void)state;
+	if (geteuid() != 0) {
+		printf("skipped: the proc connector needs root\n");
+		skip();
+	}
+	struct event_base *b = event_base_new();
+	assert_non_null(b);
+	const struct trg_ops ops = { .exec = on_exec, .lost = svc_jvm_lost };
+	assert_int_equal(trg_proc_init(b, &ops), 0);
+	if (strncmp(trg_proc_status(), "netlink", 7)) {
+		printf("skipped: %s\n", trg_proc_status());
+		trg_proc_fini();
+		event_base_free(b);
+		skip();
+	}
+	svc_jvm_forget();
+
+	/* Not a JVM (this test's image), then exec into java. */
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t a = fork();
+	assert_true(a >= 0);
+	if (a == 0) {
+		char c;
+		close(p[1]);
+		if (read(p[0], &c, 1) == 1)
+			execl(java, java, "60", (char *)NULL);
+		_exit(127);
+	}
+	close(p[0]);
+	char self[256];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	assert_true(n > 0);
+	self[n] = '\0';
+	wait_exec(a, self);
+	assert_true(pump(b, 0));
+	uint64_t s = start_of(a);
+	assert_false(svc_jvm_detect(a, s));
+	assert_true(pump(b, 0));
+	assert_false(svc_jvm_detect(a, s)); /* from the cache */
+	assert_int_equal(write(p[1], "x", 1), 1);
+	close(p[1]);
+	wait_exec(a, java);
+	assert_true(pump(b, a));
+	assert_int_equal(start_of(a), s);
+	assert_true(svc_jvm_detect(a, s));
+
+	/* A java (by the launcher's name) that execs another program. */
+	int q[2];
+	assert_int_equal(pipe(q), 0);
+	pid_t c = fork();
+	assert_true(c >= 0);
+	if (c == 0) {
+		close(q[1]);
+		if (dup2(q[0], 0) == 0)
+			execl(java_sh, java_sh, "-c", "read x; exec \"$0\" 60", other, (char *)NULL);
+		_exit(127);
+	}
+	close(q[0]);
+	wait_exec(c, java_sh);
+	assert_true(pump(b, 0));
+	uint64_t sc = start_of(c);
+	assert_true(svc_jvm_detect(c, sc));
+	assert_true(pump(b, 0));
+	assert_true(svc_jvm_detect(c, sc)); /* from the cache */
+	assert_int_equal(write(q[1], "x\n", 2), 2);
+	close(q[1]);
+	wait_exec(c, other);
+	assert_true(pump(b, c));
+	assert_int_equal(start_of(c), sc);
+	assert_false(svc_jvm_detect(c, sc));
+
+	/* Lost events forget every answer: the next look reads afresh. */
+	svc_jvm_lost();
+	assert_true(svc_jvm_detect(a, s));
+	assert_false(svc_jvm_detect(c, sc));
+	reap(a);
+	reap(c);
+	trg_proc_fini();
+	event_base_free(b);
+}
+
 /* svc_jvm_forget: cached answers go, the next look reads afresh. */
 static void test_forget(void **state)
 {
@@ -256,6 +392,7 @@ int main(void)
 		cmocka_unit_test(test_launcher_name),
 		cmocka_unit_test(test_pid_reused),
 		cmocka_unit_test(test_exec),
+		cmocka_unit_test(test_exec_event),
 		cmocka_unit_test(test_forget),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -182,6 +182,8 @@ int svc_db_result_requeue(uint64_t session_id, const char *note) { return -ENOEN
 bool svc_jvm_detect(pid_t pid, uint64_t start) { return false; }
 int svc_jvm_main(pid_t pid, char *out, size_t n) { return -ENOENT; }
 bool svc_jvm_main_matches(const char *main, const char *want) { return false; }
+void svc_jvm_exec(pid_t pid) { (void)pid; }
+void svc_jvm_lost(void) {}
 int svc_jattach_start(pid_t pid, uint64_t start, enum svc_jattach_op op, uint32_t timeout_ms,
 		      int out_fd, svc_helper_cb cb, void *ud, struct svc_helper **h)
 {
