@@ -13,8 +13,9 @@
  *     SECONDS; prints "execs N".
  *   hostile_pidtable victim [SECONDS]
  *     The other uid's app: registers EXCESSIVE_CPU (5 % over 1 s, so a
- *     loaded machine still crosses it) and spins four threads until the
- *     trigger's result comes; prints its path, exit 0. SECONDS (150 by
+ *     loaded machine still crosses it) and spins four threads until a
+ *     result of the trigger with a capture comes (one with an error is
+ *     printed and waited past); prints its path, exit 0. SECONDS (150 by
  *     default) only catches a hang: the time to the result is not what
  *     is tested (see pid_table.sh), so it is printed on stderr, with the
  *     time each step took, never asserted.
@@ -97,14 +98,28 @@ static int churn(const char *self, int seconds)
 	return 0;
 }
 
-static atomic_int stop, got, got_error;
+static atomic_int stop, got, got_error, nerrors;
 static char got_path[4096];
 static volatile uint64_t sink;
 
+/*
+ * A result with an error still means the trigger fired: under a heavy
+ * load this app's own runtime, which shares the CPU with its four
+ * spinners, can miss the capture's deadline (PROF_E_TIMEOUT). The
+ * spinners go on, the trigger fires again, and the wait goes on for a
+ * result with a capture in it: that is what the test asks for.
+ */
 static void on_result(const struct prof_result *r, void *ud)
 {
+	(void)ud;
+	if (r->error) {
+		atomic_store(&got_error, r->error);
+		atomic_fetch_add(&nerrors, 1);
+		fprintf(stderr, "hostile_pidtable: a result with error %d (%s): waiting for the next\n",
+			r->error, prof_strerror(r->error));
+		return;
+	}
 	snprintf(got_path, sizeof(got_path), "%s", r->path);
-	atomic_store(&got_error, r->error);
 	atomic_store(&got, 1);
 }
 
@@ -158,9 +173,10 @@ static int victim(unsigned bound_s)
 		pthread_join(th[i], NULL);
 	prof_clear_triggers(c);
 	prof_close(c);
-	if (!atomic_load(&got) || atomic_load(&got_error)) {
-		fprintf(stderr, "hostile_pidtable: no excessive-cpu result in %u s (error %d)\n",
-			bound_s, atomic_load(&got_error));
+	if (!atomic_load(&got)) {
+		fprintf(stderr, "hostile_pidtable: no excessive-cpu result in %u s "
+			"(%d with an error, the last %d)\n", bound_s, atomic_load(&nerrors),
+			atomic_load(&got_error));
 		return 1;
 	}
 	printf("%s\n", got_path);
