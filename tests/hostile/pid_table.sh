@@ -69,7 +69,9 @@ VICTIM=$!
 lost= vpid=
 while kill -0 "$VICTIM" 2>/dev/null; do
 	# $! is the subshell that runs as_uid; the victim says its own pid.
-	[ -n "$vpid" ] || vpid=$(awk '/^hostile_pidtable: victim pid /{print $4}' "$T/victim.err")
+	# (victim.err is created by that subshell: maybe not yet.)
+	[ -n "$vpid" ] || vpid=$(awk '/^hostile_pidtable: victim pid /{print $4}' \
+		"$T/victim.err" 2> /dev/null || true)
 	[ -z "$vpid" ] || lost=$(grep -a -m1 -e "pid $vpid not tracked" \
 		-e "cannot watch the CPU of pid $vpid:" "$T/daemon.log" || true)
 	[ -z "$lost" ] || break
