@@ -11,10 +11,14 @@
  *   hostile_pidtable churn SECONDS
  *     Execs short-lived copies of itself, one after the other, for
  *     SECONDS; prints "execs N".
- *   hostile_pidtable victim
+ *   hostile_pidtable victim [SECONDS]
  *     The other uid's app: registers EXCESSIVE_CPU (5 % over 1 s, so a
- *     loaded machine still crosses it) and spins four threads until the
- *     trigger's result comes (30 s at most); prints its path, exit 0.
+ *     loaded machine still crosses it) and spins four threads until a
+ *     result of the trigger with a capture comes (one with an error is
+ *     printed and waited past); prints its path, exit 0. SECONDS (150 by
+ *     default) only catches a hang: the time to the result is not what
+ *     is tested (see pid_table.sh), so it is printed on stderr, with the
+ *     time each step took, never asserted.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -94,14 +98,28 @@ static int churn(const char *self, int seconds)
 	return 0;
 }
 
-static atomic_int stop, got, got_error;
+static atomic_int stop, got, got_error, nerrors;
 static char got_path[4096];
 static volatile uint64_t sink;
 
+/*
+ * A result with an error still means the trigger fired: under a heavy
+ * load this app's own runtime, which shares the CPU with its four
+ * spinners, can miss the capture's deadline (PROF_E_TIMEOUT). The
+ * spinners go on, the trigger fires again, and the wait goes on for a
+ * result with a capture in it: that is what the test asks for.
+ */
 static void on_result(const struct prof_result *r, void *ud)
 {
+	(void)ud;
+	if (r->error) {
+		atomic_store(&got_error, r->error);
+		atomic_fetch_add(&nerrors, 1);
+		fprintf(stderr, "hostile_pidtable: a result with error %d (%s): waiting for the next\n",
+			r->error, prof_strerror(r->error));
+		return;
+	}
 	snprintf(got_path, sizeof(got_path), "%s", r->path);
-	atomic_store(&got_error, r->error);
 	atomic_store(&got, 1);
 }
 
@@ -115,9 +133,12 @@ static void *spin(void *arg)
 	return NULL;
 }
 
-static int victim(void)
+static int victim(unsigned bound_s)
 {
 	int err;
+	uint64_t t0 = util_mono_ms();
+	/* The pid the daemon's lines name, for pid_table.sh to look for. */
+	fprintf(stderr, "hostile_pidtable: victim pid %d\n", (int)getpid());
 	prof_client *c = prof_connect(NULL, &err);
 	if (!c) {
 		fprintf(stderr, "hostile_pidtable: connect: %d\n", err);
@@ -135,19 +156,26 @@ static int victim(void)
 		fprintf(stderr, "hostile_pidtable: add trigger: %s\n", prof_strerror(r));
 		return 1;
 	}
+	uint64_t t1 = util_mono_ms();
+	fprintf(stderr, "hostile_pidtable: connected and registered in %llu ms\n",
+		(unsigned long long)(t1 - t0));
 	pthread_t th[4];
 	for (int i = 0; i < 4; i++)
 		pthread_create(&th[i], NULL, spin, NULL);
-	uint64_t end = util_mono_ms() + 30000;
+	uint64_t end = t1 + (uint64_t)bound_s * 1000;
 	while (!atomic_load(&got) && util_mono_ms() < end)
 		prof_dispatch(c, 100);
+	if (atomic_load(&got))
+		fprintf(stderr, "hostile_pidtable: result %llu ms after the registration\n",
+			(unsigned long long)(util_mono_ms() - t1));
 	atomic_store(&stop, 1);
 	for (int i = 0; i < 4; i++)
 		pthread_join(th[i], NULL);
 	prof_clear_triggers(c);
 	prof_close(c);
-	if (!atomic_load(&got) || atomic_load(&got_error)) {
-		fprintf(stderr, "hostile_pidtable: no excessive-cpu result (error %d)\n",
+	if (!atomic_load(&got)) {
+		fprintf(stderr, "hostile_pidtable: no excessive-cpu result in %u s "
+			"(%d with an error, the last %d)\n", bound_s, atomic_load(&nerrors),
 			atomic_load(&got_error));
 		return 1;
 	}
@@ -166,11 +194,13 @@ int main(int argc, char **argv)
 	if (argc == 2 && !strcmp(argv[1], "register"))
 		return reg();
 	if (argc == 2 && !strcmp(argv[1], "victim"))
-		return victim();
+		return victim(150);
+	if (argc == 3 && !strcmp(argv[1], "victim") && atoi(argv[2]) > 0)
+		return victim((unsigned)atoi(argv[2]));
 	if (argc == 3 && !strcmp(argv[1], "spawn"))
 		spawn("/proc/self/exe", atoi(argv[2]));
 	if (argc == 3 && !strcmp(argv[1], "churn"))
 		return churn("/proc/self/exe", atoi(argv[2]));
-	fprintf(stderr, "usage: hostile_pidtable register | spawn N | churn SECONDS | victim\n");
+	fprintf(stderr, "usage: hostile_pidtable register | spawn N | churn SECONDS | victim [SECONDS]\n");
 	return 2;
 }

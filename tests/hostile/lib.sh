@@ -10,7 +10,21 @@ command -v setpriv > /dev/null || skip "setpriv (util-linux) is needed to run as
 # make_user runs in a command substitution (a subshell), so the users it
 # made are listed in a file, not a variable.
 HOSTILE_USERS_FILE=$T/hostile-users
+# hostile_keep STATUS: with PD_KEEP_LOGS=DIR, the run's logs and outputs
+# ($T's *.log, *.err, *.out) are copied to DIR/<test>-<pid>-<status> before
+# $T goes: a failure under load is seldom seen twice.
+hostile_keep() {
+	[ -n "${PD_KEEP_LOGS:-}" ] || return 0
+	local d
+	d=$PD_KEEP_LOGS/$(basename "$0" .sh)-$$-$1
+	mkdir -p "$d" && find "$T" -maxdepth 1 -type f \( -name '*.log' -o -name '*.err' -o -name '*.out' \) \
+		-exec cp {} "$d"/ \; 2>/dev/null || true
+}
+# hostile_cleanup [STATUS]: STATUS is the test's exit status (default $?,
+# right for a trap that calls it first).
 hostile_cleanup() {
+	local rc=${1:-$?}
+	hostile_keep "$rc"
 	local u
 	[ -f "$HOSTILE_USERS_FILE" ] && while read -r u; do
 		# userdel refuses while a killed process is not yet reaped.
