@@ -1364,6 +1364,50 @@ static uint8_t *fast_put_event(uint8_t *o, const struct fev *ev)
 	return o;
 }
 
+/* A kernel packet's envelope: its one bundle, and the timestamp and
+ * sequence id it may carry. */
+struct kenv {
+	const uint8_t *bundle;
+	uint64_t blen, ts, seq;
+	bool has_ts, has_seq;
+};
+
+/*
+ * Both fast paths take a packet of exactly one bundle, a timestamp, a
+ * sequence id and a trusted_pid (dropped: not carried from the kernel's),
+ * each at most once: true with k filled, false for any other shape.
+ */
+static bool kernel_envelope(const uint8_t *p, size_t n, struct kenv *k)
+{
+	const uint8_t *e = p + n;
+	bool has_tpid = false;
+
+	*k = (struct kenv){ 0 };
+	while (p < e) {
+		uint32_t num;
+		unsigned wt;
+		uint64_t v;
+		const uint8_t *d = NULL;
+		if (fw_field(&p, e, &num, &wt, &v, &d))
+			return false;
+		if (num == 1 && wt == 2 && !k->bundle) {
+			k->bundle = d;
+			k->blen = v;
+		} else if (num == 8 && wt == 0 && !k->has_ts) {
+			k->ts = v;
+			k->has_ts = true;
+		} else if (num == 10 && wt == 0 && !k->has_seq) {
+			k->seq = (uint32_t)v;
+			k->has_seq = true;
+		} else if (num == 79 && wt == 0 && !has_tpid) {
+			has_tpid = true;
+		} else {
+			return false;
+		}
+	}
+	return k->bundle != NULL;
+}
+
 /*
  * A kernel packet of one bundle of switch and wakeup events: 1 done
  * (written or dropped), 0 not of that shape (the general path takes it),
@@ -1373,36 +1417,17 @@ static int fast_bundle_any(struct pf *c, const uint8_t *p, size_t n)
 {
 	if (!n)
 		return 0; /* an empty packet: p may be NULL */
-	const uint8_t *e = p + n, *bundle = NULL;
-	uint64_t blen = 0, ts = 0, seq = 0, cpu = 0;
-	bool has_ts = false, has_seq = false, has_tpid = false, has_cpu = false;
+	struct kenv k;
+	uint64_t cpu = 0;
+	bool has_cpu = false;
 	size_t nev = 0;
 	int r;
 
-	while (p < e) {
-		uint32_t num;
-		unsigned wt;
-		uint64_t v;
-		const uint8_t *d = NULL;
-		if (fw_field(&p, e, &num, &wt, &v, &d))
-			return 0;
-		if (num == 1 && wt == 2 && !bundle) {
-			bundle = d;
-			blen = v;
-		} else if (num == 8 && wt == 0 && !has_ts) {
-			ts = v;
-			has_ts = true;
-		} else if (num == 10 && wt == 0 && !has_seq) {
-			seq = (uint32_t)v;
-			has_seq = true;
-		} else if (num == 79 && wt == 0 && !has_tpid) {
-			has_tpid = true; /* trusted_pid: not carried from the kernel's */
-		} else {
-			return 0;
-		}
-	}
-	if (!bundle)
+	if (!kernel_envelope(p, n, &k))
 		return 0;
+	const uint8_t *e, *bundle = k.bundle;
+	uint64_t blen = k.blen, ts = k.ts, seq = k.seq;
+	bool has_ts = k.has_ts, has_seq = k.has_seq;
 	/* Pass 1: every event parsed, nothing decided. */
 	for (p = bundle, e = bundle + blen; p < e;) {
 		uint32_t num;
@@ -1737,35 +1762,15 @@ static int lean_switch(struct pf *c, const uint8_t *p, size_t n, const struct ls
  */
 static int lean_bundle(struct pf *c, const uint8_t *p, size_t n)
 {
-	const uint8_t *e = p + n, *bundle = NULL;
-	uint64_t blen = 0, ts = 0, seq = 0, cpu;
-	bool has_ts = false, has_seq = false, has_tpid = false;
+	struct kenv k;
+	uint64_t cpu;
 	int r;
 
-	while (p < e) {
-		uint32_t num;
-		unsigned wt;
-		uint64_t v;
-		const uint8_t *d = NULL;
-		if (fw_field(&p, e, &num, &wt, &v, &d))
-			return 0;
-		if (num == 1 && wt == 2 && !bundle) {
-			bundle = d;
-			blen = v;
-		} else if (num == 8 && wt == 0 && !has_ts) {
-			ts = v;
-			has_ts = true;
-		} else if (num == 10 && wt == 0 && !has_seq) {
-			seq = (uint32_t)v;
-			has_seq = true;
-		} else if (num == 79 && wt == 0 && !has_tpid) {
-			has_tpid = true; /* trusted_pid: not carried from the kernel's */
-		} else {
-			return 0;
-		}
-	}
-	if (!bundle)
+	if (!kernel_envelope(p, n, &k))
 		return 0;
+	const uint8_t *e, *bundle = k.bundle;
+	uint64_t blen = k.blen, ts = k.ts, seq = k.seq;
+	bool has_ts = k.has_ts, has_seq = k.has_seq;
 	p = bundle;
 	e = bundle + blen;
 	if (p >= e || *p++ != 0x08 || lv(&p, e, 5, &cpu) || cpu > PF_MAX_CPU)
