@@ -26,6 +26,16 @@ jvm_start() {
 	"$jdk/bin/java" "$@" > "$T/$log.out" 2> "$T/$log.err" &
 	JPID=$!
 	JPIDS="$JPIDS $JPID"
+	# bash forks, then the child execs java: a request sent before the exec
+	# names a shell, which the daemon rightly says is no JVM (seen under
+	# load in it_method_events_jvm's live case). Wait for the exec.
+	local want _
+	want=$(readlink -f "$jdk/bin/java")
+	for _ in $(seq 1200); do
+		[ "$(readlink "/proc/$JPID/exe" 2>/dev/null)" = "$want" ] && break
+		kill -0 "$JPID" 2>/dev/null || break
+		sleep 0.05
+	done
 }
 
 # wait_runtime PID [SECONDS]: until the daemon logged the JVM's hello.
