@@ -231,6 +231,7 @@ done
 "$BUILD/runtime/perf/profilingd-perf" --pid "$spin" --hz 99 --duration-ms 30000 > /dev/null 2> "$T/perf.err" &
 hp=$!
 for _ in $(seq 200); do [ "$(status_field "$hp" Seccomp 2>/dev/null)" = 2 ] && break; sleep 0.05; done
+kill -0 "$hp" 2>/dev/null || { wait "$hp"; fail "profilingd-perf ended at once ($?): $(tail -n 3 "$T/perf.err")"; }
 if command -v setpriv > /dev/null; then
 	[ "$(status_field "$hp" Uid)" = 65534 ] || fail "profilingd-perf samples a uid-65534 target as uid $(status_field "$hp" Uid)"
 	if [ "$(cat /proc/sys/kernel/perf_event_paranoid)" -le 2 ]; then
