@@ -193,8 +193,12 @@ static int wait_session_end(struct follow *f, const char *fire_line, int ms)
 	unsigned long long id = strtoull(p + 10, NULL, 10);
 	snprintf(a1, sizeof(a1), "session %llu (pid", id);
 	snprintf(a2, sizeof(a2), "session %llu:", id);
-	const struct alt ends[] = { { a1, ") failed:" }, { a2, "redacted" } };
-	return follow_wait(f, ends, 2, ms, &t, NULL, 0);
+	/* A failure inside the daemon's failure-log window has no line of its
+	 * own: the window's summary, at most 1 s later, names the last one
+	 * ("...; the last, session N (pid P), failed: ..."), which with one
+	 * session at a time is ours. */
+	const struct alt ends[] = { { a1, ") failed:" }, { a2, "redacted" }, { a1, "), failed:" } };
+	return follow_wait(f, ends, 3, ms, &t, NULL, 0);
 }
 
 static int exec_loop(int n, const char *ms, const char *log)
