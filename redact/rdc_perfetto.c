@@ -1425,11 +1425,9 @@ static int fast_bundle_any(struct pf *c, const uint8_t *p, size_t n)
 
 	if (!kernel_envelope(p, n, &k))
 		return 0;
-	const uint8_t *e, *bundle = k.bundle;
-	uint64_t blen = k.blen, ts = k.ts, seq = k.seq;
-	bool has_ts = k.has_ts, has_seq = k.has_seq;
+	const uint8_t *e;
 	/* Pass 1: every event parsed, nothing decided. */
-	for (p = bundle, e = bundle + blen; p < e;) {
+	for (p = k.bundle, e = k.bundle + k.blen; p < e;) {
 		uint32_t num;
 		unsigned wt;
 		uint64_t v;
@@ -1476,8 +1474,8 @@ static int fast_bundle_any(struct pf *c, const uint8_t *p, size_t n)
 	}
 	if (!kept)
 		return 1;
-	size_t psize = 1 + vsize(bsize) + bsize + (has_ts ? 1 + vsize(ts) : 0) +
-		       (has_seq ? 1 + vsize(seq) : 0);
+	size_t psize = 1 + vsize(bsize) + bsize + (k.has_ts ? 1 + vsize(k.ts) : 0) +
+		       (k.has_seq ? 1 + vsize(k.seq) : 0);
 	size_t need = 1 + vsize(psize) + psize;
 	/* Written straight into the write buffer when it fits there. */
 	bool direct = need <= sizeof(c->wb.buf);
@@ -1507,13 +1505,13 @@ static int fast_bundle_any(struct pf *c, const uint8_t *p, size_t n)
 		o = vput(o, c->fev[i].size);
 		o = fast_put_event(o, &c->fev[i]);
 	}
-	if (has_ts) {
+	if (k.has_ts) {
 		*o++ = 0x40;
-		o = vput(o, ts);
+		o = vput(o, k.ts);
 	}
-	if (has_seq) {
+	if (k.has_seq) {
 		*o++ = 0x50;
-		o = vput(o, seq);
+		o = vput(o, k.seq);
 	}
 	if ((size_t)(o - start) != need)
 		return -EIO; /* a size and its bytes disagree: a bug, never output */
@@ -1768,11 +1766,8 @@ static int lean_bundle(struct pf *c, const uint8_t *p, size_t n)
 
 	if (!kernel_envelope(p, n, &k))
 		return 0;
-	const uint8_t *e, *bundle = k.bundle;
-	uint64_t blen = k.blen, ts = k.ts, seq = k.seq;
-	bool has_ts = k.has_ts, has_seq = k.has_seq;
-	p = bundle;
-	e = bundle + blen;
+	const uint8_t *e = k.bundle + k.blen;
+	p = k.bundle;
 	if (p >= e || *p++ != 0x08 || lv(&p, e, 5, &cpu) || cpu > PF_MAX_CPU)
 		return 0;
 
@@ -1785,7 +1780,7 @@ static int lean_bundle(struct pf *c, const uint8_t *p, size_t n)
 	size_t used = 0, nev = 0, kept = 0;
 	/* Written in the write buffer past room for the headers, guessed from
 	 * the input's (the same varint sizes nearly always), while it fits. */
-	size_t guess = 2 + vsize(n) + vsize(blen);
+	size_t guess = 2 + vsize(n) + vsize(k.blen);
 	if (sizeof(c->wb.buf) - c->wb.len < guess + n + LEAN_TAIL && c->wb.len &&
 	    (r = wb_flush(&c->wb)))
 		return r;
@@ -1840,20 +1835,20 @@ static int lean_bundle(struct pf *c, const uint8_t *p, size_t n)
 	if (!kept)
 		return 1;
 
-	size_t psize = 1 + vsize(used) + used + (has_ts ? 1 + vsize(ts) : 0) +
-		       (has_seq ? 1 + vsize(seq) : 0);
+	size_t psize = 1 + vsize(used) + used + (k.has_ts ? 1 + vsize(k.ts) : 0) +
+		       (k.has_seq ? 1 + vsize(k.seq) : 0);
 	uint8_t hd[24], tl[24], *h = hd, *t = tl;
 	*h++ = 0x0a; /* Trace.packet */
 	h = vput(h, psize);
 	*h++ = 0x0a; /* TracePacket.ftrace_events */
 	h = vput(h, used);
-	if (has_ts) {
+	if (k.has_ts) {
 		*t++ = 0x40;
-		t = vput(t, ts);
+		t = vput(t, k.ts);
 	}
-	if (has_seq) {
+	if (k.has_seq) {
 		*t++ = 0x50;
-		t = vput(t, seq);
+		t = vput(t, k.seq);
 	}
 	size_t hn = (size_t)(h - hd), tn = (size_t)(t - tl);
 	if (c->lo != c->out) {
