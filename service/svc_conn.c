@@ -62,6 +62,7 @@ struct svc_conn {
 	char kind[16];     /* runtime kind from its hello ("native", "jvm"), for status */
 	struct uid_share *share;  /* its uid's budget per loop round */
 	struct svc_conn *next;
+	struct svc_conn *rt_next; /* a runtime's chain in rt_by_pid */
 };
 
 /*
@@ -116,7 +117,23 @@ static uint64_t next_conn_id = 1;
 static struct uid_share *shares;
 static uint64_t round_no;
 static struct event *ev_round; /* renews the budgets */
+/*
+ * Runtime peers by pid, newest first in a bucket as in conns.
+ * svc_conn_runtime_for runs for every request (svc_request's snapshot)
+ * and session start and end (svc_session): walking every peer of every
+ * role for it was about 1 % of the daemon's time with 32 clients and no
+ * runtime (bench/admission.sh, perf), and it grows with the peers. A
+ * chain holds at most max_runtimes peers (the accept cap), the walk's
+ * bound before.
+ */
+#define CONN_RT_BUCKETS 256
+static struct svc_conn *rt_by_pid[CONN_RT_BUCKETS];
 static void conn_free(struct svc_conn *c);
+
+static struct svc_conn **rt_bucket(pid_t pid)
+{
+	return &rt_by_pid[(unsigned)pid % CONN_RT_BUCKETS];
+}
 
 /* The share of uid, made for its first connection. NULL: out of memory. */
 static struct uid_share *share_get(uid_t uid)
@@ -269,9 +286,8 @@ struct svc_conn *svc_conn_listener_for(uid_t uid)
  */
 struct svc_conn *svc_conn_runtime_for(pid_t pid)
 {
-	for (struct svc_conn *c = conns; c; c = c->next)
-		if (c->role == SVC_ROLE_RUNTIME && c->hello && c->pid == pid && !c->dropping &&
-		    svc_conn_check(c) == 0)
+	for (struct svc_conn *c = *rt_bucket(pid); c; c = c->rt_next)
+		if (c->hello && c->pid == pid && !c->dropping && svc_conn_check(c) == 0)
 			return c;
 	return NULL;
 }
@@ -391,6 +407,12 @@ static void conn_free(struct svc_conn *c)
 			*pp = c->next;
 			break;
 		}
+	if (c->role == SVC_ROLE_RUNTIME)
+		for (struct svc_conn **pp = rt_bucket(c->pid); *pp; pp = &(*pp)->rt_next)
+			if (*pp == c) {
+				*pp = c->rt_next;
+				break;
+			}
 	share_put(c->share);
 	npeers[c->role]--;
 	if (c->ev_read)
@@ -612,6 +634,10 @@ static int conn_new(enum svc_role role, int fd, const struct ucred *cred,
 	c->share = share_get(c->uid);
 	c->next = conns;
 	conns = c;
+	if (role == SVC_ROLE_RUNTIME) {
+		c->rt_next = *rt_bucket(c->pid);
+		*rt_bucket(c->pid) = c;
+	}
 	npeers[role]++;
 	if (qr < 0 || !c->ev_read || !c->ev_write || (hello && !c->ev_hello) || !c->share) {
 		conn_free(c);
