@@ -1,6 +1,7 @@
 #include "wire.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -115,7 +116,8 @@ static void close_fds(struct cmsghdr *c)
 	}
 }
 
-ssize_t wire_recv(int sock, void *buf, size_t cap, int *fd_out)
+/* wire_recv and wire_recv_wait; wait: a blocking receive, EINTR returned. */
+static ssize_t recv_one(int sock, void *buf, size_t cap, int *fd_out, bool wait)
 {
 	struct iovec iov = { .iov_base = buf, .iov_len = cap };
 	union {
@@ -132,8 +134,8 @@ ssize_t wire_recv(int sock, void *buf, size_t cap, int *fd_out)
 	if (fd_out)
 		*fd_out = -1;
 	do {
-		n = recvmsg(sock, &mh, MSG_TRUNC | MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-	} while (n < 0 && errno == EINTR);
+		n = recvmsg(sock, &mh, MSG_TRUNC | MSG_CMSG_CLOEXEC | (wait ? 0 : MSG_DONTWAIT));
+	} while (n < 0 && errno == EINTR && !wait);
 	if (n < 0)
 		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
 
@@ -162,4 +164,14 @@ ssize_t wire_recv(int sock, void *buf, size_t cap, int *fd_out)
 	else if (got_fd >= 0)
 		close(got_fd);
 	return n;
+}
+
+ssize_t wire_recv(int sock, void *buf, size_t cap, int *fd_out)
+{
+	return recv_one(sock, buf, cap, fd_out, false);
+}
+
+ssize_t wire_recv_wait(int sock, void *buf, size_t cap, int *fd_out)
+{
+	return recv_one(sock, buf, cap, fd_out, true);
 }

@@ -60,4 +60,13 @@ int wire_send_msg(int sock, const ProtobufCMessage *msg, size_t cap, int pass_fd
  */
 ssize_t wire_recv(int sock, void *buf, size_t cap, int *fd_out);
 
+/*
+ * wire_recv, but on a blocking socket (O_NONBLOCK clear) it waits for the
+ * packet in the receive itself: one system call where a poll and a receive
+ * were two. The socket's SO_RCVTIMEO bounds the wait: when it runs out, or
+ * at once on a non-blocking socket, -EAGAIN. A signal that ends the wait
+ * gives -EINTR (not retried: the caller re-checks its own deadline).
+ */
+ssize_t wire_recv_wait(int sock, void *buf, size_t cap, int *fd_out);
+
 #endif

@@ -62,6 +62,8 @@ struct svc_conn {
 	char kind[16];     /* runtime kind from its hello ("native", "jvm"), for status */
 	struct uid_share *share;  /* its uid's budget per loop round */
 	struct svc_conn *next;
+	struct svc_conn *rt_next; /* a runtime's chain in rt_by_pid */
+	struct svc_conn *id_next; /* its chain in by_id */
 };
 
 /*
@@ -78,6 +80,7 @@ struct svc_conn {
 struct uid_share {
 	uid_t uid;
 	unsigned refs;            /* connections of this uid */
+	unsigned listeners;       /* of them, with the listener flag */
 	uint64_t round;           /* the budget period its count is of */
 	unsigned used;
 	struct uid_share *next;
@@ -116,7 +119,36 @@ static uint64_t next_conn_id = 1;
 static struct uid_share *shares;
 static uint64_t round_no;
 static struct event *ev_round; /* renews the budgets */
+/*
+ * Runtime peers by pid, newest first in a bucket as in conns.
+ * svc_conn_runtime_for runs for every request (svc_request's snapshot)
+ * and session start and end (svc_session): walking every peer of every
+ * role for it was about 1 % of the daemon's time with 32 clients and no
+ * runtime (bench/admission.sh, perf), and it grows with the peers. A
+ * chain holds at most max_runtimes peers (the accept cap), the walk's
+ * bound before.
+ */
+#define CONN_RT_BUCKETS 256
+static struct svc_conn *rt_by_pid[CONN_RT_BUCKETS];
+/*
+ * Every peer by id, for svc_conn_by_id: a session's requester when its
+ * reply or result goes out (svc_request's batch, svc_deliver,
+ * svc_capture), where a walk of every peer was 0.4 % of the daemon's
+ * time in the same bench. Ids are sequential: they spread evenly.
+ */
+#define CONN_ID_BUCKETS 256
+static struct svc_conn *by_id[CONN_ID_BUCKETS];
 static void conn_free(struct svc_conn *c);
+
+static struct svc_conn **rt_bucket(pid_t pid)
+{
+	return &rt_by_pid[(unsigned)pid % CONN_RT_BUCKETS];
+}
+
+static struct svc_conn **id_bucket(uint64_t id)
+{
+	return &by_id[id % CONN_ID_BUCKETS];
+}
 
 /* The share of uid, made for its first connection. NULL: out of memory. */
 static struct uid_share *share_get(uid_t uid)
@@ -192,7 +224,12 @@ const char *svc_conn_app(const struct svc_conn *c) { return c->app; }
 bool svc_conn_hello_done(const struct svc_conn *c) { return c->hello; }
 const char *svc_conn_kind(const struct svc_conn *c) { return c->kind; }
 uint32_t svc_conn_runtime_caps(const struct svc_conn *c) { return c->caps; }
-void svc_conn_set_listener(struct svc_conn *c, bool on) { c->listener = on; }
+void svc_conn_set_listener(struct svc_conn *c, bool on)
+{
+	if (c->listener != on && c->share)
+		c->share->listeners += on ? 1 : -1;
+	c->listener = on;
+}
 bool svc_conn_is_listener(const struct svc_conn *c) { return c->listener && !c->dropping; }
 
 const char *svc_conn_ident_why(int r)
@@ -248,14 +285,24 @@ void svc_conn_set_runtime(struct svc_conn *c, uint32_t caps, const char *kind)
 
 struct svc_conn *svc_conn_by_id(uint64_t id)
 {
-	for (struct svc_conn *c = conns; c; c = c->next)
+	for (struct svc_conn *c = *id_bucket(id); c; c = c->id_next)
 		if (c->id == id && !c->dropping)
 			return c;
 	return NULL;
 }
 
+/*
+ * Asked for every refusal (svc_deliver_refused: the listener's copy) and
+ * every result whose requester has gone: the uid's count of listeners
+ * spares the walk of every peer when it has none, the everyday case.
+ */
 struct svc_conn *svc_conn_listener_for(uid_t uid)
 {
+	const struct uid_share *sh;
+	for (sh = shares; sh && sh->uid != uid; sh = sh->next)
+		;
+	if (!sh || !sh->listeners)
+		return NULL;
 	for (struct svc_conn *c = conns; c; c = c->next)
 		if (c->role == SVC_ROLE_CLIENT && c->uid == uid && c->listener && !c->dropping)
 			return c;
@@ -269,9 +316,8 @@ struct svc_conn *svc_conn_listener_for(uid_t uid)
  */
 struct svc_conn *svc_conn_runtime_for(pid_t pid)
 {
-	for (struct svc_conn *c = conns; c; c = c->next)
-		if (c->role == SVC_ROLE_RUNTIME && c->hello && c->pid == pid && !c->dropping &&
-		    svc_conn_check(c) == 0)
+	for (struct svc_conn *c = *rt_bucket(pid); c; c = c->rt_next)
+		if (c->hello && c->pid == pid && !c->dropping && svc_conn_check(c) == 0)
 			return c;
 	return NULL;
 }
@@ -391,6 +437,19 @@ static void conn_free(struct svc_conn *c)
 			*pp = c->next;
 			break;
 		}
+	if (c->role == SVC_ROLE_RUNTIME)
+		for (struct svc_conn **pp = rt_bucket(c->pid); *pp; pp = &(*pp)->rt_next)
+			if (*pp == c) {
+				*pp = c->rt_next;
+				break;
+			}
+	for (struct svc_conn **pp = id_bucket(c->id); *pp; pp = &(*pp)->id_next)
+		if (*pp == c) {
+			*pp = c->id_next;
+			break;
+		}
+	if (c->share && c->listener)
+		c->share->listeners--;
 	share_put(c->share);
 	npeers[c->role]--;
 	if (c->ev_read)
@@ -612,6 +671,12 @@ static int conn_new(enum svc_role role, int fd, const struct ucred *cred,
 	c->share = share_get(c->uid);
 	c->next = conns;
 	conns = c;
+	if (role == SVC_ROLE_RUNTIME) {
+		c->rt_next = *rt_bucket(c->pid);
+		*rt_bucket(c->pid) = c;
+	}
+	c->id_next = *id_bucket(c->id);
+	*id_bucket(c->id) = c;
 	npeers[role]++;
 	if (qr < 0 || !c->ev_read || !c->ev_write || (hello && !c->ev_hello) || !c->share) {
 		conn_free(c);

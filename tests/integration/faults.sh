@@ -22,6 +22,8 @@ PROFILING_NO_AGENT=1 "$IT" garbage || fail "garbage"
 ls "$T/state/raw" | grep -q . && fail "raw artifact kept after a failed redaction"
 ls -a "$T/state/results/"* 2>/dev/null | grep -q "^.tmp-" && fail "temp result left behind"
 PROFILING_NO_AGENT=1 "$IT" queued || fail "queued"
+PROFILING_NO_AGENT=1 "$IT" nonblock-app || fail "nonblock-app"
+PROFILING_NO_AGENT=1 "$IT" hung-daemon "$T" || fail "hung-daemon"
 daemon_alive || fail "daemon died"
 stop_daemon
 

@@ -32,6 +32,7 @@ static struct {
 	char dir[64];
 	unsigned hellos, acks, ctl_msgs, closed;
 	uint64_t last_ack;
+	struct svc_conn *peer[4]; /* by hello order */
 } t;
 
 /* ------------------------------------------------------------ roles */
@@ -40,6 +41,20 @@ static int on_hello(struct svc_conn *c, const void *msg)
 {
 	(void)msg;
 	svc_conn_hello(c);
+	if (t.hellos < 4)
+		t.peer[t.hellos] = c;
+	t.hellos++;
+	return 0;
+}
+
+/* The test's runtime role speaks the client's messages; its hello makes
+ * the peer a runtime (svc_conn_set_runtime), as svc_runtime.c's does. */
+static int on_rt_hello(struct svc_conn *c, const void *msg)
+{
+	(void)msg;
+	svc_conn_set_runtime(c, 0, "native");
+	if (t.hellos < 4)
+		t.peer[t.hellos] = c;
 	t.hellos++;
 	return 0;
 }
@@ -68,6 +83,20 @@ static const struct svc_conn_role_ops client_ops = {
 	.max_out = 16384,
 	.decode = svc_proto_client,
 	.handlers = client_handlers,
+	.nhandlers = 2,
+	.closed = on_closed,
+};
+
+static const struct svc_conn_handler rt_handlers[] = {
+	{ PD__CLIENT_MSG__MSG_HELLO, false, on_rt_hello },
+	{ PD__CLIENT_MSG__MSG_ACK, true, on_ack }, /* so the role has a hello */
+};
+
+static const struct svc_conn_role_ops rt_ops = {
+	.max_in = 16384,
+	.max_out = 16384,
+	.decode = svc_proto_client,
+	.handlers = rt_handlers,
 	.nhandlers = 2,
 	.closed = on_closed,
 };
@@ -125,6 +154,7 @@ static int teardown(void **state)
 {
 	(void)state;
 	svc_conn_role_unregister(SVC_ROLE_CLIENT);
+	svc_conn_role_unregister(SVC_ROLE_RUNTIME);
 	svc_conn_role_unregister(SVC_ROLE_CONTROL);
 	svc_conn_fini();
 	event_base_free(t.base);
@@ -268,6 +298,63 @@ static void test_unregistered_role_refused(void **state)
 	assert_int_equal(svc_conn_role_register(SVC_ROLE_RUNTIME, NULL), -EINVAL);
 }
 
+/*
+ * The lookups kept in tables (svc_conn.c): by id, the runtime by pid, and
+ * the uid's listener, whose count must follow the flag and the peer's end.
+ */
+static void test_lookups(void **state)
+{
+	(void)state;
+	assert_int_equal(svc_conn_role_register(SVC_ROLE_CLIENT, &client_ops), 0);
+	assert_int_equal(svc_conn_role_register(SVC_ROLE_RUNTIME, &rt_ops), 0);
+	int a = dial(t.cfg.client_socket);
+	send_hello(a);
+	pump_until(&t.hellos, 1);
+	int b = dial(t.cfg.client_socket);
+	send_hello(b);
+	pump_until(&t.hellos, 2);
+	struct svc_conn *ca = t.peer[0], *cb = t.peer[1];
+	uid_t uid = svc_conn_uid(ca);
+
+	assert_ptr_equal(svc_conn_by_id(svc_conn_id(ca)), ca);
+	assert_ptr_equal(svc_conn_by_id(svc_conn_id(cb)), cb);
+	assert_null(svc_conn_by_id(svc_conn_id(cb) + 256)); /* same bucket, no peer */
+	/* No runtime yet: clients of the pid are not one. */
+	assert_null(svc_conn_runtime_for(getpid()));
+	assert_null(svc_conn_listener_for(uid));
+	svc_conn_set_listener(cb, true);
+	svc_conn_set_listener(cb, true); /* counted once */
+	assert_ptr_equal(svc_conn_listener_for(uid), cb);
+	assert_null(svc_conn_listener_for(uid + 1));
+	svc_conn_set_listener(cb, false);
+	assert_null(svc_conn_listener_for(uid));
+	svc_conn_set_listener(cb, true);
+	svc_conn_set_listener(ca, true);
+	/* A listener that goes leaves the other one found. */
+	close(b);
+	pump_until(&t.closed, 1);
+	assert_null(svc_conn_by_id(svc_conn_id(ca) + 1));
+	assert_ptr_equal(svc_conn_listener_for(uid), ca);
+	svc_conn_set_listener(ca, false);
+	assert_null(svc_conn_listener_for(uid));
+
+	/* A runtime: found by this process's pid once it said hello, not after. */
+	int r = dial(t.cfg.runtime_socket);
+	pump_until(&t.hellos, 2); /* accepted, no hello yet */
+	assert_null(svc_conn_runtime_for(getpid()));
+	send_hello(r);
+	pump_until(&t.hellos, 3);
+	struct svc_conn *cr = t.peer[2];
+	assert_ptr_equal(svc_conn_runtime_for(getpid()), cr);
+	assert_ptr_equal(svc_conn_by_id(svc_conn_id(cr)), cr);
+	assert_null(svc_conn_runtime_for(getpid() + 256));
+	close(r);
+	pump_until(&t.closed, 2);
+	assert_null(svc_conn_runtime_for(getpid()));
+	close(a);
+	pump_until(&t.closed, 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -275,6 +362,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_before_hello_closes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_control_cap_and_reply, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unregistered_role_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lookups, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

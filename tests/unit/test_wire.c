@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "profilingd.pb-c.h"
@@ -178,6 +179,46 @@ static void test_eof(void **state)
 	assert_int_equal(wire_recv(sp[1], buf, sizeof(buf), NULL), 0);
 }
 
+/*
+ * wire_recv_wait waits in the receive on a blocking socket; its
+ * SO_RCVTIMEO ends the wait with -EAGAIN, as a non-blocking socket does at
+ * once. The client library's reply wait relies on both (client.c).
+ */
+static void test_recv_wait(void **state)
+{
+	char buf[16];
+	struct timeval tv = { 0, 20 * 1000 };
+	int fd = -1, pass = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	assert_true(pass >= 0);
+	assert_int_equal(setsockopt(sp[1], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	/* Nothing comes: the receive timeout ends the wait. */
+	assert_int_equal(wire_recv_wait(sp[1], buf, sizeof(buf), &fd), -EAGAIN);
+	assert_int_equal(fd, -1);
+	/* A packet with an fd, as wire_recv takes it. */
+	assert_int_equal(wire_send(sp[0], "reply", 5, pass), 0);
+	assert_int_equal(wire_recv_wait(sp[1], buf, sizeof(buf), &fd), 5);
+	assert_memory_equal(buf, "reply", 5);
+	assert_true(fd >= 0 && fd != pass);
+	assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	close(fd);
+	/* The same checks: an fd where none is wanted is refused and closed. */
+	int before = count_fds();
+	assert_int_equal(wire_send(sp[0], "x", 1, pass), 0);
+	assert_int_equal(wire_recv_wait(sp[1], buf, sizeof(buf), NULL), -EPROTO);
+	assert_int_equal(count_fds(), before);
+	/* An app may make the socket non-blocking: then -EAGAIN at once. */
+	int fl = fcntl(sp[1], F_GETFL);
+	assert_int_equal(fcntl(sp[1], F_SETFL, fl | O_NONBLOCK), 0);
+	assert_int_equal(wire_recv_wait(sp[1], buf, sizeof(buf), &fd), -EAGAIN);
+	assert_int_equal(fcntl(sp[1], F_SETFL, fl), 0);
+	/* The end of the stream. */
+	close(sp[0]);
+	sp[0] = open("/dev/null", O_RDONLY);
+	assert_int_equal(wire_recv_wait(sp[1], buf, sizeof(buf), &fd), 0);
+	close(pass);
+}
+
 static void test_send_msg_cap(void **state)
 {
 	Pd__ClientMsg m = PD__CLIENT_MSG__INIT;
@@ -294,6 +335,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unexpected_fd_closed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fd_bomb_closed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_eof, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_recv_wait, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_send_msg_cap, setup, teardown),
 		cmocka_unit_test(test_decode_client),
 		cmocka_unit_test(test_decode_runtime_caps),

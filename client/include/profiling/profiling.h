@@ -260,7 +260,12 @@ typedef void (*prof_result_cb)(const struct prof_result *result, void *ud);
 prof_client *prof_connect(const char *socket_path, int *err);
 void prof_close(prof_client *c);
 
-/* The fd to poll for POLLIN in the app's own loop. */
+/*
+ * The fd to poll for POLLIN in the app's own loop. It is a blocking socket
+ * (a 1 s receive timeout): the library waits for a reply in the receive
+ * itself, and every other receive and send of the library is non-blocking.
+ * An app may make it non-blocking; the library then polls for its replies.
+ */
 int prof_fd(prof_client *c);
 
 /*

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -843,6 +844,73 @@ static int t_diskfull_agent(void)
 	return 0;
 }
 
+/* ---- the client library's reply wait (client.c, PROF_BLOCK). */
+
+/*
+ * An app's event loop may make prof_fd non-blocking: the library's wait in
+ * the receive then returns at once, and the poll after it must wait
+ * instead. Replies and a result still come, each in its call.
+ */
+static int t_nonblock_app(void)
+{
+	prof_client *c = connect_app();
+	int rt = fake_runtime((uint32_t)getpid(), 1);
+	struct outcome o = { 0 };
+	struct prof_params p = PROF_PARAMS_INIT(.duration_ms = 100);
+	int fl = fcntl(prof_fd(c), F_GETFL);
+	CHECK(fl >= 0 && fcntl(prof_fd(c), F_SETFL, fl | O_NONBLOCK) == 0, "O_NONBLOCK");
+	for (int i = 0; i < 20; i++)
+		CHECK(prof_request(c, (enum prof_type)99, NULL, NULL, NULL, NULL, NULL) ==
+		      -PROF_E_INVALID_REQUEST, "round trip %d on a non-blocking socket", i);
+	CHECK(prof_request(c, PROF_STACK_SAMPLING, &p, "nonblock", on_result, &o, NULL) == 0,
+	      "refused");
+	serve_capture(rt, NULL, fill_pprof);
+	wait_result(c, &o, 60000);
+	CHECK(o.error == 0, "result %d (%s)", o.error, o.msg);
+	close(rt);
+	prof_close(c);
+	printf("a non-blocking prof_fd: 20 replies and a result\n");
+	return 0;
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+/*
+ * A daemon that never answers (here: a socket nobody accepts on, whose
+ * backlog takes the connection): prof_connect gives up with -ETIMEDOUT
+ * after its reply timeout, though signals keep ending its blocking
+ * receives (SO_RCVTIMEO'd receives are not restarted, SA_RESTART or not).
+ */
+static int t_hung_daemon(const char *dir)
+{
+	char path[108];
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sigaction sact = { .sa_handler = on_alarm, .sa_flags = SA_RESTART };
+	struct itimerval it = { { 0, 50 * 1000 }, { 0, 50 * 1000 } };
+	int err = 0;
+
+	snprintf(path, sizeof(path), "%s/hung.sock", dir);
+	util_strlcpy(sa.sun_path, path, sizeof(sa.sun_path));
+	unlink(path);
+	int l = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	CHECK(l >= 0 && bind(l, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(l, 4) == 0,
+	      "listen on %s: %s", path, strerror(errno));
+	CHECK(sigaction(SIGALRM, &sact, NULL) == 0 && setitimer(ITIMER_REAL, &it, NULL) == 0,
+	      "timer");
+	prof_client *c = prof_connect(path, &err);
+	memset(&it, 0, sizeof(it));
+	setitimer(ITIMER_REAL, &it, NULL);
+	CHECK(!c, "a handshake with nobody succeeded");
+	CHECK(err == -ETIMEDOUT, "prof_connect: %s, want a timeout", strerror(-err));
+	close(l);
+	unlink(path);
+	printf("a daemon that never answers: prof_connect timed out\n");
+	return 0;
+}
+
 /* One stack capture: want 0 means served and stored, else refused with want. */
 static int t_request_expect(int want)
 {
@@ -873,7 +941,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: PROFILINGD_SOCKET=.. PROFILINGD_RUNTIME_SOCKET=.. it_faults "
 			"invalid|badpeer|runtime-gone|runtime-hang|runtime-killed|wrong-pid|no-runtime|cancel|garbage|bomb|queued|\n"
 			"capture-acked|capture-queued|inflight|restart-check ACKED QUEUED INFLIGHT|cut-check ID MSG|\n"
-			"nospace-refused|diskfull-redact|diskfull-before|diskfull-agent|request-expect CODE\n");
+			"nospace-refused|diskfull-redact|diskfull-before|diskfull-agent|request-expect CODE|\n"
+			"nonblock-app|hung-daemon DIR\n");
 		return 2;
 	}
 	const char *t = argv[1];
@@ -894,6 +963,8 @@ int main(int argc, char **argv)
 	if (!strcmp(t, "cut-check") && argc == 4) return t_cut_check(strtoull(argv[2], NULL, 10), argv[3]);
 	if (!strcmp(t, "nospace-refused")) return t_nospace_refused();
 	if (!strcmp(t, "request-expect") && argc == 3) return t_request_expect(atoi(argv[2]));
+	if (!strcmp(t, "nonblock-app")) return t_nonblock_app();
+	if (!strcmp(t, "hung-daemon") && argc == 3) return t_hung_daemon(argv[2]);
 	if (!strcmp(t, "diskfull-redact")) return t_diskfull_redact();
 	if (!strcmp(t, "diskfull-before")) return t_diskfull_before();
 	if (!strcmp(t, "diskfull-agent")) return t_diskfull_agent();
