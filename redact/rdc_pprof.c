@@ -135,7 +135,9 @@
 #ifndef PR_HELD_MAX /* tests/unit builds one with a small cap */
 #define PR_HELD_MAX     (3u << 20)   /* input strings held by pass 1, with 8 B each */
 #endif
-#define LOC_KERNEL      UINT32_MAX
+/* loc_out's code of a kernel frame: a length of 0 (put_code writes
+ * nothing that stays), nonzero so it reads as "made". */
+#define LOC_KERNEL      0x00ffffffu
 
 /* Wire types. */
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
@@ -1724,6 +1726,31 @@ static int sink_put(struct sink *o, const void *p, size_t n)
 	return 0;
 }
 
+/*
+ * Room for n bytes in the buffer being filled, to write in place and
+ * then sink_commit: NULL when it has less left (or no buffer came: a
+ * failed deflate, which sink_put then reports), so what is written
+ * through the sink is cut into buffers the same way either route.
+ */
+static uint8_t *sink_room(struct sink *o, size_t n)
+{
+	if (!o->cur && !(o->cur = sink_take(o)))
+		return NULL;
+	if (PR_OUT_STAGE - o->cur->len < n)
+		return NULL;
+	return o->cur->data + o->cur->len;
+}
+
+/* The n bytes written at sink_room's pointer, handed on when it is full. */
+static void sink_commit(struct sink *o, size_t n)
+{
+	o->cur->len += n;
+	if (o->cur->len == PR_OUT_STAGE) {
+		rdc_bufq_push(o->oq, o->cur);
+		o->cur = NULL;
+	}
+}
+
 /* The last bytes and the stream's end, the parser deflating beside the
  * worker until the job is done: 0 when every byte was deflated and
  * written. */
@@ -1827,7 +1854,8 @@ static inline size_t varint_len(uint64_t v)
  * An output location id as loc_out holds it: its varint bytes (ids are
  * under 2^20, PR_MAX_ENTRIES: at most three) in the low bytes, their
  * count in the top one; put_code writes it without a loop. Nonzero, and
- * never LOC_KERNEL (count 0xff).
+ * never LOC_KERNEL (count 0: the frame loop skips a kernel frame without
+ * a branch, put_code moving by nothing).
  */
 static uint32_t loc_code(uint32_t id)
 {
@@ -2288,22 +2316,42 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 	size_t nf = nl + npk;
 	/* Worst case: every frame, value and label a 10-byte varint. */
 	size_t bound = 32 + nf * 10 + PP_MAX_VALUES * 10 + PP_MAX_LABELS * 48;
-	if ((r = enc_room(c, bound)))
-		return r;
-	/* The output's location ids go straight to enc + ENC_IDS, encoded;
-	 * their tag and length are put in front once their length is known. */
-	/* Room in front: the sample's own tag and length, then the ids' (each
-	 * length < 2^21, 65536 frames x 5 bytes, so a tag and 3 bytes). */
-	enum { ENC_IDS = 8 };
-	uint8_t *ids = c->enc + ENC_IDS, *e = ids, *q;
+	/*
+	 * The sample is encoded where it goes: in the output buffer being
+	 * filled when the worst case fits there (all but one sample a
+	 * buffer), else in enc and copied in by sink_put as before. Its
+	 * location ids are written first, at base + hdr; their tag and
+	 * length and the sample's go in front once the lengths are known.
+	 * hdr guesses them from the input's (the output's sample is the
+	 * input's less its kernel frames and foreign labels, mostly in the
+	 * same varint length); a wrong guess moves the body once. Each
+	 * length is < 2^28 (PR_MAX_FIELD): a header is at most 2 x 5 bytes.
+	 */
+	enum { HDR_MAX = 10 };
+	uint8_t *base = sink_room(&c->out, bound + HDR_MAX);
+	bool direct = base != NULL;
+	if (!direct) {
+		if ((r = enc_room(c, bound + HDR_MAX)))
+			return r;
+		base = c->enc;
+	}
+	size_t hdr = 1 + varint_len(n) + (pk_p ? 1 + varint_len((uint64_t)(pk_e - pk_p)) : 0);
+	uint8_t *ids = base + hdr, *e = ids, *q;
 	size_t kernel = 0;
 	bool fast = false;
 	if (pk_p && !nl && c->loc_ix.dense) {
 		/* Every frame a location already made, or fall through. The
 		 * varints are checked here as packed_count would: this sample
-		 * is not counted first (that was a tenth of sample()). */
+		 * is not counted first (that was a tenth of sample()). The
+		 * table and its length in locals: the stores through e may
+		 * alias c, so the compiler would load them again per frame.
+		 * Frames are counted against the cap only when the field has
+		 * more bytes than the cap allows frames. */
+		const uint32_t *lo = c->loc_out;
+		const uint64_t nlocs = c->nlocs;
 		const uint8_t *x = pk_p;
 		size_t nfr = 0;
+		const bool count = (size_t)(pk_e - pk_p) > PR_MAX_FRAMES;
 		fast = true;
 		while (x < pk_e) {
 			uint64_t lid;
@@ -2321,17 +2369,17 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 					return -EBADMSG;
 				x = pk.p;
 			}
-			if (++nfr > PR_MAX_FRAMES)
+			if (count && ++nfr > PR_MAX_FRAMES)
 				return -E2BIG;
-			uint32_t o = lid - 1 < c->nlocs ? c->loc_out[lid - 1] : 0;
+			uint32_t o = lid - 1 < nlocs ? lo[lid - 1] : 0;
 			if (!o) {
 				fast = false;
 				break;
 			}
-			if (o != LOC_KERNEL)
-				e = put_code(e, o);
-			else
-				kernel++;
+			/* A kernel frame writes bytes that the next frame or
+			 * field overwrites (the room is there: bound). */
+			e = put_code(e, o);
+			kernel += !(o >> 24);
 		}
 	}
 	if (fast) {
@@ -2364,13 +2412,7 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 	}
 
 	/* location_id and value, packed, as protobuf-c writes proto3. */
-	uint8_t *start = ids;
 	size_t blen = (size_t)(e - ids);
-	if (blen) {
-		start -= 1 + varint_len(blen);
-		start[0] = 0x0a;
-		put_varint(start + 1, blen);
-	}
 	*e++ = 0x12;
 	q = e++;
 	uint8_t *vs = e;
@@ -2419,12 +2461,26 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 		e += b - body;
 		kept_labels++;
 	}
-	/* The sample's tag and length in front of it: one copy to the sink. */
-	size_t mlen = (size_t)(e - start);
-	start -= 1 + varint_len(mlen);
-	start[0] = 2 << 3 | WT_LEN;
-	put_varint(start + 1, mlen);
-	if ((r = sink_put(&c->out, start, (size_t)(e - start))))
+	/* The headers in front: the sample's tag and length, the ids' (none
+	 * when every frame was the kernel's), the body moved when hdr
+	 * guessed wrong (room for HDR_MAX in front was kept). */
+	size_t ihdr = blen ? 1 + varint_len(blen) : 0;
+	size_t mlen = ihdr + (size_t)(e - ids);
+	size_t need = 1 + varint_len(mlen) + ihdr;
+	if (need != hdr) {
+		memmove(base + need, ids, (size_t)(e - ids));
+		e = e - hdr + need;
+	}
+	uint8_t *h = base;
+	*h++ = 2 << 3 | WT_LEN;
+	h = put_varint(h, mlen);
+	if (blen) {
+		*h++ = 0x0a;
+		put_varint(h, blen);
+	}
+	if (direct)
+		sink_commit(&c->out, (size_t)(e - base));
+	else if ((r = sink_put(&c->out, base, (size_t)(e - base))))
 		return r;
 	c->st->kept++;
 	return 0;
