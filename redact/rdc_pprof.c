@@ -1013,7 +1013,13 @@ struct pr {
 	/* one sample's fields, reused */
 	uint64_t *sl;
 	size_t sl_cap;
-	struct lab { int64_t key, str, num, unit; } *lab;
+	/* A label's fields by name, and by field number - 1 (lab_set). */
+	struct lab {
+		union {
+			struct { int64_t key, str, num, unit; };
+			int64_t f[4];
+		};
+	} *lab;
 	size_t lab_cap;
 	uint8_t *enc;
 	size_t enc_cap;
@@ -2080,15 +2086,12 @@ static int out_location(struct pr *c, struct in_loc *l, uint64_t *id)
 static bool labels_settled(const struct pr *c, size_t nv, size_t nlab);
 static bool frames_settled(struct pr *c, size_t nl);
 
-/* Label field f (1 key, 2 str, 3 num, 4 num_unit) of lb. */
+/* Label field f (1 key, 2 str, 3 num, 4 num_unit) of lb: an indexed
+ * store, not a switch (whose branch the key/num/key/str mix of every
+ * sample's labels mispredicted). */
 static inline void lab_set(struct lab *lb, unsigned f, int64_t v)
 {
-	switch (f) {
-	case 1: lb->key = v; break;
-	case 2: lb->str = v; break;
-	case 3: lb->num = v; break;
-	default: lb->unit = v; break;
-	}
+	lb->f[(f - 1) & 3] = v;
 }
 
 /*
