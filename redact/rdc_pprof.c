@@ -1398,8 +1398,31 @@ static int pass1(struct pr *c)
 		unsigned wt;
 		uint64_t v;
 		const uint8_t *p;
-		uint64_t at = src_offset(s);
 
+		/* A sample judged here whose tag, length (under 2^14) and
+		 * bytes are all in the window: straight to sample(), as the
+		 * general path below would take it, without its calls. */
+		if (c->online && s->end - s->pos >= 3 && s->buf[s->pos] == (2 << 3 | WT_LEN)) {
+			const uint8_t *b = s->buf + s->pos;
+			size_t len = b[1], hl = 2;
+			if (len >= 0x80) {
+				len = (len & 0x7f) | (size_t)b[2] << 7;
+				hl = b[2] < 0x80 ? 3 : 0;
+			}
+			if (hl && s->end - s->pos - hl >= len) {
+				s->pos += hl + len;
+				if ((r = sample(c, b + hl, len)) < 0)
+					return r;
+				if (r == 1)
+					c->online = false;
+				else
+					c->nonline++;
+				c->samples_end = src_offset(s);
+				c->nsamples++;
+				continue;
+			}
+		}
+		uint64_t at = src_offset(s);
 		if ((r = next_field(s, &num, &wt, &v)) <= 0)
 			return r;
 		switch (num) {
