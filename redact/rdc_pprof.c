@@ -70,13 +70,15 @@
  * threads no longer take turns on two cores; the wall time follows the
  * CPU where the jobs overlap (figures in the commit and
  * bench/redact_throughput). pp18d (instructions per sample, callgrind on
- * rdc_pprof alone: 938.8 -> 910.1 M, ISA-L 565 M of them): a kept sample
- * is encoded in the output buffer it goes to (sink_room), not copied in;
- * its frames go through frames_fast (a code stored as one word, a kernel
- * frame a code of length 0: no branch); a label is written in place
- * and its fields set by index. ~72 -> ~70 ms of CPU; ISA-L is now ~60 %
- * of it (inflate 34 %, deflate 18 %), sample() ~20 %; the frame loop
- * (~31 instructions a frame, 2.3 M kept frames) is a third of sample().
+ * rdc_pprof alone: 939.0 -> 880.0 M, ISA-L's 561.4 M unchanged, ours and
+ * libc's 377.2 -> 318.2 M): a kept sample is encoded in the output
+ * buffer it goes to (sink_room), not copied in; its frames go through
+ * frames_fast (a code stored as one word, a kernel frame a code of
+ * length 0: no branch); a label is written in place and its fields set
+ * by index; str_use inline; pass 1 hands a sample already in the window
+ * straight to sample(). ISA-L is now ~58 % of the CPU (inflate 35 %,
+ * deflate 19 %), sample() ~22 %; the frame loop (~31 instructions a
+ * frame, 2.3 M kept frames) is a quarter of sample().
  * Measured and left: a frame table of 1024 entries (so the lookup would
  * hit L1: no faster, so not the cache), a 16-bit load of a frame's two
  * bytes (more instructions), the output stage at 64 KiB x 12 and 128
