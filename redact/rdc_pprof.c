@@ -43,7 +43,8 @@
  * src_rewind or sink_open to the end of rdc_pprof). Inflating the input
  * (from src_rewind to src_stop) and deflating and writing the output
  * (from sink_open to sink_finish) are two jobs, each a codec under a
- * mutex and an rdc_bufq of PR_QBUFS buffers; the worker runs whichever
+ * mutex and an rdc_bufq (PR_IN_QBUFS x PR_CHUNK in, PR_OUT_QBUFS x
+ * PR_OUT_STAGE out); the worker runs whichever
  * has work, a buffer at a time, and the parser, rather than wait on a
  * queue, runs one itself when its mutex is free (trylock). Both wait on
  * one bell that both queues ring. The parser reads an inflated buffer in
@@ -60,7 +61,8 @@
  * codecs are at their floor: inflating with these buffers on one thread
  * takes what redact_gen's floor does (~30 ms); the ~36 ms the inflater
  * thread showed was two busy threads sharing the caches. Measured and left
- * as they are: PR_CHUNK x PR_QBUFS from 64 KiB x 6 to 1 MiB x 2 (no
+ * as they are: PR_CHUNK x the queues' depth (one for both) from 64 KiB
+ * x 6 to 1 MiB x 2 (no
  * change past the noise), ISA-L level 0 (not faster past the noise here,
  * 24 % more output), level 1's level_buf size and hist_bits (no faster),
  * and an eight-bytes-at-a-time frame decoder (slower than sample()'s byte
@@ -81,10 +83,9 @@
  * frame, 2.3 M kept frames) is a quarter of sample().
  * Measured and left: a frame table of 1024 entries (so the lookup would
  * hit L1: no faster, so not the cache), a 16-bit load of a frame's two
- * bytes (more instructions), the output stage at 64 KiB x 12 and 128
- * KiB x 6 and the input queue 6 deep (no change past the noise), ISA-L
- * level 0 again (deflating what is kept: 16.5 vs 18.5 ms, 24 % more
- * bytes: left at level 1).
+ * bytes (more instructions), ISA-L level 0 again (deflating what is
+ * kept: 16.5 vs 18.5 ms, 24 % more bytes: left at level 1). The queues'
+ * shape was changed (PR_IN_QBUFS, PR_OUT_QBUFS: the worker's waits).
  *
  * Same rules as the unpack-and-rebuild redactor this replaced (kept in
  * tests/unit/rdc_pprof_ref.c, and test_rdc_pprof_diff holds them equal):
@@ -103,7 +104,8 @@
  * bytes, a location 52, a function 48, a string 5), its strings' text up
  * to PR_HELD_MAX (3 MiB with 8 bytes each; past it dropped), the output's tables
  * sized by what is kept, one inflate window, one field at a time, and the
- * two queues (2 x PR_QBUFS x 256 KiB) and threads' stacks (256 KiB each). Caps,
+ * two queues (6 x 256 KiB in, 12 x 64 KiB out) and threads' stacks (256
+ * KiB each). Caps,
  * each -E2BIG when passed (exit 66): input 256 MiB gzip'd and 1 GiB
  * inflated; one top-level field (a sample, a string...) 16 MiB; 2^16
  * frames and 4096 labels in one sample (the agents write at most 512 and
@@ -143,8 +145,20 @@
 #define PR_MAX_SLABELS  4096u        /* labels of one sample */
 #define PR_MAX_CHARS    (64u << 20)
 #define PR_CHUNK        (256u << 10) /* pread and inflate granule */
-#define PR_OUT_STAGE    (256u << 10)
-#define PR_QBUFS        3            /* buffers between main and a gzip thread */
+/*
+ * The queues between the parser and the gzip worker (pp18d): six input
+ * buffers of PR_CHUNK, so the worker inflates ahead through a stretch of
+ * slow parsing instead of idling with a full queue, and twelve output
+ * buffers of 64 KiB, so a full one to deflate comes four times as often.
+ * With 3 x 256 KiB each way the worker waited ~8 ms a run (in-process,
+ * the bench's 200k-sample profile) and the parser ran the codecs the
+ * rest of the time; now ~1.6 ms: wall medians 52.3 -> 47.2 ms to
+ * /dev/null, 60.5 -> 52.9 ms to a file (21 and 15 rounds alternating,
+ * load 0.5-0.6), CPU the same. Peak RSS 6.0 -> 6.5 MiB.
+ */
+#define PR_OUT_STAGE    (64u << 10)
+#define PR_IN_QBUFS     6
+#define PR_OUT_QBUFS    12
 #define PR_THREAD_STACK (256u << 10)
 #define PR_COMMENT_MAX  512          /* a scrubbed comment, with its NUL */
 #ifndef PR_HELD_MAX /* tests/unit builds one with a small cap */
@@ -438,7 +452,7 @@ static int src_zin(struct src *s, uint8_t *dst, size_t room, size_t *made)
  * done, 0 nothing to do (the codec busy, no job, or no free buffer). The
  * buffers are filled in order, each whole but the last, whose status says
  * how the stream ended (0, or -errno), and which ends the job. Inflating
- * runs ahead of the parser by at most PR_QBUFS buffers (the queue's cap),
+ * runs ahead of the parser by at most PR_IN_QBUFS buffers (the queue's cap),
  * so memory stays flat and a gzip bomb costs the parser's own cap check
  * (RDC_PPROF_MAX_RAW), not more.
  */
@@ -583,11 +597,11 @@ static int src_rewind(struct src *s)
 	}
 #endif
 	/* Inflating overlaps parsing: the gzip worker's job (ISA-L's inflate
-	 * is a third of the time on one core), PR_QBUFS x PR_CHUNK ahead. */
+	 * is a third of the time on one core), PR_IN_QBUFS x PR_CHUNK ahead. */
 	if ((r = gz_start(s->gw)))
 		return r;
 	if (!s->iq) {
-		if ((r = rdc_bufq_new(&s->iq, PR_QBUFS, PR_CHUNK)))
+		if ((r = rdc_bufq_new(&s->iq, PR_IN_QBUFS, PR_CHUNK)))
 			return r;
 		rdc_bufq_set_bell(s->iq, s->gw->bell);
 	}
@@ -1704,7 +1718,7 @@ static int sink_pump(struct sink *o, const uint8_t *in, size_t n, bool finish)
  * done, 0 nothing to do. The full buffers are deflated and written in
  * order; status 1 marks the last (the stream ends with it, and so does
  * the job). A failure closes the queue with its error, which the parser
- * reads at its next handoff. Memory: PR_QBUFS x PR_OUT_STAGE (the
+ * reads at its next handoff. Memory: PR_OUT_QBUFS x PR_OUT_STAGE (the
  * queue's cap); at the cap the parser deflates or waits.
  */
 static int gz_deflate_step(struct gzw *g)
@@ -1855,7 +1869,7 @@ static int sink_open(struct sink *o, int fd)
 #endif
 	o->zinit = true;
 	/* Deflating overlaps parsing: the gzip worker's job. */
-	if ((r = gz_start(o->gw)) || (r = rdc_bufq_new(&o->oq, PR_QBUFS, PR_OUT_STAGE)))
+	if ((r = gz_start(o->gw)) || (r = rdc_bufq_new(&o->oq, PR_OUT_QBUFS, PR_OUT_STAGE)))
 		return r;
 	rdc_bufq_set_bell(o->oq, o->gw->bell);
 	pthread_mutex_lock(&o->gw->omu);
