@@ -43,7 +43,8 @@
  * src_rewind or sink_open to the end of rdc_pprof). Inflating the input
  * (from src_rewind to src_stop) and deflating and writing the output
  * (from sink_open to sink_finish) are two jobs, each a codec under a
- * mutex and an rdc_bufq of PR_QBUFS buffers; the worker runs whichever
+ * mutex and an rdc_bufq (PR_IN_QBUFS x PR_CHUNK in, PR_OUT_QBUFS x
+ * PR_OUT_STAGE out); the worker runs whichever
  * has work, a buffer at a time, and the parser, rather than wait on a
  * queue, runs one itself when its mutex is free (trylock). Both wait on
  * one bell that both queues ring. The parser reads an inflated buffer in
@@ -60,7 +61,8 @@
  * codecs are at their floor: inflating with these buffers on one thread
  * takes what redact_gen's floor does (~30 ms); the ~36 ms the inflater
  * thread showed was two busy threads sharing the caches. Measured and left
- * as they are: PR_CHUNK x PR_QBUFS from 64 KiB x 6 to 1 MiB x 2 (no
+ * as they are: PR_CHUNK x the queues' depth (one for both) from 64 KiB
+ * x 6 to 1 MiB x 2 (no
  * change past the noise), ISA-L level 0 (not faster past the noise here,
  * 24 % more output), level 1's level_buf size and hist_bits (no faster),
  * and an eight-bytes-at-a-time frame decoder (slower than sample()'s byte
@@ -69,7 +71,21 @@
  * ms of CPU and 106-204 -> 62-68 context switches a run, as three
  * threads no longer take turns on two cores; the wall time follows the
  * CPU where the jobs overlap (figures in the commit and
- * bench/redact_throughput).
+ * bench/redact_throughput). pp18d (instructions per sample, callgrind on
+ * rdc_pprof alone: 939.0 -> 880.0 M, ISA-L's 561.4 M unchanged, ours and
+ * libc's 377.2 -> 318.2 M): a kept sample is encoded in the output
+ * buffer it goes to (sink_room), not copied in; its frames go through
+ * frames_fast (a code stored as one word, a kernel frame a code of
+ * length 0: no branch); a label is written in place and its fields set
+ * by index; str_use inline; pass 1 hands a sample already in the window
+ * straight to sample(). ISA-L is now ~58 % of the CPU (inflate 35 %,
+ * deflate 19 %), sample() ~22 %; the frame loop (~31 instructions a
+ * frame, 2.3 M kept frames) is a quarter of sample().
+ * Measured and left: a frame table of 1024 entries (so the lookup would
+ * hit L1: no faster, so not the cache), a 16-bit load of a frame's two
+ * bytes (more instructions), ISA-L level 0 again (deflating what is
+ * kept: 16.5 vs 18.5 ms, 24 % more bytes: left at level 1). The queues'
+ * shape was changed (PR_IN_QBUFS, PR_OUT_QBUFS: the worker's waits).
  *
  * Same rules as the unpack-and-rebuild redactor this replaced (kept in
  * tests/unit/rdc_pprof_ref.c, and test_rdc_pprof_diff holds them equal):
@@ -88,7 +104,8 @@
  * bytes, a location 52, a function 48, a string 5), its strings' text up
  * to PR_HELD_MAX (3 MiB with 8 bytes each; past it dropped), the output's tables
  * sized by what is kept, one inflate window, one field at a time, and the
- * two queues (2 x PR_QBUFS x 256 KiB) and threads' stacks (256 KiB each). Caps,
+ * two queues (6 x 256 KiB in, 12 x 64 KiB out) and threads' stacks (256
+ * KiB each). Caps,
  * each -E2BIG when passed (exit 66): input 256 MiB gzip'd and 1 GiB
  * inflated; one top-level field (a sample, a string...) 16 MiB; 2^16
  * frames and 4096 labels in one sample (the agents write at most 512 and
@@ -128,14 +145,30 @@
 #define PR_MAX_SLABELS  4096u        /* labels of one sample */
 #define PR_MAX_CHARS    (64u << 20)
 #define PR_CHUNK        (256u << 10) /* pread and inflate granule */
-#define PR_OUT_STAGE    (256u << 10)
-#define PR_QBUFS        3            /* buffers between main and a gzip thread */
+/*
+ * The queues between the parser and the gzip worker (pp18d): six input
+ * buffers of PR_CHUNK, so the worker inflates ahead through a stretch of
+ * slow parsing instead of idling with a full queue, and twelve output
+ * buffers of 64 KiB, so a full one to deflate comes four times as often.
+ * With 3 x 256 KiB each way the worker waited ~8 ms a run (in-process,
+ * the bench's 200k-sample profile) and the parser ran the codecs the
+ * rest of the time; now ~1.6 ms: wall medians 52.3 -> 47.2 ms to
+ * /dev/null, 60.5 -> 52.9 ms to a file (21 and 15 rounds alternating,
+ * load 0.5-0.6), CPU the same. Peak RSS 6.0 -> 6.5 MiB. The cost:
+ * ISA-L's deflate copies its 32 KiB history once a call, four times as
+ * many calls (callgrind: 880.0 -> 893.8 M instructions in all).
+ */
+#define PR_OUT_STAGE    (64u << 10)
+#define PR_IN_QBUFS     6
+#define PR_OUT_QBUFS    12
 #define PR_THREAD_STACK (256u << 10)
 #define PR_COMMENT_MAX  512          /* a scrubbed comment, with its NUL */
 #ifndef PR_HELD_MAX /* tests/unit builds one with a small cap */
 #define PR_HELD_MAX     (3u << 20)   /* input strings held by pass 1, with 8 B each */
 #endif
-#define LOC_KERNEL      UINT32_MAX
+/* loc_out's code of a kernel frame: a length of 0 (put_code writes
+ * nothing that stays), nonzero so it reads as "made". */
+#define LOC_KERNEL      0x00ffffffu
 
 /* Wire types. */
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
@@ -421,7 +454,7 @@ static int src_zin(struct src *s, uint8_t *dst, size_t room, size_t *made)
  * done, 0 nothing to do (the codec busy, no job, or no free buffer). The
  * buffers are filled in order, each whole but the last, whose status says
  * how the stream ended (0, or -errno), and which ends the job. Inflating
- * runs ahead of the parser by at most PR_QBUFS buffers (the queue's cap),
+ * runs ahead of the parser by at most PR_IN_QBUFS buffers (the queue's cap),
  * so memory stays flat and a gzip bomb costs the parser's own cap check
  * (RDC_PPROF_MAX_RAW), not more.
  */
@@ -566,11 +599,11 @@ static int src_rewind(struct src *s)
 	}
 #endif
 	/* Inflating overlaps parsing: the gzip worker's job (ISA-L's inflate
-	 * is a third of the time on one core), PR_QBUFS x PR_CHUNK ahead. */
+	 * is a third of the time on one core), PR_IN_QBUFS x PR_CHUNK ahead. */
 	if ((r = gz_start(s->gw)))
 		return r;
 	if (!s->iq) {
-		if ((r = rdc_bufq_new(&s->iq, PR_QBUFS, PR_CHUNK)))
+		if ((r = rdc_bufq_new(&s->iq, PR_IN_QBUFS, PR_CHUNK)))
 			return r;
 		rdc_bufq_set_bell(s->iq, s->gw->bell);
 	}
@@ -1011,7 +1044,13 @@ struct pr {
 	/* one sample's fields, reused */
 	uint64_t *sl;
 	size_t sl_cap;
-	struct lab { int64_t key, str, num, unit; } *lab;
+	/* A label's fields by name, and by field number - 1 (lab_set). */
+	struct lab {
+		union {
+			struct { int64_t key, str, num, unit; };
+			int64_t f[4];
+		};
+	} *lab;
 	size_t lab_cap;
 	uint8_t *enc;
 	size_t enc_cap;
@@ -1377,8 +1416,31 @@ static int pass1(struct pr *c)
 		unsigned wt;
 		uint64_t v;
 		const uint8_t *p;
-		uint64_t at = src_offset(s);
 
+		/* A sample judged here whose tag, length (under 2^14) and
+		 * bytes are all in the window: straight to sample(), as the
+		 * general path below would take it, without its calls. */
+		if (c->online && s->end - s->pos >= 3 && s->buf[s->pos] == (2 << 3 | WT_LEN)) {
+			const uint8_t *b = s->buf + s->pos;
+			size_t len = b[1], hl = 2;
+			if (len >= 0x80) {
+				len = (len & 0x7f) | (size_t)b[2] << 7;
+				hl = b[2] < 0x80 ? 3 : 0;
+			}
+			if (hl && s->end - s->pos - hl >= len) {
+				s->pos += hl + len;
+				if ((r = sample(c, b + hl, len)) < 0)
+					return r;
+				if (r == 1)
+					c->online = false;
+				else
+					c->nonline++;
+				c->samples_end = src_offset(s);
+				c->nsamples++;
+				continue;
+			}
+		}
+		uint64_t at = src_offset(s);
 		if ((r = next_field(s, &num, &wt, &v)) <= 0)
 			return r;
 		switch (num) {
@@ -1528,9 +1590,22 @@ static bool in_table(const struct pr *c, int64_t i)
 	return i >= 0 && (uint64_t)i < c->nstr;
 }
 
+/* str_use for a string not used yet: its output index given now. */
+static int64_t str_first_use(struct pr *c, int64_t i)
+{
+	int r = grow(&c->kstr, &c->kstr_cap, c->nk + 1, sizeof(*c->kstr), PR_MAX_STRINGS);
+	if (r)
+		return r;
+	c->kstr[c->nk] = (struct kstr){ UINT32_MAX, 0 }; /* copied when it goes by */
+	c->snew[i] = (uint32_t)c->nk;
+	return (int64_t)c->nk++;
+}
+
 /* Output index of input string i (marked for copying), 0 for "", or
- * -EBADMSG when i is not in the table. */
-static int64_t str_use(struct pr *c, int64_t i)
+ * -EBADMSG when i is not in the table. Inline: a kept sample's labels
+ * call it twice each (400k calls on the bench), almost always for a
+ * string already used. */
+static inline int64_t str_use(struct pr *c, int64_t i)
 {
 	if (!in_table(c, i))
 		return -EBADMSG;
@@ -1538,12 +1613,7 @@ static int64_t str_use(struct pr *c, int64_t i)
 		return 0;
 	if (c->snew[i])
 		return c->snew[i];
-	int r = grow(&c->kstr, &c->kstr_cap, c->nk + 1, sizeof(*c->kstr), PR_MAX_STRINGS);
-	if (r)
-		return r;
-	c->kstr[c->nk] = (struct kstr){ UINT32_MAX, 0 }; /* copied when it goes by */
-	c->snew[i] = (uint32_t)c->nk;
-	return (int64_t)c->nk++;
+	return str_first_use(c, i);
 }
 
 /* Like str_use, but an index out of the table is "" (the old NULL). */
@@ -1650,7 +1720,7 @@ static int sink_pump(struct sink *o, const uint8_t *in, size_t n, bool finish)
  * done, 0 nothing to do. The full buffers are deflated and written in
  * order; status 1 marks the last (the stream ends with it, and so does
  * the job). A failure closes the queue with its error, which the parser
- * reads at its next handoff. Memory: PR_QBUFS x PR_OUT_STAGE (the
+ * reads at its next handoff. Memory: PR_OUT_QBUFS x PR_OUT_STAGE (the
  * queue's cap); at the cap the parser deflates or waits.
  */
 static int gz_deflate_step(struct gzw *g)
@@ -1724,6 +1794,31 @@ static int sink_put(struct sink *o, const void *p, size_t n)
 	return 0;
 }
 
+/*
+ * Room for n bytes in the buffer being filled, to write in place and
+ * then sink_commit: NULL when it has less left (or no buffer came: a
+ * failed deflate, which sink_put then reports), so what is written
+ * through the sink is cut into buffers the same way either route.
+ */
+static uint8_t *sink_room(struct sink *o, size_t n)
+{
+	if (!o->cur && !(o->cur = sink_take(o)))
+		return NULL;
+	if (PR_OUT_STAGE - o->cur->len < n)
+		return NULL;
+	return o->cur->data + o->cur->len;
+}
+
+/* The n bytes written at sink_room's pointer, handed on when it is full. */
+static void sink_commit(struct sink *o, size_t n)
+{
+	o->cur->len += n;
+	if (o->cur->len == PR_OUT_STAGE) {
+		rdc_bufq_push(o->oq, o->cur);
+		o->cur = NULL;
+	}
+}
+
 /* The last bytes and the stream's end, the parser deflating beside the
  * worker until the job is done: 0 when every byte was deflated and
  * written. */
@@ -1776,7 +1871,7 @@ static int sink_open(struct sink *o, int fd)
 #endif
 	o->zinit = true;
 	/* Deflating overlaps parsing: the gzip worker's job. */
-	if ((r = gz_start(o->gw)) || (r = rdc_bufq_new(&o->oq, PR_QBUFS, PR_OUT_STAGE)))
+	if ((r = gz_start(o->gw)) || (r = rdc_bufq_new(&o->oq, PR_OUT_QBUFS, PR_OUT_STAGE)))
 		return r;
 	rdc_bufq_set_bell(o->oq, o->gw->bell);
 	pthread_mutex_lock(&o->gw->omu);
@@ -1827,7 +1922,8 @@ static inline size_t varint_len(uint64_t v)
  * An output location id as loc_out holds it: its varint bytes (ids are
  * under 2^20, PR_MAX_ENTRIES: at most three) in the low bytes, their
  * count in the top one; put_code writes it without a loop. Nonzero, and
- * never LOC_KERNEL (count 0xff).
+ * never LOC_KERNEL (count 0: the frame loop skips a kernel frame without
+ * a branch, put_code moving by nothing).
  */
 static uint32_t loc_code(uint32_t id)
 {
@@ -2052,15 +2148,12 @@ static int out_location(struct pr *c, struct in_loc *l, uint64_t *id)
 static bool labels_settled(const struct pr *c, size_t nv, size_t nlab);
 static bool frames_settled(struct pr *c, size_t nl);
 
-/* Label field f (1 key, 2 str, 3 num, 4 num_unit) of lb. */
+/* Label field f (1 key, 2 str, 3 num, 4 num_unit) of lb: an indexed
+ * store, not a switch (whose branch the key/num/key/str mix of every
+ * sample's labels mispredicted). */
 static inline void lab_set(struct lab *lb, unsigned f, int64_t v)
 {
-	switch (f) {
-	case 1: lb->key = v; break;
-	case 2: lb->str = v; break;
-	case 3: lb->num = v; break;
-	default: lb->unit = v; break;
-	}
+	lb->f[(f - 1) & 3] = v;
 }
 
 /*
@@ -2138,6 +2231,55 @@ static int packed_decode(struct pr *c, const uint8_t *p, const uint8_t *e, size_
 		if (rd_varint(&pk, &c->sl[(*nl)++]))
 			return -EBADMSG;
 	return 0;
+}
+
+/*
+ * A kept sample's packed frames [x, pe) straight into output ids at e,
+ * while every one is a location already made: the end of what it wrote,
+ * or NULL for the general path (a location not made yet, an id out of
+ * the table, a bad varint: sample() then checks the field as
+ * packed_check does, and refuses it there). The table and its length
+ * come as arguments: read through c in sample() they were loaded again
+ * per frame, as the stores through e may alias c (callgrind on the
+ * bench profile: 931 -> 910 M instructions with the labels below).
+ *
+ * Ids under 2^14 (a profile's first 16383 locations) are read without
+ * a branch on their length, which the mix of one- and two-byte ids
+ * mispredicts; longer ones through rd_varint. A code is stored as four
+ * bytes at once: what passes its length is overwritten by what follows
+ * (the room is there, sample()'s bound), so a kernel frame (length 0)
+ * needs no branch either.
+ */
+static uint8_t *frames_fast(const uint8_t *x, const uint8_t *pe, const uint32_t *lo,
+			    size_t nlocs, uint8_t *e, size_t *kernel)
+{
+	size_t k = 0;
+
+	while (x < pe) {
+		uint64_t lid;
+		if (pe - x >= 2 && !(x[0] & x[1] & 0x80)) {
+			uint64_t two = x[0] >> 7;
+			lid = (x[0] & 0x7fu) | (((uint64_t)x[1] << 7) & (0 - two));
+			x += 1 + two;
+		} else {
+			struct rd pk = { x, pe };
+			if (rd_varint(&pk, &lid))
+				return NULL;
+			x = pk.p;
+		}
+		uint32_t o = lid - 1 < nlocs ? lo[lid - 1] : 0;
+		if (!o)
+			return NULL;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		memcpy(e, &o, sizeof(o));
+		e += o >> 24;
+#else
+		e = put_code(e, o);
+#endif
+		k += !(o >> 24);
+	}
+	*kernel = k;
+	return e;
 }
 
 /*
@@ -2288,50 +2430,38 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 	size_t nf = nl + npk;
 	/* Worst case: every frame, value and label a 10-byte varint. */
 	size_t bound = 32 + nf * 10 + PP_MAX_VALUES * 10 + PP_MAX_LABELS * 48;
-	if ((r = enc_room(c, bound)))
-		return r;
-	/* The output's location ids go straight to enc + ENC_IDS, encoded;
-	 * their tag and length are put in front once their length is known. */
-	/* Room in front: the sample's own tag and length, then the ids' (each
-	 * length < 2^21, 65536 frames x 5 bytes, so a tag and 3 bytes). */
-	enum { ENC_IDS = 8 };
-	uint8_t *ids = c->enc + ENC_IDS, *e = ids, *q;
+	/*
+	 * The sample is encoded where it goes: in the output buffer being
+	 * filled when the worst case fits there (all but one sample a
+	 * buffer), else in enc and copied in by sink_put as before. Its
+	 * location ids are written first, at base + hdr; their tag and
+	 * length and the sample's go in front once the lengths are known.
+	 * hdr guesses them from the input's (the output's sample is the
+	 * input's less its kernel frames and foreign labels, mostly in the
+	 * same varint length); a wrong guess moves the body once. Each
+	 * length is < 2^28 (PR_MAX_FIELD): a header is at most 2 x 5 bytes.
+	 */
+	enum { HDR_MAX = 10 };
+	uint8_t *base = sink_room(&c->out, bound + HDR_MAX);
+	bool direct = base != NULL;
+	if (!direct) {
+		if ((r = enc_room(c, bound + HDR_MAX)))
+			return r;
+		base = c->enc;
+	}
+	size_t hdr = 1 + varint_len(n) + (pk_p ? 1 + varint_len((uint64_t)(pk_e - pk_p)) : 0);
+	uint8_t *ids = base + hdr, *e = ids, *q;
 	size_t kernel = 0;
 	bool fast = false;
-	if (pk_p && !nl && c->loc_ix.dense) {
-		/* Every frame a location already made, or fall through. The
-		 * varints are checked here as packed_count would: this sample
-		 * is not counted first (that was a tenth of sample()). */
-		const uint8_t *x = pk_p;
-		size_t nfr = 0;
-		fast = true;
-		while (x < pk_e) {
-			uint64_t lid;
-			/* Ids under 2^14 (a profile's first 16383 locations)
-			 * without a branch on their length, which the mix of
-			 * one- and two-byte ids mispredicts; larger ones
-			 * through rd_varint. */
-			if (pk_e - x >= 2 && !(x[0] & x[1] & 0x80)) {
-				uint64_t two = x[0] >> 7;
-				lid = (x[0] & 0x7fu) | (((uint64_t)x[1] << 7) & (0 - two));
-				x += 1 + two;
-			} else {
-				struct rd pk = { x, pk_e };
-				if (rd_varint(&pk, &lid))
-					return -EBADMSG;
-				x = pk.p;
-			}
-			if (++nfr > PR_MAX_FRAMES)
-				return -E2BIG;
-			uint32_t o = lid - 1 < c->nlocs ? c->loc_out[lid - 1] : 0;
-			if (!o) {
-				fast = false;
-				break;
-			}
-			if (o != LOC_KERNEL)
-				e = put_code(e, o);
-			else
-				kernel++;
+	if (pk_p && !nl && c->loc_ix.dense && (size_t)(pk_e - pk_p) <= PR_MAX_FRAMES) {
+		/* Every frame a location already made, or fall through to
+		 * the general path, which checks and counts the field. A
+		 * field of no more bytes than the cap allows frames needs no
+		 * count. */
+		uint8_t *fe = frames_fast(pk_p, pk_e, c->loc_out, c->nlocs, e, &kernel);
+		if (fe) {
+			e = fe;
+			fast = true;
 		}
 	}
 	if (fast) {
@@ -2364,13 +2494,7 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 	}
 
 	/* location_id and value, packed, as protobuf-c writes proto3. */
-	uint8_t *start = ids;
 	size_t blen = (size_t)(e - ids);
-	if (blen) {
-		start -= 1 + varint_len(blen);
-		start[0] = 0x0a;
-		put_varint(start + 1, blen);
-	}
 	*e++ = 0x12;
 	q = e++;
 	uint8_t *vs = e;
@@ -2407,24 +2531,39 @@ static int sample(struct pr *c, const uint8_t *p, size_t n)
 			if (c->lab[i].unit && (unit = str_use(c, c->lab[i].unit)) < 0)
 				return (int)unit;
 		}
-		/* A label is either a string or a number (with its unit). */
-		uint8_t body[48], *b = body;
-		b = put_uint(b, 1, (uint64_t)key);
-		b = put_uint(b, 2, (uint64_t)str);
-		b = put_uint(b, 3, (uint64_t)num);
-		b = put_uint(b, 4, (uint64_t)unit);
+		/* A label is either a string or a number (with its unit). Its
+		 * fields go in place after a length byte set once they are
+		 * written (four varints, at most 44 bytes: one byte), not
+		 * through a buffer and a memcpy call per label. */
 		*e++ = 0x1a;
-		*e++ = (uint8_t)(b - body);
-		memcpy(e, body, (size_t)(b - body));
-		e += b - body;
+		uint8_t *lenp = e++, *b = e;
+		e = put_uint(e, 1, (uint64_t)key);
+		e = put_uint(e, 2, (uint64_t)str);
+		e = put_uint(e, 3, (uint64_t)num);
+		e = put_uint(e, 4, (uint64_t)unit);
+		*lenp = (uint8_t)(e - b);
 		kept_labels++;
 	}
-	/* The sample's tag and length in front of it: one copy to the sink. */
-	size_t mlen = (size_t)(e - start);
-	start -= 1 + varint_len(mlen);
-	start[0] = 2 << 3 | WT_LEN;
-	put_varint(start + 1, mlen);
-	if ((r = sink_put(&c->out, start, (size_t)(e - start))))
+	/* The headers in front: the sample's tag and length, the ids' (none
+	 * when every frame was the kernel's), the body moved when hdr
+	 * guessed wrong (room for HDR_MAX in front was kept). */
+	size_t ihdr = blen ? 1 + varint_len(blen) : 0;
+	size_t mlen = ihdr + (size_t)(e - ids);
+	size_t need = 1 + varint_len(mlen) + ihdr;
+	if (need != hdr) {
+		memmove(base + need, ids, (size_t)(e - ids));
+		e = e - hdr + need;
+	}
+	uint8_t *h = base;
+	*h++ = 2 << 3 | WT_LEN;
+	h = put_varint(h, mlen);
+	if (blen) {
+		*h++ = 0x0a;
+		put_varint(h, blen);
+	}
+	if (direct)
+		sink_commit(&c->out, (size_t)(e - base));
+	else if ((r = sink_put(&c->out, base, (size_t)(e - base))))
 		return r;
 	c->st->kept++;
 	return 0;

@@ -384,7 +384,7 @@ static void test_packed_ids_kept(void **state)
  * The deflate job's write fails (/dev/full: ENOSPC), on the gzip worker
  * or on the parser helping it: the error comes back from rdc_pprof, whether the output fails at its end (a small
  * profile) or mid-stream while the parser still fills buffers (a large
- * one: many 256 KiB buffers of kept samples), and nothing hangs.
+ * one: many 64 KiB buffers of kept samples), and nothing hangs.
  */
 static void test_output_fails(void **state)
 {
