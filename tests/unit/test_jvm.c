@@ -209,10 +209,10 @@ static void test_pid_reused(void **state)
 	reap(b);
 }
 
-/* An exec keeps the pid and the start time: the executable tells. */
-static void test_exec(void **state)
+/* A child running this test's image (not a JVM) that execs java when a
+ * byte is written to *wfd; returned once it runs. */
+static pid_t child_to_java(int *wfd)
 {
-	(void)state;
 	int p[2];
 	assert_int_equal(pipe(p), 0);
 	pid_t a = fork();
@@ -220,7 +220,6 @@ static void test_exec(void **state)
 	if (a == 0) {
 		char c;
 		close(p[1]);
-		/* Not a JVM until told, then the launcher. */
 		if (read(p[0], &c, 1) == 1)
 			execl(java, java, "60", (char *)NULL);
 		_exit(127);
@@ -231,10 +230,21 @@ static void test_exec(void **state)
 	assert_true(n > 0);
 	self[n] = '\0';
 	wait_exec(a, self);
+	*wfd = p[1];
+	return a;
+}
+
+/* An exec keeps the pid and the start time: the executable tells. */
+static void test_exec(void **state)
+{
+	(void)state;
+	/* Not a JVM until told, then the launcher. */
+	int wfd;
+	pid_t a = child_to_java(&wfd);
 	uint64_t s = start_of(a);
 	assert_false(svc_jvm_detect(a, s));
-	assert_int_equal(write(p[1], "x", 1), 1);
-	close(p[1]);
+	assert_int_equal(write(wfd, "x", 1), 1);
+	close(wfd);
 	wait_exec(a, java);
 	assert_int_equal(start_of(a), s);
 	assert_true(svc_jvm_detect(a, s));
@@ -275,6 +285,32 @@ static bool pump(struct event_base *b, pid_t pid)
 }
 
 /*
+ * The proc connector on a loop of its own, wired as the daemon wires it
+ * (exec drops that pid's answer, lost the given way), with an empty
+ * cache; the test is skipped without root or a netlink connector.
+ */
+static struct event_base *connector_loop(void (*lost)(void))
+{
+	if (geteuid() != 0) {
+		printf("skipped: the proc connector needs root\n");
+		skip();
+	}
+	struct event_base *b = event_base_new();
+	assert_non_null(b);
+	static struct trg_ops ops;
+	ops = (struct trg_ops){ .exec = on_exec, .lost = lost };
+	assert_int_equal(trg_proc_init(b, &ops), 0);
+	if (strncmp(trg_proc_status(), "netlink", 7)) {
+		printf("skipped: %s\n", trg_proc_status());
+		trg_proc_fini();
+		event_base_free(b);
+		skip();
+	}
+	svc_jvm_forget();
+	return b;
+}
+
+/*
  * The event path: with the proc connector current, a cached answer is
  * served without the stat of /proc/<pid>/exe, so only the exec event
  * stands between an exec and a stale answer. Both ways: a process that
@@ -286,47 +322,18 @@ static bool pump(struct event_base *b, pid_t pid)
 static void test_exec_event(void **state)
 {
 	(void)state;
-	if (geteuid() != 0) {
-		printf("skipped: the proc connector needs root\n");
-		skip();
-	}
-	struct event_base *b = event_base_new();
-	assert_non_null(b);
-	const struct trg_ops ops = { .exec = on_exec, .lost = svc_jvm_lost };
-	assert_int_equal(trg_proc_init(b, &ops), 0);
-	if (strncmp(trg_proc_status(), "netlink", 7)) {
-		printf("skipped: %s\n", trg_proc_status());
-		trg_proc_fini();
-		event_base_free(b);
-		skip();
-	}
-	svc_jvm_forget();
+	struct event_base *b = connector_loop(svc_jvm_lost);
 
 	/* Not a JVM (this test's image), then exec into java. */
-	int p[2];
-	assert_int_equal(pipe(p), 0);
-	pid_t a = fork();
-	assert_true(a >= 0);
-	if (a == 0) {
-		char c;
-		close(p[1]);
-		if (read(p[0], &c, 1) == 1)
-			execl(java, java, "60", (char *)NULL);
-		_exit(127);
-	}
-	close(p[0]);
-	char self[256];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	assert_true(n > 0);
-	self[n] = '\0';
-	wait_exec(a, self);
+	int wfd;
+	pid_t a = child_to_java(&wfd);
 	assert_true(pump(b, 0));
 	uint64_t s = start_of(a);
 	assert_false(svc_jvm_detect(a, s));
 	assert_true(pump(b, 0));
 	assert_false(svc_jvm_detect(a, s)); /* from the cache */
-	assert_int_equal(write(p[1], "x", 1), 1);
-	close(p[1]);
+	assert_int_equal(write(wfd, "x", 1), 1);
+	close(wfd);
 	wait_exec(a, java);
 	assert_true(pump(b, a));
 	assert_int_equal(start_of(a), s);
@@ -413,41 +420,12 @@ static int connector_fd(void)
 static void test_exec_lost(void **state)
 {
 	(void)state;
-	if (geteuid() != 0) {
-		printf("skipped: the proc connector needs root\n");
-		skip();
-	}
-	struct event_base *b = event_base_new();
-	assert_non_null(b);
-	const struct trg_ops ops = { .exec = on_exec, .lost = on_lost };
-	assert_int_equal(trg_proc_init(b, &ops), 0);
-	if (strncmp(trg_proc_status(), "netlink", 7)) {
-		printf("skipped: %s\n", trg_proc_status());
-		trg_proc_fini();
-		event_base_free(b);
-		skip();
-	}
-	svc_jvm_forget();
+	struct event_base *b = connector_loop(on_lost);
 	nlost = 0;
 	nexecd = 0; /* saw_exec() below is about this test's execs */
 
-	int p[2];
-	assert_int_equal(pipe(p), 0);
-	pid_t a = fork();
-	assert_true(a >= 0);
-	if (a == 0) {
-		char c;
-		close(p[1]);
-		if (read(p[0], &c, 1) == 1)
-			execl(java, java, "60", (char *)NULL);
-		_exit(127);
-	}
-	close(p[0]);
-	char self[256];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	assert_true(n > 0);
-	self[n] = '\0';
-	wait_exec(a, self);
+	int wfd;
+	pid_t a = child_to_java(&wfd);
 	assert_true(pump(b, 0));
 	uint64_t s = start_of(a);
 	assert_false(svc_jvm_detect(a, s));
@@ -467,8 +445,8 @@ static void test_exec_lost(void **state)
 		}
 		assert_int_equal(waitpid(t, NULL, 0), t);
 	}
-	assert_int_equal(write(p[1], "x", 1), 1);
-	close(p[1]);
+	assert_int_equal(write(wfd, "x", 1), 1);
+	close(wfd);
 	wait_exec(a, java);
 
 	assert_true(pump(b, 0));
