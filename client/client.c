@@ -114,9 +114,7 @@ static Pd__DaemonMsg *prof_read(prof_client *c, int timeout_ms, enum prof_read_m
 		 * perf: poll was 19 % of a client's CPU besides the sleep).
 		 */
 		n = wire_recv_wait(c->sock, buf, sizeof(buf), fd);
-		if (n == -EINTR)
-			n = -EAGAIN;
-		if (n == -EAGAIN) {
+		if (n == -EAGAIN || n == -EINTR) {
 			*err = -EAGAIN;
 			return NULL;
 		}
@@ -206,9 +204,23 @@ static enum prof_read_mode prof_wait_mode(uint64_t left, bool poll_next)
 	return poll_next || left < PROF_RECV_SLICE_MS ? PROF_POLL_FIRST : PROF_BLOCK;
 }
 
-/* Wait for the message of kind `want` (and token, for replies); park others. */
+/* The token a reply or a budget reply answers; true for any other kind. */
+static bool answers(const Pd__DaemonMsg *m, uint64_t token)
+{
+	if (m->msg_case == PD__DAEMON_MSG__MSG_REPLY)
+		return m->reply->token == token;
+	if (m->msg_case == PD__DAEMON_MSG__MSG_BUDGET_REPLY)
+		return m->budget_reply->token == token;
+	return true;
+}
+
+/*
+ * Wait for a message of kind `want` or `also` (PD__DAEMON_MSG__MSG__NOT_SET:
+ * none, as prof_read never returns one), answering token when it is a
+ * reply; park others. Its fd, if any, is closed.
+ */
 static Pd__DaemonMsg *prof_wait(prof_client *c, Pd__DaemonMsg__MsgCase want,
-				uint64_t token, int *err)
+				Pd__DaemonMsg__MsgCase also, uint64_t token, int *err)
 {
 	uint64_t deadline = util_mono_ms() + PROF_REPLY_TIMEOUT_MS;
 	bool poll_next = false;
@@ -227,8 +239,7 @@ static Pd__DaemonMsg *prof_wait(prof_client *c, Pd__DaemonMsg__MsgCase want,
 			continue;
 		if (!m)
 			return NULL;
-		if (m->msg_case == want &&
-		    (want != PD__DAEMON_MSG__MSG_REPLY || m->reply->token == token)) {
+		if ((m->msg_case == want || m->msg_case == also) && answers(m, token)) {
 			if (fd >= 0)
 				close(fd);
 			return m;
@@ -313,7 +324,7 @@ prof_client *prof_connect(const char *socket_path, int *err)
 	m.hello = &h;
 	if ((r = prof_send(c, &m)) < 0)
 		goto fail;
-	Pd__DaemonMsg *w = prof_wait(c, PD__DAEMON_MSG__MSG_WELCOME, 0, &r);
+	Pd__DaemonMsg *w = prof_wait(c, PD__DAEMON_MSG__MSG_WELCOME, PD__DAEMON_MSG__MSG__NOT_SET, 0, &r);
 	if (!w)
 		goto fail;
 	c->uid = w->welcome->uid;
@@ -453,7 +464,8 @@ static int prof_call(prof_client *c, Pd__ClientMsg *m, uint64_t token, uint64_t 
 		LOG_D("send: %s", strerror(-r));
 		return PROF_E_UNKNOWN;
 	}
-	Pd__DaemonMsg *rep = prof_wait(c, PD__DAEMON_MSG__MSG_REPLY, token, &r);
+	Pd__DaemonMsg *rep =
+		prof_wait(c, PD__DAEMON_MSG__MSG_REPLY, PD__DAEMON_MSG__MSG__NOT_SET, token, &r);
 	if (!rep) {
 		LOG_D("no reply: %s", strerror(-r));
 		return PROF_E_UNKNOWN;
@@ -613,40 +625,24 @@ int prof_get_budget(prof_client *c, enum prof_type type, const struct prof_param
 	}
 	/* A refusal of the query itself (the process is no longer the one
 	 * that connected) comes as a RequestReply with the token. */
-	uint64_t deadline = util_mono_ms() + PROF_REPLY_TIMEOUT_MS;
-	bool poll_next = false; /* as prof_wait's */
-	for (;;) {
-		uint64_t now = util_mono_ms();
-		int fd;
-		if (now >= deadline)
-			return -PROF_E_UNKNOWN;
-		Pd__DaemonMsg *d = prof_read(c, (int)(deadline - now),
-					     prof_wait_mode(deadline - now, poll_next), &fd, &r);
-		poll_next = !d && r == -EAGAIN;
-		if (poll_next)
-			continue;
-		if (!d) {
-			LOG_D("no budget reply: %s", strerror(-r));
-			return -PROF_E_UNKNOWN;
-		}
-		if (d->msg_case == PD__DAEMON_MSG__MSG_BUDGET_REPLY && d->budget_reply->token == q.token) {
-			budget_fill(&b, d->budget_reply);
-		} else if (d->msg_case == PD__DAEMON_MSG__MSG_REPLY && d->reply->token == q.token) {
-			memset(&b, 0, sizeof(b));
-			b.error = d->reply->error ? (int)d->reply->error : PROF_E_UNKNOWN;
-			util_strlcpy(b.message, d->reply->message ? d->reply->message : "",
-				     sizeof(b.message));
-		} else {
-			prof_park(c, d, fd);
-			continue;
-		}
-		if (fd >= 0)
-			close(fd);
-		pd__daemon_msg__free_unpacked(d, NULL);
-		memset(out, 0, size);
-		memcpy(out, &b, sizeof(b));
-		return 0;
+	Pd__DaemonMsg *d = prof_wait(c, PD__DAEMON_MSG__MSG_BUDGET_REPLY, PD__DAEMON_MSG__MSG_REPLY,
+				     q.token, &r);
+	if (!d) {
+		LOG_D("no budget reply: %s", strerror(-r));
+		return -PROF_E_UNKNOWN;
 	}
+	if (d->msg_case == PD__DAEMON_MSG__MSG_BUDGET_REPLY) {
+		budget_fill(&b, d->budget_reply);
+	} else {
+		memset(&b, 0, sizeof(b));
+		b.error = d->reply->error ? (int)d->reply->error : PROF_E_UNKNOWN;
+		util_strlcpy(b.message, d->reply->message ? d->reply->message : "",
+			     sizeof(b.message));
+	}
+	pd__daemon_msg__free_unpacked(d, NULL);
+	memset(out, 0, size);
+	memcpy(out, &b, sizeof(b));
+	return 0;
 }
 
 int prof_cancel(prof_client *c, uint64_t request_id)
