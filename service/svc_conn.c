@@ -150,13 +150,19 @@ static struct svc_conn **id_bucket(uint64_t id)
 	return &by_id[id % CONN_ID_BUCKETS];
 }
 
+/* uid's share, or NULL when none of its peers is connected. */
+static struct uid_share *share_find(uid_t uid)
+{
+	struct uid_share *sh;
+	for (sh = shares; sh && sh->uid != uid; sh = sh->next)
+		;
+	return sh;
+}
+
 /* The share of uid, made for its first connection. NULL: out of memory. */
 static struct uid_share *share_get(uid_t uid)
 {
-	struct uid_share *sh;
-	for (sh = shares; sh; sh = sh->next)
-		if (sh->uid == uid)
-			break;
+	struct uid_share *sh = share_find(uid);
 	if (!sh) {
 		if (!(sh = calloc(1, sizeof(*sh))))
 			return NULL;
@@ -298,9 +304,7 @@ struct svc_conn *svc_conn_by_id(uint64_t id)
  */
 struct svc_conn *svc_conn_listener_for(uid_t uid)
 {
-	const struct uid_share *sh;
-	for (sh = shares; sh && sh->uid != uid; sh = sh->next)
-		;
+	const struct uid_share *sh = share_find(uid);
 	if (!sh || !sh->listeners)
 		return NULL;
 	for (struct svc_conn *c = conns; c; c = c->next)
