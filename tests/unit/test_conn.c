@@ -37,13 +37,19 @@ static struct {
 
 /* ------------------------------------------------------------ roles */
 
+/* A hello counted, its peer kept by hello order. */
+static void saw_hello(struct svc_conn *c)
+{
+	if (t.hellos < 4)
+		t.peer[t.hellos] = c;
+	t.hellos++;
+}
+
 static int on_hello(struct svc_conn *c, const void *msg)
 {
 	(void)msg;
 	svc_conn_hello(c);
-	if (t.hellos < 4)
-		t.peer[t.hellos] = c;
-	t.hellos++;
+	saw_hello(c);
 	return 0;
 }
 
@@ -53,9 +59,7 @@ static int on_rt_hello(struct svc_conn *c, const void *msg)
 {
 	(void)msg;
 	svc_conn_set_runtime(c, 0, "native");
-	if (t.hellos < 4)
-		t.peer[t.hellos] = c;
-	t.hellos++;
+	saw_hello(c);
 	return 0;
 }
 
