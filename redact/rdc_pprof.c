@@ -1406,6 +1406,22 @@ static int hold_string(struct pr *c, const uint8_t *p, size_t len)
 static int online_start(struct pr *c);
 static int sample(struct pr *c, const uint8_t *p, size_t n);
 
+/*
+ * A sample judged in pass 1 (one pass): 0, or -errno. When it names what
+ * has not come yet, it and the samples after it wait for pass 2.
+ */
+static inline int sample_online(struct pr *c, const uint8_t *p, size_t n)
+{
+	int r = sample(c, p, n);
+	if (r < 0)
+		return r;
+	if (r == 1)
+		c->online = false;
+	else
+		c->nonline++;
+	return 0;
+}
+
 static int pass1(struct pr *c)
 {
 	struct src *s = &c->src;
@@ -1429,12 +1445,8 @@ static int pass1(struct pr *c)
 			}
 			if (hl && s->end - s->pos - hl >= len) {
 				s->pos += hl + len;
-				if ((r = sample(c, b + hl, len)) < 0)
+				if ((r = sample_online(c, b + hl, len)))
 					return r;
-				if (r == 1)
-					c->online = false;
-				else
-					c->nonline++;
 				c->samples_end = src_offset(s);
 				c->nsamples++;
 				continue;
@@ -1469,14 +1481,8 @@ static int pass1(struct pr *c)
 					return r;
 			}
 			if (c->online) {
-				if ((r = field_bytes(s, v, &p)) || (r = sample(c, p, (size_t)v)) < 0)
+				if ((r = field_bytes(s, v, &p)) || (r = sample_online(c, p, (size_t)v)))
 					return r;
-				/* 1: it names what has not come yet; it and the
-				 * samples after it wait for pass 2. */
-				if (r == 1)
-					c->online = false;
-				else
-					c->nonline++;
 			} else if ((r = src_skip(s, v))) {
 				return r;
 			}
