@@ -33,7 +33,8 @@ int ja_nspid(pid_t pid, pid_t *nspid);
 /*
  * Connect to pid's attach listener, starting it (trigger file + SIGQUIT)
  * when it does not run yet. The caller runs as the JVM's uid and gid.
- * Returns a connected fd or -errno (-ETIMEDOUT: no listener came up).
+ * Returns a connected fd or -errno (-ETIMEDOUT: no listener came up;
+ * -EADDRINUSE: none came up, and another user's file holds the name).
  */
 int ja_connect(pid_t pid, int timeout_ms);
 /* Send one command: "1\0" cmd "\0" and three arguments (missing ones empty). */
@@ -44,6 +45,19 @@ int ja_send(int fd, const char *cmd, const char *a0, const char *a1, const char 
  * more came. 0 or -errno.
  */
 int ja_read_reply(int fd, int timeout_ms, char **buf, size_t *len, bool *cut);
+
+/* ------------------------------------------------------------ ja_stale.c */
+
+/*
+ * Run as root, before the switch to the JVM's user (the one privileged
+ * step of the helper). Clears the name of pid's attach socket when
+ * another user's leftover holds it, which the VM could not replace
+ * (/tmp is sticky). 1: removed (*owner: whose it was); 0: nothing in the
+ * way; -EADDRINUSE: another user's live listener or a directory holds the
+ * name (left alone); -errno otherwise. *owner is the name's owner when
+ * there is one, else (uid_t)-1.
+ */
+int ja_clear_stale(pid_t pid, uid_t jvm_uid, uid_t *owner);
 
 /* ------------------------------------------------------------ ja_parse.c */
 

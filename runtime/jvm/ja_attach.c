@@ -149,17 +149,33 @@ int ja_connect(pid_t pid, int timeout_ms)
 		unlink(trig);
 		return r;
 	}
+	/*
+	 * Halfway with no socket yet, SIGQUIT once more, as the JDK's own
+	 * attach does: the VM acts on the trigger file only at a SIGQUIT.
+	 */
+	uint64_t again = util_mono_ms() + (uint64_t)timeout_ms / 2;
 	unsigned wait = 20;
 	for (;;) {
 		sleep_ms(wait);
 		fd = try_connect(sock);
-		if (fd >= 0 || util_mono_ms() >= deadline)
+		uint64_t now = util_mono_ms();
+		if (fd >= 0 || now >= deadline)
 			break;
+		if (again && now >= again && fd == -ENOENT) {
+			kill(pid, SIGQUIT);
+			again = 0;
+		}
 		if (wait < 200)
 			wait *= 2;
 	}
 	unlink(trig);
-	return fd >= 0 ? fd : -ETIMEDOUT;
+	if (fd >= 0)
+		return fd;
+	/* Another user's file in the way (ja_stale.c left it: a live listener). */
+	struct stat st;
+	if (lstat(sock, &st) == 0 && st.st_uid != geteuid())
+		return -EADDRINUSE;
+	return -ETIMEDOUT;
 }
 
 int ja_send(int fd, const char *cmd, const char *a0, const char *a1, const char *a2)

@@ -86,6 +86,33 @@ static void check_target(pid_t pid)
 		  (unsigned long long)now_start, expect_start));
 }
 
+/* Appended to the "ok" line: a stale attach socket ja_clear_stale removed. */
+static char cleared[48];
+/* Who holds the socket's name with a live listener (ja_clear_stale). */
+static uid_t holder = (uid_t)-1;
+
+/* A failed attach's exit code and words for the status line. */
+static int attach_code(int r)
+{
+	return r == -ETIMEDOUT || r == -EADDRINUSE ? EX_UNAVAILABLE : EX_SOFTWARE;
+}
+
+static const char *attach_err(int r)
+{
+	if (r == -ETIMEDOUT)
+		return "no attach listener answered in time";
+	static char why[128];
+	if (r == -EADDRINUSE) {
+		char who[24] = "";
+		if (holder != (uid_t)-1)
+			util_fmt(who, sizeof(who), " (uid %u)", (unsigned)holder);
+		util_fmt(why, sizeof(why), "another user's live socket holds the name of the VM's "
+			 "attach socket%s, so the VM cannot make its own", who);
+		return why;
+	}
+	return strerror(-r);
+}
+
 /* The effective uid and gid of pid (the VM compares the peer's with them). */
 static int proc_euid(pid_t pid, uid_t *uid, gid_t *gid)
 {
@@ -168,10 +195,8 @@ static int heapdump(pid_t pid, uint64_t deadline)
 	r = run(pid, deadline, "jcmd", cmd, NULL, NULL, &st, &reply, &body, &blen);
 	uint64_t t1 = util_mono_ms();
 	if (r < 0) {
-		code = fail(r == -ETIMEDOUT || r == -ECONNREFUSED || r == -ENOENT ? EX_UNAVAILABLE
-										    : EX_SOFTWARE,
-			    "GC.heap_dump: %s", r == -ETIMEDOUT ? "no attach listener answered in time"
-								: strerror(-r));
+		code = fail(r == -ECONNREFUSED || r == -ENOENT ? EX_UNAVAILABLE : attach_code(r),
+			    "GC.heap_dump: %s", attach_err(r));
 		goto out;
 	}
 	if (st != 0 || !memmem(body, blen, "Heap dump file created", 22)) {
@@ -207,10 +232,10 @@ static int heapdump(pid_t pid, uint64_t deadline)
 		goto out;
 	}
 	uint32_t frames = th.nframes;
-	fprintf(stderr, "ok bytes=%lld threads=%u frames=%u dump_ms=%llu print_ms=%llu%s%s\n",
+	fprintf(stderr, "ok bytes=%lld threads=%u frames=%u dump_ms=%llu print_ms=%llu%s%s%s\n",
 		(long long)sb.st_size, th.nthreads, frames, (unsigned long long)(t1 - t0),
 		(unsigned long long)(t2 - t1), tr < 0 ? " threads_error=" : "",
-		tr < 0 ? strerror(-tr) : "");
+		tr < 0 ? strerror(-tr) : "", cleared);
 	ja_threads_free(&th);
 	code = 0;
 out:
@@ -230,14 +255,13 @@ static int load(pid_t pid, uint64_t deadline, const char *lib, const char *opts)
 		return fail(EX_SOFTWARE, "the agent path must be absolute: %s", lib);
 	int r = run(pid, deadline, "load", lib, "true", opts, &st, &reply, &body, &blen);
 	if (r < 0)
-		return fail(r == -ETIMEDOUT ? EX_UNAVAILABLE : EX_SOFTWARE, "load: %s",
-			    r == -ETIMEDOUT ? "no attach listener answered in time" : strerror(-r));
+		return fail(attach_code(r), "load: %s", attach_err(r));
 	int code = 0;
 	if (st != 0 || ja_parse_load_rc(body, blen, &rc) < 0 || rc != 0) {
 		first_line(body, blen, msg, sizeof(msg));
 		code = fail(EX_SOFTWARE, "the VM did not load the agent (status %d): %s", st, msg);
 	} else {
-		fprintf(stderr, "ok loaded %s\n", lib);
+		fprintf(stderr, "ok loaded %s%s\n", lib, cleared);
 	}
 	free(reply);
 	return code;
@@ -251,15 +275,14 @@ static int jcmd(pid_t pid, uint64_t deadline, const char *line)
 	int st;
 	int r = run(pid, deadline, "jcmd", line, NULL, NULL, &st, &reply, &body, &blen);
 	if (r < 0)
-		return fail(r == -ETIMEDOUT ? EX_UNAVAILABLE : EX_SOFTWARE, "jcmd: %s",
-			    strerror(-r));
+		return fail(attach_code(r), "jcmd: %s", attach_err(r));
 	r = util_write_all(1, body, blen);
 	free(reply);
 	if (r < 0)
 		return fail(EX_SOFTWARE, "writing the output: %s", strerror(-r));
 	if (st != 0)
 		return fail(EX_SOFTWARE, "the command failed with status %d", st);
-	fprintf(stderr, "ok\n");
+	fprintf(stderr, "ok%s\n", cleared);
 	return 0;
 }
 
@@ -320,6 +343,13 @@ int main(int argc, char **argv)
 	int r = proc_euid((pid_t)pid, &uid, &gid);
 	if (r < 0)
 		return fail(EX_UNAVAILABLE, "no process %ld", pid);
+	/* As root still: a leftover attach socket the VM cannot replace. */
+	uid_t owner;
+	r = ja_clear_stale((pid_t)pid, uid, &owner);
+	if (r == 1)
+		util_fmt(cleared, sizeof(cleared), " stale_socket_removed_uid=%u", (unsigned)owner);
+	else if (r == -EADDRINUSE)
+		holder = owner;
 	if ((r = become(uid, gid)) < 0)
 		return fail(EX_SOFTWARE, "cannot become uid %u gid %u: %s", (unsigned)uid,
 			    (unsigned)gid, strerror(-r));
@@ -335,11 +365,10 @@ int main(int argc, char **argv)
 	if (!strcmp(what, "listen") && argc - optind == 1) {
 		int fd = ja_connect((pid_t)pid, timeout < 10000 ? (int)timeout : 10000);
 		if (fd < 0)
-			return fail(EX_UNAVAILABLE, "listen: %s", fd == -ETIMEDOUT
-				    ? "no attach listener answered in time" : strerror(-fd));
+			return fail(attach_code(fd), "listen: %s", attach_err(fd));
 		check_target((pid_t)pid);
 		close(fd);
-		fprintf(stderr, "ok listening\n");
+		fprintf(stderr, "ok listening%s\n", cleared);
 		return 0;
 	}
 	if (!strcmp(what, "jcmd") && argc - optind == 2)

@@ -14,7 +14,11 @@ done
 [ -n "$JDKS" ] || skip "no JDK under /usr/lib/jvm (wanted: $JDK_CANDIDATES)"
 
 jvm_cleanup() {
-	for p in $JPIDS; do kill -9 "$p" 2>/dev/null || true; done
+	# A VM killed by SIGKILL leaves its attach socket; a later VM of
+	# another uid given the pid could not replace it (ht_attach_sock).
+	for p in $JPIDS; do
+		kill -9 "$p" 2>/dev/null && rm -f "/tmp/.java_pid$p"
+	done
 	cleanup
 }
 trap jvm_cleanup EXIT

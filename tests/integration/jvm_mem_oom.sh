@@ -47,6 +47,7 @@ for jdk in $JDKS; do
 		-cp $CLASSES OomGrow 256 10" > "$T/grow-$name.out" 2> "$T/grow-$name.err" || rc=$?
 	jpid=$(sed -n 's/^pid //p' "$T/grow-$name.out")
 	[ "$rc" -eq 137 ] || fail "$name: the JVM was not SIGKILLed (exit $rc)"
+	rm -f "/tmp/.java_pid$jpid" # the killed VM's attach socket stays (ht_attach_sock)
 	grep -q OutOfMemoryError "$T/grow-$name.err" && fail "$name: Java's own OutOfMemoryError came first"
 	grep -q "oom trigger of sys:jvmoom fired for pid $jpid" "$T/daemon.log" ||
 		fail "$name: the OOM trigger did not fire for JVM pid $jpid"

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Another user's file where a JVM's attach socket goes. HotSpot names its
+# socket /tmp/.java_pid<pid>; a VM that died by SIGKILL leaves it behind,
+# and /tmp is sticky, so a later VM of another user with that pid could
+# neither remove nor replace it: its attach listener never came up and
+# every capture of it timed out (seen in CI: it_jvm_heapgraph, after
+# it_jvm_mem_oom's OOM-killed VMs left theirs and pids came round). An
+# attacker can plant one on purpose.
+#  1. stale: the attacker binds the name and leaves (what a dead VM
+#     leaves). The victim's heap dump must succeed; the helper says it
+#     removed the stale socket, and the name is the victim VM's own after.
+#  2. live: the attacker listens on the name. The dump fails, and says
+#     that another user's socket holds the name; the attacker's listener
+#     never receives a byte (no command goes to a socket that is not the
+#     VM's user's).
+. "$(dirname "$0")/lib.sh"
+
+CLASSES=$APPS/java
+[ -f "$CLASSES/HeapGraphCounts.class" ] || skip "Java test programs were not built (no javac)"
+JDKS=
+for d in /usr/lib/jvm/java-17-openjdk-amd64 /usr/lib/jvm/temurin-25-jdk-amd64; do
+	[ -x "$d/bin/java" ] && JDKS="$JDKS $d"
+done
+[ -n "$JDKS" ] || skip "no JDK under /usr/lib/jvm (OpenJDK 17 or Temurin 25)"
+
+VIC=$(make_user jvmvictim)
+ATK=$(make_user jvmattack)
+JPIDS=
+attach_cleanup() {
+	local rc=$? p
+	for p in $JPIDS; do
+		kill -9 "$p" 2>/dev/null && rm -f "/tmp/.java_pid$p"
+	done
+	# What the attacker planted (userdel leaves files).
+	find /tmp -maxdepth 1 -name '.java_pid*' -user "$ATK" -delete 2>/dev/null || true
+	hostile_cleanup "$rc"
+}
+trap attach_cleanup EXIT
+
+# jvm JDK NAME: a victim VM that has printed "ready"; JP is its pid.
+jvm() {
+	# setpriv execs java: $! is the VM's pid.
+	setpriv --reuid="$VIC" --regid="$(id -g "$VIC")" --clear-groups "$1/bin/java" -Xmx64m \
+		-cp "$CLASSES" HeapGraphCounts 100 50 x 300 > "$T/$2.out" 2>&1 &
+	JP=$!
+	JPIDS="$JPIDS $JP"
+	for _ in $(seq 600); do grep -qx ready "$T/$2.out" && return 0; sleep 0.1; done
+	fail "$2: the victim's JVM did not start: $(cat "$T/$2.out")"
+}
+
+start_daemon
+for J in $JDKS; do
+	name=$(basename "$J")
+	jvm "$J" "stale-$name"
+	out=$(as_uid "$ATK" "$HOSTILE/hostile_attach_sock" stale "/tmp/.java_pid$JP") ||
+		fail "$name: the attacker could not plant /tmp/.java_pid$JP: $out"
+	[ "$(stat -c %u "/tmp/.java_pid$JP")" = "$ATK" ] || fail "$name: the planted name is not the attacker's"
+	path=$("$APPS/it_request" --pid "$JP" --type heapdump 2> "$T/stale-$name.err") ||
+		fail "$name: a stale socket of uid $ATK blocked the heap dump: $(cat "$T/stale-$name.err")"
+	[ -s "$path" ] || fail "$name: no dump delivered"
+	grep -q "JVM heap dump of pid $JP: ok .*stale_socket_removed_uid=$ATK" "$T/daemon.log" ||
+		fail "$name: the helper did not report the stale socket it removed"
+	[ "$(stat -c %u "/tmp/.java_pid$JP")" = "$VIC" ] ||
+		fail "$name: /tmp/.java_pid$JP is not the victim VM's own after the dump"
+	pass "$name: a stale attach socket of another uid removed, heap dump delivered ($(stat -c %s "$path") bytes)"
+	kill "$JP"
+	wait "$JP" 2> /dev/null || true
+done
+
+set -- $JDKS
+J=$1
+jvm "$J" live
+as_uid "$ATK" "$HOSTILE/hostile_attach_sock" live "/tmp/.java_pid$JP" 60 > "$T/live.log" 2>&1 &
+for _ in $(seq 100); do grep -q listening "$T/live.log" && break; sleep 0.1; done
+grep -q listening "$T/live.log" || fail "the attacker's listener did not start: $(cat "$T/live.log")"
+if "$APPS/it_request" --pid "$JP" --type heapdump > "$T/live.path" 2> "$T/live.err"; then
+	fail "a heap dump was delivered while another user's listener held the VM's socket name"
+fi
+grep -q "another user.s live socket holds the name of the VM.s attach socket (uid $ATK)" "$T/live.err" ||
+	fail "the failure does not name the other user's socket: $(cat "$T/live.err")"
+bad=$(grep -v '^conn bytes=0$' "$T/live.log" | grep '^conn' || true)
+[ -z "$bad" ] || fail "the attacker's socket was sent data: $bad"
+pass "a live listener of uid $ATK on the name: refused with the reason, $(grep -c '^conn' "$T/live.log") probe(s), 0 bytes sent to it"
