@@ -50,14 +50,17 @@ int ja_read_reply(int fd, int timeout_ms, char **buf, size_t *len, bool *cut);
 
 /*
  * Run as root, before the switch to the JVM's user (the one privileged
- * step of the helper). Clears the name of pid's attach socket when
- * another user's leftover holds it, which the VM could not replace
- * (/tmp is sticky). 1: removed (*owner: whose it was); 0: nothing in the
- * way; -EADDRINUSE: another user's live listener or a directory holds the
- * name (left alone); -errno otherwise. *owner is the name's owner when
- * there is one, else (uid_t)-1.
+ * step of the helper). Clears the names of pid's attach socket and
+ * trigger file where another user's leftovers hold them, which neither
+ * the VM nor the helper could replace (/tmp is sticky). Returns the
+ * JA_STALE_* bits of what was removed (0: nothing in the way);
+ * -EADDRINUSE when another user's live listener or a directory holds the
+ * socket's name (left alone); -errno otherwise. owner[0] and owner[1]:
+ * the owners of the socket's and the trigger's names, (uid_t)-1 if none.
  */
-int ja_clear_stale(pid_t pid, uid_t jvm_uid, uid_t *owner);
+#define JA_STALE_SOCKET  1
+#define JA_STALE_TRIGGER 2
+int ja_clear_stale(pid_t pid, uid_t jvm_uid, uid_t owner[2]);
 
 /* ------------------------------------------------------------ ja_parse.c */
 

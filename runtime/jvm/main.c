@@ -87,7 +87,7 @@ static void check_target(pid_t pid)
 }
 
 /* Appended to the "ok" line: a stale attach socket ja_clear_stale removed. */
-static char cleared[48];
+static char cleared[96];
 /* Who holds the socket's name with a live listener (ja_clear_stale). */
 static uid_t holder = (uid_t)-1;
 
@@ -344,12 +344,18 @@ int main(int argc, char **argv)
 	if (r < 0)
 		return fail(EX_UNAVAILABLE, "no process %ld", pid);
 	/* As root still: a leftover attach socket the VM cannot replace. */
-	uid_t owner;
-	r = ja_clear_stale((pid_t)pid, uid, &owner);
-	if (r == 1)
-		util_fmt(cleared, sizeof(cleared), " stale_socket_removed_uid=%u", (unsigned)owner);
-	else if (r == -EADDRINUSE)
-		holder = owner;
+	uid_t owner[2];
+	r = ja_clear_stale((pid_t)pid, uid, owner);
+	if (r > 0) {
+		char a[40] = "", b[40] = "";
+		if (r & JA_STALE_SOCKET)
+			util_fmt(a, sizeof(a), " stale_socket_removed_uid=%u", (unsigned)owner[0]);
+		if (r & JA_STALE_TRIGGER)
+			util_fmt(b, sizeof(b), " stale_trigger_removed_uid=%u", (unsigned)owner[1]);
+		util_fmt(cleared, sizeof(cleared), "%s%s", a, b);
+	} else if (r == -EADDRINUSE) {
+		holder = owner[0];
+	}
 	if ((r = become(uid, gid)) < 0)
 		return fail(EX_SOFTWARE, "cannot become uid %u gid %u: %s", (unsigned)uid,
 			    (unsigned)gid, strerror(-r));

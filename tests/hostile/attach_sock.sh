@@ -7,8 +7,10 @@
 # it_jvm_mem_oom's OOM-killed VMs left theirs and pids came round). An
 # attacker can plant one on purpose.
 #  1. stale: the attacker binds the name and leaves (what a dead VM
-#     leaves). The victim's heap dump must succeed; the helper says it
-#     removed the stale socket, and the name is the victim VM's own after.
+#     leaves), and creates the trigger file /tmp/.attach_pid<pid> 0600
+#     (the helper, as the VM's user, could not create its own over it:
+#     "Permission denied"). The victim's heap dump must succeed; the
+#     helper says what it removed, and the socket is the VM's own after.
 #  2. live: the attacker listens on the name. The dump fails, and says
 #     that another user's socket holds the name; the attacker's listener
 #     never receives a byte (no command goes to a socket that is not the
@@ -32,7 +34,8 @@ attach_cleanup() {
 		kill -9 "$p" 2>/dev/null && rm -f "/tmp/.java_pid$p"
 	done
 	# What the attacker planted (userdel leaves files).
-	find /tmp -maxdepth 1 -name '.java_pid*' -user "$ATK" -delete 2>/dev/null || true
+	find /tmp -maxdepth 1 \( -name '.java_pid*' -o -name '.attach_pid*' \) -user "$ATK" -delete \
+		2>/dev/null || true
 	hostile_cleanup "$rc"
 }
 trap attach_cleanup EXIT
@@ -54,15 +57,16 @@ for J in $JDKS; do
 	jvm "$J" "stale-$name"
 	out=$(as_uid "$ATK" "$HOSTILE/hostile_attach_sock" stale "/tmp/.java_pid$JP") ||
 		fail "$name: the attacker could not plant /tmp/.java_pid$JP: $out"
+	as_uid "$ATK" sh -c "umask 077 && : > /tmp/.attach_pid$JP" || fail "$name: could not plant the trigger"
 	[ "$(stat -c %u "/tmp/.java_pid$JP")" = "$ATK" ] || fail "$name: the planted name is not the attacker's"
 	path=$("$APPS/it_request" --pid "$JP" --type heapdump 2> "$T/stale-$name.err") ||
-		fail "$name: a stale socket of uid $ATK blocked the heap dump: $(cat "$T/stale-$name.err")"
+		fail "$name: a stale socket and trigger of uid $ATK blocked the heap dump: $(cat "$T/stale-$name.err")"
 	[ -s "$path" ] || fail "$name: no dump delivered"
-	grep -q "JVM heap dump of pid $JP: ok .*stale_socket_removed_uid=$ATK" "$T/daemon.log" ||
-		fail "$name: the helper did not report the stale socket it removed"
+	grep -q "JVM heap dump of pid $JP: ok .*stale_socket_removed_uid=$ATK stale_trigger_removed_uid=$ATK" \
+		"$T/daemon.log" || fail "$name: the helper did not report the stale socket and trigger it removed"
 	[ "$(stat -c %u "/tmp/.java_pid$JP")" = "$VIC" ] ||
 		fail "$name: /tmp/.java_pid$JP is not the victim VM's own after the dump"
-	pass "$name: a stale attach socket of another uid removed, heap dump delivered ($(stat -c %s "$path") bytes)"
+	pass "$name: another uid's stale attach socket and trigger removed, heap dump delivered ($(stat -c %s "$path") bytes)"
 	kill "$JP"
 	wait "$JP" 2> /dev/null || true
 done
