@@ -52,15 +52,22 @@ int ja_read_reply(int fd, int timeout_ms, char **buf, size_t *len, bool *cut);
  * Run as root, before the switch to the JVM's user (the one privileged
  * step of the helper). Clears the names of pid's attach socket and
  * trigger file where another user's leftovers hold them, which neither
- * the VM nor the helper could replace (/tmp is sticky). Returns the
- * JA_STALE_* bits of what was removed (0: nothing in the way);
- * -EADDRINUSE when another user's live listener or a directory holds the
- * socket's name (left alone); -errno otherwise. owner[0] and owner[1]:
- * the owners of the socket's and the trigger's names, (uid_t)-1 if none.
+ * the VM nor the helper could replace (/tmp is sticky); the conditions
+ * are at the top of ja_stale.c. start: pid's start time as the daemon
+ * admitted it (0: whatever pid is now); jvm_uid: its euid as the caller
+ * read it. 0, with out->removed the JA_STALE_* bits of what went and
+ * out->owner[] the owners of the socket's and the trigger's names
+ * ((uid_t)-1: none); -EADDRINUSE when another user's live listener or a
+ * directory holds the socket's name (left alone); -ESRCH when pid is no
+ * longer that process or that uid; -errno otherwise.
  */
 #define JA_STALE_SOCKET  1
 #define JA_STALE_TRIGGER 2
-int ja_clear_stale(pid_t pid, uid_t jvm_uid, uid_t owner[2]);
+struct ja_stale {
+	unsigned removed;
+	uid_t owner[2];
+};
+int ja_clear_stale(pid_t pid, uint64_t start, uid_t jvm_uid, struct ja_stale *out);
 
 /* ------------------------------------------------------------ ja_parse.c */
 

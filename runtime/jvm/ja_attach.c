@@ -161,8 +161,10 @@ int ja_connect(pid_t pid, int timeout_ms)
 		uint64_t now = util_mono_ms();
 		if (fd >= 0 || now >= deadline)
 			break;
+		/* Still a VM with its signal thread (not a pid reused since). */
 		if (again && now >= again && fd == -ENOENT) {
-			kill(pid, SIGQUIT);
+			if (signal_thread_up(pid))
+				kill(pid, SIGQUIT);
 			again = 0;
 		}
 		if (wait < 200)

@@ -9,18 +9,24 @@
  * unlink the old name (its vm_start tries) nor rename onto it, so its
  * attach listener never comes up and every capture of it times out. An
  * unprivileged user can cause the same on purpose by binding a socket of
- * that name. Root may remove it; the VM then makes its own.
+ * that name. Root may remove it; the VM then makes its own. The trigger
+ * file <tmp>/.attach_pid<nspid> has the same problem from the helper's
+ * side: it cannot create the file over another user's, and the VM ignores
+ * one that is not its user's.
  *
- * Removed only when all hold: the name is not the JVM's user's (the VM
- * replaces its own), it is not a directory, and, for a socket, nobody
- * listens on it (a connect is refused): a live listener is left alone,
- * since it may be another VM's with the same namespace pid, and is
- * reported instead. The helper sends nothing over this probe.
- *
- * The trigger file <tmp>/.attach_pid<nspid> has the same problem from the
- * helper's side: it cannot create the file over another user's, and the
- * VM ignores one that is not its user's. It is removed on the same terms
- * (a trigger is never a listener, so no probe).
+ * A name is removed only when all hold:
+ *  - the process is the one the daemon admitted (start time), and stayed
+ *    so while its ids, its namespace pid and its /tmp were read (a pidfd
+ *    taken first is still alive after);
+ *  - the VM is in this pid namespace (its nspid is its pid). In a pid
+ *    namespace of its own an app picks its nspid, so it could name
+ *    another user's VM's files in a /tmp it shares with the host;
+ *  - that /tmp is sticky (elsewhere the VM can replace the name itself);
+ *  - the name is another user's, and not a directory;
+ *  - for the socket: nobody listens on it (a connect through a
+ *    no-follow handle of that very inode is refused; nothing is sent). A
+ *    live listener is left alone and reported. A trigger is never a
+ *    listener, so it gets no probe.
  */
 #include "ja.h"
 
@@ -31,24 +37,26 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "util.h"
 
-/* 1: a stream listener accepts at name in dfd; 0: none; -errno. */
-static int listening(int dfd, const char *name)
+/* 1: a stream listener accepts on the socket fd (an O_PATH handle) names;
+ * 0: none; -errno. */
+static int listening(int fd)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	/* Through the directory fd: nothing on the way is looked up again. */
-	if (util_fmt(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dfd, name) < 0)
+	/* The handle's inode itself: a link swapped in since is not followed. */
+	if (util_fmt(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", fd) < 0)
 		return -ENAMETOOLONG;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s < 0)
 		return -errno;
-	int r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	int r = connect(s, (struct sockaddr *)&sa, sizeof(sa));
 	int e = r < 0 ? errno : 0;
-	close(fd);
+	close(s);
 	if (r == 0 || e == EAGAIN || e == EINPROGRESS)
 		return 1; /* EAGAIN: a listener with a full backlog */
 	/* Refused: nobody listens. A datagram or seqpacket socket is no VM's. */
@@ -58,63 +66,117 @@ static int listening(int dfd, const char *name)
 }
 
 /*
- * One name in the VM's /tmp, another user's: removed unless it is a
- * directory or (probe) a socket somebody listens on. 1: removed; 0: left
- * (absent, or the VM's user's); -EADDRINUSE; -errno.
+ * One name in the VM's /tmp (dfd): 1 removed; 0 left (absent, or the VM
+ * user's); -EADDRINUSE (a directory, or with probe a live listener);
+ * -errno.
  */
 static int clear_name(int dfd, const char *name, uid_t jvm_uid, bool probe, uid_t *owner)
 {
 	struct stat st, again;
-	int r;
+	int r = 0;
 
 	*owner = (uid_t)-1;
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+	int fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		goto out;
+	}
 	*owner = st.st_uid;
 	if (st.st_uid == jvm_uid)
-		return 0;
-	if (S_ISDIR(st.st_mode))
-		return -EADDRINUSE;
-	if (probe && S_ISSOCK(st.st_mode) && (r = listening(dfd, name)) != 0)
-		return r > 0 ? -EADDRINUSE : r;
+		goto out;
+	if (S_ISDIR(st.st_mode)) {
+		r = -EADDRINUSE;
+		goto out;
+	}
+	if (probe && S_ISSOCK(st.st_mode) && (r = listening(fd)) != 0) {
+		r = r > 0 ? -EADDRINUSE : r;
+		goto out;
+	}
 	/*
-	 * The same file still: not one the VM made in the meantime (another
-	 * attach may have started it). What is left of the race, a rename
-	 * between this stat and the unlink, costs that attach a timeout.
+	 * The name must still be that inode: not one the VM made in the
+	 * meantime (another attach may have started it). In a sticky /tmp
+	 * only the file's owner can put something else there, so what this
+	 * removes is never more than that user's own file.
 	 */
 	if (fstatat(dfd, name, &again, AT_SYMLINK_NOFOLLOW) < 0 || again.st_ino != st.st_ino ||
-	    again.st_dev != st.st_dev)
-		return 0;
-	return unlinkat(dfd, name, 0) < 0 ? -errno : 1;
+	    again.st_dev != st.st_dev) {
+		r = 0;
+		goto out;
+	}
+	r = unlinkat(dfd, name, 0) < 0 ? -errno : 1;
+out:
+	close(fd);
+	return r;
 }
 
-int ja_clear_stale(pid_t pid, uid_t jvm_uid, uid_t owner[2])
+/* pid is still the process pidfd names (or, with no pidfd, started at start). */
+static bool still(pid_t pid, int pidfd, uint64_t start)
+{
+	uint64_t now = 0;
+	if (pidfd >= 0)
+		return syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0;
+	return util_proc_start_time((int)pid, &now) == 0 && now == start;
+}
+
+int ja_clear_stale(pid_t pid, uint64_t start, uid_t jvm_uid, struct ja_stale *out)
 {
 	char dir[64], sock[32], trig[32];
+	unsigned u[4], g[4];
+	uint64_t now;
 	pid_t nspid;
-	int r;
+	struct stat st;
+	int dfd = -1, r;
 
-	owner[0] = owner[1] = (uid_t)-1;
-	if ((r = ja_nspid(pid, &nspid)) < 0)
-		return r;
+	*out = (struct ja_stale){ .owner = { (uid_t)-1, (uid_t)-1 } };
+	/* Taken first: alive at the end, it proves the reads between were of it. */
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if ((r = util_proc_start_time((int)pid, &now)) < 0)
+		goto out;
+	if (start && now != start) {
+		r = -ESRCH;
+		goto out;
+	}
+	start = now;
+	if ((r = util_proc_creds((int)pid, u, g)) < 0 || (r = ja_nspid(pid, &nspid)) < 0)
+		goto out;
+	if (u[1] != jvm_uid) {
+		r = -ESRCH;
+		goto out;
+	}
+	if (nspid != pid) {
+		r = 0; /* its own pid namespace: nothing done (see the top) */
+		goto out;
+	}
 	if (util_fmt(dir, sizeof(dir), "/proc/%d/root/tmp", (int)pid) < 0 ||
 	    util_fmt(sock, sizeof(sock), ".java_pid%d", (int)nspid) < 0 ||
-	    util_fmt(trig, sizeof(trig), ".attach_pid%d", (int)nspid) < 0)
-		return -ENAMETOOLONG;
+	    util_fmt(trig, sizeof(trig), ".attach_pid%d", (int)nspid) < 0) {
+		r = -ENAMETOOLONG;
+		goto out;
+	}
 	/* A /tmp that is a link is the app's making: not followed. */
-	int dfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0)
-		return -errno;
-	int rs = clear_name(dfd, sock, jvm_uid, true, &owner[0]);
-	/*
-	 * The trigger file: the helper could not create it over another
-	 * user's (sticky /tmp), and the VM ignores one not of its user. It
-	 * is never a listener, so anything but a directory goes. Its failure
-	 * is left to the helper's own create, which reports it.
-	 */
-	int rt = clear_name(dfd, trig, jvm_uid, false, &owner[1]);
-	close(dfd);
-	if (rs < 0)
-		return rs;
-	return (rs == 1 ? JA_STALE_SOCKET : 0) | (rt == 1 ? JA_STALE_TRIGGER : 0);
+	if ((dfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (!still(pid, pidfd, start)) {
+		r = -ESRCH;
+		goto out;
+	}
+	if (fstat(dfd, &st) < 0 || !(st.st_mode & S_ISVTX)) {
+		r = 0;
+		goto out;
+	}
+	int rs = clear_name(dfd, sock, jvm_uid, true, &out->owner[0]);
+	int rt = clear_name(dfd, trig, jvm_uid, false, &out->owner[1]);
+	out->removed = (rs == 1 ? JA_STALE_SOCKET : 0) | (rt == 1 ? JA_STALE_TRIGGER : 0);
+	/* The trigger's own failure is left to the helper's create of it. */
+	r = rs < 0 ? rs : 0;
+out:
+	if (dfd >= 0)
+		close(dfd);
+	if (pidfd >= 0)
+		close(pidfd);
+	return r;
 }

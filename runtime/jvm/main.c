@@ -86,9 +86,9 @@ static void check_target(pid_t pid)
 		  (unsigned long long)now_start, expect_start));
 }
 
-/* Appended to the "ok" line: a stale attach socket ja_clear_stale removed. */
+/* Appended to the "ok" line: the stale names ja_clear_stale removed. */
 static char cleared[96];
-/* Who holds the socket's name with a live listener (ja_clear_stale). */
+/* Whose live listener or directory holds the socket's name (ja_clear_stale). */
 static uid_t holder = (uid_t)-1;
 
 /* A failed attach's exit code and words for the status line. */
@@ -106,8 +106,8 @@ static const char *attach_err(int r)
 		char who[24] = "";
 		if (holder != (uid_t)-1)
 			util_fmt(who, sizeof(who), " (uid %u)", (unsigned)holder);
-		util_fmt(why, sizeof(why), "another user's live socket holds the name of the VM's "
-			 "attach socket%s, so the VM cannot make its own", who);
+		util_fmt(why, sizeof(why), "another user's file (a live socket or a directory) "
+			 "holds the name of the VM's attach socket%s", who);
 		return why;
 	}
 	return strerror(-r);
@@ -344,18 +344,18 @@ int main(int argc, char **argv)
 	if (r < 0)
 		return fail(EX_UNAVAILABLE, "no process %ld", pid);
 	/* As root still: a leftover attach socket the VM cannot replace. */
-	uid_t owner[2];
-	r = ja_clear_stale((pid_t)pid, uid, owner);
-	if (r > 0) {
+	struct ja_stale st;
+	r = ja_clear_stale((pid_t)pid, expect_start, uid, &st);
+	if (st.removed) {
 		char a[40] = "", b[40] = "";
-		if (r & JA_STALE_SOCKET)
-			util_fmt(a, sizeof(a), " stale_socket_removed_uid=%u", (unsigned)owner[0]);
-		if (r & JA_STALE_TRIGGER)
-			util_fmt(b, sizeof(b), " stale_trigger_removed_uid=%u", (unsigned)owner[1]);
+		if (st.removed & JA_STALE_SOCKET)
+			util_fmt(a, sizeof(a), " stale_socket_removed_uid=%u", (unsigned)st.owner[0]);
+		if (st.removed & JA_STALE_TRIGGER)
+			util_fmt(b, sizeof(b), " stale_trigger_removed_uid=%u", (unsigned)st.owner[1]);
 		util_fmt(cleared, sizeof(cleared), "%s%s", a, b);
-	} else if (r == -EADDRINUSE) {
-		holder = owner[0];
 	}
+	if (r == -EADDRINUSE)
+		holder = st.owner[0];
 	if ((r = become(uid, gid)) < 0)
 		return fail(EX_SOFTWARE, "cannot become uid %u gid %u: %s", (unsigned)uid,
 			    (unsigned)gid, strerror(-r));

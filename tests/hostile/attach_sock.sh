@@ -12,9 +12,16 @@
 #     "Permission denied"). The victim's heap dump must succeed; the
 #     helper says what it removed, and the socket is the VM's own after.
 #  2. live: the attacker listens on the name. The dump fails, and says
-#     that another user's socket holds the name; the attacker's listener
+#     that another user's file holds the name; the attacker's listener
 #     never receives a byte (no command goes to a socket that is not the
 #     VM's user's).
+#  3. own pid namespace: the attacker's VM is pid 1 of a pid namespace of
+#     its own (set up here as root with unshare; an app gets one through
+#     a user namespace, and there chooses its namespace pid) and shares
+#     the host's /tmp, so its names are /tmp/.java_pid1 and .attach_pid1.
+#     The victim's files of those names (a stale socket, a trigger) must
+#     survive a capture of the attacker's VM: root removes nothing for a
+#     VM whose namespace pid is not its pid.
 . "$(dirname "$0")/lib.sh"
 
 CLASSES=$APPS/java
@@ -34,8 +41,8 @@ attach_cleanup() {
 		kill -9 "$p" 2>/dev/null && rm -f "/tmp/.java_pid$p"
 	done
 	# What the attacker planted (userdel leaves files).
-	find /tmp -maxdepth 1 \( -name '.java_pid*' -o -name '.attach_pid*' \) -user "$ATK" -delete \
-		2>/dev/null || true
+	find /tmp -maxdepth 1 \( -name '.java_pid*' -o -name '.attach_pid*' \) \
+		\( -user "$ATK" -o -user "$VIC" \) -delete 2>/dev/null || true
 	hostile_cleanup "$rc"
 }
 trap attach_cleanup EXIT
@@ -80,8 +87,34 @@ grep -q listening "$T/live.log" || fail "the attacker's listener did not start: 
 if "$APPS/it_request" --pid "$JP" --type heapdump > "$T/live.path" 2> "$T/live.err"; then
 	fail "a heap dump was delivered while another user's listener held the VM's socket name"
 fi
-grep -q "another user.s live socket holds the name of the VM.s attach socket (uid $ATK)" "$T/live.err" ||
+grep -q "another user.s file (a live socket or a directory) holds the name of the VM.s attach socket (uid $ATK)" \
+	"$T/live.err" ||
 	fail "the failure does not name the other user's socket: $(cat "$T/live.err")"
 bad=$(grep -v '^conn bytes=0$' "$T/live.log" | grep '^conn' || true)
 [ -z "$bad" ] || fail "the attacker's socket was sent data: $bad"
 pass "a live listener of uid $ATK on the name: refused with the reason, $(grep -c '^conn' "$T/live.log") probe(s), 0 bytes sent to it"
+kill "$JP"
+wait "$JP" 2> /dev/null || true
+
+rm -f /tmp/.java_pid1 /tmp/.attach_pid1 # pid 1's names: no VM on the host has them
+as_uid "$VIC" "$HOSTILE/hostile_attach_sock" stale /tmp/.java_pid1 > /dev/null ||
+	fail "the victim could not make /tmp/.java_pid1"
+as_uid "$VIC" sh -c "umask 077 && : > /tmp/.attach_pid1" || fail "the victim could not make /tmp/.attach_pid1"
+unshare --pid --fork setpriv --reuid="$ATK" --regid="$(id -g "$ATK")" --clear-groups "$J/bin/java" \
+	-Xmx64m -cp "$CLASSES" HeapGraphCounts 100 50 x 300 > "$T/ns.out" 2>&1 &
+NSP=$!
+JPIDS="$JPIDS $NSP"
+for _ in $(seq 600); do grep -qx ready "$T/ns.out" && break; sleep 0.1; done
+grep -qx ready "$T/ns.out" || fail "the attacker's JVM in its own pid namespace did not start: $(cat "$T/ns.out")"
+AP=$(pgrep -P "$NSP" | head -n 1)
+JPIDS="$JPIDS $AP"
+[ "$(awk '$1 == "NSpid:" { print $NF }' "/proc/$AP/status")" = 1 ] || fail "the attacker's VM is not pid 1 in its namespace"
+"$APPS/it_request" --pid "$AP" --type heapdump > /dev/null 2> "$T/ns.err" || true
+grep -q "heap dump of JVM pid $AP through the attach protocol" "$T/daemon.log" ||
+	fail "the helper never ran for the attacker's VM (pid $AP): $(cat "$T/ns.err")"
+for f in /tmp/.java_pid1 /tmp/.attach_pid1; do
+	[ "$(stat -c %u "$f" 2> /dev/null)" = "$VIC" ] ||
+		fail "the victim's $f was removed for a VM in its own pid namespace"
+done
+grep -q "pid $AP: ok .*stale_" "$T/daemon.log" && fail "a stale name was removed for pid $AP"
+pass "a VM in its own pid namespace (pid $AP, namespace pid 1): the victim's /tmp/.java_pid1 and .attach_pid1 untouched ($(sed 's/^it_request: //' "$T/ns.err" | cut -c 1-90))"
