@@ -40,9 +40,13 @@ attach_cleanup() {
 	for p in $JPIDS; do
 		kill -9 "$p" 2>/dev/null && rm -f "/tmp/.java_pid$p"
 	done
-	# What the attacker planted (userdel leaves files).
+	# What the two users left in /tmp (userdel leaves files): planted
+	# names, and each user's VMs' perf data directory.
 	find /tmp -maxdepth 1 \( -name '.java_pid*' -o -name '.attach_pid*' \) \
 		\( -user "$ATK" -o -user "$VIC" \) -delete 2>/dev/null || true
+	for p in "$ATK" "$VIC"; do
+		p=$(id -nu "$p" 2>/dev/null) && rm -rf "/tmp/hsperfdata_$p"
+	done
 	hostile_cleanup "$rc"
 }
 trap attach_cleanup EXIT
