@@ -117,7 +117,19 @@ grep -q '"trigger":"anomaly","capture":"stack","period_s":3600,"cooling_down":tr
 echo "ok: profctl budget shows the cooldown"
 stop_daemon
 
-# 6. The store failed closed: RATE_LIMIT_SYSTEM, no windows, no time.
+# 6. The process is no longer the one that connected (root switched to
+# another uid on the same connection): the query itself is refused with
+# PERMISSION (104) through libprofiling's RequestReply branch, as a
+# request would be, and the daemon closes the connection.
+start_daemon "[capture]" "runtime_wait_ms = 0"
+out=$("$QB" 0 q u61105 q) || fail "ids changed: it_budget failed: $out"
+expect "ids changed: the query before" "$(err "$(sed -n 1p <<< "$out")")" 0
+expect "ids changed: the query after" "$(err "$(sed -n 3p <<< "$out")")" 104
+grep -q "closing client peer pid [0-9]* uid 0: .*" "$T/daemon.log" ||
+	fail "the connection of the changed process was not closed"
+stop_daemon
+
+# 7. The store failed closed: RATE_LIMIT_SYSTEM, no windows, no time.
 head -c 8192 /dev/urandom > "$T/state/ratelimit.db"
 rm -f "$T/state/ratelimit.db-wal" "$T/state/ratelimit.db-shm"
 start_daemon "[capture]" "runtime_wait_ms = 0"

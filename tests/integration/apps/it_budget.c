@@ -10,11 +10,14 @@
  *   a  prof_report_anomaly, then wait up to 30 s for the capture's result
  *      on the listener: "anomaly E" (the result's error; -1: none came)
  *   s  prof_report_anomaly and go on: "signal"
+ *   uN (as root) switch every uid and gid to N, keeping the connection:
+ *      "uid N" (the process is no longer the one that connected)
  * E is a PROF_E_* (0: admitted). Exit 0 unless a call could not be made.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <unistd.h>
 
 #include <profiling/profiling.h>
@@ -109,6 +112,11 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "s")) {
 			prof_report_anomaly("budget");
 			printf("signal\n");
+		} else if (argv[i][0] == 'u' && argv[i][1]) {
+			unsigned n = (unsigned)strtoul(argv[i] + 1, NULL, 10);
+			if (setgroups(0, NULL) < 0 || setresgid(n, n, n) < 0 || setresuid(n, n, n) < 0)
+				return 3;
+			printf("uid %u\n", n);
 		} else {
 			return 2;
 		}
