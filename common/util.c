@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,6 +153,64 @@ ssize_t util_read_file(const char *path, char *buf, size_t n)
 	}
 	buf[len] = '\0';
 	return len;
+}
+
+int util_proc_status_line(int pid, const char *key, char *out, size_t n)
+{
+	char path[64], buf[4096];
+	size_t klen = strlen(key), have = 0, got = 0;
+	/* at_bol: buf[0] starts a line (not the rest of one longer than buf). */
+	bool at_bol = true, eof = false;
+	int r = -ENOENT;
+
+	if (!n || !klen || klen >= sizeof(buf) / 2)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	while (!eof || have) {
+		if (!eof && have < sizeof(buf)) {
+			ssize_t len = read(fd, buf + have, sizeof(buf) - have);
+			if (len < 0 && errno == EINTR)
+				continue;
+			if (len < 0) {
+				r = -errno;
+				break;
+			}
+			eof = len == 0;
+			have += (size_t)len;
+			got += (size_t)len;
+		}
+		char *nl = memchr(buf, '\n', have);
+		if (!nl && !eof && have < sizeof(buf))
+			continue; /* a short read: the line is not whole yet */
+		size_t line = nl ? (size_t)(nl - buf) : have;
+		if (at_bol && line >= klen && !memcmp(buf, key, klen)) {
+			if (!nl && !eof) {
+				r = -EOVERFLOW; /* a wanted line longer than the buffer */
+				break;
+			}
+			size_t vlen = line - klen;
+			if (vlen >= n) {
+				r = -EOVERFLOW;
+				break;
+			}
+			memcpy(out, buf + klen, vlen);
+			out[vlen] = '\0';
+			r = 0;
+			break;
+		}
+		/* Drop the line, or all of a buffer that holds only part of one. */
+		size_t drop = nl ? line + 1 : have;
+		at_bol = nl != NULL;
+		memmove(buf, buf + drop, have - drop);
+		have -= drop;
+	}
+	close(fd);
+	if (r == -ENOENT && !got)
+		r = -EIO;
+	return r;
 }
 
 int util_proc_start_time(int pid, uint64_t *start)

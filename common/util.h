@@ -43,6 +43,13 @@ int util_proc_start_time(int pid, uint64_t *start);
  * terminated. Returns the length, or -errno (-EIO for an empty file).
  */
 ssize_t util_read_file(const char *path, char *buf, size_t n);
+/*
+ * The value of one line of /proc/<pid>/status ("NSpid:" as key: what
+ * follows the colon, up to the newline), read whole even when lines before
+ * it (a long Groups:) put it past the first page. 0; -ENOENT when no line
+ * has the key; -EOVERFLOW when the value does not fit n; -errno.
+ */
+int util_proc_status_line(int pid, const char *key, char *out, size_t n);
 /* Real uid and gid of a process, from /proc/<pid>/status. 0 or -errno. */
 int util_proc_ids(int pid, unsigned *uid, unsigned *gid);
 /* All four uids and gids of a process (real, effective, saved, fs), from

@@ -28,7 +28,8 @@
  * through /proc/<pid>/root, named by its pid in its own namespace.
  */
 int ja_paths(pid_t pid, pid_t nspid, char *sock, size_t ns, char *trigger, size_t nt);
-/* The innermost (namespace) pid of pid, from /proc/<pid>/status NSpid. */
+/* The innermost (namespace) pid of pid, from /proc/<pid>/status NSpid
+ * (-ENOENT: no such line, -EINVAL: not a pid there). */
 int ja_nspid(pid_t pid, pid_t *nspid);
 /*
  * Connect to pid's attach listener, starting it (trigger file + SIGQUIT)

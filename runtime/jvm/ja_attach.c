@@ -31,20 +31,19 @@
 
 int ja_nspid(pid_t pid, pid_t *nspid)
 {
-	char path[64], buf[4096];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	ssize_t n = util_read_file(path, buf, sizeof(buf));
-	if (n < 0)
-		return (int)n;
-	*nspid = pid;
-	const char *l = strstr(buf, "\nNSpid:");
-	if (!l)
-		return 0; /* an old kernel: no namespaces to cross */
-	l += 7;
-	const char *eol = strchr(l, '\n');
+	char line[512];
+	/*
+	 * Every kernel with pidfds has the line; without it the answer is
+	 * unknown, and guessing pid would let an app in its own pid namespace
+	 * pass for one in ours (ja_stale.c). Read past the first page: a long
+	 * Groups: line comes before it.
+	 */
+	int r = util_proc_status_line((int)pid, "NSpid:", line, sizeof(line));
+	if (r < 0)
+		return r;
 	/* The last number on the line is the pid in the innermost namespace. */
 	long last = -1;
-	for (const char *p = l; *p && (!eol || p < eol);) {
+	for (const char *p = line; *p;) {
 		while (*p == ' ' || *p == '\t')
 			p++;
 		char *e;
@@ -54,8 +53,9 @@ int ja_nspid(pid_t pid, pid_t *nspid)
 		last = v;
 		p = e;
 	}
-	if (last > 0)
-		*nspid = (pid_t)last;
+	if (last <= 0 || last > INT32_MAX)
+		return -EINVAL;
+	*nspid = (pid_t)last;
 	return 0;
 }
 

@@ -21,20 +21,32 @@
  *  - the VM is in this pid namespace (its nspid is its pid). In a pid
  *    namespace of its own an app picks its nspid, so it could name
  *    another user's VM's files in a /tmp it shares with the host;
+ *  - the VM's mount namespace belongs to this user namespace. An app with
+ *    a user namespace of its own can mount what it likes: another sticky
+ *    directory (/dev/shm) over its /tmp, or a file of root's over the
+ *    name, under which a live socket of another user would go unprobed;
  *  - that /tmp is sticky (elsewhere the VM can replace the name itself);
+ *  - the name is on the same mount as that /tmp (nothing mounted on it);
  *  - the name is another user's, and not a directory;
  *  - for the socket: nobody listens on it (a connect through a
  *    no-follow handle of that very inode is refused; nothing is sent). A
  *    live listener is left alone and reported. A trigger is never a
  *    listener, so it gets no probe.
+ * Left open: unlinkat() goes by name. Between the last check and the
+ * unlink the name's owner may remove it, and the VM rename its new socket
+ * onto it; that socket is then removed. Only the stale name's owner can
+ * do that in a sticky /tmp, and what it gains, a VM without a listener,
+ * it could have by keeping a live socket on the name.
  */
 #include "ja.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/nsfs.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -65,14 +77,28 @@ static int listening(int fd)
 	return -e;
 }
 
+/* The id of the mount fd is on; -errno (-ENOSYS: the kernel does not say). */
+static int mount_id(int fd, uint64_t *id)
+{
+	struct statx sx;
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &sx) < 0)
+		return -errno;
+	if (!(sx.stx_mask & STATX_MNT_ID))
+		return -ENOSYS;
+	*id = sx.stx_mnt_id;
+	return 0;
+}
+
 /*
- * One name in the VM's /tmp (dfd): 1 removed; 0 left (absent, or the VM
- * user's); -EADDRINUSE (a directory, or with probe a live listener);
- * -errno.
+ * One name in the VM's /tmp (dfd, on mount dmnt): 1 removed; 0 left
+ * (absent, the VM user's, or something mounted on it); -EADDRINUSE (a
+ * directory, or with probe a live listener); -errno.
  */
-static int clear_name(int dfd, const char *name, uid_t jvm_uid, bool probe, uid_t *owner)
+static int clear_name(int dfd, uint64_t dmnt, const char *name, uid_t jvm_uid, bool probe,
+		      uid_t *owner)
 {
 	struct stat st, again;
+	uint64_t mnt;
 	int r = 0;
 
 	*owner = (uid_t)-1;
@@ -85,6 +111,13 @@ static int clear_name(int dfd, const char *name, uid_t jvm_uid, bool probe, uid_
 	}
 	*owner = st.st_uid;
 	if (st.st_uid == jvm_uid)
+		goto out;
+	/*
+	 * The open crossed anything mounted on the name; the unlink would
+	 * not (it removes what lies under), so what was checked must be what
+	 * goes. Where the kernel cannot tell, nothing goes.
+	 */
+	if (mount_id(fd, &mnt) < 0 || mnt != dmnt)
 		goto out;
 	if (S_ISDIR(st.st_mode)) {
 		r = -EADDRINUSE;
@@ -108,6 +141,34 @@ static int clear_name(int dfd, const char *name, uid_t jvm_uid, bool probe, uid_
 	r = unlinkat(dfd, name, 0) < 0 ? -errno : 1;
 out:
 	close(fd);
+	return r;
+}
+
+/*
+ * 1: pid's mount namespace is owned by this process's user namespace, so
+ * every mount in it was made by someone privileged here; 0: another's;
+ * -errno.
+ */
+static int own_mounts(pid_t pid)
+{
+	char path[64];
+	struct stat mine, theirs;
+	int r;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int ufd = ioctl(fd, NS_GET_USERNS);
+	r = ufd < 0 ? -errno : 0;
+	close(fd);
+	if (r < 0)
+		return r == -EPERM ? 0 : r; /* EPERM: owned outside our view */
+	if (fstat(ufd, &theirs) < 0 || stat("/proc/self/ns/user", &mine) < 0)
+		r = -errno;
+	else
+		r = theirs.st_dev == mine.st_dev && theirs.st_ino == mine.st_ino;
+	close(ufd);
 	return r;
 }
 
@@ -149,6 +210,8 @@ int ja_clear_stale(pid_t pid, uint64_t start, uid_t jvm_uid, struct ja_stale *ou
 		r = 0; /* its own pid namespace: nothing done (see the top) */
 		goto out;
 	}
+	if ((r = own_mounts(pid)) <= 0)
+		goto out; /* another user namespace's mounts: nothing done */
 	if (util_fmt(dir, sizeof(dir), "/proc/%d/root/tmp", (int)pid) < 0 ||
 	    util_fmt(sock, sizeof(sock), ".java_pid%d", (int)nspid) < 0 ||
 	    util_fmt(trig, sizeof(trig), ".attach_pid%d", (int)nspid) < 0) {
@@ -164,12 +227,21 @@ int ja_clear_stale(pid_t pid, uint64_t start, uid_t jvm_uid, struct ja_stale *ou
 		r = -ESRCH;
 		goto out;
 	}
-	if (fstat(dfd, &st) < 0 || !(st.st_mode & S_ISVTX)) {
+	if (fstat(dfd, &st) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (!(st.st_mode & S_ISVTX)) {
 		r = 0;
 		goto out;
 	}
-	int rs = clear_name(dfd, sock, jvm_uid, true, &out->owner[0]);
-	int rt = clear_name(dfd, trig, jvm_uid, false, &out->owner[1]);
+	uint64_t dmnt;
+	if ((r = mount_id(dfd, &dmnt)) < 0) {
+		r = r == -ENOSYS ? 0 : r;
+		goto out;
+	}
+	int rs = clear_name(dfd, dmnt, sock, jvm_uid, true, &out->owner[0]);
+	int rt = clear_name(dfd, dmnt, trig, jvm_uid, false, &out->owner[1]);
 	out->removed = (rs == 1 ? JA_STALE_SOCKET : 0) | (rt == 1 ? JA_STALE_TRIGGER : 0);
 	/* The trigger's own failure is left to the helper's create of it. */
 	r = rs < 0 ? rs : 0;

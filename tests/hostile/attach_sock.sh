@@ -22,6 +22,14 @@
 #     The victim's files of those names (a stale socket, a trigger) must
 #     survive a capture of the attacker's VM: root removes nothing for a
 #     VM whose namespace pid is not its pid.
+#  4. own user and mount namespace: the attacker (unshare -Urm, no root)
+#     mounts /dev/shm, sticky like /tmp, on its VM's /tmp. The victim's
+#     stale socket and trigger in /dev/shm, named for the attacker's VM,
+#     must survive a capture of that VM: root removes nothing in a mount
+#     namespace another user namespace owns (before, root found a sticky
+#     "/tmp" and removed both). The same namespace lets the attacker
+#     mount a file over the name to hide a live listener under it
+#     (test_ja_stale covers that case).
 . "$(dirname "$0")/lib.sh"
 
 CLASSES=$APPS/java
@@ -42,7 +50,7 @@ attach_cleanup() {
 	done
 	# What the two users left in /tmp (userdel leaves files): planted
 	# names, and each user's VMs' perf data directory.
-	find /tmp -maxdepth 1 \( -name '.java_pid*' -o -name '.attach_pid*' \) \
+	find /tmp /dev/shm -maxdepth 1 \( -name '.java_pid*' -o -name '.attach_pid*' \) \
 		\( -user "$ATK" -o -user "$VIC" \) -delete 2>/dev/null || true
 	for p in "$ATK" "$VIC"; do
 		p=$(id -nu "$p" 2>/dev/null) && rm -rf "/tmp/hsperfdata_$p"
@@ -122,3 +130,38 @@ for f in /tmp/.java_pid1 /tmp/.attach_pid1; do
 done
 grep -q "pid $AP: ok .*stale_" "$T/daemon.log" && fail "a stale name was removed for pid $AP"
 pass "a VM in its own pid namespace (pid $AP, namespace pid 1): the victim's /tmp/.java_pid1 and .attach_pid1 untouched ($(sed 's/^it_request: //' "$T/ns.err" | cut -c 1-90))"
+
+kill "$AP" "$NSP" 2> /dev/null || true
+wait "$NSP" 2> /dev/null || true
+
+# 4. The attacker's VM in a user and mount namespace of its own.
+if ! as_uid "$ATK" unshare -Urm true 2> "$T/userns.err"; then
+	echo "skipped: part 4: unprivileged user namespaces are off here: $(cat "$T/userns.err")"
+else
+	# setpriv, unshare and sh exec: $! is the VM's pid. No perf data: it would be
+	# /dev/shm/hsperfdata_root, root's name inside the namespace.
+	# The classes may be under /tmp (a build there): bound on /mnt first.
+	setpriv --reuid="$ATK" --regid="$(id -g "$ATK")" --clear-groups \
+		unshare -Urm sh -c 'mount --bind "$0" /mnt && mount --bind /dev/shm /tmp && exec "$@"' \
+		"$CLASSES" "$J/bin/java" -XX:-UsePerfData -Xmx64m -cp /mnt HeapGraphCounts 100 50 x 300 \
+		> "$T/userns.out" 2>&1 &
+	UP=$!
+	JPIDS="$JPIDS $UP"
+	for _ in $(seq 600); do grep -qx ready "$T/userns.out" && break; sleep 0.1; done
+	grep -qx ready "$T/userns.out" || fail "the attacker's JVM in its own user namespace did not start: $(cat "$T/userns.out")"
+	[ "$(readlink "/proc/$UP/ns/user")" != "$(readlink /proc/self/ns/user)" ] ||
+		fail "the attacker's VM is not in a user namespace of its own"
+	as_uid "$VIC" "$HOSTILE/hostile_attach_sock" stale "/dev/shm/.java_pid$UP" > /dev/null ||
+		fail "the victim could not make /dev/shm/.java_pid$UP"
+	as_uid "$VIC" sh -c "umask 077 && : > /dev/shm/.attach_pid$UP" || fail "the victim could not make /dev/shm/.attach_pid$UP"
+	"$APPS/it_request" --pid "$UP" --type heapdump > /dev/null 2> "$T/userns.err" || true
+	grep -q "heap dump of JVM pid $UP through the attach protocol" "$T/daemon.log" ||
+		fail "the helper never ran for the attacker's VM (pid $UP): $(cat "$T/userns.err")"
+	for f in "/dev/shm/.java_pid$UP" "/dev/shm/.attach_pid$UP"; do
+		[ "$(stat -c %u "$f" 2> /dev/null)" = "$VIC" ] ||
+			fail "the victim's $f was removed for a VM whose /tmp is the attacker's mount"
+	done
+	grep -q "pid $UP: ok .*stale_" "$T/daemon.log" && fail "a stale name was removed for pid $UP"
+	rm -f "/dev/shm/.java_pid$UP" "/dev/shm/.attach_pid$UP"
+	pass "a VM in its own user namespace with /dev/shm mounted on its /tmp (pid $UP): the victim's names there untouched ($(sed 's/^it_request: //' "$T/userns.err" | cut -c 1-90))"
+fi

@@ -17,6 +17,7 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <grp.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -206,6 +207,199 @@ static void test_not_sticky(void **state)
 	(void)state;
 }
 
+/*
+ * A stand-in VM in a child: prep() runs there (new namespaces, mounts),
+ * names the pid to act on, and the child then waits until the parent
+ * closes *release. Returns that pid, or 0 when prep could not run here.
+ */
+typedef pid_t (*prep_fn)(int release_rd);
+
+static pid_t standin(prep_fn prep, int *release, pid_t *child)
+{
+	int ready[2], rel[2];
+	pid_t who = 0;
+	assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(rel, O_CLOEXEC), 0);
+	*child = fork();
+	assert_true(*child >= 0);
+	if (*child == 0) {
+		char b;
+		close(ready[0]);
+		close(rel[1]);
+		pid_t p = prep(rel[0]);
+		if (write(ready[1], &p, sizeof(p)) != (ssize_t)sizeof(p))
+			_exit(2);
+		close(ready[1]);
+		while (read(rel[0], &b, 1) > 0)
+			;
+		_exit(0);
+	}
+	close(ready[1]);
+	close(rel[0]);
+	assert_int_equal(read(ready[0], &who, sizeof(who)), (ssize_t)sizeof(who));
+	close(ready[0]);
+	*release = rel[1];
+	return who;
+}
+
+static void standin_end(int release, pid_t child)
+{
+	int ws;
+	close(release);
+	assert_int_equal(waitpid(child, &ws, 0), child);
+}
+
+static char cover_path[64];
+
+/* Another user's stale socket at the name, a file of FOREIGN + 1 mounted
+ * on it in the stand-in's own mount namespace. */
+static pid_t prep_mount_on_name(int rel)
+{
+	char p[64];
+	(void)rel;
+	snprintf(p, sizeof(p), "/tmp/.java_pid%d", (int)getpid());
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return 0;
+	close(bound(p, false, FOREIGN));
+	file_of(cover_path, FOREIGN + 1);
+	if (mount(cover_path, p, NULL, MS_BIND, NULL) < 0)
+		return 0;
+	return getpid();
+}
+
+/*
+ * What is mounted on the name is what root would check; the unlink would
+ * remove what lies under it (here another user's socket, in the field a
+ * live listener). Nothing may go.
+ */
+static void test_mount_on_name(void **state)
+{
+	struct ja_stale st;
+	char p[64];
+	int rel;
+	pid_t child;
+	snprintf(cover_path, sizeof(cover_path), "/tmp/pd-ja-stale-cover.%d", (int)getpid());
+	pid_t who = standin(prep_mount_on_name, &rel, &child);
+	snprintf(p, sizeof(p), "/tmp/.java_pid%d", (int)child);
+	if (!who) {
+		standin_end(rel, child);
+		unlink(p);
+		unlink(cover_path);
+		skip();
+	}
+	int r = ja_clear_stale(who, 0, geteuid(), &st);
+	bool there = exists(p);
+	standin_end(rel, child);
+	unlink(p);
+	unlink(cover_path);
+	assert_int_equal(r, 0);
+	assert_int_equal(st.removed, 0);
+	assert_true(there);
+	(void)state;
+}
+
+/* Another user's stale socket, then a user namespace (and with it a mount
+ * namespace) of the stand-in's own. */
+static pid_t prep_userns(int rel)
+{
+	char p[64];
+	(void)rel;
+	snprintf(p, sizeof(p), "/tmp/.java_pid%d", (int)getpid());
+	close(bound(p, false, FOREIGN));
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+		return 0;
+	return getpid();
+}
+
+/* In a user namespace of its own an app can mount anything over its /tmp
+ * or the names (a sticky /dev/shm, say): root leaves them alone. */
+static void test_other_userns(void **state)
+{
+	struct ja_stale st;
+	char p[64];
+	int rel;
+	pid_t child;
+	pid_t who = standin(prep_userns, &rel, &child);
+	snprintf(p, sizeof(p), "/tmp/.java_pid%d", (int)child);
+	int r = who ? ja_clear_stale(who, 0, geteuid(), &st) : 0;
+	bool there = exists(p);
+	standin_end(rel, child);
+	unlink(p);
+	if (!who)
+		skip();
+	assert_int_equal(r, 0);
+	assert_int_equal(st.removed, 0);
+	assert_true(there);
+	(void)state;
+}
+
+#define MANY_GROUPS 2000
+
+/*
+ * A process with 2,000 groups in a pid namespace of its own: its Groups:
+ * line puts NSpid: past the first 4 KiB of its status. Another user's
+ * stale socket has its host pid in the name. Returns the host pid of pid
+ * 1 of the namespace, which waits for the release.
+ */
+static pid_t prep_groups_pidns(int rel)
+{
+	static gid_t g[MANY_GROUPS];
+	char p[64], b;
+	for (int i = 0; i < MANY_GROUPS; i++)
+		g[i] = 100000 + (gid_t)i;
+	if (setgroups(MANY_GROUPS, g) < 0 || unshare(CLONE_NEWPID) < 0)
+		return 0;
+	pid_t gc = fork();
+	if (gc < 0)
+		return 0;
+	if (gc == 0) {
+		while (read(rel, &b, 1) > 0)
+			;
+		_exit(0);
+	}
+	snprintf(p, sizeof(p), "/tmp/.java_pid%d", (int)gc);
+	close(bound(p, false, FOREIGN));
+	return gc;
+}
+
+static void test_nspid_past_first_page(void **state)
+{
+	struct ja_stale st;
+	char p[64], line[64];
+	int rel;
+	pid_t child, nspid = 0;
+	pid_t who = standin(prep_groups_pidns, &rel, &child);
+	if (!who) {
+		standin_end(rel, child);
+		skip();
+	}
+	snprintf(p, sizeof(p), "/tmp/.java_pid%d", (int)who);
+	char status[4096];
+	snprintf(line, sizeof(line), "/proc/%d/status", (int)who);
+	/* The case is what it says: NSpid: is not in the first page. */
+	bool past = util_read_file(line, status, sizeof(status)) > 0 && !strstr(status, "\nNSpid:");
+	int rn = ja_nspid(who, &nspid);
+	int rl = util_proc_status_line(who, "NSpid:", line, sizeof(line));
+	int rx = util_proc_status_line(who, "NoSuchKey:", line, sizeof(line));
+	char tiny[4];
+	int ro = util_proc_status_line(who, "Groups:", tiny, sizeof(tiny));
+	int r = ja_clear_stale(who, 0, geteuid(), &st);
+	bool there = exists(p);
+	standin_end(rel, child);
+	unlink(p);
+	assert_true(past);
+	assert_int_equal(rn, 0);
+	assert_int_equal(nspid, 1);
+	assert_int_equal(rl, 0);
+	assert_int_equal(rx, -ENOENT);
+	assert_int_equal(ro, -EOVERFLOW);
+	/* Its own pid namespace: nothing done, the other user's name stays. */
+	assert_int_equal(r, 0);
+	assert_int_equal(st.removed, 0);
+	assert_true(there);
+	(void)state;
+}
+
 int main(void)
 {
 	if (geteuid() != 0) {
@@ -226,6 +420,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_link_not_followed, setup, setup),
 		cmocka_unit_test_setup_teardown(test_other_process, setup, setup),
 		cmocka_unit_test_setup_teardown(test_not_sticky, setup, setup),
+		cmocka_unit_test_setup_teardown(test_mount_on_name, setup, setup),
+		cmocka_unit_test_setup_teardown(test_other_userns, setup, setup),
+		cmocka_unit_test_setup_teardown(test_nspid_past_first_page, setup, setup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
