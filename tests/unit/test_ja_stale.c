@@ -29,7 +29,7 @@
 
 #define FOREIGN 61997u
 
-static char sock_path[64], trig_path[64], target_path[64];
+static char sock_path[64], trig_path[64], target_path[64], cover_path[64];
 static uint64_t my_start;
 
 /* A stream socket bound at path (listening if asked), owned by uid. */
@@ -67,6 +67,8 @@ static int setup(void **state)
 	rmdir(sock_path);
 	unlink(trig_path);
 	unlink(target_path);
+	if (cover_path[0])
+		unlink(cover_path);
 	return 0;
 }
 
@@ -249,8 +251,6 @@ static void standin_end(int release, pid_t child)
 	assert_int_equal(waitpid(child, &ws, 0), child);
 }
 
-static char cover_path[64];
-
 /* Another user's stale socket at the name, a file of FOREIGN + 1 mounted
  * on it in the stand-in's own mount namespace. */
 static pid_t prep_mount_on_name(int rel)
@@ -268,33 +268,39 @@ static pid_t prep_mount_on_name(int rel)
 }
 
 /*
+ * Runs prep in a stand-in whose name /tmp/.java_pid<child> prep made
+ * another user's, and asks root to clear it: nothing may go.
+ */
+static void nothing_removed(prep_fn prep)
+{
+	struct ja_stale st = { 0 };
+	char p[64];
+	int rel, r = 0;
+	pid_t child;
+	pid_t who = standin(prep, &rel, &child);
+	snprintf(p, sizeof(p), "/tmp/.java_pid%d", (int)child);
+	if (who)
+		r = ja_clear_stale(who, 0, geteuid(), &st);
+	bool there = exists(p);
+	standin_end(rel, child);
+	unlink(p);
+	if (!who)
+		skip();
+	assert_int_equal(r, 0);
+	assert_int_equal(st.removed, 0);
+	assert_true(there);
+}
+
+/*
  * What is mounted on the name is what root would check; the unlink would
  * remove what lies under it (here another user's socket, in the field a
  * live listener). Nothing may go.
  */
 static void test_mount_on_name(void **state)
 {
-	struct ja_stale st;
-	char p[64];
-	int rel;
-	pid_t child;
 	snprintf(cover_path, sizeof(cover_path), "/tmp/pd-ja-stale-cover.%d", (int)getpid());
-	pid_t who = standin(prep_mount_on_name, &rel, &child);
-	snprintf(p, sizeof(p), "/tmp/.java_pid%d", (int)child);
-	if (!who) {
-		standin_end(rel, child);
-		unlink(p);
-		unlink(cover_path);
-		skip();
-	}
-	int r = ja_clear_stale(who, 0, geteuid(), &st);
-	bool there = exists(p);
-	standin_end(rel, child);
-	unlink(p);
+	nothing_removed(prep_mount_on_name);
 	unlink(cover_path);
-	assert_int_equal(r, 0);
-	assert_int_equal(st.removed, 0);
-	assert_true(there);
 	(void)state;
 }
 
@@ -315,21 +321,7 @@ static pid_t prep_userns(int rel)
  * or the names (a sticky /dev/shm, say): root leaves them alone. */
 static void test_other_userns(void **state)
 {
-	struct ja_stale st;
-	char p[64];
-	int rel;
-	pid_t child;
-	pid_t who = standin(prep_userns, &rel, &child);
-	snprintf(p, sizeof(p), "/tmp/.java_pid%d", (int)child);
-	int r = who ? ja_clear_stale(who, 0, geteuid(), &st) : 0;
-	bool there = exists(p);
-	standin_end(rel, child);
-	unlink(p);
-	if (!who)
-		skip();
-	assert_int_equal(r, 0);
-	assert_int_equal(st.removed, 0);
-	assert_true(there);
+	nothing_removed(prep_userns);
 	(void)state;
 }
 
