@@ -35,7 +35,8 @@ int ja_nspid(pid_t pid, pid_t *nspid);
  * Connect to pid's attach listener, starting it (trigger file + SIGQUIT)
  * when it does not run yet. The caller runs as the JVM's uid and gid.
  * Returns a connected fd or -errno (-ETIMEDOUT: no listener came up;
- * -EADDRINUSE: none came up, and another user's file holds the name).
+ * -EADDRINUSE: another user's file holds the socket's name, and no listener
+ * came up, or the trigger's name).
  */
 int ja_connect(pid_t pid, int timeout_ms);
 /* Send one command: "1\0" cmd "\0" and three arguments (missing ones empty). */

@@ -141,8 +141,14 @@ int ja_connect(pid_t pid, int timeout_ms)
 	}
 	/* A stale socket of a dead listener: the VM recreates it. */
 	int tfd = open(trig, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (tfd < 0)
-		return -errno;
+	if (tfd < 0) {
+		/* Another user's trigger that ja_stale.c left: say so, not EACCES. */
+		struct stat st;
+		r = -errno;
+		if ((r == -EACCES || r == -EPERM) && lstat(trig, &st) == 0 && st.st_uid != geteuid())
+			return -EADDRINUSE;
+		return r;
+	}
 	close(tfd);
 	if (kill(pid, SIGQUIT) < 0) {
 		r = -errno;

@@ -101,15 +101,17 @@ static const char *attach_err(int r)
 {
 	if (r == -ETIMEDOUT)
 		return "no attach listener answered in time";
-	static char why[128];
-	if (r == -EADDRINUSE) {
-		char who[24] = "";
-		if (holder != (uid_t)-1)
-			util_fmt(who, sizeof(who), " (uid %u)", (unsigned)holder);
+	static char why[160];
+	if (r == -EADDRINUSE && holder != (uid_t)-1) {
 		util_fmt(why, sizeof(why), "another user's file (a live socket or a directory) "
-			 "holds the name of the VM's attach socket%s", who);
+			 "holds the name of the VM's attach socket (uid %u)", (unsigned)holder);
 		return why;
 	}
+	/* Left for another reason: the VM in a pid or user namespace of its
+	 * own, something mounted on the name (ja_stale.c). */
+	if (r == -EADDRINUSE)
+		return "another user's file holds the name of the VM's attach socket or trigger "
+		       "and was left in place (docs/JVM.md, \"Stale attach sockets\")";
 	return strerror(-r);
 }
 

@@ -129,6 +129,8 @@ for f in /tmp/.java_pid1 /tmp/.attach_pid1; do
 		fail "the victim's $f was removed for a VM in its own pid namespace"
 done
 grep -q "pid $AP: ok .*stale_" "$T/daemon.log" && fail "a stale name was removed for pid $AP"
+grep -q "another user.s file holds the name of the VM.s attach socket or trigger and was left in place" "$T/ns.err" ||
+	fail "the failure for pid $AP does not say that another user's file was left: $(cat "$T/ns.err")"
 pass "a VM in its own pid namespace (pid $AP, namespace pid 1): the victim's /tmp/.java_pid1 and .attach_pid1 untouched ($(sed 's/^it_request: //' "$T/ns.err" | cut -c 1-90))"
 
 kill "$AP" "$NSP" 2> /dev/null || true
@@ -162,6 +164,8 @@ else
 			fail "the victim's $f was removed for a VM whose /tmp is the attacker's mount"
 	done
 	grep -q "pid $UP: ok .*stale_" "$T/daemon.log" && fail "a stale name was removed for pid $UP"
+	grep -q "another user.s file holds the name of the VM.s attach socket or trigger and was left in place" "$T/userns.err" ||
+		fail "the failure for pid $UP does not say that another user's file was left: $(cat "$T/userns.err")"
 	rm -f "/dev/shm/.java_pid$UP" "/dev/shm/.attach_pid$UP"
 	pass "a VM in its own user namespace with /dev/shm mounted on its /tmp (pid $UP): the victim's names there untouched ($(sed 's/^it_request: //' "$T/userns.err" | cut -c 1-90))"
 fi
