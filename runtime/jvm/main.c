@@ -101,7 +101,7 @@ static const char *attach_err(int r)
 {
 	if (r == -ETIMEDOUT)
 		return "no attach listener answered in time";
-	static char why[160];
+	static char why[128];
 	if (r == -EADDRINUSE && holder != (uid_t)-1) {
 		util_fmt(why, sizeof(why), "another user's file (a live socket or a directory) "
 			 "holds the name of the VM's attach socket (uid %u)", (unsigned)holder);

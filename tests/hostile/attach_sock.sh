@@ -108,10 +108,32 @@ pass "a live listener of uid $ATK on the name: refused with the reason, $(grep -
 kill "$JP"
 wait "$JP" 2> /dev/null || true
 
+# victim_names DIR N: the victim's stale socket DIR/.java_pidN and its
+# trigger DIR/.attach_pidN, which root must leave alone in parts 3 and 4.
+victim_names() {
+	as_uid "$VIC" "$HOSTILE/hostile_attach_sock" stale "$1/.java_pid$2" > /dev/null ||
+		fail "the victim could not make $1/.java_pid$2"
+	as_uid "$VIC" sh -c "umask 077 && : > $1/.attach_pid$2" || fail "the victim could not make $1/.attach_pid$2"
+}
+
+# names_left PID TAG DIR N WHAT: a heap dump of the attacker's VM PID ran
+# the helper, which removed none of victim_names DIR N and said so (the
+# request's stderr in $T/TAG.err).
+names_left() {
+	local pid=$1 err=$T/$2.err f
+	"$APPS/it_request" --pid "$pid" --type heapdump > /dev/null 2> "$err" || true
+	grep -q "heap dump of JVM pid $pid through the attach protocol" "$T/daemon.log" ||
+		fail "the helper never ran for the attacker's VM (pid $pid): $(cat "$err")"
+	for f in "$3/.java_pid$4" "$3/.attach_pid$4"; do
+		[ "$(stat -c %u "$f" 2> /dev/null)" = "$VIC" ] || fail "the victim's $f was removed for $5"
+	done
+	grep -q "pid $pid: ok .*stale_" "$T/daemon.log" && fail "a stale name was removed for pid $pid"
+	grep -q "another user.s file holds the name of the VM.s attach socket or trigger and was left in place" "$err" ||
+		fail "the failure for pid $pid does not say that another user's file was left: $(cat "$err")"
+}
+
 rm -f /tmp/.java_pid1 /tmp/.attach_pid1 # pid 1's names: no VM on the host has them
-as_uid "$VIC" "$HOSTILE/hostile_attach_sock" stale /tmp/.java_pid1 > /dev/null ||
-	fail "the victim could not make /tmp/.java_pid1"
-as_uid "$VIC" sh -c "umask 077 && : > /tmp/.attach_pid1" || fail "the victim could not make /tmp/.attach_pid1"
+victim_names /tmp 1
 unshare --pid --fork setpriv --reuid="$ATK" --regid="$(id -g "$ATK")" --clear-groups "$J/bin/java" \
 	-Xmx64m -cp "$CLASSES" HeapGraphCounts 100 50 x 300 > "$T/ns.out" 2>&1 &
 NSP=$!
@@ -121,16 +143,7 @@ grep -qx ready "$T/ns.out" || fail "the attacker's JVM in its own pid namespace 
 AP=$(pgrep -P "$NSP" | head -n 1)
 JPIDS="$JPIDS $AP"
 [ "$(awk '$1 == "NSpid:" { print $NF }' "/proc/$AP/status")" = 1 ] || fail "the attacker's VM is not pid 1 in its namespace"
-"$APPS/it_request" --pid "$AP" --type heapdump > /dev/null 2> "$T/ns.err" || true
-grep -q "heap dump of JVM pid $AP through the attach protocol" "$T/daemon.log" ||
-	fail "the helper never ran for the attacker's VM (pid $AP): $(cat "$T/ns.err")"
-for f in /tmp/.java_pid1 /tmp/.attach_pid1; do
-	[ "$(stat -c %u "$f" 2> /dev/null)" = "$VIC" ] ||
-		fail "the victim's $f was removed for a VM in its own pid namespace"
-done
-grep -q "pid $AP: ok .*stale_" "$T/daemon.log" && fail "a stale name was removed for pid $AP"
-grep -q "another user.s file holds the name of the VM.s attach socket or trigger and was left in place" "$T/ns.err" ||
-	fail "the failure for pid $AP does not say that another user's file was left: $(cat "$T/ns.err")"
+names_left "$AP" ns /tmp 1 "a VM in its own pid namespace"
 pass "a VM in its own pid namespace (pid $AP, namespace pid 1): the victim's /tmp/.java_pid1 and .attach_pid1 untouched ($(sed 's/^it_request: //' "$T/ns.err" | cut -c 1-90))"
 
 kill "$AP" "$NSP" 2> /dev/null || true
@@ -153,19 +166,8 @@ else
 	grep -qx ready "$T/userns.out" || fail "the attacker's JVM in its own user namespace did not start: $(cat "$T/userns.out")"
 	[ "$(readlink "/proc/$UP/ns/user")" != "$(readlink /proc/self/ns/user)" ] ||
 		fail "the attacker's VM is not in a user namespace of its own"
-	as_uid "$VIC" "$HOSTILE/hostile_attach_sock" stale "/dev/shm/.java_pid$UP" > /dev/null ||
-		fail "the victim could not make /dev/shm/.java_pid$UP"
-	as_uid "$VIC" sh -c "umask 077 && : > /dev/shm/.attach_pid$UP" || fail "the victim could not make /dev/shm/.attach_pid$UP"
-	"$APPS/it_request" --pid "$UP" --type heapdump > /dev/null 2> "$T/userns.err" || true
-	grep -q "heap dump of JVM pid $UP through the attach protocol" "$T/daemon.log" ||
-		fail "the helper never ran for the attacker's VM (pid $UP): $(cat "$T/userns.err")"
-	for f in "/dev/shm/.java_pid$UP" "/dev/shm/.attach_pid$UP"; do
-		[ "$(stat -c %u "$f" 2> /dev/null)" = "$VIC" ] ||
-			fail "the victim's $f was removed for a VM whose /tmp is the attacker's mount"
-	done
-	grep -q "pid $UP: ok .*stale_" "$T/daemon.log" && fail "a stale name was removed for pid $UP"
-	grep -q "another user.s file holds the name of the VM.s attach socket or trigger and was left in place" "$T/userns.err" ||
-		fail "the failure for pid $UP does not say that another user's file was left: $(cat "$T/userns.err")"
+	victim_names /dev/shm "$UP"
+	names_left "$UP" userns /dev/shm "$UP" "a VM whose /tmp is the attacker's mount"
 	rm -f "/dev/shm/.java_pid$UP" "/dev/shm/.attach_pid$UP"
 	pass "a VM in its own user namespace with /dev/shm mounted on its /tmp (pid $UP): the victim's names there untouched ($(sed 's/^it_request: //' "$T/userns.err" | cut -c 1-90))"
 fi
