@@ -33,6 +33,29 @@ sqlite3 *svc_db_conn(void)
 	return db;
 }
 
+/*
+ * The generation of the results rows (svc_db_priv.h). A sum read inside
+ * a transaction with such a write must not outlive its rollback: the
+ * transaction's end, seen as autocommit mode again, moves it once more.
+ */
+static uint64_t results_gen = 1;
+static bool results_written; /* since the last transaction end was seen */
+
+void svc_db_results_changed(void)
+{
+	results_gen++;
+	results_written = true;
+}
+
+uint64_t svc_db_results_gen(void)
+{
+	if (results_written && (!db || sqlite3_get_autocommit(db))) {
+		results_gen++;
+		results_written = false;
+	}
+	return results_gen;
+}
+
 sqlite3_stmt *svc_db_stmt(int which, const char *sql)
 {
 	if (!stmts[which] && sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT,
@@ -465,6 +488,7 @@ void svc_db_fini(void)
 	if (db)
 		sqlite3_close_v2(db);
 	db = NULL;
+	svc_db_results_changed(); /* the next file is another */
 }
 
 int svc_db_errno(int rc)
@@ -515,6 +539,7 @@ static int db_abandon(uint64_t id, const char *message)
 	svc_db_batch_flush();
 	if ((r = svc_db_exec("BEGIN IMMEDIATE")) < 0)
 		goto out;
+	svc_db_results_changed();
 	int rc = sqlite3_step(ins);
 	if (rc == SQLITE_DONE) {
 		n = sqlite3_changes(db);

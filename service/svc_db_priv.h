@@ -31,6 +31,13 @@ int svc_db_step_done(sqlite3_stmt *st);
 void svc_db_batch_flush(void);
 /* Write the session ends kept while the disk was full. */
 void svc_db_backlog_flush(void);
+/* Every write that adds or deletes results rows calls this, before or
+ * after its statement (svc_db_result.c caches each app's bytes). */
+void svc_db_results_changed(void);
+/* The generation of the results rows, never 0: it moves at each
+ * svc_db_results_changed, at the end (commit or rollback) of a
+ * transaction that held one, and when the file closes. */
+uint64_t svc_db_results_gen(void);
 /* A session's end, written now (no backlog). 0 or svc_db_errno. */
 int svc_db_session_end_now(uint64_t id, const char *state, int error, const char *message,
 			   uint64_t now_ns);

@@ -3,7 +3,9 @@
  * it): a result's row and its commit with the session's end, the delivery
  * queue (attempts, acks, requeues), the retention queries and profctl's
  * listings. Failure results (no file) sit in the same queue. Caps: a
- * delivery batch is at most 16 rows; listings take a limit.
+ * delivery batch is at most 16 rows; listings take a limit; the bytes of
+ * 32 apps are cached (svc_db_result_bytes), kept true by every write of
+ * rows calling svc_db_results_changed (svc_db_priv.h).
  */
 #ifndef PD_SVC_DB_RESULT_H
 #define PD_SVC_DB_RESULT_H

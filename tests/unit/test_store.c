@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "svc_db.h"
+#include "svc_db_priv.h"
 #include "svc_db_result.h"
 #include "svc_store.h"
 
@@ -105,6 +106,64 @@ static void test_quota_oldest_first(void **state)
 	/* Exactly at the quota is fine. */
 	cfg.max_app_result_bytes = 200;
 	assert_int_equal(svc_store_prune(&cfg, NOW), 0);
+}
+
+static uint64_t app_bytes(const char *app)
+{
+	uint64_t b = ~0ull;
+	assert_int_equal(svc_db_result_bytes(app, &b), 0);
+	return b;
+}
+
+/*
+ * An app's bytes are cached (svc_db_result.c): every add and delete, and
+ * the rollback of a transaction that held one, must show in the next
+ * answer, or a quota check would let an app past max_app_result_bytes.
+ * 40 apps: more than the cache's slots, so some share one.
+ */
+static void test_bytes_cached_but_true(void **state)
+{
+	char app[40][16];
+	uint64_t rid[40];
+	for (int i = 0; i < 40; i++) {
+		snprintf(app[i], sizeof(app[i]), "uid:%d", 100 + i);
+		assert_int_equal(app_bytes(app[i]), 0);
+		rid[i] = add(app[i], app[i], 10 + (size_t)i, 1);
+	}
+	for (int round = 0; round < 2; round++) /* the second round mostly hits */
+		for (int i = 0; i < 40; i++)
+			assert_int_equal(app_bytes(app[i]), 10 + i);
+	add(app[7], "more", 1000, 1);
+	assert_int_equal(app_bytes(app[7]), 1017);
+	assert_int_equal(svc_db_result_delete(rid[7]), 0);
+	assert_int_equal(app_bytes(app[7]), 1000);
+	/* Read inside a transaction that then rolls back. */
+	assert_int_equal(svc_db_exec("BEGIN IMMEDIATE"), 0);
+	uint64_t sid, r;
+	assert_int_equal(svc_db_alloc_id(&sid), 0);
+	assert_int_equal(svc_db_session_new(sid, app[3], 1000, 1, 3, 0, "t", NOW), 0);
+	assert_int_equal(svc_db_result_add(sid, app[3], 1000, 3, 0, "/nonexistent/x", 500, "pprof",
+					   NOW - 1, NOW, &r), 0);
+	assert_int_equal(app_bytes(app[3]), 513);
+	assert_int_equal(svc_db_exec("ROLLBACK"), 0);
+	assert_int_equal(app_bytes(app[3]), 13);
+	/* Rolled back by a route that does not pass svc_db_exec, as SQLite's
+	 * own rollback after a failed step would: the sum read while the row
+	 * was there goes with it. */
+	assert_int_equal(svc_db_exec("BEGIN IMMEDIATE"), 0);
+	assert_int_equal(svc_db_session_new(sid, app[4], 1000, 1, 3, 0, "t", NOW), 0);
+	assert_int_equal(svc_db_result_add(sid, app[4], 1000, 3, 0, "/nonexistent/y", 7, "pprof",
+					   NOW - 1, NOW, &r), 0);
+	assert_int_equal(app_bytes(app[4]), 21);
+	assert_int_equal(sqlite3_exec(svc_db_conn(), "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+	assert_int_equal(app_bytes(app[4]), 14);
+	/* A new file is a new cache. */
+	assert_int_equal(app_bytes(app[7]), 1000);
+	svc_db_fini();
+	char db[128];
+	snprintf(db, sizeof(db), "%s/other.db", dir);
+	assert_int_equal(svc_db_init(db), 0);
+	assert_int_equal(app_bytes(app[7]), 0);
 }
 
 static void count(const struct svc_db_result *r, void *ud)
@@ -268,6 +327,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_retention_age, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_quota_oldest_first, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bytes_cached_but_true, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pending_and_ack, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_recover_failure_result, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_method_configs, setup, teardown),
