@@ -13,7 +13,8 @@
  * these one-row statements (bench/admission).
  */
 enum { ST_SESSION_NEW, ST_SESSION_END, ST_RESULT_ADD, ST_RESULT_DELIVERED,
-       ST_BYTES_APP, ST_BYTES_ALL, ST_ID_LIMIT, ST_RESULT_ATTEMPT, ST_PENDING, ST_COUNT };
+       ST_BYTES_APP, ST_BYTES_ALL, ST_ID_LIMIT, ST_RESULT_ATTEMPT, ST_PENDING, ST_BEGIN,
+       ST_COMMIT, ST_COUNT };
 
 /* The open connection (NULL before svc_db_init). */
 sqlite3 *svc_db_conn(void);
