@@ -348,9 +348,17 @@ static int db_quick_check(const char *path)
  *  - the page cache's bulk allocation of 20 pages (~86 KiB) per
  *    connection on its first read: pages are malloc'ed one by one instead,
  *    so an idle daemon holds only the pages its small databases have.
- * Both are speed-only settings: no result or durability changes. Later
- * calls (a test that opens a second database) find SQLite initialized and
- * keep what the first call set.
+ * And for speed (issue #18, perf record under bench/admission):
+ *  - single-thread mode: the daemon is one thread, yet every SQLite
+ *    malloc and free took its memory mutex, and the statistics kept
+ *    under it (sqlite3StatusHighwater): with the mutex calls ~2 % of the
+ *    daemon's time. A thread that ever uses SQLite in the daemon must
+ *    undo this first.
+ *  - no memory statistics: nothing reads sqlite3_status() or sets a
+ *    soft heap limit.
+ * These are memory and speed settings only: no result or durability
+ * changes. Later calls (a test that opens a second database) find SQLite
+ * initialized and keep what the first call set.
  */
 static void db_memory_config(void)
 {
@@ -358,7 +366,9 @@ static void db_memory_config(void)
 	if (done)
 		return;
 	done = true;
-	if (sqlite3_config(SQLITE_CONFIG_LOOKASIDE, 256, 64) != SQLITE_OK ||
+	if (sqlite3_config(SQLITE_CONFIG_SINGLETHREAD) != SQLITE_OK ||
+	    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) != SQLITE_OK ||
+	    sqlite3_config(SQLITE_CONFIG_LOOKASIDE, 256, 64) != SQLITE_OK ||
 	    sqlite3_config(SQLITE_CONFIG_PAGECACHE, NULL, 0, 0) != SQLITE_OK)
 		LOG_D("SQLite already initialized: its memory settings stay as they are");
 }
