@@ -108,6 +108,30 @@ static const char *const migrations[] = {
 	" exe TEXT NOT NULL, targets TEXT NOT NULL, every INTEGER NOT NULL,"
 	" max_hits INTEGER NOT NULL, canary_percent INTEGER NOT NULL,"
 	" expires_ms INTEGER NOT NULL, budget_us INTEGER NOT NULL DEFAULT 0);"),
+	/*
+	 * 8: sessions rebuilt for the cost of a session's two writes, the
+	 * INSERT at admission and the UPDATE at its end (issue #18; 17-20 ->
+	 * 10-14 us a session in a C loop of the daemon's statements on the
+	 * 2-core machine). No AUTOINCREMENT: ids come from svc_db_alloc_id,
+	 * never reused, so its sqlite_sequence update per INSERT bought
+	 * nothing. The index on state, whose key every end moved from
+	 * 'active' to another value among all the ended sessions, becomes a
+	 * partial index of the active ones, all that recovery and abandon
+	 * look up. Same columns in the same order. db_migrate turns the
+	 * foreign keys off around it: results refer to sessions(id).
+	 */
+	("CREATE TABLE sessions_new ("
+	" id INTEGER PRIMARY KEY,"
+	" uid INTEGER NOT NULL, pid INTEGER NOT NULL, type INTEGER NOT NULL,"
+	" trigger INTEGER NOT NULL DEFAULT 0, tag TEXT NOT NULL DEFAULT '',"
+	" state TEXT NOT NULL, error INTEGER NOT NULL DEFAULT 0, message TEXT,"
+	" created_ns INTEGER NOT NULL, ended_ns INTEGER, app TEXT NOT NULL DEFAULT '');"
+	"INSERT INTO sessions_new (id, uid, pid, type, trigger, tag, state, error, message,"
+	" created_ns, ended_ns, app) SELECT id, uid, pid, type, trigger, tag, state, error,"
+	" message, created_ns, ended_ns, app FROM sessions;"
+	"DROP TABLE sessions;"
+	"ALTER TABLE sessions_new RENAME TO sessions;"
+	"CREATE INDEX sessions_active ON sessions(id) WHERE state='active';"),
 };
 
 /*
@@ -253,6 +277,20 @@ static int db_user_version(int *v)
 	return r;
 }
 
+/* No row refers to a missing one (PRAGMA foreign_key_check). */
+static int db_fk_check(const char *path)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(db, "PRAGMA foreign_key_check", -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		LOG_E("%s: a row of %s refers to a missing row of %s", path,
+		      (const char *)sqlite3_column_text(st, 0), (const char *)sqlite3_column_text(st, 2));
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : rc == SQLITE_ROW ? -EUCLEAN : -EIO;
+}
+
 static int db_migrate(const char *path)
 {
 	int v, r;
@@ -266,19 +304,31 @@ static int db_migrate(const char *path)
 		      SVC_DB_SCHEMA_VERSION);
 		return -EPROTO;
 	}
+	if (v == SVC_DB_SCHEMA_VERSION)
+		return 0;
+	/*
+	 * A step may rebuild a table that others refer to (8: sessions), and
+	 * DROP TABLE under foreign keys deletes its rows first, which the
+	 * references refuse. Off for the steps (the pragma is a no-op inside a
+	 * transaction), checked before each commit, on again after.
+	 */
+	if ((r = svc_db_exec("PRAGMA foreign_keys=OFF")) < 0)
+		return r;
 	for (; v < SVC_DB_SCHEMA_VERSION; v++) {
 		if ((r = svc_db_exec("BEGIN IMMEDIATE")) < 0)
-			return r;
+			break;
 		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", v + 1);
-		if ((r = svc_db_exec(migrations[v])) < 0 || (r = svc_db_exec(sql)) < 0) {
+		if ((r = svc_db_exec(migrations[v])) < 0 || (r = db_fk_check(path)) < 0 ||
+		    (r = svc_db_exec(sql)) < 0) {
 			svc_db_exec("ROLLBACK");
-			return r;
+			break;
 		}
 		if ((r = svc_db_exec("COMMIT")) < 0)
-			return r;
+			break;
 		LOG_I("%s: schema migrated to version %d", path, v + 1);
 	}
-	return 0;
+	int on = svc_db_exec("PRAGMA foreign_keys=ON");
+	return r < 0 ? r : on;
 }
 
 /*

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define SVC_DB_SCHEMA_VERSION 7
+#define SVC_DB_SCHEMA_VERSION 8
 
 /*
  * Open (create) the state database. A corrupt file gives -EUCLEAN and one

@@ -249,6 +249,100 @@ static void test_recover_failure_result(void **state)
 	assert_int_equal(svc_db_recover(), 0);
 }
 
+/* The schema of version 7, as profilingd wrote it before migration 8. */
+static const char v7_schema[] =
+	"CREATE TABLE sessions ( id INTEGER PRIMARY KEY AUTOINCREMENT, uid INTEGER NOT NULL,"
+	" pid INTEGER NOT NULL, type INTEGER NOT NULL, trigger INTEGER NOT NULL DEFAULT 0,"
+	" tag TEXT NOT NULL DEFAULT '', state TEXT NOT NULL, error INTEGER NOT NULL DEFAULT 0,"
+	" message TEXT, created_ns INTEGER NOT NULL, ended_ns INTEGER,"
+	" app TEXT NOT NULL DEFAULT '');"
+	"CREATE INDEX sessions_state ON sessions(state);"
+	"CREATE TABLE results ( id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" session_id INTEGER NOT NULL REFERENCES sessions(id), uid INTEGER NOT NULL,"
+	" type INTEGER NOT NULL, trigger INTEGER NOT NULL DEFAULT 0, path TEXT NOT NULL,"
+	" size INTEGER NOT NULL, format TEXT NOT NULL, start_ns INTEGER NOT NULL,"
+	" end_ns INTEGER NOT NULL, delivered INTEGER NOT NULL DEFAULT 0,"
+	" attempts INTEGER NOT NULL DEFAULT 0, app TEXT NOT NULL DEFAULT '',"
+	" note TEXT NOT NULL DEFAULT '', error INTEGER NOT NULL DEFAULT 0,"
+	" message TEXT NOT NULL DEFAULT '');"
+	"CREATE INDEX results_uid ON results(uid, delivered);"
+	"CREATE INDEX results_app ON results(app);"
+	"CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+	"CREATE TABLE triggers (app TEXT NOT NULL, type INTEGER NOT NULL, uid INTEGER NOT NULL,"
+	" gid INTEGER NOT NULL, exe TEXT NOT NULL, spec BLOB NOT NULL, PRIMARY KEY (app, type));"
+	"CREATE TABLE method_configs (id TEXT PRIMARY KEY, version INTEGER NOT NULL,"
+	" exe TEXT NOT NULL, targets TEXT NOT NULL, every INTEGER NOT NULL,"
+	" max_hits INTEGER NOT NULL, canary_percent INTEGER NOT NULL,"
+	" expires_ms INTEGER NOT NULL, budget_us INTEGER NOT NULL DEFAULT 0);"
+	"INSERT INTO meta VALUES('id_limit', 100);"
+	"INSERT INTO sessions(id, uid, pid, type, tag, state, created_ns, app)"
+	" VALUES(7, 1000, 41, 3, 'old', 'done', 5, 'uid:1000');"
+	"INSERT INTO sessions(id, uid, pid, type, tag, state, created_ns, app)"
+	" VALUES(9, 1000, 42, 3, 'cut', 'active', 6, 'uid:1000');"
+	"INSERT INTO results(session_id, uid, type, path, size, format, start_ns, end_ns, app)"
+	" VALUES(7, 1000, 3, '/nonexistent/r7', 64, 'pprof', 4, 5, 'uid:1000');"
+	"PRAGMA user_version = 7;";
+
+static int64_t one_int(const char *sql)
+{
+	sqlite3_stmt *st;
+	assert_int_equal(sqlite3_prepare_v2(svc_db_conn(), sql, -1, &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	int64_t v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+/*
+ * Migration 8 rebuilds sessions, which results refer to: a file of
+ * version 7 keeps its rows and links, loses AUTOINCREMENT and the state
+ * index, gains the partial index that recovery uses, and leaves the
+ * foreign keys on.
+ */
+static void test_migrate_v7_sessions(void **state)
+{
+	char path[128];
+	sqlite3 *raw;
+	svc_db_fini();
+	snprintf(path, sizeof(path), "%s/v7.db", dir);
+	assert_int_equal(sqlite3_open(path, &raw), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(raw, v7_schema, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(raw);
+	assert_int_equal(svc_db_init(path), 0);
+	assert_int_equal(one_int("PRAGMA user_version"), 8);
+	assert_int_equal(one_int("PRAGMA foreign_keys"), 1);
+	assert_int_equal(one_int("SELECT COUNT(*) FROM sessions"), 2);
+	assert_int_equal(one_int("SELECT COUNT(*) FROM results r JOIN sessions s ON s.id ="
+				 " r.session_id WHERE s.tag = 'old' AND r.size = 64"), 1);
+	assert_int_equal(one_int("SELECT COUNT(*) FROM sqlite_master WHERE name = 'sessions'"
+				 " AND sql LIKE '%AUTOINCREMENT%'"), 0);
+	assert_int_equal(one_int("SELECT COUNT(*) FROM sqlite_master WHERE name ="
+				 " 'sessions_state'"), 0);
+	assert_int_equal(one_int("SELECT COUNT(*) FROM sqlite_sequence WHERE name = 'sessions'"),
+			 0);
+	/* Recovery finds the active one through the partial index. */
+	sqlite3_stmt *st;
+	assert_int_equal(sqlite3_prepare_v2(svc_db_conn(), "EXPLAIN QUERY PLAN SELECT id, uid FROM"
+					    " sessions WHERE state='active' LIMIT 5", -1, &st, NULL),
+			 SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	assert_non_null(strstr((const char *)sqlite3_column_text(st, 3), "sessions_active"));
+	sqlite3_finalize(st);
+	assert_int_equal(svc_db_recover(), 1);
+	assert_int_equal(one_int("SELECT COUNT(*) FROM sessions WHERE state='active'"), 0);
+	/* The references still hold: a result of a missing session is refused. */
+	uint64_t rid, sid;
+	assert_int_not_equal(svc_db_result_add(12345, "uid:1000", 1000, 3, 0, "/nonexistent/x", 1,
+					       "pprof", 1, 2, &rid), 0);
+	/* New sessions take ids above the old ones, as before. */
+	assert_int_equal(svc_db_alloc_id(&sid), 0);
+	assert_true(sid >= 100);
+	assert_int_equal(svc_db_session_new(sid, "uid:1000", 1000, 43, 3, 0, "new", NOW), 0);
+	assert_int_equal(svc_db_result_add(sid, "uid:1000", 1000, 3, 0, "/nonexistent/y", 1,
+					   "pprof", 1, 2, &rid), 0);
+	assert_true(rid > 1);
+}
+
 /* svc_db's method_configs (profctl's method-event configs, issue #19):
  * the row cap, replacement by id, expiry at load, delete one and all. */
 struct mc_seen {
@@ -331,6 +425,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pending_and_ack, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_recover_failure_result, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_method_configs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_migrate_v7_sessions, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }
