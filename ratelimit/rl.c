@@ -371,12 +371,18 @@ static void ent_insert(struct rl *rl, int64_t now, uint32_t cost, uint32_t app)
 		win_add(rl, w, &rl->ent[p]);
 }
 
-static int step_i64(sqlite3_stmt *st, int64_t v)
+/* Step a prepared statement that returns no row; an SQLite code. */
+static int run(sqlite3_stmt *st)
 {
-	sqlite3_bind_int64(st, 1, v);
 	int rc = sqlite3_step(st);
 	sqlite3_reset(st);
 	return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int step_i64(sqlite3_stmt *st, int64_t v)
+{
+	sqlite3_bind_int64(st, 1, v);
+	return run(st);
 }
 
 /*
@@ -428,14 +434,6 @@ static int app_get(struct rl *rl, const char *key, int64_t now)
 static int exec(sqlite3 *db, const char *sql)
 {
 	return sqlite3_exec(db, sql, NULL, NULL, NULL);
-}
-
-/* Step a prepared statement that returns no row; an SQLite code. */
-static int run(sqlite3_stmt *st)
-{
-	int rc = sqlite3_step(st);
-	sqlite3_reset(st);
-	return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
 /* Run a one-row PRAGMA and copy its first column as text. */
@@ -852,9 +850,7 @@ int rl_admit(struct rl *rl, const char *app, int type, bool system_triggered,
 	sqlite3_bind_text(rl->ins_entry, 1, app, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(rl->ins_entry, 2, cost);
 	sqlite3_bind_int64(rl->ins_entry, 3, now_ms);
-	rc = sqlite3_step(rl->ins_entry);
-	sqlite3_reset(rl->ins_entry);
-	if (rc != SQLITE_DONE) {
+	if ((rc = run(rl->ins_entry)) != SQLITE_OK) {
 		write_error(rl, rc, now_ms, "recording an admission");
 		/* A full disk is not the budget's fault: say which it is. */
 		return (rc & 0xff) == SQLITE_FULL ? -PROF_E_NO_DISK_SPACE : -PROF_E_RATE_LIMIT_SYSTEM;
@@ -899,9 +895,7 @@ int rl_trigger_record(struct rl *rl, const char *app, int trigger,
 	sqlite3_bind_text(rl->put_trigger, 1, app, -1, SQLITE_STATIC);
 	sqlite3_bind_int(rl->put_trigger, 2, trigger);
 	sqlite3_bind_int64(rl->put_trigger, 3, now_ms);
-	rc = sqlite3_step(rl->put_trigger);
-	sqlite3_reset(rl->put_trigger);
-	if (rc != SQLITE_DONE) {
+	if ((rc = run(rl->put_trigger)) != SQLITE_OK) {
 		write_error(rl, rc, now_ms, "recording a trigger");
 		return -EIO;
 	}
