@@ -29,12 +29,14 @@ hold() {
 	sqlite3 "$1" < "$T/fifo" > "$T/holder.out" 2>&1 &
 	HOLDER=$!
 	exec 3> "$T/fifo"
-	echo "BEGIN IMMEDIATE;" >&3
+	# The probes below take the lock for an instant too: the holder waits
+	# them out (without a busy timeout its BEGIN fails at once on one).
+	printf '.timeout 10000\nBEGIN IMMEDIATE;\n' >&3
 	for _ in $(seq 200); do
 		sqlite3 "$1" "BEGIN IMMEDIATE; COMMIT" 2>/dev/null || return 0
 		sleep 0.05
 	done
-	fail "the holder never took the lock on $1"
+	fail "the holder never took the lock on $1: $(cat "$T/holder.out")"
 }
 run_daemon() { "$PROFILINGD" -f -c "$T/profilingd.conf" >> "$T/daemon.log" 2>&1; }
 
