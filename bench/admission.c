@@ -7,8 +7,10 @@
  * of outcomes, the p50/p99 request->reply latency and the clients' CPU
  * time per decision (user + system of all client processes, from
  * getrusage: what the 32 clients cost the shared cores, whatever the
- * load). Asserts nothing.
- *   usage: admission CLIENTS SECONDS  (PROFILINGD_SOCKET names the daemon)
+ * load). Asserts nothing. What the server behind the socket does with a
+ * request (profilingd persists each admission before its reply;
+ * admission_floor decides nothing) is for admission.sh to say.
+ *   usage: admission CLIENTS SECONDS  (PROFILINGD_SOCKET names the server)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -111,7 +113,7 @@ int main(int argc, char **argv)
 	unsigned long dec = adm + busy + other;
 	printf("admission: %d clients, %.1f s\n", n, el);
 	printf("  decisions   %lu (%.0f/s)\n", dec, dec / el);
-	printf("  admitted    %lu (%.0f/s, each persisted before its reply)\n", adm, adm / el);
+	printf("  admitted    %lu (%.0f/s)\n", adm, adm / el);
 	printf("  refused     %lu in progress, %lu other\n", busy, other);
 	if (k)
 		printf("  latency     p50 %.0f us, p99 %.0f us, max %.0f us\n", all[k / 2],

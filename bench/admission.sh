@@ -5,6 +5,12 @@
 # goals (issue #18: > 50k decisions/s and p99 < 2 ms, 32 clients), all from
 # this one run, and the load average around it: on a shared machine the
 # figures are indicative only.
+# The peer, measured next in the same run: the same clients against
+# bench/admission_floor, a server that admits everything at once and
+# decides nothing (no identity check, rate limit, database or batching).
+# Its rate is what the kernel, libprofiling and protobuf-c allow on this
+# machine today; profilingd's share of it moves less from day to day than
+# either figure alone.
 #   usage: bench/admission [BUILD_DIR] [CLIENTS] [SECONDS]
 # Where the daemon's time goes: perf record -g -p <daemon pid> during the
 # run (docs/RATELIMIT.md, "Group commit", has the before/after).
@@ -36,21 +42,26 @@ getent passwd profilingd-redact > /dev/null || { echo "the redactor's user profi
 "$BUILD/service/profilingd" -f -c "$T/bench.conf" -S "$T/state" --client-socket "$T/c.sock" \
 	--runtime-socket "$T/r.sock" > "$T/daemon.log" 2>&1 &
 DPID=$!
-trap 'kill $DPID 2>/dev/null; wait $DPID 2>/dev/null; rm -rf "$T"' EXIT
+FPID=
+trap 'kill $DPID $FPID 2>/dev/null; wait $DPID $FPID 2>/dev/null; rm -rf "$T"' EXIT
 for _ in $(seq 100); do [ -S "$T/c.sock" ] && break; sleep 0.05; done
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 # The daemon's CPU time (user + system, clock ticks, all threads) around
 # the run, per decision: it moves less with the machine's load than the
 # rate, but an admission costs more than a refusal (compare the shares).
 # (Nothing when the daemon is gone: then the figure is "?".)
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$DPID/stat" 2>/dev/null || true; }
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/${1:-$DPID}/stat" 2>/dev/null || true; }
+# per_decision TICKS0 TICKS1 DECISIONS: CPU us per decision, or "?".
+per_decision() {
+	awk -v a="$1" -v b="$2" -v hz="$(getconf CLK_TCK)" -v n="${3:-0}" \
+		'BEGIN { if (n > 0 && a != "" && b != "") printf "%.2f", (b - a) * 1e6 / hz / n; else print "?" }'
+}
 CPU0=$(cpu_ticks)
 PROFILINGD_SOCKET=$T/c.sock "$BUILD/bench/admission" "$N" "$SECS" | tee "$T/out"
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 CPU1=$(cpu_ticks)
 DEC=$(sed -n 's/^  decisions *\([0-9]*\) .*/\1/p' "$T/out")
-DCPU=$(awk -v a="$CPU0" -v b="$CPU1" -v hz="$(getconf CLK_TCK)" -v n="${DEC:-0}" \
-	'BEGIN { if (n > 0 && a != "" && b != "") printf "%.2f", (b - a) * 1e6 / hz / n; else print "?" }')
+DCPU=$(per_decision "$CPU0" "$CPU1" "$DEC")
 RATE=$(sed -n 's/^  decisions .*(\([0-9]*\)\/s)/\1/p' "$T/out")
 P50=$(sed -n 's/^  latency .*p50 \([0-9]*\) us.*/\1/p' "$T/out")
 P99=$(sed -n 's/^  latency .*p99 \([0-9]*\) us.*/\1/p' "$T/out")
@@ -66,10 +77,39 @@ echo "  daemon cpu  $DCPU us/decision (user + system: less load-bound than the r
 echo "  total cpu   $TCPU us/decision (daemon + clients; at most $(( $(nproc) * 1000000 / 50000 )) us for 50000/s on $(nproc) CPUs, aim 30 us)"
 echo "  load        $LOAD0 before, $LOAD1 after ($(nproc) CPUs, shared: indicative figures)"
 echo "  store: $(du -h "$T/state/ratelimit.db" | cut -f1) ratelimit.db, daemon RSS $(ps -o rss= -p $DPID) KiB"
+echo "  (each admission persisted to both databases before its reply)"
+kill $DPID 2>/dev/null; wait $DPID 2>/dev/null || true
+
+# The peer: the same clients, the same seconds, a server deciding nothing.
+FRATE= FP50= FP99= FCPU= FCCPU=
+if [ -x "$BUILD/bench/admission_floor" ]; then
+	"$BUILD/bench/admission_floor" "$T/floor.sock" > "$T/floor.log" 2>&1 &
+	FPID=$!
+	for _ in $(seq 100); do [ -S "$T/floor.sock" ] && break; sleep 0.05; done
+	F0=$(cpu_ticks "$FPID")
+	PROFILINGD_SOCKET=$T/floor.sock "$BUILD/bench/admission" "$N" "$SECS" > "$T/floor.out"
+	F1=$(cpu_ticks "$FPID")
+	FDEC=$(sed -n 's/^  decisions *\([0-9]*\) .*/\1/p' "$T/floor.out")
+	FRATE=$(sed -n 's/^  decisions .*(\([0-9]*\)\/s)/\1/p' "$T/floor.out")
+	FP50=$(sed -n 's/^  latency .*p50 \([0-9]*\) us.*/\1/p' "$T/floor.out")
+	FP99=$(sed -n 's/^  latency .*p99 \([0-9]*\) us.*/\1/p' "$T/floor.out")
+	FCCPU=$(sed -n 's/^  clients cpu \([0-9.]*\) .*/\1/p' "$T/floor.out")
+	FCPU=$(per_decision "$F0" "$F1" "$FDEC")
+	SHARE=$(awk -v a="${RATE:-0}" -v b="${FRATE:-0}" 'BEGIN { if (b > 0) printf "%.0f %%", 100 * a / b; else print "?" }')
+	echo "  peer        admission_floor (admits all at once, decides nothing), same clients and seconds:"
+	echo "              ${FRATE:-?}/s, p50 ${FP50:-?} us, p99 ${FP99:-?} us; its CPU ${FCPU} us/decision, clients ${FCCPU:-?} us/decision"
+	echo "              profilingd's rate is $SHARE of it"
+	kill $FPID 2>/dev/null; wait $FPID 2>/dev/null || true
+	FPID=
+else
+	echo "  peer        $BUILD/bench/admission_floor not built: no floor in this run"
+fi
+PEER="a server deciding nothing"
 summary "admission: decisions/s, $N clients, each admission committed to both databases" \
-	"${RATE:-?}/s" "-" "-" "> 50000/s"
-summary "admission: request -> reply latency p50, $N clients" "${P50:-?} us" "-" "-" "-"
-summary "admission: request -> reply latency p99, $N clients" "${P99:-?} us" "-" "-" "< 2000 us"
-summary "admission: daemon CPU per decision, $N clients" "$DCPU us" "-" "-" "-"
-summary "admission: clients' CPU per decision (libprofiling), $N clients" "${CCPU:-?} us" "-" "-" "-"
-summary "admission: daemon + clients CPU per decision, $N clients" "$TCPU us" "-" "-" "<= 30 us"
+	"${RATE:-?}/s" "$PEER" "${FRATE:-?}/s" "> 50000/s"
+summary "admission: request -> reply latency p50, $N clients" "${P50:-?} us" "$PEER" "${FP50:-?} us" "-"
+summary "admission: request -> reply latency p99, $N clients" "${P99:-?} us" "$PEER" "${FP99:-?} us" "< 2000 us"
+summary "admission: daemon CPU per decision, $N clients" "$DCPU us" "$PEER" "${FCPU:-?} us" "-"
+summary "admission: clients' CPU per decision (libprofiling), $N clients" "${CCPU:-?} us" "$PEER" "${FCCPU:-?} us" "-"
+FTCPU=$(awk -v d="${FCPU:-?}" -v c="${FCCPU:-?}" 'BEGIN { if (d != "?" && c != "?" && d != "" && c != "") printf "%.2f", d + c; else print "?" }')
+summary "admission: daemon + clients CPU per decision, $N clients" "$TCPU us" "$PEER" "$FTCPU us" "<= 30 us"
