@@ -6,11 +6,12 @@
 # this one run, and the load average around it: on a shared machine the
 # figures are indicative only.
 # The peer, measured next in the same run: the same clients against
-# bench/admission_floor, a server that admits everything at once and
-# decides nothing (no identity check, rate limit, database or batching).
-# Its rate is what the kernel, libprofiling and protobuf-c allow on this
-# machine today; profilingd's share of it moves less from day to day than
-# either figure alone.
+# bench/admission_floor, a server that sends profilingd's pattern of
+# replies, busy refusals and failure results (a turn after the reply) and
+# does none of its work (no identity check, rate limit, database or group
+# commit). Its rate is what the kernel, libprofiling and protobuf-c allow
+# on this machine today; profilingd's share of it moves less from day to
+# day than either figure alone.
 #   usage: bench/admission [BUILD_DIR] [CLIENTS] [SECONDS]
 # Where the daemon's time goes: perf record -g -p <daemon pid> during the
 # run (docs/RATELIMIT.md, "Group commit", has the before/after).
@@ -43,7 +44,9 @@ getent passwd profilingd-redact > /dev/null || { echo "the redactor's user profi
 	--runtime-socket "$T/r.sock" > "$T/daemon.log" 2>&1 &
 DPID=$!
 FPID=
-trap 'kill $DPID $FPID 2>/dev/null; wait $DPID $FPID 2>/dev/null; rm -rf "$T"' EXIT
+# stop PID: end a server of ours that may already be gone (set -e safe).
+stop() { [ -n "$1" ] || return 0; kill "$1" 2>/dev/null || return 0; wait "$1" 2>/dev/null || true; }
+trap 'stop "$DPID"; stop "$FPID"; rm -rf "$T"' EXIT
 for _ in $(seq 100); do [ -S "$T/c.sock" ] && break; sleep 0.05; done
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 # The daemon's CPU time (user + system, clock ticks, all threads) around
@@ -78,14 +81,22 @@ echo "  total cpu   $TCPU us/decision (daemon + clients; at most $(( $(nproc) * 
 echo "  load        $LOAD0 before, $LOAD1 after ($(nproc) CPUs, shared: indicative figures)"
 echo "  store: $(du -h "$T/state/ratelimit.db" | cut -f1) ratelimit.db, daemon RSS $(ps -o rss= -p $DPID) KiB"
 echo "  (each admission persisted to both databases before its reply)"
-kill $DPID 2>/dev/null; wait $DPID 2>/dev/null || true
+stop "$DPID"
+DPID=
 
 # The peer: the same clients, the same seconds, a server deciding nothing.
-FRATE= FP50= FP99= FCPU= FCCPU=
+FRATE= FP50= FP99= FCPU= FCCPU= PEER=-
 if [ -x "$BUILD/bench/admission_floor" ]; then
 	"$BUILD/bench/admission_floor" "$T/floor.sock" > "$T/floor.log" 2>&1 &
 	FPID=$!
 	for _ in $(seq 100); do [ -S "$T/floor.sock" ] && break; sleep 0.05; done
+fi
+if [ -z "$FPID" ]; then
+	echo "  peer        $BUILD/bench/admission_floor not built: no floor in this run"
+elif [ ! -S "$T/floor.sock" ]; then
+	echo "  peer        admission_floor did not start: $(tail -n 1 "$T/floor.log")"
+else
+	PEER="a server deciding nothing"
 	F0=$(cpu_ticks "$FPID")
 	PROFILINGD_SOCKET=$T/floor.sock "$BUILD/bench/admission" "$N" "$SECS" > "$T/floor.out"
 	F1=$(cpu_ticks "$FPID")
@@ -96,20 +107,20 @@ if [ -x "$BUILD/bench/admission_floor" ]; then
 	FCCPU=$(sed -n 's/^  clients cpu \([0-9.]*\) .*/\1/p' "$T/floor.out")
 	FCPU=$(per_decision "$F0" "$F1" "$FDEC")
 	SHARE=$(awk -v a="${RATE:-0}" -v b="${FRATE:-0}" 'BEGIN { if (b > 0) printf "%.0f %%", 100 * a / b; else print "?" }')
-	echo "  peer        admission_floor (admits all at once, decides nothing), same clients and seconds:"
-	echo "              ${FRATE:-?}/s, p50 ${FP50:-?} us, p99 ${FP99:-?} us; its CPU ${FCPU} us/decision, clients ${FCCPU:-?} us/decision"
+	echo "  peer        admission_floor (profilingd's replies, refusals and results, none of its work),"
+	echo "              same clients and seconds: ${FRATE:-?}/s ($(sed -n 's/^  admitted *[0-9]* (\([0-9]*\)\/s.*/\1/p' "$T/floor.out")/s admitted),"
+	echo "              p50 ${FP50:-?} us, p99 ${FP99:-?} us; its CPU ${FCPU} us/decision, clients ${FCCPU:-?} us/decision"
 	echo "              profilingd's rate is $SHARE of it"
-	kill $FPID 2>/dev/null; wait $FPID 2>/dev/null || true
-	FPID=
-else
-	echo "  peer        $BUILD/bench/admission_floor not built: no floor in this run"
 fi
-PEER="a server deciding nothing"
+stop "$FPID"
+FPID=
+# pv VALUE UNIT: a peer's figure for the summary; "-" when no floor ran.
+pv() { if [ "$PEER" = - ]; then echo -; else echo "${1:-?}${2:+ $2}" | sed 's| /s|/s|'; fi; }
 summary "admission: decisions/s, $N clients, each admission committed to both databases" \
-	"${RATE:-?}/s" "$PEER" "${FRATE:-?}/s" "> 50000/s"
-summary "admission: request -> reply latency p50, $N clients" "${P50:-?} us" "$PEER" "${FP50:-?} us" "-"
-summary "admission: request -> reply latency p99, $N clients" "${P99:-?} us" "$PEER" "${FP99:-?} us" "< 2000 us"
-summary "admission: daemon CPU per decision, $N clients" "$DCPU us" "$PEER" "${FCPU:-?} us" "-"
-summary "admission: clients' CPU per decision (libprofiling), $N clients" "${CCPU:-?} us" "$PEER" "${FCCPU:-?} us" "-"
+	"${RATE:-?}/s" "$PEER" "$(pv "$FRATE" /s)" "> 50000/s"
+summary "admission: request -> reply latency p50, $N clients" "${P50:-?} us" "$PEER" "$(pv "$FP50" us)" "-"
+summary "admission: request -> reply latency p99, $N clients" "${P99:-?} us" "$PEER" "$(pv "$FP99" us)" "< 2000 us"
+summary "admission: daemon CPU per decision, $N clients" "$DCPU us" "$PEER" "$(pv "$FCPU" us)" "-"
+summary "admission: clients' CPU per decision (libprofiling), $N clients" "${CCPU:-?} us" "$PEER" "$(pv "$FCCPU" us)" "-"
 FTCPU=$(awk -v d="${FCPU:-?}" -v c="${FCCPU:-?}" 'BEGIN { if (d != "?" && c != "?" && d != "" && c != "") printf "%.2f", d + c; else print "?" }')
-summary "admission: daemon + clients CPU per decision, $N clients" "$TCPU us" "$PEER" "$FTCPU us" "<= 30 us"
+summary "admission: daemon + clients CPU per decision, $N clients" "$TCPU us" "$PEER" "$(pv "$FTCPU" us)" "<= 30 us"

@@ -1,21 +1,27 @@
 /*
  * bench/admission_floor: the peer of bench/admission. A server on a
- * client.sock that decides nothing: it answers every ClientHello with a
- * Welcome and every Request at once with an admitting RequestReply plus
- * the failure Result an admitted request without a runtime gets from
- * profilingd, both in one sendmmsg. No identity check, no rate limit, no
- * database, no batching. The same admission clients against it measure
- * what the kernel, libprofiling and protobuf-c cost on this machine today:
- * the most any daemon could do here with that message pattern. Every
- * request is admitted, which makes a client receive more than under
- * profilingd's mix (where some are refused with a reply alone), so the
- * floor errs low, never in profilingd's favour.
+ * client.sock that decides nothing but what makes its messages the same
+ * as profilingd's: it answers every ClientHello with a Welcome and every
+ * Request at once with a RequestReply. It admits a request unless the
+ * same connection's last one is still in flight, which it refuses with
+ * PROFILING_IN_PROGRESS, as profilingd refuses a second capture of the
+ * same pid. An admitted request's failure Result (what one without a
+ * runtime gets) follows at the end of the next loop turn, as profilingd's
+ * does (its capture timer fires a turn after the reply), and ends the
+ * request's flight. So a client meets the same pattern of replies,
+ * refusals and results as under profilingd, with none of its work: no
+ * identity check, rate limit, database or group commit. The same
+ * admission clients against it measure what the kernel, libprofiling and
+ * protobuf-c cost on this machine today: the most any daemon could do
+ * here with that message pattern.
  *   usage: admission_floor SOCKET   (runs until SIGTERM or SIGINT)
  * A benchmark peer, not a daemon: it trusts its clients and caps nothing
- * but its connection count.
+ * but its connections (FLOOR_MAX_FD) and its queue of results (at the cap
+ * a result goes with its reply).
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +35,24 @@
 #include "util.h"
 #include "wire.h"
 
-#define FLOOR_MAX_CONNS 1024
+#define FLOOR_MAX_FD 1024 /* a connection's fd is below it, or it is closed */
+#define FLOOR_MAX_LATER 1024
+/* A stop request is seen within this, even one that lands just before the
+ * wait (the handler only sets a flag). */
+#define FLOOR_TICK_MS 100
+
+/* A failure Result owed to a connection. */
+struct later {
+	int fd; /* -1 once the connection is gone */
+	uint64_t request_id;
+	uint32_t type;
+};
+
+/* This turn's results, and the previous turn's, sent at this turn's end. */
+static struct later later[2][FLOOR_MAX_LATER];
+static unsigned nlater[2], cur;
+/* A connection's admitted request has not had its Result yet. */
+static bool in_flight[FLOOR_MAX_FD];
 
 static volatile sig_atomic_t stop;
 
@@ -64,55 +87,92 @@ static struct wire_pkt pack(const Pd__DaemonMsg *m, uint8_t *buf)
 	return p;
 }
 
+static int send_result(int fd, uint64_t request_id, uint32_t type)
+{
+	static uint8_t out[WIRE_CLIENT_MAX_MSG];
+	Pd__DaemonMsg dm = PD__DAEMON_MSG__INIT;
+	Pd__Result res = PD__RESULT__INIT;
+	res.request_id = request_id;
+	res.type = type;
+	res.error = PROF_E_RUNTIME_UNAVAILABLE;
+	res.error_message = "admission_floor: no capture";
+	dm.msg_case = PD__DAEMON_MSG__MSG_RESULT;
+	dm.result = &res;
+	struct wire_pkt p = pack(&dm, out);
+	int r = wire_send_batch(fd, &p, 1);
+	in_flight[fd] = false;
+	return r < 0 ? r : 0;
+}
+
 /* One client message: 0, or -1 to drop the connection. */
 static int answer(int fd, const uint8_t *in, size_t len, uint64_t *next_id)
 {
-	static uint8_t out[2][WIRE_CLIENT_MAX_MSG];
+	static uint8_t out[WIRE_CLIENT_MAX_MSG];
 	Pd__ClientMsg *cm = pd__client_msg__unpack(NULL, len, in);
 	Pd__DaemonMsg dm = PD__DAEMON_MSG__INIT;
-	struct wire_pkt pkt[2];
-	unsigned n = 0;
+	Pd__Welcome w = PD__WELCOME__INIT;
+	Pd__RequestReply rep = PD__REQUEST_REPLY__INIT;
 	int r = 0;
 
 	if (!cm)
 		return -1;
 	if (cm->msg_case == PD__CLIENT_MSG__MSG_HELLO) {
-		Pd__Welcome w = PD__WELCOME__INIT;
 		w.version = PROF_API_VERSION;
 		w.runtime_socket = "";
 		w.uid = (uint32_t)getuid();
 		dm.msg_case = PD__DAEMON_MSG__MSG_WELCOME;
 		dm.welcome = &w;
-		pkt[n] = pack(&dm, out[n]);
-		n++;
 	} else if (cm->msg_case == PD__CLIENT_MSG__MSG_REQUEST) {
-		Pd__RequestReply rep = PD__REQUEST_REPLY__INIT;
-		Pd__Result res = PD__RESULT__INIT;
 		rep.token = cm->request->token;
-		rep.request_id = ++*next_id;
+		if (in_flight[fd]) {
+			rep.error = PROF_E_PROFILING_IN_PROGRESS;
+			rep.message = "admission_floor: the last capture is still in flight";
+		} else {
+			rep.request_id = ++*next_id;
+		}
 		dm.msg_case = PD__DAEMON_MSG__MSG_REPLY;
 		dm.reply = &rep;
-		pkt[n] = pack(&dm, out[n]);
-		n++;
-		res.request_id = rep.request_id;
-		res.type = cm->request->type;
-		res.error = PROF_E_RUNTIME_UNAVAILABLE;
-		res.error_message = "admission_floor: no capture";
-		dm.msg_case = PD__DAEMON_MSG__MSG_RESULT;
-		dm.result = &res;
-		pkt[n] = pack(&dm, out[n]);
-		n++;
 	}
-	/* Other messages (signals, budget queries) get no answer here. */
-	for (unsigned i = 0; i < n; i += (unsigned)r) {
-		/* A client reads its reply before it sends again, so a full
-		 * queue means a client that stopped reading: drop it. */
-		r = wire_send_batch(fd, pkt + i, n - i);
-		if (r <= 0)
-			break;
+	/* Other messages (signals, budget queries) get no answer here. A
+	 * client reads its reply before it sends again, so a full queue
+	 * means a client that stopped reading: it is dropped. */
+	if (dm.msg_case != PD__DAEMON_MSG__MSG__NOT_SET) {
+		struct wire_pkt p = pack(&dm, out);
+		r = wire_send_batch(fd, &p, 1);
+	}
+	if (r >= 0 && dm.msg_case == PD__DAEMON_MSG__MSG_REPLY && !rep.error) {
+		in_flight[fd] = true;
+		if (nlater[cur] < FLOOR_MAX_LATER)
+			later[cur][nlater[cur]++] = (struct later){ fd, rep.request_id,
+								    cm->request->type };
+		else
+			r = send_result(fd, rep.request_id, cm->request->type);
 	}
 	pd__client_msg__free_unpacked(cm, NULL);
 	return r < 0 ? -1 : 0;
+}
+
+/* fd is closing: nothing more is owed to it (its number may come back). */
+static void forget(int fd)
+{
+	in_flight[fd] = false;
+	for (unsigned t = 0; t < 2; t++)
+		for (unsigned i = 0; i < nlater[t]; i++)
+			if (later[t][i].fd == fd)
+				later[t][i].fd = -1;
+}
+
+/* End of a turn: the previous turn's results go; this turn's wait a turn.
+ * A send that fails is the client's to notice (its next read ends). */
+static void end_turn(void)
+{
+	unsigned prev = cur ^ 1;
+	for (unsigned i = 0; i < nlater[prev]; i++)
+		if (later[prev][i].fd >= 0)
+			(void)send_result(later[prev][i].fd, later[prev][i].request_id,
+					  later[prev][i].type);
+	nlater[prev] = 0;
+	cur = prev;
 }
 
 int main(int argc, char **argv)
@@ -120,12 +180,12 @@ int main(int argc, char **argv)
 	static uint8_t buf[WIRE_CLIENT_MAX_MSG];
 	struct epoll_event ev[64];
 	uint64_t next_id = 0;
-	int nconns = 0;
 
 	if (argc != 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
 		fprintf(stderr, "usage: admission_floor SOCKET\n"
-				"  answers libprofiling's hello and requests at once, deciding\n"
-				"  nothing: the floor bench/admission.sh compares profilingd with\n");
+				"  answers libprofiling's clients with profilingd's pattern of\n"
+				"  replies, refusals and results, and none of its work: the floor\n"
+				"  bench/admission.sh compares profilingd with\n");
 		return argc == 2 ? 0 : 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -142,19 +202,20 @@ int main(int argc, char **argv)
 	struct epoll_event lev = { .events = EPOLLIN, .data.fd = ls };
 	epoll_ctl(ep, EPOLL_CTL_ADD, ls, &lev);
 	while (!stop) {
-		int k = epoll_wait(ep, ev, 64, -1);
+		/* Results owed: the next turn comes at once, as profilingd's due
+		 * timer makes its loop turn again without waiting. */
+		int k = epoll_wait(ep, ev, 64, nlater[0] + nlater[1] ? 0 : FLOOR_TICK_MS);
 		for (int i = 0; i < k; i++) {
 			int fd = ev[i].data.fd;
 			if (fd == ls) {
 				int c;
 				while ((c = accept4(ls, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
 					struct epoll_event cev = { .events = EPOLLIN, .data.fd = c };
-					if (nconns >= FLOOR_MAX_CONNS ||
+					if (c >= FLOOR_MAX_FD ||
 					    epoll_ctl(ep, EPOLL_CTL_ADD, c, &cev) < 0) {
 						close(c);
 						continue;
 					}
-					nconns++;
 				}
 				continue;
 			}
@@ -163,10 +224,11 @@ int main(int argc, char **argv)
 				if (answer(fd, buf, (size_t)len, &next_id) < 0)
 					break;
 			if (len != -EAGAIN) { /* end of stream, an error, or a dropped client */
+				forget(fd);
 				close(fd);
-				nconns--;
 			}
 		}
+		end_turn();
 	}
 	unlink(argv[1]);
 	return 0;
