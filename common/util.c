@@ -36,6 +36,14 @@ size_t util_strlcpy(char *dst, const char *src, size_t size)
 	return n;
 }
 
+uint32_t util_str_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
 int util_write_all(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;

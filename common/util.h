@@ -11,6 +11,12 @@ uint64_t util_now_ns(int clock_id);
 uint64_t util_mono_ms(void);
 /* strlcpy semantics; returns strlen(src). */
 size_t util_strlcpy(char *dst, const char *src, size_t size);
+/*
+ * FNV-1a (32 bits) of a NUL-terminated string, for small in-memory tables.
+ * Not keyed: a peer that picks the strings can pick collisions, so a table
+ * keyed by peer strings must cost no more on a collision than on a miss.
+ */
+uint32_t util_str_hash(const char *s);
 /* write() all of buf, retrying on EINTR. 0 or -errno. */
 int util_write_all(int fd, const void *buf, size_t len);
 /*

@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "profiling/profiling.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -209,18 +210,9 @@ static void write_error(struct rl *rl, int rc, int64_t now, const char *what)
 		      rl->path, what, sqlite3_errmsg(rl->db));
 }
 
-static uint32_t hash_key(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	return h;
-}
-
 static void bucket_put(struct rl *rl, uint32_t slot)
 {
-	uint32_t i = hash_key(rl->apps[slot].key) & (NBUCKET - 1);
+	uint32_t i = util_str_hash(rl->apps[slot].key) & (NBUCKET - 1);
 
 	while (rl->bucket[i])
 		i = (i + 1) & (NBUCKET - 1);
@@ -229,7 +221,7 @@ static void bucket_put(struct rl *rl, uint32_t slot)
 
 static int app_find(const struct rl *rl, const char *key)
 {
-	for (uint32_t i = hash_key(key) & (NBUCKET - 1);; i = (i + 1) & (NBUCKET - 1)) {
+	for (uint32_t i = util_str_hash(key) & (NBUCKET - 1);; i = (i + 1) & (NBUCKET - 1)) {
 		uint16_t b = rl->bucket[i];
 		if (!b)
 			return -1;

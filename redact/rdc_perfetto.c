@@ -18,6 +18,7 @@
  */
 #include "rdc.h"
 #include "perfetto_trace.pb-c.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -576,14 +577,6 @@ static int set_str(struct pf *c, char **field, const char *s)
 	return 0;
 }
 
-static size_t str_hash(const char *s)
-{
-	size_t h = 2166136261u;
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 16777619u;
-	return h;
-}
-
 /* DLP scrub one string field in place; count it if it changed. */
 static int scrub(struct pf *c, char **s)
 {
@@ -592,7 +585,7 @@ static int scrub(struct pf *c, char **s)
 	size_t len = strlen(*s);
 	struct dlp_ent *e = NULL;
 	if (len < DLP_CACHE_STR) {
-		e = &c->cache[str_hash(*s) % DLP_CACHE_N];
+		e = &c->cache[util_str_hash(*s) % DLP_CACHE_N];
 		if (e->valid && !strcmp(e->in, *s)) {
 			if (!e->changed)
 				return 0;

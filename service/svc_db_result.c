@@ -219,21 +219,14 @@ static struct bytes_slot {
 	char app[RL_APP_MAX];
 } bytes_cache[BYTES_SLOTS];
 
-static struct bytes_slot *bytes_slot(const char *app, size_t len)
-{
-	uint32_t h = 2166136261u; /* FNV-1a */
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (unsigned char)app[i]) * 16777619u;
-	return &bytes_cache[h % BYTES_SLOTS];
-}
-
 int svc_db_result_bytes(const char *app, uint64_t *bytes)
 {
 	if (!app)
 		return db_sum(ST_BYTES_ALL, "SELECT COALESCE(SUM(size),0) FROM results", NULL, bytes);
 	uint64_t gen = svc_db_results_gen();
 	size_t len = strlen(app);
-	struct bytes_slot *s = len < RL_APP_MAX ? bytes_slot(app, len) : NULL;
+	struct bytes_slot *s =
+		len < RL_APP_MAX ? &bytes_cache[util_str_hash(app) % BYTES_SLOTS] : NULL;
 	if (s && s->gen == gen && !memcmp(s->app, app, len + 1)) {
 		*bytes = s->bytes;
 		return 0;
