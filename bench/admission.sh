@@ -59,20 +59,34 @@ per_decision() {
 	awk -v a="$1" -v b="$2" -v hz="$(getconf CLK_TCK)" -v n="${3:-0}" \
 		'BEGIN { if (n > 0 && a != "" && b != "") printf "%.2f", (b - a) * 1e6 / hz / n; else print "?" }'
 }
+# fig FILE WHAT: one figure from admission.c's output, or nothing.
+fig() {
+	case $2 in
+	decisions) sed -n 's/^  decisions *\([0-9]*\) .*/\1/p' "$1" ;;
+	rate) sed -n 's/^  decisions .*(\([0-9]*\)\/s)/\1/p' "$1" ;;
+	admitted_rate) sed -n 's/^  admitted *[0-9]* (\([0-9]*\)\/s.*/\1/p' "$1" ;;
+	p50) sed -n 's/^  latency .*p50 \([0-9]*\) us.*/\1/p' "$1" ;;
+	p99) sed -n 's/^  latency .*p99 \([0-9]*\) us.*/\1/p' "$1" ;;
+	clients_cpu) sed -n 's/^  clients cpu \([0-9.]*\) .*/\1/p' "$1" ;;
+	esac
+}
+# sum_cpu A B: server + clients CPU per decision, or "?" when one is missing.
+sum_cpu() {
+	awk -v d="${1:-?}" -v c="${2:-?}" 'BEGIN { if (d != "?" && c != "?") printf "%.2f", d + c; else print "?" }'
+}
 CPU0=$(cpu_ticks)
 PROFILINGD_SOCKET=$T/c.sock "$BUILD/bench/admission" "$N" "$SECS" | tee "$T/out"
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 CPU1=$(cpu_ticks)
-DEC=$(sed -n 's/^  decisions *\([0-9]*\) .*/\1/p' "$T/out")
-DCPU=$(per_decision "$CPU0" "$CPU1" "$DEC")
-RATE=$(sed -n 's/^  decisions .*(\([0-9]*\)\/s)/\1/p' "$T/out")
-P50=$(sed -n 's/^  latency .*p50 \([0-9]*\) us.*/\1/p' "$T/out")
-P99=$(sed -n 's/^  latency .*p99 \([0-9]*\) us.*/\1/p' "$T/out")
+DCPU=$(per_decision "$CPU0" "$CPU1" "$(fig "$T/out" decisions)")
+RATE=$(fig "$T/out" rate)
+P50=$(fig "$T/out" p50)
+P99=$(fig "$T/out" p99)
 # The clients' CPU (libprofiling's request path) from admission.c's line,
 # and the sum: on 2 CPUs, 50k decisions/s needs it under 2 x 10^6 / 50000
 # = 40 us even with perfect overlap (issue #18 aims at 30 us).
-CCPU=$(sed -n 's/^  clients cpu \([0-9.]*\) .*/\1/p' "$T/out")
-TCPU=$(awk -v d="$DCPU" -v c="${CCPU:-?}" 'BEGIN { if (d != "?" && c != "?" && c != "") printf "%.2f", d + c; else print "?" }')
+CCPU=$(fig "$T/out" clients_cpu)
+TCPU=$(sum_cpu "$DCPU" "$CCPU")
 verdict() { [ -n "$1" ] && [ "$1" "$2" "$3" ] && echo met || echo missed; }
 echo "  goal        decisions > 50000/s: ${RATE:-?}/s, $(verdict "$RATE" -gt 50000)"
 echo "  goal        p99 < 2000 us: ${P99:-?} us, $(verdict "$P99" -lt 2000) (p50 ${P50:-?} us)"
@@ -100,15 +114,14 @@ else
 	F0=$(cpu_ticks "$FPID")
 	PROFILINGD_SOCKET=$T/floor.sock "$BUILD/bench/admission" "$N" "$SECS" > "$T/floor.out"
 	F1=$(cpu_ticks "$FPID")
-	FDEC=$(sed -n 's/^  decisions *\([0-9]*\) .*/\1/p' "$T/floor.out")
-	FRATE=$(sed -n 's/^  decisions .*(\([0-9]*\)\/s)/\1/p' "$T/floor.out")
-	FP50=$(sed -n 's/^  latency .*p50 \([0-9]*\) us.*/\1/p' "$T/floor.out")
-	FP99=$(sed -n 's/^  latency .*p99 \([0-9]*\) us.*/\1/p' "$T/floor.out")
-	FCCPU=$(sed -n 's/^  clients cpu \([0-9.]*\) .*/\1/p' "$T/floor.out")
-	FCPU=$(per_decision "$F0" "$F1" "$FDEC")
+	FRATE=$(fig "$T/floor.out" rate)
+	FP50=$(fig "$T/floor.out" p50)
+	FP99=$(fig "$T/floor.out" p99)
+	FCCPU=$(fig "$T/floor.out" clients_cpu)
+	FCPU=$(per_decision "$F0" "$F1" "$(fig "$T/floor.out" decisions)")
 	SHARE=$(awk -v a="${RATE:-0}" -v b="${FRATE:-0}" 'BEGIN { if (b > 0) printf "%.0f %%", 100 * a / b; else print "?" }')
 	echo "  peer        admission_floor (profilingd's replies, refusals and results, none of its work),"
-	echo "              same clients and seconds: ${FRATE:-?}/s ($(sed -n 's/^  admitted *[0-9]* (\([0-9]*\)\/s.*/\1/p' "$T/floor.out")/s admitted),"
+	echo "              same clients and seconds: ${FRATE:-?}/s ($(fig "$T/floor.out" admitted_rate)/s admitted),"
 	echo "              p50 ${FP50:-?} us, p99 ${FP99:-?} us; its CPU ${FCPU} us/decision, clients ${FCCPU:-?} us/decision"
 	echo "              profilingd's rate is $SHARE of it"
 fi
@@ -122,5 +135,5 @@ summary "admission: request -> reply latency p50, $N clients" "${P50:-?} us" "$P
 summary "admission: request -> reply latency p99, $N clients" "${P99:-?} us" "$PEER" "$(pv "$FP99" us)" "< 2000 us"
 summary "admission: daemon CPU per decision, $N clients" "$DCPU us" "$PEER" "$(pv "$FCPU" us)" "-"
 summary "admission: clients' CPU per decision (libprofiling), $N clients" "${CCPU:-?} us" "$PEER" "$(pv "$FCCPU" us)" "-"
-FTCPU=$(awk -v d="${FCPU:-?}" -v c="${FCCPU:-?}" 'BEGIN { if (d != "?" && c != "?" && d != "" && c != "") printf "%.2f", d + c; else print "?" }')
+FTCPU=$(sum_cpu "$FCPU" "$FCCPU")
 summary "admission: daemon + clients CPU per decision, $N clients" "$TCPU us" "$PEER" "$(pv "$FTCPU" us)" "<= 30 us"

@@ -79,17 +79,8 @@ static int listen_on(const char *path)
 	return s;
 }
 
-/* Pack m into buf; the packet for it. Both messages fit WIRE_CLIENT_MAX_MSG. */
-static struct wire_pkt pack(const Pd__DaemonMsg *m, uint8_t *buf)
-{
-	struct wire_pkt p = { .buf = buf, .fd = -1 };
-	p.len = pd__daemon_msg__pack(m, buf);
-	return p;
-}
-
 static int send_result(int fd, uint64_t request_id, uint32_t type)
 {
-	static uint8_t out[WIRE_CLIENT_MAX_MSG];
 	Pd__DaemonMsg dm = PD__DAEMON_MSG__INIT;
 	Pd__Result res = PD__RESULT__INIT;
 	res.request_id = request_id;
@@ -98,16 +89,14 @@ static int send_result(int fd, uint64_t request_id, uint32_t type)
 	res.error_message = "admission_floor: no capture";
 	dm.msg_case = PD__DAEMON_MSG__MSG_RESULT;
 	dm.result = &res;
-	struct wire_pkt p = pack(&dm, out);
-	int r = wire_send_batch(fd, &p, 1);
+	int r = wire_send_msg(fd, &dm.base, WIRE_CLIENT_MAX_MSG, -1);
 	in_flight[fd] = false;
-	return r < 0 ? r : 0;
+	return r;
 }
 
 /* One client message: 0, or -1 to drop the connection. */
 static int answer(int fd, const uint8_t *in, size_t len, uint64_t *next_id)
 {
-	static uint8_t out[WIRE_CLIENT_MAX_MSG];
 	Pd__ClientMsg *cm = pd__client_msg__unpack(NULL, len, in);
 	Pd__DaemonMsg dm = PD__DAEMON_MSG__INIT;
 	Pd__Welcome w = PD__WELCOME__INIT;
@@ -136,10 +125,8 @@ static int answer(int fd, const uint8_t *in, size_t len, uint64_t *next_id)
 	/* Other messages (signals, budget queries) get no answer here. A
 	 * client reads its reply before it sends again, so a full queue
 	 * means a client that stopped reading: it is dropped. */
-	if (dm.msg_case != PD__DAEMON_MSG__MSG__NOT_SET) {
-		struct wire_pkt p = pack(&dm, out);
-		r = wire_send_batch(fd, &p, 1);
-	}
+	if (dm.msg_case != PD__DAEMON_MSG__MSG__NOT_SET)
+		r = wire_send_msg(fd, &dm.base, WIRE_CLIENT_MAX_MSG, -1);
 	if (r >= 0 && dm.msg_case == PD__DAEMON_MSG__MSG_REPLY && !rep.error) {
 		in_flight[fd] = true;
 		if (nlater[cur] < FLOOR_MAX_LATER)
