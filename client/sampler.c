@@ -18,11 +18,8 @@
 
 #include "pprof.h"
 #include "symbolize.h"
+#include "thread_timer.h"
 #include "util.h"
-
-#ifndef sigev_notify_thread_id
-#define sigev_notify_thread_id _sigev_un._tid
-#endif
 
 #define SMP_SIGNAL SIGPROF
 #define SMP_COMM_LEN 16
@@ -39,7 +36,7 @@ struct smp_record {
 
 struct smp_thread {
 	pid_t tid;
-	timer_t timer;
+	struct tt_timer tt;
 	char comm[SMP_COMM_LEN];
 };
 
@@ -59,26 +56,12 @@ static uint32_t nthreads, threads_skipped;
 static pid_t self_tid;
 static uint64_t interval_ns;
 static bool wall_clock;
+static const char *source_why; /* how CPU time is sampled, for the comment */
 static struct sigaction old_action;
 
 static pid_t smp_gettid(void)
 {
 	return (pid_t)syscall(SYS_gettid);
-}
-
-/*
- * A CPU-clock timer is only checked at the scheduler tick (250 Hz here), so
- * at 1000 Hz one signal stands for about four expired periods. The kernel
- * counts the periods it skipped when it re-arms the timer, as it dequeues
- * the signal (posixtimer_rearm / posixtimer_deliver_signal), and puts that
- * count in si_overrun: the same figure timer_getoverrun() would return,
- * without a system call. Capped, so a bogus count cannot wrap the sums.
- */
-static uint32_t smp_weight(const siginfo_t *si)
-{
-	if (!si || si->si_code != SI_TIMER || si->si_overrun <= 0)
-		return 1;
-	return (uint32_t)si->si_overrun >= SMP_MAX_WEIGHT ? SMP_MAX_WEIGHT : 1u + (uint32_t)si->si_overrun;
 }
 
 static void smp_handler(int sig, siginfo_t *si, void *ucv)
@@ -87,7 +70,7 @@ static void smp_handler(int sig, siginfo_t *si, void *ucv)
 
 	/* seq_cst pairs with smp_stop(): either it sees us inside, or we see !running. */
 	atomic_fetch_add(&inflight, 1);
-	if (!atomic_load(&running))
+	if (!atomic_load(&running) || tt_index(si) < 0)
 		goto out;
 	uint32_t i = atomic_fetch_add_explicit(&rec_next, 1, memory_order_relaxed);
 	if (i >= SMP_MAX_RECORDS) {
@@ -115,17 +98,11 @@ static void smp_handler(int sig, siginfo_t *si, void *ucv)
 	}
 	r->tid = (int32_t)smp_gettid();
 	r->nframes = n;
-	r->weight = smp_weight(si);
+	r->weight = tt_weight(si, SMP_MAX_WEIGHT);
 	atomic_store_explicit(&r->ready, 1, memory_order_release);
 out:
 	atomic_fetch_sub(&inflight, 1);
 	errno = saved_errno;
-}
-
-static clockid_t smp_thread_clock(pid_t tid)
-{
-	/* The kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED). */
-	return (clockid_t)((~(unsigned)tid << 3) | 6);
 }
 
 static int smp_known(pid_t tid)
@@ -147,29 +124,17 @@ static void smp_read_comm(pid_t tid, char *comm)
 
 static int smp_arm(pid_t tid)
 {
-	struct sigevent sev;
-	struct itimerspec its;
 	struct smp_thread *t;
+	int r;
 
 	if (nthreads >= SMP_MAX_THREADS) {
 		threads_skipped++;
 		return -ENOSPC;
 	}
 	t = &threads[nthreads];
-	memset(&sev, 0, sizeof(sev));
-	sev.sigev_notify = SIGEV_THREAD_ID;
-	sev.sigev_signo = SMP_SIGNAL;
-	sev.sigev_notify_thread_id = tid;
-	if (timer_create(wall_clock ? CLOCK_MONOTONIC : smp_thread_clock(tid), &sev, &t->timer) < 0)
-		return -errno; /* the thread exited meanwhile */
-	its.it_interval.tv_sec = (time_t)(interval_ns / 1000000000ull);
-	its.it_interval.tv_nsec = (long)(interval_ns % 1000000000ull);
-	its.it_value = its.it_interval;
-	if (timer_settime(t->timer, 0, &its, NULL) < 0) {
-		int r = -errno;
-		timer_delete(t->timer);
-		return r;
-	}
+	r = tt_arm(&t->tt, tid, SMP_SIGNAL, interval_ns, wall_clock, (int)nthreads);
+	if (r < 0)
+		return r; /* the thread exited meanwhile */
 	t->tid = tid;
 	smp_read_comm(tid, t->comm);
 	nthreads++;
@@ -213,6 +178,9 @@ int smp_start(uint32_t hz, bool wall)
 		return -EINVAL;
 	interval_ns = 1000000000ull / hz;
 	wall_clock = wall;
+	source_why = "wall-clock timers";
+	if (!wall)
+		tt_choose(&source_why);
 	/* MAP_NORESERVE: only the pages that samples touch are committed. */
 	recs = mmap(NULL, SMP_MAX_RECORDS * sizeof(*recs), PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -259,7 +227,7 @@ void smp_stop(void)
 	if (!recs)
 		return;
 	for (uint32_t i = 0; i < nthreads; i++)
-		timer_delete(threads[i].timer);
+		tt_disarm(&threads[i].tt);
 	atomic_store(&running, 0);
 	/* A signal already queued may still run: wait until none is inside. */
 	while (atomic_load(&inflight))
@@ -366,8 +334,10 @@ int smp_write_pprof(int fd, int64_t start_ns, int64_t duration_ns,
 	    (r = pp_set_default_sample_type(b, kind)) < 0)
 		goto out;
 	pp_set_time(b, start_ns, duration_ns);
-	pp_add_comment(b, wall_clock ? "profilingd native agent: per-thread wall-clock timers, libunwind"
-				     : "profilingd native agent: per-thread CPU timers, libunwind");
+	char comment[256];
+	snprintf(comment, sizeof(comment), "profilingd native agent: per-thread %s, libunwind",
+		 source_why ? source_why : "timers");
+	pp_add_comment(b, comment);
 	if ((r = sym_open(getpid(), &sym)) < 0)
 		goto out;
 

@@ -1,8 +1,10 @@
 /*
  * Java stack samples from signals, without safepoint bias (docs/JVMTI.md,
- * "Signal sampler"). Every thread of the JVM gets a POSIX timer aimed at it
- * (SIGEV_THREAD_ID): on its own CPU clock (clock 0) or on CLOCK_MONOTONIC
- * (clock 1, wall: blocked threads too). The SIGPROF handler runs on the
+ * "Signal sampler"). Every thread of the JVM gets a sampling signal aimed
+ * at it (common/thread_timer.h): on its own CPU time, a perf task-clock
+ * event where the kernel allows one, else a POSIX timer on its CPU clock
+ * (clock 0); or on CLOCK_MONOTONIC (clock 1, wall: blocked threads too),
+ * always a POSIX timer. The SIGPROF handler runs on the
  * interrupted thread, wherever it is (inside a counted loop with no
  * safepoint poll too), and calls HotSpot's AsyncGetCallTrace (AGCT) on the
  * signal's ucontext. Above the top Java frame it unwinds the native part
@@ -56,11 +58,9 @@
 
 #include "log.h"
 #include "pprof.h"
+#include "thread_timer.h"
 #include "util.h"
 
-#ifndef sigev_notify_thread_id
-#define sigev_notify_thread_id _sigev_un._tid
-#endif
 
 #define JVA_SIGNAL SIGPROF
 
@@ -116,12 +116,11 @@ struct jva_bottom {
 	uint64_t pcs[JVA_RUN_FRAMES];
 };
 
-/* A timer's thread. flags: set by the handler when it is no Java thread. */
+/* A sampled thread. not_java: set by the handler when it is no Java thread. */
 struct jva_thread {
 	pid_t tid;
-	bool armed;
 	_Atomic uint32_t not_java;
-	timer_t timer;
+	struct tt_timer tt;
 	struct jva_bottom bottom; /* only this thread's handler touches it */
 };
 
@@ -158,7 +157,7 @@ struct jva_range {
 static agct_fn agct;
 static JavaVM *jvm;
 static struct jva_rec *ring;
-static struct jva_thread *threads;        /* JVS_MAX_THREADS, index in si_value */
+static struct jva_thread *threads;        /* JVS_MAX_THREADS, index from tt_index */
 static struct jva_range ranges[JVA_MAX_RANGES];
 static uint32_t nranges;
 static _Atomic uint64_t ring_head, ring_tail;
@@ -177,6 +176,7 @@ static uint32_t nthreads, threads_skipped;
 static pid_t self_tid;
 static bool wall, prepared;
 static uint64_t interval_ns;
+static const char *source_why; /* how samples are taken, for the comment */
 static struct sigaction old_action;
 static struct jva_stack *tab;
 static uint32_t nstacks;
@@ -436,11 +436,12 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 
 	/* seq_cst pairs with jva_stop(): either it sees us inside, or we see !running. */
 	atomic_fetch_add(&inflight, 1);
-	if (!atomic_load(&running) || si->si_code != SI_TIMER)
+	int sx = atomic_load(&running) ? tt_index(si) : -1;
+	if (sx < 0)
 		goto out;
+	uint32_t ix = (uint32_t)sx;
 	/* GetEnv reads the VM's thread-local current thread: no lock, no allocation. */
 	if ((*jvm)->GetEnv(jvm, (void **)&env, JNI_VERSION_1_6) != JNI_OK || !env) {
-		uint32_t ix = (uint32_t)si->si_value.sival_int;
 		if (ix < JVS_MAX_THREADS)
 			atomic_store_explicit(&threads[ix].not_java, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&not_java, 1, memory_order_relaxed);
@@ -481,12 +482,11 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 	r->nnative = n;
 	r->nruns = r->nbelow = 0;
 	if (mix && tr.num_frames > 0) {
-		uint32_t ix = (uint32_t)si->si_value.sival_int;
 		splice(r, ucv, &b, ix < JVS_MAX_THREADS ? &threads[ix].bottom : NULL);
 	}
 	r->tid = (int32_t)gettid_();
 	r->env = env;
-	r->weight = 1 + (uint32_t)(si->si_overrun > 0 ? si->si_overrun : 0);
+	r->weight = tt_weight(si, UINT32_MAX);
 	atomic_store_explicit(&r->ready, 1, memory_order_release);
 	if (timing) {
 		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
@@ -550,10 +550,8 @@ static void JNICALL on_thread_end(jvmtiEnv *j, JNIEnv *jni, jthread t)
 	pid_t tid = gettid_();
 	pthread_mutex_lock(&lock);
 	for (uint32_t i = 0; i < nthreads; i++)
-		if (threads[i].tid == tid && threads[i].armed) {
-			timer_delete(threads[i].timer);
-			threads[i].armed = false;
-		}
+		if (threads[i].tid == tid)
+			tt_disarm(&threads[i].tt);
 	/* Its name, while it can still be read: the samples outlive it. */
 	if (atomic_load(&running))
 		remember_name(jni, t, jni);
@@ -634,13 +632,6 @@ int jva_prepare_loaded(void)
 
 /* --------------------------------------------------------------- timers */
 
-static clockid_t thread_cpu_clock(pid_t tid)
-{
-	/* pthread_getcpuclockid's clock for a tid: the kernel's
-	 * MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED), as client/sampler.c. */
-	return (clockid_t)((~(unsigned)tid << 3) | 6);
-}
-
 static int arm_locked(pid_t tid)
 {
 	for (uint32_t i = 0; i < nthreads; i++)
@@ -651,27 +642,12 @@ static int arm_locked(pid_t tid)
 		return -ENOSPC;
 	}
 	struct jva_thread *t = &threads[nthreads];
-	struct sigevent sev;
-	memset(&sev, 0, sizeof(sev));
-	sev.sigev_notify = SIGEV_THREAD_ID;
-	sev.sigev_signo = JVA_SIGNAL;
-	sev.sigev_notify_thread_id = tid;
-	sev.sigev_value.sival_int = (int)nthreads; /* the handler's index */
 	atomic_store(&t->not_java, 0);
 	memset(&t->bottom, 0, sizeof(t->bottom)); /* stub 0: nothing kept */
-	if (timer_create(wall ? CLOCK_MONOTONIC : thread_cpu_clock(tid), &sev, &t->timer) < 0)
-		return -errno; /* it exited meanwhile */
-	struct itimerspec its;
-	its.it_interval.tv_sec = (time_t)(interval_ns / 1000000000ull);
-	its.it_interval.tv_nsec = (long)(interval_ns % 1000000000ull);
-	its.it_value = its.it_interval;
-	if (timer_settime(t->timer, 0, &its, NULL) < 0) {
-		int r = -errno;
-		timer_delete(t->timer);
-		return r;
-	}
+	int r = tt_arm(&t->tt, tid, JVA_SIGNAL, interval_ns, wall, (int)nthreads);
+	if (r < 0)
+		return r; /* it exited meanwhile */
 	t->tid = tid;
-	t->armed = true;
 	nthreads++;
 	return 0;
 }
@@ -947,6 +923,9 @@ int jva_start(JNIEnv *jni, uint32_t hz, bool wall_clock)
 	}
 	interval_ns = 1000000000ull / hz;
 	wall = wall_clock;
+	source_why = "CLOCK_MONOTONIC timers";
+	if (!wall)
+		tt_choose(&source_why);
 	if (wall) {
 		/* Every thread every interval, idle or not: past the budget the
 		 * interval grows, the same for all, and the period says so. */
@@ -1021,10 +1000,7 @@ static void stop(void)
 		return;
 	}
 	for (uint32_t i = 0; i < nthreads; i++)
-		if (threads[i].armed) {
-			timer_delete(threads[i].timer);
-			threads[i].armed = false;
-		}
+		tt_disarm(&threads[i].tt);
 	atomic_store(&running, 0);
 	pthread_mutex_unlock(&lock);
 	/* A signal already queued may still run: wait until none is inside. */
@@ -1047,11 +1023,8 @@ void jva_tick(JNIEnv *jni)
 	/* Threads that are not the VM's Java threads (GC workers) cost signals only. */
 	pthread_mutex_lock(&lock);
 	for (uint32_t i = 0; i < nthreads; i++)
-		if (threads[i].armed && atomic_load_explicit(&threads[i].not_java,
-							     memory_order_relaxed)) {
-			timer_delete(threads[i].timer);
-			threads[i].armed = false;
-		}
+		if (atomic_load_explicit(&threads[i].not_java, memory_order_relaxed))
+			tt_disarm(&threads[i].tt);
 	pthread_mutex_unlock(&lock);
 }
 
@@ -1185,8 +1158,8 @@ static int add_comment(struct pp_builder *b)
 {
 	char c[768];
 	size_t o = (size_t)snprintf(c, sizeof(c),
-				    "profilingd JVMTI agent: AsyncGetCallTrace from %s timers; "
-				    "AGCT codes:", wall ? "CLOCK_MONOTONIC" : "thread CPU-time");
+				    "profilingd JVMTI agent: AsyncGetCallTrace from %s; "
+				    "AGCT codes:", source_why ? source_why : "timers");
 	bool any = false;
 	for (int i = 0; i < JVA_AGCT_ERRORS && o < sizeof(c); i++) {
 		uint64_t n = atomic_load(&agct_err[i]);

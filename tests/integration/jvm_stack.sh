@@ -19,9 +19,18 @@ check_profile() {
 	echo "$what: HotCold.hot ${hot}% flat, HotCold.cold ${cold}% flat"
 	awk -v h="$hot" -v c="$cold" 'BEGIN { exit !(h > 0 && c > 0 && h > c) }' ||
 		{ cat "$T/top.txt"; fail "$what: want both methods, hot above cold"; }
-	# About 3:1; wide, for a loaded machine and the sampler's granularity.
-	awk -v h="$hot" -v c="$cold" 'BEGIN { r = h / c; exit !(r >= 1.5 && r <= 6) }' ||
-		{ cat "$T/top.txt"; fail "$what: hot/cold ratio $hot/$cold is not roughly 3:1"; }
+	# About 3:1. A round of HotCold takes about 8 ms here, two 4 ms ticks:
+	# CPU-clock timers, checked on the tick, saw it at the same phases for
+	# seconds (1.3:1 in one CI run, 5.3:1 in a loaded run here). Perf task-clock
+	# events read 2.5-3.2:1 under load; the bounds leave room for the JIT's
+	# first round in a capture that starts at the JVM's hello.
+	local lo=1.8 hi=5
+	go tool pprof -comments "$f" 2>/dev/null | grep -q "perf task-clock events" || {
+		echo "$what: no perf events here: the timers' wider 1.5-6 bounds"
+		lo=1.5 hi=6
+	}
+	awk -v h="$hot" -v c="$cold" -v lo=$lo -v hi=$hi 'BEGIN { r = h / c; exit !(r >= lo && r <= hi) }' ||
+		{ cat "$T/top.txt"; fail "$what: hot/cold ratio $hot/$cold is not roughly 3:1 ($lo-$hi)"; }
 	go tool pprof -tags "$f" > "$T/tags.txt" 2>&1
 	awk -v p="$pid" '/^ *pid:/ { on=1; next } on && /^ *$/ { on=0 } on && $NF == p { ok=1 }
 		on && $NF != p && $NF ~ /^[0-9]+$/ { bad=1 } END { exit !(ok && !bad) }' "$T/tags.txt" ||

@@ -12,6 +12,13 @@
  * Prints one line on stdout:
  *   samples=N profile_cpu_ms=X process_cpu_ms=Y ratio=X/Y duration_ms=D
  *   has_cpu_type=0|1 proc_stat_cpu_ms=Z proc_stat_ratio=X/Z note=<note>
+ *
+ * With --phases, one more thread loops phase_hot() for 6 ms of its CPU
+ * time, then phase_cold() for 2 ms: 3:1, in a round of exactly two 4 ms
+ * scheduler ticks, the shape that CPU-clock timers (checked on the tick)
+ * see at the same few phases for seconds. The line then ends with
+ *   phase_hot_share=H phase_samples=S comment=<the profile's comment>
+ * where H is phase_hot's share of the cpu value of the samples in either.
  * and exits 0 when a result was delivered and parsed, 1 otherwise. The
  * script decides what is good enough.
  */
@@ -57,6 +64,87 @@ __attribute__((noinline)) static uint64_t burn(uint64_t x)
 	for (int i = 0; i < 100000; i++)
 		x = x * 6364136223846793005ull + 1442695040888963407ull;
 	return x;
+}
+
+/* The phase loop's work: user-mode arithmetic until the thread's CPU clock
+ * reaches end, read only every 20000 steps so that little of the time is
+ * in the kernel. The ends are absolute (6, 8, 14, 16 ... ms from the
+ * start), so the round is 8 ms on average and does not drift against the
+ * tick by the few microseconds each phase overshoots. */
+static uint64_t phase_spin(uint64_t x, int64_t end)
+{
+	do {
+		for (int i = 0; i < 20000; i++)
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+	} while (now_ns(CLOCK_THREAD_CPUTIME_ID) < end);
+	return x;
+}
+
+/* Not static: the samples must name them whatever the symbol table keeps. */
+uint64_t phase_hot(uint64_t x, int64_t end);
+uint64_t phase_cold(uint64_t x, int64_t end);
+
+__attribute__((noinline)) uint64_t phase_hot(uint64_t x, int64_t end)
+{
+	return phase_spin(x, end);
+}
+
+__attribute__((noinline)) uint64_t phase_cold(uint64_t x, int64_t end)
+{
+	return phase_spin(x, end);
+}
+
+static void *phaser(void *arg)
+{
+	uint64_t x = (uintptr_t)arg;
+	int64_t t = now_ns(CLOCK_THREAD_CPUTIME_ID);
+	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+		x = phase_hot(x, t += 6000000);
+		x = phase_cold(x, t += 2000000);
+	}
+	sink = x;
+	return NULL;
+}
+
+static const char *pstr(const Perftools__Profiles__Profile *p, int64_t i)
+{
+	return i >= 0 && (size_t)i < p->n_string_table ? p->string_table[i] : "";
+}
+
+/* The function a location's innermost line names, or "". */
+static const char *loc_func(const Perftools__Profiles__Profile *p, uint64_t id)
+{
+	for (size_t i = 0; i < p->n_location; i++) {
+		const Perftools__Profiles__Location *l = p->location[i];
+		if (l->id != id || !l->n_line)
+			continue;
+		for (size_t j = 0; j < p->n_function; j++)
+			if (p->function[j]->id == l->line[0]->function_id)
+				return pstr(p, p->function[j]->name);
+	}
+	return "";
+}
+
+/* phase_hot's share of the cpu value (index vi) of the samples in either
+ * phase; *n: the signals they stand for (value index 0, "samples"). */
+static double phase_share(const Perftools__Profiles__Profile *p, size_t vi, uint64_t *n)
+{
+	double hot = 0, cold = 0;
+	*n = 0;
+	for (size_t i = 0; i < p->n_sample; i++) {
+		const Perftools__Profiles__Sample *s = p->sample[i];
+		if (vi >= s->n_value || s->n_value < 1)
+			continue;
+		for (size_t k = 0; k < s->n_location_id; k++) {
+			const char *f = loc_func(p, s->location_id[k]);
+			if (strcmp(f, "phase_hot") == 0 || strcmp(f, "phase_cold") == 0) {
+				*(f[6] == 'h' ? &hot : &cold) += (double)s->value[vi];
+				*n += (uint64_t)s->value[0];
+				break;
+			}
+		}
+	}
+	return hot + cold > 0 ? hot / (hot + cold) : 0.0;
 }
 
 static void *spinner(void *arg)
@@ -212,19 +300,23 @@ int main(int argc, char **argv)
 		{ "threads", required_argument, NULL, 't' },
 		{ "duration-ms", required_argument, NULL, 'd' },
 		{ "frequency", required_argument, NULL, 'f' },
+		{ "phases", no_argument, NULL, 'p' },
 		{ 0 }
 	};
 	struct prof_params params = PROF_PARAMS_INIT(.duration_ms = 3000, .frequency_hz = 1000);
 	int nthreads = 2, c, err;
-	pthread_t th[16], rec;
+	bool phases = false;
+	pthread_t th[16], rec, ph;
 
 	while ((c = getopt_long(argc, argv, "t:d:f:", opts, NULL)) != -1) {
 		switch (c) {
 		case 't': nthreads = atoi(optarg); break;
 		case 'd': params.duration_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'f': params.frequency_hz = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'p': phases = true; break;
 		default:
-			fprintf(stderr, "usage: native_total [--threads N] [--duration-ms MS] [--frequency HZ]\n");
+			fprintf(stderr, "usage: native_total [--threads N] [--duration-ms MS] "
+				"[--frequency HZ] [--phases]\n");
 			return 2;
 		}
 	}
@@ -249,6 +341,8 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < nthreads; i++)
 		pthread_create(&th[i], NULL, spinner, (void *)(uintptr_t)(i + 1));
+	if (phases)
+		pthread_create(&ph, NULL, phaser, (void *)(uintptr_t)7);
 
 	struct outcome o = { .fd = -1 };
 	uint64_t id;
@@ -267,6 +361,8 @@ int main(int argc, char **argv)
 	atomic_store(&stop, 1);
 	for (int i = 0; i < nthreads; i++)
 		pthread_join(th[i], NULL);
+	if (phases)
+		pthread_join(ph, NULL);
 	if (nthreads > 0) {
 		pthread_join(rec, NULL);
 		log_point(); /* after the result: the window's end is inside too */
@@ -315,10 +411,17 @@ int main(int argc, char **argv)
 	}
 	double proc_ns = c1 - c0, stat_ns = s1 - s0;
 	printf("samples=%llu profile_cpu_ms=%.1f process_cpu_ms=%.1f ratio=%.4f duration_ms=%.1f "
-	       "has_cpu_type=%d proc_stat_cpu_ms=%.1f proc_stat_ratio=%.4f note=%s\n",
+	       "has_cpu_type=%d proc_stat_cpu_ms=%.1f proc_stat_ratio=%.4f note=%s",
 	       (unsigned long long)samples, prof_ns / 1e6, proc_ns / 1e6,
 	       proc_ns > 0 ? prof_ns / proc_ns : 0.0, (double)p->duration_nanos / 1e6,
 	       vi != SIZE_MAX, stat_ns / 1e6, stat_ns > 0 ? prof_ns / stat_ns : 0.0, o.note);
+	if (phases) {
+		uint64_t n;
+		double share = phase_share(p, vi, &n);
+		printf(" phase_hot_share=%.4f phase_samples=%llu comment=%s", share,
+		       (unsigned long long)n, p->n_comment ? pstr(p, p->comment[0]) : "");
+	}
+	printf("\n");
 	perftools__profiles__profile__free_unpacked(p, NULL);
 	return 0;
 }

@@ -1,0 +1,283 @@
+/* One thread's sampling signal: a perf task-clock event or a POSIX timer. */
+#include "thread_timer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/select.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#ifndef sigev_notify_thread_id
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
+
+/*
+ * The handler learns which event fired only from si_fd: an open-addressed
+ * table from fd to the caller's index, twice the cap so probes stay short.
+ * A key is fd + 1 (0: never used, -1: freed). Written only by tt_arm and
+ * tt_disarm, which the samplers call under their own lock or from their
+ * one agent thread; the index is stored before the key is published, and
+ * the event is enabled only after both.
+ */
+#define TT_TAB (2 * TT_MAX_PERF)
+
+struct tt_slot {
+	_Atomic int key;
+	int index;
+};
+
+static struct tt_slot tab[TT_TAB];
+static uint32_t live, max_live;
+static int source = TT_TIMER;
+static bool user_only;
+static int fd_floor; /* events' fds go at or above it, when it is not 0 */
+
+static uint32_t slot_of(int fd)
+{
+	return ((uint32_t)fd * 2654435761u) & (TT_TAB - 1);
+}
+
+static int tab_put(int fd, int index)
+{
+	if (live >= max_live)
+		return -ENOSPC;
+	for (uint32_t i = slot_of(fd), n = 0; n < TT_TAB; i = (i + 1) & (TT_TAB - 1), n++) {
+		int k = atomic_load_explicit(&tab[i].key, memory_order_relaxed);
+		if (k == 0 || k == -1) {
+			tab[i].index = index;
+			atomic_store_explicit(&tab[i].key, fd + 1, memory_order_release);
+			live++;
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
+static struct tt_slot *tab_find(int fd)
+{
+	for (uint32_t i = slot_of(fd), n = 0; n < TT_TAB; i = (i + 1) & (TT_TAB - 1), n++) {
+		int k = atomic_load_explicit(&tab[i].key, memory_order_acquire);
+		if (k == fd + 1)
+			return &tab[i];
+		if (k == 0)
+			return NULL;
+	}
+	return NULL;
+}
+
+static void tab_del(int fd)
+{
+	struct tt_slot *s = tab_find(fd);
+	if (s) {
+		atomic_store_explicit(&s->key, -1, memory_order_release);
+		live--;
+	}
+}
+
+static int perf_open(pid_t tid, uint64_t period_ns, bool user)
+{
+	struct perf_event_attr a;
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.type = PERF_TYPE_SOFTWARE;
+	a.config = PERF_COUNT_SW_TASK_CLOCK;
+	a.sample_period = period_ns;
+	a.disabled = 1;
+	a.exclude_kernel = user;
+	a.exclude_hv = 1;
+	long fd = syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	return fd < 0 ? -errno : (int)fd;
+}
+
+/* "Seccomp:\t0" in /proc/self/status: no filter. Unknown counts as one. */
+static bool seccomp_filtered(void)
+{
+	char buf[4096];
+	if (util_read_file("/proc/self/status", buf, sizeof(buf)) < 0)
+		return true;
+	const char *p = strstr(buf, "\nSeccomp:");
+	if (!p)
+		return false; /* a kernel without seccomp */
+	p += strlen("\nSeccomp:");
+	while (*p == ' ' || *p == '\t')
+		p++;
+	return *p != '0';
+}
+
+/*
+ * The events' fds are the app's: at most an eighth of its soft
+ * RLIMIT_NOFILE, so its own open() keeps working, and above FD_SETSIZE
+ * where the limit leaves room, so that its select() does not meet a
+ * number past 1023 because we took the low ones.
+ */
+static void fd_budget(void)
+{
+	struct rlimit rl;
+	rlim_t cur = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+	if (cur == RLIM_INFINITY || cur > 8 * (rlim_t)TT_MAX_PERF)
+		cur = 8 * (rlim_t)TT_MAX_PERF;
+	max_live = (uint32_t)(cur / 8);
+	fd_floor = cur >= FD_SETSIZE + 2 * (rlim_t)max_live ? FD_SETSIZE : 0;
+}
+
+int tt_choose(const char **why)
+{
+	memset(tab, 0, sizeof(tab));
+	live = 0;
+	source = TT_TIMER;
+	user_only = false;
+	fd_budget();
+	if (seccomp_filtered()) {
+		*why = "thread CPU-time timers, on scheduler ticks (a seccomp filter is on: "
+		       "no perf_event_open)";
+		return source;
+	}
+	pid_t self = (pid_t)syscall(SYS_gettid);
+	int fd = perf_open(self, 10000000, false);
+	if (fd == -EACCES || fd == -EPERM) {
+		fd = perf_open(self, 10000000, true);
+		user_only = true;
+	}
+	if (fd < 0) {
+		user_only = false;
+		*why = fd == -EACCES || fd == -EPERM ?
+			       "thread CPU-time timers, on scheduler ticks (perf events not "
+			       "permitted: perf_event_paranoid)" :
+			       "thread CPU-time timers, on scheduler ticks (no perf task-clock "
+			       "events)";
+		return source;
+	}
+	close(fd);
+	source = TT_PERF;
+	*why = user_only ? "perf task-clock events, user mode only (perf_event_paranoid 2: "
+			   "CPU time in the kernel is not sampled)" :
+			   "perf task-clock events";
+	return source;
+}
+
+static int arm_perf(struct tt_timer *t, pid_t tid, int sig, uint64_t period_ns, int index)
+{
+	if (live >= max_live)
+		return -ENOSPC;
+	int fd = perf_open(tid, period_ns, user_only);
+	if (fd < 0)
+		return fd;
+	if (fd_floor && fd < fd_floor) {
+		int hi = fcntl(fd, F_DUPFD_CLOEXEC, fd_floor);
+		if (hi >= 0) {
+			close(fd);
+			fd = hi;
+		}
+	}
+	struct f_owner_ex o = { .type = F_OWNER_TID, .pid = tid };
+	int fl = fcntl(fd, F_GETFL);
+	int r = 0;
+	if (fl < 0 || fcntl(fd, F_SETOWN_EX, &o) < 0 || fcntl(fd, F_SETSIG, sig) < 0 ||
+	    fcntl(fd, F_SETFL, fl | O_ASYNC) < 0 || ioctl(fd, PERF_EVENT_IOC_ID, &t->id) < 0)
+		r = -errno;
+	if (r == 0)
+		r = tab_put(fd, index);
+	if (r == 0 && ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) < 0) {
+		r = -errno;
+		tab_del(fd);
+	}
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	t->source = TT_PERF;
+	t->fd = fd;
+	t->armed = true;
+	return 0;
+}
+
+static int arm_timer(struct tt_timer *t, pid_t tid, int sig, uint64_t period_ns, bool wall,
+		     int index)
+{
+	struct sigevent sev;
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = SIGEV_THREAD_ID;
+	sev.sigev_signo = sig;
+	sev.sigev_notify_thread_id = tid;
+	sev.sigev_value.sival_int = index;
+	/* The kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED). */
+	clockid_t c = wall ? CLOCK_MONOTONIC : (clockid_t)((~(unsigned)tid << 3) | 6);
+	if (timer_create(c, &sev, &t->timer) < 0)
+		return -errno; /* the thread exited meanwhile */
+	struct itimerspec its;
+	its.it_interval.tv_sec = (time_t)(period_ns / 1000000000ull);
+	its.it_interval.tv_nsec = (long)(period_ns % 1000000000ull);
+	its.it_value = its.it_interval;
+	if (timer_settime(t->timer, 0, &its, NULL) < 0) {
+		int r = -errno;
+		timer_delete(t->timer);
+		return r;
+	}
+	t->source = TT_TIMER;
+	t->fd = -1;
+	t->armed = true;
+	return 0;
+}
+
+int tt_arm(struct tt_timer *t, pid_t tid, int sig, uint64_t period_ns, bool wall, int index)
+{
+	if (!t || tid <= 0 || index < 0 || period_ns == 0)
+		return -EINVAL;
+	t->armed = false;
+	/* A thread whose event cannot be had (EMFILE, the cap) keeps a timer. */
+	if (!wall && source == TT_PERF && arm_perf(t, tid, sig, period_ns, index) == 0)
+		return 0;
+	return arm_timer(t, tid, sig, period_ns, wall, index);
+}
+
+void tt_disarm(struct tt_timer *t)
+{
+	if (!t || !t->armed)
+		return;
+	if (t->source == TT_PERF) {
+		/* The app may have closed our fd and reused its number (a
+		 * daemon closing every fd): only our event is closed. */
+		uint64_t id = 0;
+		tab_del(t->fd);
+		if (ioctl(t->fd, PERF_EVENT_IOC_ID, &id) == 0 && id == t->id) {
+			/* Disabled, not only closed: a child forked meanwhile
+			 * holds the same event until it execs, and would keep it
+			 * signalling us. */
+			ioctl(t->fd, PERF_EVENT_IOC_DISABLE, 0);
+			close(t->fd);
+		}
+		t->fd = -1;
+	} else {
+		timer_delete(t->timer);
+	}
+	t->armed = false;
+}
+
+int tt_index(const siginfo_t *si)
+{
+	if (!si)
+		return -1;
+	if (si->si_code == SI_TIMER)
+		return si->si_value.sival_int >= 0 ? si->si_value.sival_int : -1;
+	/* An event's signal carries its fd (fs/fcntl.c send_sigio_to_task);
+	 * another process cannot queue a positive si_code. */
+	if (si->si_code == POLL_IN || si->si_code == POLL_HUP) {
+		const struct tt_slot *s = tab_find(si->si_fd);
+		return s ? s->index : -1;
+	}
+	return -1;
+}
+
+uint32_t tt_weight(const siginfo_t *si, uint32_t cap)
+{
+	if (!si || si->si_code != SI_TIMER || si->si_overrun <= 0)
+		return 1;
+	return (uint32_t)si->si_overrun >= cap ? cap : 1u + (uint32_t)si->si_overrun;
+}

@@ -1,0 +1,86 @@
+/*
+ * One thread's sampling signal, for the two in-process samplers
+ * (libprofiling's client/sampler.c and the JVMTI agent's jv_async.c).
+ *
+ * Why not always a POSIX timer on the thread's CPU clock: the kernel
+ * checks CPU-clock timers only at the scheduler tick, so their signals fall
+ * on the tick grid. A loop whose round takes a whole number of ticks is
+ * then seen at the same few phases of its round for seconds at a time:
+ * it_jvm_stack's HotCold (6 ms hot + 2 ms cold per round, two 4 ms ticks)
+ * read 57:43 for a whole 3 s capture, and a C loop of the same shape read
+ * anything from 50:50 to 100:0 per 2 s. A perf task-clock event samples
+ * from an hrtimer at the exact CPU-time period and read 74-76 % hot in
+ * every window.
+ *
+ * So for CPU time: a perf task-clock event per thread (TT_PERF) where the
+ * kernel lets this process open one for its own threads, with the
+ * overflow delivered as the sampler's signal to that thread (F_SETOWN_EX,
+ * F_SETSIG). At perf_event_paranoid 2 only user mode may be sampled; time
+ * in the kernel is then not in the profile (tt_choose says so). Otherwise,
+ * and under any seccomp filter (one that kills on an unknown system call
+ * would kill the app at perf_event_open), the POSIX CPU-clock timer
+ * (TT_TIMER), which also stands for kernel time. Wall clock is always a
+ * CLOCK_MONOTONIC POSIX timer, which is an hrtimer already.
+ *
+ * The signal must be a classic one (SIGPROF): with a real-time signal the
+ * kernel falls back to SIGIO, which kills, when its queue is full.
+ *
+ * Each event is an fd in the app's table. Caps: TT_MAX_PERF threads at
+ * once on perf events (the handler's fd table), and no more than an
+ * eighth of the app's soft RLIMIT_NOFILE, so that its own open() keeps
+ * working; their numbers start at FD_SETSIZE where the limit leaves room,
+ * so that the app's select() is not pushed past 1023. A thread past a
+ * cap, or one whose event cannot be opened, gets the POSIX timer instead,
+ * so no thread goes unsampled. The events are O_CLOEXEC; a child forked
+ * during a capture holds them until it execs, harmless since each is
+ * disabled before it is closed. An fd the app closed and reused is told
+ * from ours by the event's id and left alone.
+ */
+#ifndef PD_THREAD_TIMER_H
+#define PD_THREAD_TIMER_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#define TT_MAX_PERF 4096
+
+enum tt_source { TT_TIMER = 0, TT_PERF = 1 };
+
+struct tt_timer {
+	int source; /* enum tt_source, of this thread */
+	int fd;     /* TT_PERF: the event */
+	uint64_t id; /* its PERF_EVENT_IOC_ID, to know it is still ours */
+	timer_t timer;
+	bool armed;
+};
+
+/*
+ * Which source CPU-time captures of this process use, from now until the
+ * next call; why: a static phrase for the profile's comment. Call with
+ * nothing armed (it clears the fd table). Opens and closes one event.
+ */
+int tt_choose(const char **why);
+/*
+ * Arm t: signal sig to thread tid every period_ns of its CPU time (with
+ * wall, of the monotonic clock). index comes back from tt_index in the
+ * handler. 0 or -errno (the thread exited, ...).
+ */
+int tt_arm(struct tt_timer *t, pid_t tid, int sig, uint64_t period_ns, bool wall, int index);
+/* Disarm; NULL and an unarmed t are fine. A signal already sent may still come. */
+void tt_disarm(struct tt_timer *t);
+/*
+ * In the handler (async-signal-safe): the index given to tt_arm, or -1 if
+ * si came from neither kind of source (kill, sigqueue, another timer).
+ */
+int tt_index(const siginfo_t *si);
+/*
+ * In the handler: the periods this signal stands for, 1 + the timer's
+ * overrun (a CPU-clock timer fires on ticks, so above the tick rate one
+ * signal stands for several), at most cap. A perf event signals each one.
+ */
+uint32_t tt_weight(const siginfo_t *si, uint32_t cap);
+
+#endif

@@ -1,0 +1,286 @@
+/*
+ * common/thread_timer.h on the real kernel: which signals the handler
+ * takes as samples and with which index, the fallback to POSIX timers at
+ * the fd cap, the fds kept above FD_SETSIZE, an fd the app closed and
+ * reused left alone at disarm, and the same as an unprivileged uid
+ * (perf_event_paranoid 2: user mode only).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "thread_timer.h"
+
+static _Atomic int got, bad, last_index;
+
+static void on_prof(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)uc;
+	int ix = tt_index(si);
+	if (ix < 0)
+		atomic_fetch_add(&bad, 1);
+	else
+		atomic_store(&last_index, ix);
+	atomic_fetch_add(&got, 1);
+}
+
+static void handle_prof(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_prof;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigaction(SIGPROF, &sa, NULL);
+	atomic_store(&got, 0);
+	atomic_store(&bad, 0);
+	atomic_store(&last_index, -1);
+}
+
+static pid_t tid(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+/* Burn ms of this thread's CPU time in user mode. */
+static void burn(int ms)
+{
+	struct timespec t0, t;
+	volatile uint64_t x = 1;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+	do {
+		for (int i = 0; i < 20000; i++)
+			x = x * 6364136223846793005ull + 1;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+}
+
+static void forged_siginfo_is_no_sample(void **state)
+{
+	(void)state;
+	siginfo_t si;
+	assert_int_equal(tt_index(NULL), -1);
+	int codes[] = { SI_USER, SI_TKILL, SI_QUEUE, SI_KERNEL };
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+		memset(&si, 0, sizeof(si));
+		si.si_signo = SIGPROF;
+		si.si_code = codes[i];
+		si.si_value.sival_int = 3;
+		assert_int_equal(tt_index(&si), -1);
+	}
+	/* A timer's negative index, an event's fd that is none of ours. */
+	memset(&si, 0, sizeof(si));
+	si.si_code = SI_TIMER;
+	si.si_value.sival_int = -5;
+	assert_int_equal(tt_index(&si), -1);
+	memset(&si, 0, sizeof(si));
+	si.si_code = POLL_IN;
+	si.si_fd = 0;
+	assert_int_equal(tt_index(&si), -1);
+	/* Weights: 1 + the overrun for a timer, capped; 1 for the rest. */
+	memset(&si, 0, sizeof(si));
+	si.si_code = SI_TIMER;
+	si.si_overrun = 3;
+	assert_int_equal(tt_weight(&si, 1000), 4);
+	si.si_overrun = 5000;
+	assert_int_equal(tt_weight(&si, 1000), 1000);
+	si.si_code = POLL_IN;
+	assert_int_equal(tt_weight(&si, 1000), 1);
+}
+
+/* Signals on this thread's CPU time carry the index given to tt_arm. */
+static int sample_self(int source_wanted, bool wall, int index)
+{
+	struct tt_timer t;
+	handle_prof();
+	if (tt_arm(&t, tid(), SIGPROF, 1000000, wall, index) < 0)
+		return -1;
+	if (t.source != source_wanted) {
+		tt_disarm(&t);
+		return -2;
+	}
+	burn(60);
+	tt_disarm(&t);
+	return 0;
+}
+
+static void cpu_samples_carry_their_index(void **state)
+{
+	(void)state;
+	const char *why = NULL;
+	int src = tt_choose(&why);
+	assert_non_null(why);
+	printf("source: %s\n", why);
+	if (src != TT_PERF) {
+		printf("skipped: no perf events here (%s)\n", why);
+		skip();
+	}
+	assert_int_equal(sample_self(TT_PERF, false, 42), 0);
+	assert_true(atomic_load(&got) > 0);
+	assert_int_equal(atomic_load(&bad), 0);
+	assert_int_equal(atomic_load(&last_index), 42);
+}
+
+static void wall_clock_is_a_timer(void **state)
+{
+	(void)state;
+	const char *why;
+	tt_choose(&why);
+	handle_prof();
+	struct tt_timer t;
+	assert_int_equal(tt_arm(&t, tid(), SIGPROF, 1000000, true, 7), 0);
+	assert_int_equal(t.source, TT_TIMER);
+	struct timespec ts = { 0, 30000000 };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	tt_disarm(&t);
+	assert_true(atomic_load(&got) > 0);
+	assert_int_equal(atomic_load(&bad), 0);
+	assert_int_equal(atomic_load(&last_index), 7);
+}
+
+/* Past an eighth of RLIMIT_NOFILE, threads get timers, and still samples. */
+static void fd_cap_falls_back_to_timers(void **state)
+{
+	(void)state;
+	struct rlimit old, rl;
+	const char *why;
+	getrlimit(RLIMIT_NOFILE, &old);
+	rl = old;
+	rl.rlim_cur = 64;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (tt_choose(&why) != TT_PERF) {
+		setrlimit(RLIMIT_NOFILE, &old);
+		printf("skipped: no perf events here (%s)\n", why);
+		skip();
+	}
+	struct tt_timer t[10];
+	int perf = 0, timers = 0;
+	for (int i = 0; i < 10; i++) {
+		assert_int_equal(tt_arm(&t[i], tid(), SIGPROF, 100000000, false, i), 0);
+		if (t[i].source == TT_PERF)
+			perf++;
+		else
+			timers++;
+	}
+	for (int i = 0; i < 10; i++)
+		tt_disarm(&t[i]);
+	setrlimit(RLIMIT_NOFILE, &old);
+	assert_int_equal(perf, 8);
+	assert_int_equal(timers, 2);
+}
+
+/* With room in the limit, the events' fds leave 0..1023 to the app. */
+static void fds_above_fd_setsize(void **state)
+{
+	(void)state;
+	struct rlimit old, rl;
+	const char *why;
+	getrlimit(RLIMIT_NOFILE, &old);
+	rl = old;
+	rl.rlim_cur = rl.rlim_max < 8192 ? rl.rlim_max : 8192;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_cur < 4096 || tt_choose(&why) != TT_PERF) {
+		setrlimit(RLIMIT_NOFILE, &old);
+		printf("skipped: no perf events here, or a hard RLIMIT_NOFILE under 4096\n");
+		skip();
+	}
+	struct tt_timer t;
+	assert_int_equal(tt_arm(&t, tid(), SIGPROF, 100000000, false, 0), 0);
+	assert_int_equal(t.source, TT_PERF);
+	assert_true(t.fd >= 1024);
+	tt_disarm(&t);
+	setrlimit(RLIMIT_NOFILE, &old);
+}
+
+/*
+ * The app closed the event's fd and opened a file on the same number:
+ * disarming must not close the app's file.
+ */
+static void disarm_leaves_a_reused_fd(void **state)
+{
+	(void)state;
+	const char *why;
+	if (tt_choose(&why) != TT_PERF) {
+		printf("skipped: no perf events here (%s)\n", why);
+		skip();
+	}
+	struct tt_timer t;
+	assert_int_equal(tt_arm(&t, tid(), SIGPROF, 100000000, false, 0), 0);
+	assert_int_equal(t.source, TT_PERF);
+	int n = t.fd;
+	int f = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	assert_true(f >= 0);
+	assert_int_equal(dup2(f, n), n); /* closes the event, puts the file there */
+	close(f);
+	tt_disarm(&t);
+	assert_int_not_equal(fcntl(n, F_GETFD), -1);
+	close(n);
+}
+
+/* An unprivileged uid: perf_event_paranoid decides; either way it samples. */
+static void unprivileged_uid_samples(void **state)
+{
+	(void)state;
+	if (geteuid() != 0) {
+		printf("skipped: needs root to become another uid\n");
+		skip();
+	}
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t c = fork();
+	assert_true(c >= 0);
+	if (c == 0) {
+		char msg[256];
+		const char *why = "setuid failed";
+		int ok = 0;
+		close(p[0]);
+		if (setgid(65534) == 0 && setuid(65534) == 0) {
+			int src = tt_choose(&why);
+			ok = sample_self(src, false, 9) == 0 && atomic_load(&got) > 0 &&
+			     atomic_load(&bad) == 0 && atomic_load(&last_index) == 9;
+		}
+		int n = snprintf(msg, sizeof(msg), "%d %s", ok, why);
+		if (write(p[1], msg, (size_t)n) < 0)
+			_exit(2);
+		_exit(0);
+	}
+	close(p[1]);
+	char buf[256] = { 0 };
+	ssize_t n = read(p[0], buf, sizeof(buf) - 1);
+	close(p[0]);
+	int st;
+	waitpid(c, &st, 0);
+	assert_true(n > 0);
+	printf("uid 65534: %s\n", buf + 2);
+	assert_int_equal(buf[0], '1');
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(forged_siginfo_is_no_sample),
+		cmocka_unit_test(cpu_samples_carry_their_index),
+		cmocka_unit_test(wall_clock_is_a_timer),
+		cmocka_unit_test(fd_cap_falls_back_to_timers),
+		cmocka_unit_test(fds_above_fd_setsize),
+		cmocka_unit_test(disarm_leaves_a_reused_fd),
+		cmocka_unit_test(unprivileged_uid_samples),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
