@@ -70,7 +70,8 @@ static void smp_handler(int sig, siginfo_t *si, void *ucv)
 
 	/* seq_cst pairs with smp_stop(): either it sees us inside, or we see !running. */
 	atomic_fetch_add(&inflight, 1);
-	if (!atomic_load(&running) || tt_index(si) < 0)
+	int ix = atomic_load(&running) ? tt_index(si) : -1;
+	if (ix < 0 || ix >= SMP_MAX_THREADS)
 		goto out;
 	uint32_t i = atomic_fetch_add_explicit(&rec_next, 1, memory_order_relaxed);
 	if (i >= SMP_MAX_RECORDS) {
@@ -98,7 +99,7 @@ static void smp_handler(int sig, siginfo_t *si, void *ucv)
 	}
 	r->tid = (int32_t)smp_gettid();
 	r->nframes = n;
-	r->weight = tt_weight(si, SMP_MAX_WEIGHT);
+	r->weight = tt_weight(si, &threads[ix].tt, SMP_MAX_WEIGHT);
 	atomic_store_explicit(&r->ready, 1, memory_order_release);
 out:
 	atomic_fetch_sub(&inflight, 1);
@@ -148,6 +149,12 @@ int smp_rescan(void)
 
 	if (!d)
 		return -errno;
+	/* An exited thread's event is an fd of the app's, and a slot of the
+	 * cap (thread_timer.h): give both back. A timer dies with its thread. */
+	for (uint32_t i = 0; i < nthreads; i++)
+		if (threads[i].tt.armed && threads[i].tt.source == TT_PERF &&
+		    syscall(SYS_tgkill, getpid(), threads[i].tid, 0) < 0 && errno == ESRCH)
+			tt_disarm(&threads[i].tt);
 	while ((de = readdir(d))) {
 		pid_t tid = (pid_t)atoi(de->d_name);
 		if (tid <= 0 || tid == self_tid || smp_known(tid))
@@ -334,9 +341,13 @@ int smp_write_pprof(int fd, int64_t start_ns, int64_t duration_ns,
 	    (r = pp_set_default_sample_type(b, kind)) < 0)
 		goto out;
 	pp_set_time(b, start_ns, duration_ns);
-	char comment[256];
-	snprintf(comment, sizeof(comment), "profilingd native agent: per-thread %s, libunwind",
-		 source_why ? source_why : "timers");
+	char comment[320];
+	size_t co = (size_t)snprintf(comment, sizeof(comment),
+				     "profilingd native agent: per-thread %s, libunwind",
+				     source_why ? source_why : "timers");
+	if (!wall_clock && tt_fallbacks() && co < sizeof(comment))
+		snprintf(comment + co, sizeof(comment) - co,
+			 "; %u threads on CPU-clock timers (no perf event for them)", tt_fallbacks());
 	pp_add_comment(b, comment);
 	if ((r = sym_open(getpid(), &sym)) < 0)
 		goto out;

@@ -21,20 +21,17 @@
 /*
  * The handler learns which event fired only from si_fd: an open-addressed
  * table from fd to the caller's index, twice the cap so probes stay short.
- * A key is fd + 1 (0: never used, -1: freed). Written only by tt_arm and
- * tt_disarm, which the samplers call under their own lock or from their
- * one agent thread; the index is stored before the key is published, and
- * the event is enabled only after both.
+ * A slot is one word, (fd + 1) << 32 | index, so that the handler never
+ * reads a key with another entry's index: 0 never used, TT_FREED freed.
+ * Written only by tt_arm and tt_disarm, which the samplers call under
+ * their own lock or from their one agent thread; an event is enabled only
+ * after its slot is published.
  */
 #define TT_TAB (2 * TT_MAX_PERF)
+#define TT_FREED (UINT64_C(0xffffffff) << 32)
 
-struct tt_slot {
-	_Atomic int key;
-	int index;
-};
-
-static struct tt_slot tab[TT_TAB];
-static uint32_t live, max_live;
+static _Atomic uint64_t tab[TT_TAB];
+static uint32_t live, max_live, fallbacks;
 static int source = TT_TIMER;
 static bool user_only;
 static int fd_floor; /* events' fds go at or above it, when it is not 0 */
@@ -44,15 +41,49 @@ static uint32_t slot_of(int fd)
 	return ((uint32_t)fd * 2654435761u) & (TT_TAB - 1);
 }
 
+/* The slot holding fd, or -1; *word: what it held when read. */
+static int tab_slot(int fd, uint64_t *word)
+{
+	uint64_t key = (uint64_t)(uint32_t)(fd + 1) << 32;
+	if (fd < 0)
+		return -1;
+	for (uint32_t i = slot_of(fd), n = 0; n < TT_TAB; i = (i + 1) & (TT_TAB - 1), n++) {
+		uint64_t w = atomic_load_explicit(&tab[i], memory_order_acquire);
+		if (w == 0)
+			return -1;
+		if (w != TT_FREED && (w & TT_FREED) == key) {
+			*word = w;
+			return (int)i;
+		}
+	}
+	return -1;
+}
+
+/* Free fd's slot; with index >= 0 only if it is that index's (a stale
+ * timer must not free the slot of the event that took its number). */
+static void tab_del(int fd, int index)
+{
+	uint64_t w;
+	int i = tab_slot(fd, &w);
+	if (i >= 0 && (index < 0 || (uint32_t)w == (uint32_t)index)) {
+		atomic_store_explicit(&tab[i], TT_FREED, memory_order_release);
+		live--;
+	}
+}
+
 static int tab_put(int fd, int index)
 {
+	/* The app closed an earlier event of ours and the kernel gave its
+	 * number to this one: the old entry must not answer for it. */
+	tab_del(fd, -1);
 	if (live >= max_live)
 		return -ENOSPC;
 	for (uint32_t i = slot_of(fd), n = 0; n < TT_TAB; i = (i + 1) & (TT_TAB - 1), n++) {
-		int k = atomic_load_explicit(&tab[i].key, memory_order_relaxed);
-		if (k == 0 || k == -1) {
-			tab[i].index = index;
-			atomic_store_explicit(&tab[i].key, fd + 1, memory_order_release);
+		uint64_t w = atomic_load_explicit(&tab[i], memory_order_relaxed);
+		if (w == 0 || w == TT_FREED) {
+			atomic_store_explicit(&tab[i],
+					      (uint64_t)(uint32_t)(fd + 1) << 32 | (uint32_t)index,
+					      memory_order_release);
 			live++;
 			return 0;
 		}
@@ -60,25 +91,18 @@ static int tab_put(int fd, int index)
 	return -ENOSPC;
 }
 
-static struct tt_slot *tab_find(int fd)
+static uint64_t cpu_ns(clockid_t c)
 {
-	for (uint32_t i = slot_of(fd), n = 0; n < TT_TAB; i = (i + 1) & (TT_TAB - 1), n++) {
-		int k = atomic_load_explicit(&tab[i].key, memory_order_acquire);
-		if (k == fd + 1)
-			return &tab[i];
-		if (k == 0)
-			return NULL;
-	}
-	return NULL;
+	struct timespec ts;
+	if (clock_gettime(c, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void tab_del(int fd)
+/* The kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED). */
+static clockid_t thread_clock(pid_t tid)
 {
-	struct tt_slot *s = tab_find(fd);
-	if (s) {
-		atomic_store_explicit(&s->key, -1, memory_order_release);
-		live--;
-	}
+	return (clockid_t)((~(unsigned)tid << 3) | 6);
 }
 
 static int perf_open(pid_t tid, uint64_t period_ns, bool user)
@@ -96,11 +120,12 @@ static int perf_open(pid_t tid, uint64_t period_ns, bool user)
 	return fd < 0 ? -errno : (int)fd;
 }
 
-/* "Seccomp:\t0" in /proc/self/status: no filter. Unknown counts as one. */
+/* "Seccomp:\t0": no filter. Unknown counts as one. */
 static bool seccomp_filtered(void)
 {
 	char buf[4096];
-	if (util_read_file("/proc/self/status", buf, sizeof(buf)) < 0)
+	/* This thread's: a filter may be on some threads only. */
+	if (util_read_file("/proc/thread-self/status", buf, sizeof(buf)) < 0)
 		return true;
 	const char *p = strstr(buf, "\nSeccomp:");
 	if (!p)
@@ -129,8 +154,9 @@ static void fd_budget(void)
 
 int tt_choose(const char **why)
 {
-	memset(tab, 0, sizeof(tab));
-	live = 0;
+	for (uint32_t i = 0; i < TT_TAB; i++)
+		atomic_store_explicit(&tab[i], 0, memory_order_relaxed);
+	live = fallbacks = 0;
 	source = TT_TIMER;
 	user_only = false;
 	fd_budget();
@@ -157,7 +183,7 @@ int tt_choose(const char **why)
 	close(fd);
 	source = TT_PERF;
 	*why = user_only ? "perf task-clock events, user mode only (perf_event_paranoid 2: "
-			   "CPU time in the kernel is not sampled)" :
+			   "time in the kernel weighs the next user-mode sample)" :
 			   "perf task-clock events";
 	return source;
 }
@@ -184,9 +210,12 @@ static int arm_perf(struct tt_timer *t, pid_t tid, int sig, uint64_t period_ns, 
 		r = -errno;
 	if (r == 0)
 		r = tab_put(fd, index);
+	/* The weights count from here (tt_weight). */
+	t->period_ns = period_ns;
+	t->last_ns = cpu_ns(thread_clock(tid));
 	if (r == 0 && ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) < 0) {
 		r = -errno;
-		tab_del(fd);
+		tab_del(fd, index);
 	}
 	if (r < 0) {
 		close(fd);
@@ -194,6 +223,7 @@ static int arm_perf(struct tt_timer *t, pid_t tid, int sig, uint64_t period_ns, 
 	}
 	t->source = TT_PERF;
 	t->fd = fd;
+	t->index = index;
 	t->armed = true;
 	return 0;
 }
@@ -207,8 +237,7 @@ static int arm_timer(struct tt_timer *t, pid_t tid, int sig, uint64_t period_ns,
 	sev.sigev_signo = sig;
 	sev.sigev_notify_thread_id = tid;
 	sev.sigev_value.sival_int = index;
-	/* The kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED). */
-	clockid_t c = wall ? CLOCK_MONOTONIC : (clockid_t)((~(unsigned)tid << 3) | 6);
+	clockid_t c = wall ? CLOCK_MONOTONIC : thread_clock(tid);
 	if (timer_create(c, &sev, &t->timer) < 0)
 		return -errno; /* the thread exited meanwhile */
 	struct itimerspec its;
@@ -231,9 +260,15 @@ int tt_arm(struct tt_timer *t, pid_t tid, int sig, uint64_t period_ns, bool wall
 	if (!t || tid <= 0 || index < 0 || period_ns == 0)
 		return -EINVAL;
 	t->armed = false;
-	/* A thread whose event cannot be had (EMFILE, the cap) keeps a timer. */
-	if (!wall && source == TT_PERF && arm_perf(t, tid, sig, period_ns, index) == 0)
-		return 0;
+	/* A thread whose event cannot be had (EMFILE, the cap) gets a timer. */
+	if (!wall && source == TT_PERF) {
+		if (arm_perf(t, tid, sig, period_ns, index) == 0)
+			return 0;
+		int r = arm_timer(t, tid, sig, period_ns, wall, index);
+		if (r == 0)
+			fallbacks++;
+		return r;
+	}
 	return arm_timer(t, tid, sig, period_ns, wall, index);
 }
 
@@ -245,7 +280,7 @@ void tt_disarm(struct tt_timer *t)
 		/* The app may have closed our fd and reused its number (a
 		 * daemon closing every fd): only our event is closed. */
 		uint64_t id = 0;
-		tab_del(t->fd);
+		tab_del(t->fd, t->index);
 		if (ioctl(t->fd, PERF_EVENT_IOC_ID, &id) == 0 && id == t->id) {
 			/* Disabled, not only closed: a child forked meanwhile
 			 * holds the same event until it execs, and would keep it
@@ -260,6 +295,11 @@ void tt_disarm(struct tt_timer *t)
 	t->armed = false;
 }
 
+uint32_t tt_fallbacks(void)
+{
+	return fallbacks;
+}
+
 int tt_index(const siginfo_t *si)
 {
 	if (!si)
@@ -269,15 +309,34 @@ int tt_index(const siginfo_t *si)
 	/* An event's signal carries its fd (fs/fcntl.c send_sigio_to_task);
 	 * another process cannot queue a positive si_code. */
 	if (si->si_code == POLL_IN || si->si_code == POLL_HUP) {
-		const struct tt_slot *s = tab_find(si->si_fd);
-		return s ? s->index : -1;
+		uint64_t w;
+		return tab_slot(si->si_fd, &w) < 0 ? -1 : (int)(uint32_t)w;
 	}
 	return -1;
 }
 
-uint32_t tt_weight(const siginfo_t *si, uint32_t cap)
+uint32_t tt_weight(const siginfo_t *si, struct tt_timer *t, uint32_t cap)
 {
-	if (!si || si->si_code != SI_TIMER || si->si_overrun <= 0)
+	if (!si || cap == 0)
 		return 1;
-	return (uint32_t)si->si_overrun >= cap ? cap : 1u + (uint32_t)si->si_overrun;
+	if (si->si_code == SI_TIMER)
+		return si->si_overrun <= 0 ? 1 : (uint32_t)si->si_overrun >= cap ?
+						 cap : 1u + (uint32_t)si->si_overrun;
+	if (!t || t->source != TT_PERF || !t->period_ns)
+		return 1;
+	/*
+	 * The thread's CPU clock, not the event's count: reading the fd here
+	 * could read an app's file that took a closed event's number. Whole
+	 * periods since the last sample; the remainder is carried, so the
+	 * sums stay the thread's CPU time. A signal early by the handler's
+	 * jitter borrows its period from the next.
+	 */
+	uint64_t now = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+	uint64_t w = now > t->last_ns ? (now - t->last_ns) / t->period_ns : 0;
+	if (w == 0)
+		w = 1;
+	if (w > cap)
+		w = cap;
+	t->last_ns = w == cap && now > t->last_ns ? now : t->last_ns + w * t->period_ns;
+	return (uint32_t)w;
 }

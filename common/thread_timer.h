@@ -15,8 +15,12 @@
  * So for CPU time: a perf task-clock event per thread (TT_PERF) where the
  * kernel lets this process open one for its own threads, with the
  * overflow delivered as the sampler's signal to that thread (F_SETOWN_EX,
- * F_SETSIG). At perf_event_paranoid 2 only user mode may be sampled; time
- * in the kernel is then not in the profile (tt_choose says so). Otherwise,
+ * F_SETSIG). At perf_event_paranoid 2 only user mode may be sampled: a
+ * period that ends in the kernel raises no signal, and its CPU time weighs
+ * the thread's next sample in user mode instead (tt_weight; tt_choose
+ * says so). Root's events sample in the kernel too, and the signal lands
+ * at the return to user mode, at the call's site, as a timer's does.
+ * Otherwise,
  * and under any seccomp filter (one that kills on an unknown system call
  * would kill the app at perf_event_open), the POSIX CPU-clock timer
  * (TT_TIMER), which also stands for kernel time. Wall clock is always a
@@ -52,7 +56,9 @@ enum tt_source { TT_TIMER = 0, TT_PERF = 1 };
 struct tt_timer {
 	int source; /* enum tt_source, of this thread */
 	int fd;     /* TT_PERF: the event */
+	int index;  /* TT_PERF: its slot's index */
 	uint64_t id; /* its PERF_EVENT_IOC_ID, to know it is still ours */
+	uint64_t period_ns, last_ns; /* TT_PERF: the thread's CPU clock at the last sample */
 	timer_t timer;
 	bool armed;
 };
@@ -77,10 +83,18 @@ void tt_disarm(struct tt_timer *t);
  */
 int tt_index(const siginfo_t *si);
 /*
- * In the handler: the periods this signal stands for, 1 + the timer's
- * overrun (a CPU-clock timer fires on ticks, so above the tick rate one
- * signal stands for several), at most cap. A perf event signals each one.
+ * In the handler, on the signalled thread, with t its tt_timer (from
+ * tt_index): the periods this signal stands for, at most cap. A timer's:
+ * 1 + its overrun (a CPU-clock timer fires on ticks, so above the tick
+ * rate one signal stands for several). A perf event's: the whole periods
+ * of the thread's CPU clock since its last sample, remainder carried.
+ * One perf signal may stand for many: a second SIGPROF raised while one
+ * is pending is lost, and a signal waits for the return to user mode, so
+ * a long page-faulting mmap or a pread from the page cache (the kernel
+ * time a root app's events count) is one signal.
  */
-uint32_t tt_weight(const siginfo_t *si, uint32_t cap);
+uint32_t tt_weight(const siginfo_t *si, struct tt_timer *t, uint32_t cap);
+/* Threads given a timer since tt_choose because their event could not be had. */
+uint32_t tt_fallbacks(void);
 
 #endif

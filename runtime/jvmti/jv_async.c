@@ -486,7 +486,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 	}
 	r->tid = (int32_t)gettid_();
 	r->env = env;
-	r->weight = tt_weight(si, UINT32_MAX);
+	r->weight = tt_weight(si, ix < JVS_MAX_THREADS ? &threads[ix].tt : NULL, UINT32_MAX);
 	atomic_store_explicit(&r->ready, 1, memory_order_release);
 	if (timing) {
 		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
@@ -1171,6 +1171,10 @@ static int add_comment(struct pp_builder *b)
 	}
 	if (!any && o < sizeof(c))
 		o += (size_t)snprintf(c + o, sizeof(c) - o, " none");
+	if (!wall && tt_fallbacks() && o < sizeof(c))
+		o += (size_t)snprintf(c + o, sizeof(c) - o,
+				      "; %u threads on CPU-clock timers (no perf event for them)",
+				      tt_fallbacks());
 	/* Whether the C frames between and below the Java segments are in. */
 	if (o < sizeof(c)) {
 		if (mixed)

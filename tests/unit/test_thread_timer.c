@@ -1,9 +1,11 @@
 /*
  * common/thread_timer.h on the real kernel: which signals the handler
- * takes as samples and with which index, the fallback to POSIX timers at
- * the fd cap, the fds kept above FD_SETSIZE, an fd the app closed and
- * reused left alone at disarm, and the same as an unprivileged uid
- * (perf_event_paranoid 2: user mode only).
+ * takes as samples and with which index, on this thread and on another;
+ * weights that sum to the thread's CPU time through long kernel stretches
+ * (one signal for many periods); the fallback to POSIX timers at the fd
+ * cap; the fds kept above FD_SETSIZE; an fd the app closed and reused,
+ * left alone at disarm and not answering for our next event; and the same
+ * as an unprivileged uid (perf_event_paranoid 2: user mode only).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +20,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -27,6 +31,9 @@
 #include "thread_timer.h"
 
 static _Atomic int got, bad, last_index;
+static _Atomic uint64_t wsum;
+static struct tt_timer *weigh; /* the armed timer whose weights are summed */
+static struct rlimit saved_nofile;
 
 static void on_prof(int sig, siginfo_t *si, void *uc)
 {
@@ -37,7 +44,22 @@ static void on_prof(int sig, siginfo_t *si, void *uc)
 		atomic_fetch_add(&bad, 1);
 	else
 		atomic_store(&last_index, ix);
+	atomic_fetch_add(&wsum, tt_weight(si, weigh, 1000000));
 	atomic_fetch_add(&got, 1);
+}
+
+/* A test that lowers RLIMIT_NOFILE and fails midway must not leave it low. */
+static int save_nofile(void **state)
+{
+	(void)state;
+	return getrlimit(RLIMIT_NOFILE, &saved_nofile);
+}
+
+static int restore_nofile(void **state)
+{
+	(void)state;
+	weigh = NULL;
+	return setrlimit(RLIMIT_NOFILE, &saved_nofile);
 }
 
 static void handle_prof(void)
@@ -50,6 +72,14 @@ static void handle_prof(void)
 	atomic_store(&got, 0);
 	atomic_store(&bad, 0);
 	atomic_store(&last_index, -1);
+	atomic_store(&wsum, 0);
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static pid_t tid(void)
@@ -92,15 +122,17 @@ static void forged_siginfo_is_no_sample(void **state)
 	si.si_code = POLL_IN;
 	si.si_fd = 0;
 	assert_int_equal(tt_index(&si), -1);
-	/* Weights: 1 + the overrun for a timer, capped; 1 for the rest. */
+	si.si_fd = -1; /* fd + 1 == 0 is an empty slot's key */
+	assert_int_equal(tt_index(&si), -1);
+	/* Weights: 1 + the overrun for a timer, capped; 1 without a timer. */
 	memset(&si, 0, sizeof(si));
 	si.si_code = SI_TIMER;
 	si.si_overrun = 3;
-	assert_int_equal(tt_weight(&si, 1000), 4);
+	assert_int_equal(tt_weight(&si, NULL, 1000), 4);
 	si.si_overrun = 5000;
-	assert_int_equal(tt_weight(&si, 1000), 1000);
+	assert_int_equal(tt_weight(&si, NULL, 1000), 1000);
 	si.si_code = POLL_IN;
-	assert_int_equal(tt_weight(&si, 1000), 1);
+	assert_int_equal(tt_weight(&si, NULL, 1000), 1);
 }
 
 /* Signals on this thread's CPU time carry the index given to tt_arm. */
@@ -134,6 +166,96 @@ static void cpu_samples_carry_their_index(void **state)
 	assert_true(atomic_load(&got) > 0);
 	assert_int_equal(atomic_load(&bad), 0);
 	assert_int_equal(atomic_load(&last_index), 42);
+}
+
+/*
+ * Long page-faulting mmaps (MAP_POPULATE): the signal waits for the return
+ * to user mode and a second one raised meanwhile is lost, so the weights,
+ * not the signals, must add up to the thread's CPU time. With a weight of
+ * 1 per signal this read 0.02 of it.
+ */
+static void weights_sum_to_cpu_through_kernel_stretches(void **state)
+{
+	(void)state;
+	const char *why;
+	if (tt_choose(&why) != TT_PERF) {
+		printf("skipped: no perf events here (%s)\n", why);
+		skip();
+	}
+	struct tt_timer t;
+	handle_prof();
+	weigh = &t;
+	uint64_t c0 = thread_cpu_ns();
+	assert_int_equal(tt_arm(&t, tid(), SIGPROF, 1000000, false, 3), 0);
+	assert_int_equal(t.source, TT_PERF);
+	while (thread_cpu_ns() - c0 < 300000000u) {
+		size_t len = 64u << 20;
+		void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		assert_true(m != MAP_FAILED);
+		munmap(m, len);
+	}
+	tt_disarm(&t);
+	weigh = NULL;
+	double cpu = (double)(thread_cpu_ns() - c0), sum = (double)atomic_load(&wsum) * 1e6;
+	printf("kernel stretches: %d signals, weights %.0f ms, thread CPU %.0f ms\n",
+	       atomic_load(&got), sum / 1e6, cpu / 1e6);
+	assert_int_equal(atomic_load(&bad), 0);
+	assert_true(sum >= 0.8 * cpu && sum <= 1.2 * cpu);
+}
+
+struct burner {
+	_Atomic pid_t tid;
+	_Atomic int stop;
+	uint64_t cpu;
+};
+
+static void *burner_main(void *arg)
+{
+	struct burner *b = arg;
+	uint64_t c0 = thread_cpu_ns();
+	atomic_store(&b->tid, tid());
+	volatile uint64_t x = 1;
+	while (!atomic_load(&b->stop))
+		for (int i = 0; i < 20000; i++)
+			x = x * 6364136223846793005ull + 1;
+	b->cpu = thread_cpu_ns() - c0;
+	return NULL;
+}
+
+/* Armed from this thread for another, as the samplers do: the signals go
+ * to that thread, carry its index, and weigh what it used. */
+static void another_threads_samples(void **state)
+{
+	(void)state;
+	const char *why;
+	if (tt_choose(&why) != TT_PERF) {
+		printf("skipped: no perf events here (%s)\n", why);
+		skip();
+	}
+	struct burner b = { 0 };
+	pthread_t th;
+	handle_prof();
+	assert_int_equal(pthread_create(&th, NULL, burner_main, &b), 0);
+	while (!atomic_load(&b.tid))
+		sched_yield();
+	struct tt_timer t;
+	weigh = &t;
+	assert_int_equal(tt_arm(&t, atomic_load(&b.tid), SIGPROF, 1000000, false, 5), 0);
+	assert_int_equal(t.source, TT_PERF);
+	struct timespec ts = { 0, 200000000 };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	tt_disarm(&t);
+	atomic_store(&b.stop, 1);
+	pthread_join(th, NULL);
+	weigh = NULL;
+	printf("another thread: %d signals, weights %llu ms of its %.0f ms\n", atomic_load(&got),
+	       (unsigned long long)atomic_load(&wsum), (double)b.cpu / 1e6);
+	assert_true(atomic_load(&got) > 0);
+	assert_int_equal(atomic_load(&bad), 0);
+	assert_int_equal(atomic_load(&last_index), 5);
+	assert_true((double)atomic_load(&wsum) * 1e6 <= 1.2 * (double)b.cpu);
 }
 
 static void wall_clock_is_a_timer(void **state)
@@ -171,6 +293,7 @@ static void fd_cap_falls_back_to_timers(void **state)
 	}
 	struct tt_timer t[10];
 	int perf = 0, timers = 0;
+	assert_int_equal(tt_fallbacks(), 0);
 	for (int i = 0; i < 10; i++) {
 		assert_int_equal(tt_arm(&t[i], tid(), SIGPROF, 100000000, false, i), 0);
 		if (t[i].source == TT_PERF)
@@ -183,6 +306,7 @@ static void fd_cap_falls_back_to_timers(void **state)
 	setrlimit(RLIMIT_NOFILE, &old);
 	assert_int_equal(perf, 8);
 	assert_int_equal(timers, 2);
+	assert_int_equal(tt_fallbacks(), 2); /* for the profile's comment */
 }
 
 /* With room in the limit, the events' fds leave 0..1023 to the app. */
@@ -230,6 +354,30 @@ static void disarm_leaves_a_reused_fd(void **state)
 	close(f);
 	tt_disarm(&t);
 	assert_int_not_equal(fcntl(n, F_GETFD), -1);
+	/* Again, and this time our next event gets the closed one's number:
+	 * its signals carry its own index, not the closed one's. */
+	struct tt_timer t1, t2;
+	assert_int_equal(tt_arm(&t1, tid(), SIGPROF, 1000000, false, 11), 0);
+	assert_int_equal(t1.source, TT_PERF);
+	int m = t1.fd;
+	close(m); /* the app closes it */
+	handle_prof();
+	assert_int_equal(tt_arm(&t2, tid(), SIGPROF, 1000000, false, 22), 0);
+	assert_int_equal(t2.source, TT_PERF);
+	assert_int_equal(t2.fd, m);
+	burn(30);
+	assert_true(atomic_load(&got) > 0);
+	assert_int_equal(atomic_load(&last_index), 22);
+	/* The stale one disarmed first: it closes nothing and leaves t2's
+	 * slot, so t2 still samples. */
+	tt_disarm(&t1);
+	assert_int_not_equal(fcntl(m, F_GETFD), -1);
+	handle_prof();
+	burn(30);
+	assert_true(atomic_load(&got) > 0);
+	assert_int_equal(atomic_load(&bad), 0);
+	assert_int_equal(atomic_load(&last_index), 22);
+	tt_disarm(&t2);
 	close(n);
 }
 
@@ -274,13 +422,16 @@ static void unprivileged_uid_samples(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(forged_siginfo_is_no_sample),
-		cmocka_unit_test(cpu_samples_carry_their_index),
-		cmocka_unit_test(wall_clock_is_a_timer),
-		cmocka_unit_test(fd_cap_falls_back_to_timers),
-		cmocka_unit_test(fds_above_fd_setsize),
-		cmocka_unit_test(disarm_leaves_a_reused_fd),
-		cmocka_unit_test(unprivileged_uid_samples),
+		cmocka_unit_test_setup_teardown(forged_siginfo_is_no_sample, save_nofile, restore_nofile),
+		cmocka_unit_test_setup_teardown(cpu_samples_carry_their_index, save_nofile, restore_nofile),
+		cmocka_unit_test_setup_teardown(weights_sum_to_cpu_through_kernel_stretches, save_nofile,
+						restore_nofile),
+		cmocka_unit_test_setup_teardown(another_threads_samples, save_nofile, restore_nofile),
+		cmocka_unit_test_setup_teardown(wall_clock_is_a_timer, save_nofile, restore_nofile),
+		cmocka_unit_test_setup_teardown(fd_cap_falls_back_to_timers, save_nofile, restore_nofile),
+		cmocka_unit_test_setup_teardown(fds_above_fd_setsize, save_nofile, restore_nofile),
+		cmocka_unit_test_setup_teardown(disarm_leaves_a_reused_fd, save_nofile, restore_nofile),
+		cmocka_unit_test_setup_teardown(unprivileged_uid_samples, save_nofile, restore_nofile),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
