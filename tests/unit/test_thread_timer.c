@@ -75,6 +75,16 @@ static void handle_prof(void)
 	atomic_store(&wsum, 0);
 }
 
+/* tt_choose, and skip the test (saying why) where perf events are not had. */
+static void need_perf(void)
+{
+	const char *why;
+	if (tt_choose(&why) != TT_PERF) {
+		printf("skipped: no perf events here (%s)\n", why);
+		skip();
+	}
+}
+
 static uint64_t thread_cpu_ns(void)
 {
 	struct timespec ts;
@@ -177,11 +187,7 @@ static void cpu_samples_carry_their_index(void **state)
 static void weights_sum_to_cpu_through_kernel_stretches(void **state)
 {
 	(void)state;
-	const char *why;
-	if (tt_choose(&why) != TT_PERF) {
-		printf("skipped: no perf events here (%s)\n", why);
-		skip();
-	}
+	need_perf();
 	struct tt_timer t;
 	handle_prof();
 	weigh = &t;
@@ -228,11 +234,7 @@ static void *burner_main(void *arg)
 static void another_threads_samples(void **state)
 {
 	(void)state;
-	const char *why;
-	if (tt_choose(&why) != TT_PERF) {
-		printf("skipped: no perf events here (%s)\n", why);
-		skip();
-	}
+	need_perf();
 	struct burner b = { 0 };
 	pthread_t th;
 	handle_prof();
@@ -276,21 +278,22 @@ static void wall_clock_is_a_timer(void **state)
 	assert_int_equal(atomic_load(&last_index), 7);
 }
 
+/* RLIMIT_NOFILE's soft limit at cur (at most the hard one); the teardown
+ * puts it back. Then need_perf. */
+static rlim_t nofile_then_perf(rlim_t cur)
+{
+	struct rlimit rl = saved_nofile;
+	rl.rlim_cur = cur < rl.rlim_max ? cur : rl.rlim_max;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	need_perf();
+	return rl.rlim_cur;
+}
+
 /* Past an eighth of RLIMIT_NOFILE, threads get timers, and still samples. */
 static void fd_cap_falls_back_to_timers(void **state)
 {
 	(void)state;
-	struct rlimit old, rl;
-	const char *why;
-	getrlimit(RLIMIT_NOFILE, &old);
-	rl = old;
-	rl.rlim_cur = 64;
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
-	if (tt_choose(&why) != TT_PERF) {
-		setrlimit(RLIMIT_NOFILE, &old);
-		printf("skipped: no perf events here (%s)\n", why);
-		skip();
-	}
+	nofile_then_perf(64);
 	struct tt_timer t[10];
 	int perf = 0, timers = 0;
 	assert_int_equal(tt_fallbacks(), 0);
@@ -303,7 +306,6 @@ static void fd_cap_falls_back_to_timers(void **state)
 	}
 	for (int i = 0; i < 10; i++)
 		tt_disarm(&t[i]);
-	setrlimit(RLIMIT_NOFILE, &old);
 	assert_int_equal(perf, 8);
 	assert_int_equal(timers, 2);
 	assert_int_equal(tt_fallbacks(), 2); /* for the profile's comment */
@@ -313,15 +315,8 @@ static void fd_cap_falls_back_to_timers(void **state)
 static void fds_above_fd_setsize(void **state)
 {
 	(void)state;
-	struct rlimit old, rl;
-	const char *why;
-	getrlimit(RLIMIT_NOFILE, &old);
-	rl = old;
-	rl.rlim_cur = rl.rlim_max < 8192 ? rl.rlim_max : 8192;
-	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
-	if (rl.rlim_cur < 4096 || tt_choose(&why) != TT_PERF) {
-		setrlimit(RLIMIT_NOFILE, &old);
-		printf("skipped: no perf events here, or a hard RLIMIT_NOFILE under 4096\n");
+	if (nofile_then_perf(8192) < 4096) {
+		printf("skipped: a hard RLIMIT_NOFILE under 4096\n");
 		skip();
 	}
 	struct tt_timer t;
@@ -329,7 +324,6 @@ static void fds_above_fd_setsize(void **state)
 	assert_int_equal(t.source, TT_PERF);
 	assert_true(t.fd >= 1024);
 	tt_disarm(&t);
-	setrlimit(RLIMIT_NOFILE, &old);
 }
 
 /*
@@ -339,11 +333,7 @@ static void fds_above_fd_setsize(void **state)
 static void disarm_leaves_a_reused_fd(void **state)
 {
 	(void)state;
-	const char *why;
-	if (tt_choose(&why) != TT_PERF) {
-		printf("skipped: no perf events here (%s)\n", why);
-		skip();
-	}
+	need_perf();
 	struct tt_timer t;
 	assert_int_equal(tt_arm(&t, tid(), SIGPROF, 100000000, false, 0), 0);
 	assert_int_equal(t.source, TT_PERF);
