@@ -31,6 +31,7 @@
 #include "thread_timer.h"
 
 static _Atomic int got, bad, last_index;
+static _Atomic int counting; /* a signal of none of ours is bad only while set */
 static _Atomic uint64_t wsum;
 static struct tt_timer *weigh; /* the armed timer whose weights are summed */
 static struct rlimit saved_nofile;
@@ -40,9 +41,10 @@ static void on_prof(int sig, siginfo_t *si, void *uc)
 	(void)sig;
 	(void)uc;
 	int ix = tt_index(si);
-	if (ix < 0)
-		atomic_fetch_add(&bad, 1);
-	else
+	if (ix < 0) {
+		if (atomic_load(&counting))
+			atomic_fetch_add(&bad, 1);
+	} else
 		atomic_store(&last_index, ix);
 	atomic_fetch_add(&wsum, tt_weight(si, weigh, 1000000));
 	atomic_fetch_add(&got, 1);
@@ -73,6 +75,19 @@ static void handle_prof(void)
 	atomic_store(&bad, 0);
 	atomic_store(&last_index, -1);
 	atomic_store(&wsum, 0);
+	atomic_store(&counting, 1);
+}
+
+/*
+ * Disarm t, from here on not counting strays as bad: a signal raised just
+ * before the disarm may arrive after its slot is freed, and is then rightly
+ * no sample (thread_timer.h). another_threads_samples met one in a
+ * clean-clone suite run.
+ */
+static void quiet_disarm(struct tt_timer *t)
+{
+	atomic_store(&counting, 0);
+	tt_disarm(t);
 }
 
 /* tt_choose, and skip the test (saying why) where perf events are not had. */
@@ -153,11 +168,11 @@ static int sample_self(int source_wanted, bool wall, int index)
 	if (tt_arm(&t, tid(), SIGPROF, 1000000, wall, index) < 0)
 		return -1;
 	if (t.source != source_wanted) {
-		tt_disarm(&t);
+		quiet_disarm(&t);
 		return -2;
 	}
 	burn(60);
-	tt_disarm(&t);
+	quiet_disarm(&t);
 	return 0;
 }
 
@@ -201,7 +216,7 @@ static void weights_sum_to_cpu_through_kernel_stretches(void **state)
 		assert_true(m != MAP_FAILED);
 		munmap(m, len);
 	}
-	tt_disarm(&t);
+	quiet_disarm(&t);
 	weigh = NULL;
 	double cpu = (double)(thread_cpu_ns() - c0), sum = (double)atomic_load(&wsum) * 1e6;
 	printf("kernel stretches: %d signals, weights %.0f ms, thread CPU %.0f ms\n",
@@ -248,7 +263,7 @@ static void another_threads_samples(void **state)
 	struct timespec ts = { 0, 200000000 };
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
-	tt_disarm(&t);
+	quiet_disarm(&t);
 	atomic_store(&b.stop, 1);
 	pthread_join(th, NULL);
 	weigh = NULL;
@@ -272,7 +287,7 @@ static void wall_clock_is_a_timer(void **state)
 	struct timespec ts = { 0, 30000000 };
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
-	tt_disarm(&t);
+	quiet_disarm(&t);
 	assert_true(atomic_load(&got) > 0);
 	assert_int_equal(atomic_load(&bad), 0);
 	assert_int_equal(atomic_load(&last_index), 7);
