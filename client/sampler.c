@@ -56,7 +56,6 @@ static uint32_t nthreads, threads_skipped;
 static pid_t self_tid;
 static uint64_t interval_ns;
 static bool wall_clock;
-static const char *source_why; /* how CPU time is sampled, for the comment */
 static struct sigaction old_action;
 
 static pid_t smp_gettid(void)
@@ -185,9 +184,8 @@ int smp_start(uint32_t hz, bool wall)
 		return -EINVAL;
 	interval_ns = 1000000000ull / hz;
 	wall_clock = wall;
-	source_why = "wall-clock timers";
 	if (!wall)
-		tt_choose(&source_why);
+		tt_choose();
 	/* MAP_NORESERVE: only the pages that samples touch are committed. */
 	recs = mmap(NULL, SMP_MAX_RECORDS * sizeof(*recs), PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -341,13 +339,12 @@ int smp_write_pprof(int fd, int64_t start_ns, int64_t duration_ns,
 	    (r = pp_set_default_sample_type(b, kind)) < 0)
 		goto out;
 	pp_set_time(b, start_ns, duration_ns);
-	char comment[320];
-	size_t co = (size_t)snprintf(comment, sizeof(comment),
-				     "profilingd native agent: per-thread %s, libunwind",
-				     source_why ? source_why : "timers");
-	if (!wall_clock && tt_fallbacks() && co < sizeof(comment))
-		snprintf(comment + co, sizeof(comment) - co,
-			 "; %u threads on CPU-clock timers (no perf event for them)", tt_fallbacks());
+	char src[256], comment[320];
+	if (wall_clock)
+		util_strlcpy(src, "wall-clock timers", sizeof(src));
+	else
+		tt_describe(src, sizeof(src));
+	snprintf(comment, sizeof(comment), "profilingd native agent: per-thread %s, libunwind", src);
 	pp_add_comment(b, comment);
 	if ((r = sym_open(getpid(), &sym)) < 0)
 		goto out;

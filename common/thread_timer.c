@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -34,6 +35,7 @@ static _Atomic uint64_t tab[TT_TAB];
 static uint32_t live, max_live, fallbacks;
 static int source = TT_TIMER;
 static bool user_only;
+static const char *why = "thread CPU-time timers, on scheduler ticks"; /* tt_describe */
 static int fd_floor; /* events' fds go at or above it, when it is not 0 */
 
 static uint32_t slot_of(int fd)
@@ -91,14 +93,6 @@ static int tab_put(int fd, int index)
 	return -ENOSPC;
 }
 
-static uint64_t cpu_ns(clockid_t c)
-{
-	struct timespec ts;
-	if (clock_gettime(c, &ts) < 0)
-		return 0;
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* The kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED). */
 static clockid_t thread_clock(pid_t tid)
 {
@@ -120,20 +114,16 @@ static int perf_open(pid_t tid, uint64_t period_ns, bool user)
 	return fd < 0 ? -errno : (int)fd;
 }
 
-/* "Seccomp:\t0": no filter. Unknown counts as one. */
+/* "Seccomp:\t0" for the calling thread (a filter may be on some threads
+ * only): no filter. No such line: a kernel without seccomp. Unreadable
+ * counts as a filter. */
 static bool seccomp_filtered(void)
 {
-	char buf[4096];
-	/* This thread's: a filter may be on some threads only. */
-	if (util_read_file("/proc/thread-self/status", buf, sizeof(buf)) < 0)
-		return true;
-	const char *p = strstr(buf, "\nSeccomp:");
-	if (!p)
-		return false; /* a kernel without seccomp */
-	p += strlen("\nSeccomp:");
-	while (*p == ' ' || *p == '\t')
-		p++;
-	return *p != '0';
+	char v[32];
+	int r = util_proc_status_line((int)syscall(SYS_gettid), "Seccomp:", v, sizeof(v));
+	if (r == -ENOENT)
+		return false;
+	return r < 0 || v[strspn(v, " \t")] != '0';
 }
 
 /*
@@ -152,7 +142,7 @@ static void fd_budget(void)
 	fd_floor = cur >= FD_SETSIZE + 2 * (rlim_t)max_live ? FD_SETSIZE : 0;
 }
 
-int tt_choose(const char **why)
+int tt_choose(void)
 {
 	for (uint32_t i = 0; i < TT_TAB; i++)
 		atomic_store_explicit(&tab[i], 0, memory_order_relaxed);
@@ -161,8 +151,8 @@ int tt_choose(const char **why)
 	user_only = false;
 	fd_budget();
 	if (seccomp_filtered()) {
-		*why = "thread CPU-time timers, on scheduler ticks (a seccomp filter is on: "
-		       "no perf_event_open)";
+		why = "thread CPU-time timers, on scheduler ticks (a seccomp filter is on: "
+		      "no perf_event_open)";
 		return source;
 	}
 	pid_t self = (pid_t)syscall(SYS_gettid);
@@ -173,19 +163,29 @@ int tt_choose(const char **why)
 	}
 	if (fd < 0) {
 		user_only = false;
-		*why = fd == -EACCES || fd == -EPERM ?
-			       "thread CPU-time timers, on scheduler ticks (perf events not "
-			       "permitted: perf_event_paranoid)" :
-			       "thread CPU-time timers, on scheduler ticks (no perf task-clock "
-			       "events)";
+		why = fd == -EACCES || fd == -EPERM ?
+			      "thread CPU-time timers, on scheduler ticks (perf events not "
+			      "permitted: perf_event_paranoid)" :
+			      "thread CPU-time timers, on scheduler ticks (no perf task-clock "
+			      "events)";
 		return source;
 	}
 	close(fd);
 	source = TT_PERF;
-	*why = user_only ? "perf task-clock events, user mode only (perf_event_paranoid 2: "
-			   "time in the kernel weighs the next user-mode sample)" :
-			   "perf task-clock events";
+	why = user_only ? "perf task-clock events, user mode only (perf_event_paranoid 2: "
+			  "time in the kernel weighs the next user-mode sample)" :
+			  "perf task-clock events";
 	return source;
+}
+
+void tt_describe(char *out, size_t n)
+{
+	if (!n)
+		return;
+	int o = snprintf(out, n, "%s", why);
+	if (fallbacks && o >= 0 && (size_t)o < n)
+		snprintf(out + o, n - (size_t)o,
+			 "; %u threads on CPU-clock timers (no perf event for them)", fallbacks);
 }
 
 static int arm_perf(struct tt_timer *t, pid_t tid, int sig, uint64_t period_ns, int index)
@@ -212,7 +212,7 @@ static int arm_perf(struct tt_timer *t, pid_t tid, int sig, uint64_t period_ns, 
 		r = tab_put(fd, index);
 	/* The weights count from here (tt_weight). */
 	t->period_ns = period_ns;
-	t->last_ns = cpu_ns(thread_clock(tid));
+	t->last_ns = util_now_ns(thread_clock(tid));
 	if (r == 0 && ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) < 0) {
 		r = -errno;
 		tab_del(fd, index);
@@ -295,11 +295,6 @@ void tt_disarm(struct tt_timer *t)
 	t->armed = false;
 }
 
-uint32_t tt_fallbacks(void)
-{
-	return fallbacks;
-}
-
 int tt_index(const siginfo_t *si)
 {
 	if (!si)
@@ -331,7 +326,7 @@ uint32_t tt_weight(const siginfo_t *si, struct tt_timer *t, uint32_t cap)
 	 * sums stay the thread's CPU time. A signal early by the handler's
 	 * jitter borrows its period from the next.
 	 */
-	uint64_t now = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+	uint64_t now = util_now_ns(CLOCK_THREAD_CPUTIME_ID);
 	uint64_t w = now > t->last_ns ? (now - t->last_ns) / t->period_ns : 0;
 	if (w == 0)
 		w = 1;

@@ -17,11 +17,10 @@
  * overflow delivered as the sampler's signal to that thread (F_SETOWN_EX,
  * F_SETSIG). At perf_event_paranoid 2 only user mode may be sampled: a
  * period that ends in the kernel raises no signal, and its CPU time weighs
- * the thread's next sample in user mode instead (tt_weight; tt_choose
+ * the thread's next sample in user mode instead (tt_weight; tt_describe
  * says so). Root's events sample in the kernel too, and the signal lands
  * at the return to user mode, at the call's site, as a timer's does.
- * Otherwise,
- * and under any seccomp filter (one that kills on an unknown system call
+ * Otherwise, and under any seccomp filter (one that kills on an unknown system call
  * would kill the app at perf_event_open), the POSIX CPU-clock timer
  * (TT_TIMER), which also stands for kernel time. Wall clock is always a
  * CLOCK_MONOTONIC POSIX timer, which is an hrtimer already.
@@ -45,6 +44,7 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
@@ -65,10 +65,16 @@ struct tt_timer {
 
 /*
  * Which source CPU-time captures of this process use, from now until the
- * next call; why: a static phrase for the profile's comment. Call with
- * nothing armed (it clears the fd table). Opens and closes one event.
+ * next call. Call with nothing armed (it clears the fd table). Opens and
+ * closes one event.
  */
-int tt_choose(const char **why);
+int tt_choose(void);
+/*
+ * How CPU time is sampled since tt_choose, for the profile's comment: the
+ * source, why, and how many threads fell back to timers. NUL-terminated,
+ * cut to n.
+ */
+void tt_describe(char *out, size_t n);
 /*
  * Arm t: signal sig to thread tid every period_ns of its CPU time (with
  * wall, of the monotonic clock). index comes back from tt_index in the
@@ -94,7 +100,5 @@ int tt_index(const siginfo_t *si);
  * time a root app's events count) is one signal.
  */
 uint32_t tt_weight(const siginfo_t *si, struct tt_timer *t, uint32_t cap);
-/* Threads given a timer since tt_choose because their event could not be had. */
-uint32_t tt_fallbacks(void);
 
 #endif

@@ -16,7 +16,8 @@
 uint64_t util_now_ns(int clock_id)
 {
 	struct timespec ts;
-	clock_gettime(clock_id, &ts);
+	if (clock_gettime(clock_id, &ts) < 0)
+		return 0; /* a thread CPU clock whose thread has exited */
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* clock_gettime in ns; 0 where the clock is gone or unknown. Async-signal-safe. */
 uint64_t util_now_ns(int clock_id);
 /* Monotonic milliseconds, for timeouts. */
 uint64_t util_mono_ms(void);

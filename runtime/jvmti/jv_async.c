@@ -176,7 +176,6 @@ static uint32_t nthreads, threads_skipped;
 static pid_t self_tid;
 static bool wall, prepared;
 static uint64_t interval_ns;
-static const char *source_why; /* how samples are taken, for the comment */
 static struct sigaction old_action;
 static struct jva_stack *tab;
 static uint32_t nstacks;
@@ -923,9 +922,8 @@ int jva_start(JNIEnv *jni, uint32_t hz, bool wall_clock)
 	}
 	interval_ns = 1000000000ull / hz;
 	wall = wall_clock;
-	source_why = "CLOCK_MONOTONIC timers";
 	if (!wall)
-		tt_choose(&source_why);
+		tt_choose();
 	if (wall) {
 		/* Every thread every interval, idle or not: past the budget the
 		 * interval grows, the same for all, and the period says so. */
@@ -1156,10 +1154,14 @@ static int error_location(struct pp_builder *b, uint64_t code, uint64_t *loc)
 /* The pprof comment: how the samples were taken and what AGCT refused. */
 static int add_comment(struct pp_builder *b)
 {
-	char c[768];
+	char c[768], src[256];
+	if (wall)
+		util_strlcpy(src, "CLOCK_MONOTONIC timers", sizeof(src));
+	else
+		tt_describe(src, sizeof(src));
 	size_t o = (size_t)snprintf(c, sizeof(c),
 				    "profilingd JVMTI agent: AsyncGetCallTrace from %s; "
-				    "AGCT codes:", source_why ? source_why : "timers");
+				    "AGCT codes:", src);
 	bool any = false;
 	for (int i = 0; i < JVA_AGCT_ERRORS && o < sizeof(c); i++) {
 		uint64_t n = atomic_load(&agct_err[i]);
@@ -1171,10 +1173,6 @@ static int add_comment(struct pp_builder *b)
 	}
 	if (!any && o < sizeof(c))
 		o += (size_t)snprintf(c + o, sizeof(c) - o, " none");
-	if (!wall && tt_fallbacks() && o < sizeof(c))
-		o += (size_t)snprintf(c + o, sizeof(c) - o,
-				      "; %u threads on CPU-clock timers (no perf event for them)",
-				      tt_fallbacks());
 	/* Whether the C frames between and below the Java segments are in. */
 	if (o < sizeof(c)) {
 		if (mixed)

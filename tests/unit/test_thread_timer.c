@@ -4,8 +4,9 @@
  * weights that sum to the thread's CPU time through long kernel stretches
  * (one signal for many periods); the fallback to POSIX timers at the fd
  * cap; the fds kept above FD_SETSIZE; an fd the app closed and reused,
- * left alone at disarm and not answering for our next event; and the same
- * as an unprivileged uid (perf_event_paranoid 2: user mode only).
+ * left alone at disarm and not answering for our next event; timers under
+ * a seccomp filter; and the same as an unprivileged uid
+ * (perf_event_paranoid 2: user mode only).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +23,9 @@
 #include <string.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -29,6 +33,7 @@
 #include <unistd.h>
 
 #include "thread_timer.h"
+#include "util.h"
 
 static _Atomic int got, bad, last_index;
 static _Atomic int counting; /* a signal of none of ours is bad only while set */
@@ -93,18 +98,13 @@ static void quiet_disarm(struct tt_timer *t)
 /* tt_choose, and skip the test (saying why) where perf events are not had. */
 static void need_perf(void)
 {
-	const char *why;
-	if (tt_choose(&why) != TT_PERF) {
+	char why[256];
+	int src = tt_choose();
+	tt_describe(why, sizeof(why));
+	if (src != TT_PERF) {
 		printf("skipped: no perf events here (%s)\n", why);
 		skip();
 	}
-}
-
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static pid_t tid(void)
@@ -179,9 +179,9 @@ static int sample_self(int source_wanted, bool wall, int index)
 static void cpu_samples_carry_their_index(void **state)
 {
 	(void)state;
-	const char *why = NULL;
-	int src = tt_choose(&why);
-	assert_non_null(why);
+	char why[256];
+	int src = tt_choose();
+	tt_describe(why, sizeof(why));
 	printf("source: %s\n", why);
 	if (src != TT_PERF) {
 		printf("skipped: no perf events here (%s)\n", why);
@@ -206,10 +206,10 @@ static void weights_sum_to_cpu_through_kernel_stretches(void **state)
 	struct tt_timer t;
 	handle_prof();
 	weigh = &t;
-	uint64_t c0 = thread_cpu_ns();
+	uint64_t c0 = util_now_ns(CLOCK_THREAD_CPUTIME_ID);
 	assert_int_equal(tt_arm(&t, tid(), SIGPROF, 1000000, false, 3), 0);
 	assert_int_equal(t.source, TT_PERF);
-	while (thread_cpu_ns() - c0 < 300000000u) {
+	while (util_now_ns(CLOCK_THREAD_CPUTIME_ID) - c0 < 300000000u) {
 		size_t len = 64u << 20;
 		void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
@@ -218,7 +218,7 @@ static void weights_sum_to_cpu_through_kernel_stretches(void **state)
 	}
 	quiet_disarm(&t);
 	weigh = NULL;
-	double cpu = (double)(thread_cpu_ns() - c0), sum = (double)atomic_load(&wsum) * 1e6;
+	double cpu = (double)(util_now_ns(CLOCK_THREAD_CPUTIME_ID) - c0), sum = (double)atomic_load(&wsum) * 1e6;
 	printf("kernel stretches: %d signals, weights %.0f ms, thread CPU %.0f ms\n",
 	       atomic_load(&got), sum / 1e6, cpu / 1e6);
 	assert_int_equal(atomic_load(&bad), 0);
@@ -234,13 +234,13 @@ struct burner {
 static void *burner_main(void *arg)
 {
 	struct burner *b = arg;
-	uint64_t c0 = thread_cpu_ns();
+	uint64_t c0 = util_now_ns(CLOCK_THREAD_CPUTIME_ID);
 	atomic_store(&b->tid, tid());
 	volatile uint64_t x = 1;
 	while (!atomic_load(&b->stop))
 		for (int i = 0; i < 20000; i++)
 			x = x * 6364136223846793005ull + 1;
-	b->cpu = thread_cpu_ns() - c0;
+	b->cpu = util_now_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
 	return NULL;
 }
 
@@ -278,8 +278,7 @@ static void another_threads_samples(void **state)
 static void wall_clock_is_a_timer(void **state)
 {
 	(void)state;
-	const char *why;
-	tt_choose(&why);
+	tt_choose();
 	handle_prof();
 	struct tt_timer t;
 	assert_int_equal(tt_arm(&t, tid(), SIGPROF, 1000000, true, 7), 0);
@@ -311,7 +310,9 @@ static void fd_cap_falls_back_to_timers(void **state)
 	nofile_then_perf(64);
 	struct tt_timer t[10];
 	int perf = 0, timers = 0;
-	assert_int_equal(tt_fallbacks(), 0);
+	char why[256];
+	tt_describe(why, sizeof(why));
+	assert_null(strstr(why, "threads on CPU-clock timers"));
 	for (int i = 0; i < 10; i++) {
 		assert_int_equal(tt_arm(&t[i], tid(), SIGPROF, 100000000, false, i), 0);
 		if (t[i].source == TT_PERF)
@@ -323,7 +324,8 @@ static void fd_cap_falls_back_to_timers(void **state)
 		tt_disarm(&t[i]);
 	assert_int_equal(perf, 8);
 	assert_int_equal(timers, 2);
-	assert_int_equal(tt_fallbacks(), 2); /* for the profile's comment */
+	tt_describe(why, sizeof(why)); /* for the profile's comment */
+	assert_non_null(strstr(why, "; 2 threads on CPU-clock timers"));
 }
 
 /* With room in the limit, the events' fds leave 0..1023 to the app. */
@@ -386,6 +388,33 @@ static void disarm_leaves_a_reused_fd(void **state)
 	close(n);
 }
 
+/*
+ * Under a seccomp filter (here one that allows everything) no
+ * perf_event_open is tried: a filter that kills on unknown calls would
+ * kill the app. In a child, as a filter cannot be taken off.
+ */
+static void seccomp_filter_means_timers(void **state)
+{
+	(void)state;
+	pid_t c = fork();
+	assert_true(c >= 0);
+	if (c == 0) {
+		struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+		struct sock_fprog prog = { .len = 1, .filter = &allow };
+		char why[256];
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0)
+			_exit(2);
+		int src = tt_choose();
+		tt_describe(why, sizeof(why));
+		_exit(src == TT_TIMER && strstr(why, "seccomp") ? 0 : 1);
+	}
+	int st;
+	assert_int_equal(waitpid(c, &st, 0), c);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 /* An unprivileged uid: perf_event_paranoid decides; either way it samples. */
 static void unprivileged_uid_samples(void **state)
 {
@@ -400,11 +429,12 @@ static void unprivileged_uid_samples(void **state)
 	assert_true(c >= 0);
 	if (c == 0) {
 		char msg[256];
-		const char *why = "setuid failed";
+		char why[256] = "setuid failed";
 		int ok = 0;
 		close(p[0]);
 		if (setgid(65534) == 0 && setuid(65534) == 0) {
-			int src = tt_choose(&why);
+			int src = tt_choose();
+			tt_describe(why, sizeof(why));
 			ok = sample_self(src, false, 9) == 0 && atomic_load(&got) > 0 &&
 			     atomic_load(&bad) == 0 && atomic_load(&last_index) == 9;
 		}
@@ -436,6 +466,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(fd_cap_falls_back_to_timers, save_nofile, restore_nofile),
 		cmocka_unit_test_setup_teardown(fds_above_fd_setsize, save_nofile, restore_nofile),
 		cmocka_unit_test_setup_teardown(disarm_leaves_a_reused_fd, save_nofile, restore_nofile),
+		cmocka_unit_test_setup_teardown(seccomp_filter_means_timers, save_nofile, restore_nofile),
 		cmocka_unit_test_setup_teardown(unprivileged_uid_samples, save_nofile, restore_nofile),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
