@@ -98,7 +98,7 @@ static void smp_handler(int sig, siginfo_t *si, void *ucv)
 	}
 	r->tid = (int32_t)smp_gettid();
 	r->nframes = n;
-	r->weight = tt_weight(si, &threads[ix].tt, SMP_MAX_WEIGHT);
+	r->weight = tt_sample(si, &threads[ix].tt, SMP_MAX_WEIGHT);
 	atomic_store_explicit(&r->ready, 1, memory_order_release);
 out:
 	atomic_fetch_sub(&inflight, 1);

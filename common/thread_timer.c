@@ -210,9 +210,10 @@ static int arm_perf(struct tt_timer *t, pid_t tid, int sig, uint64_t period_ns, 
 		r = -errno;
 	if (r == 0)
 		r = tab_put(fd, index);
-	/* The weights count from here (tt_weight). */
+	/* The weights count from here (tt_sample); its draws start here. */
 	t->period_ns = period_ns;
 	t->last_ns = util_now_ns(thread_clock(tid));
+	t->rng = ((uint64_t)tid * 0x9e3779b97f4a7c15u) ^ util_now_ns(CLOCK_MONOTONIC) ^ 1u;
 	if (r == 0 && ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) < 0) {
 		r = -errno;
 		tab_del(fd, index);
@@ -310,7 +311,7 @@ int tt_index(const siginfo_t *si)
 	return -1;
 }
 
-uint32_t tt_weight(const siginfo_t *si, struct tt_timer *t, uint32_t cap)
+uint32_t tt_sample(const siginfo_t *si, struct tt_timer *t, uint32_t cap)
 {
 	if (!si || cap == 0)
 		return 1;
@@ -333,5 +334,17 @@ uint32_t tt_weight(const siginfo_t *si, struct tt_timer *t, uint32_t cap)
 	if (w > cap)
 		w = cap;
 	t->last_ns = w == cap && now > t->last_ns ? now : t->last_ns + w * t->period_ns;
+	/*
+	 * The next period drawn from [P/2, 3P/2): at an exact period a loop
+	 * whose round divides a few periods is seen at the same few phases
+	 * (a 8.57 ms round at 10 ms: 6 phases, 5/6 hot for a 3:1 loop). The
+	 * hrtimer starts the drawn period from now; the weights above keep
+	 * the sums to the CPU clock whatever the draws.
+	 */
+	t->rng ^= t->rng << 13;
+	t->rng ^= t->rng >> 7;
+	t->rng ^= t->rng << 17;
+	uint64_t next = t->period_ns / 2 + t->rng % (t->period_ns | 1);
+	ioctl(t->fd, PERF_EVENT_IOC_PERIOD, &next);
 	return (uint32_t)w;
 }

@@ -9,15 +9,17 @@
  * it_jvm_stack's HotCold (6 ms hot + 2 ms cold per round, two 4 ms ticks)
  * read 57:43 for a whole 3 s capture, and a C loop of the same shape read
  * anything from 50:50 to 100:0 per 2 s. A perf task-clock event samples
- * from an hrtimer at the exact CPU-time period and read 74-76 % hot in
- * every window.
+ * from an hrtimer in CPU time and read 74-76 % hot in
+ * every window. Its periods are drawn at random around the asked one
+ * (tt_sample): at an exact period, a loop whose round divides it aliases
+ * the same way.
  *
  * So for CPU time: a perf task-clock event per thread (TT_PERF) where the
  * kernel lets this process open one for its own threads, with the
  * overflow delivered as the sampler's signal to that thread (F_SETOWN_EX,
  * F_SETSIG). At perf_event_paranoid 2 only user mode may be sampled: a
  * period that ends in the kernel raises no signal, and its CPU time weighs
- * the thread's next sample in user mode instead (tt_weight; tt_describe
+ * the thread's next sample in user mode instead (tt_sample; tt_describe
  * says so). Root's events sample in the kernel too, and the signal lands
  * at the return to user mode, at the call's site, as a timer's does.
  * Otherwise, and under any seccomp filter (one that kills on an unknown system call
@@ -59,6 +61,7 @@ struct tt_timer {
 	int index;  /* TT_PERF: its slot's index */
 	uint64_t id; /* its PERF_EVENT_IOC_ID, to know it is still ours */
 	uint64_t period_ns, last_ns; /* TT_PERF: the thread's CPU clock at the last sample */
+	uint64_t rng;                /* TT_PERF: xorshift64 state for the next period */
 	timer_t timer;
 	bool armed;
 };
@@ -97,8 +100,10 @@ int tt_index(const siginfo_t *si);
  * One perf signal may stand for many: a second SIGPROF raised while one
  * is pending is lost, and a signal waits for the return to user mode, so
  * a long page-faulting mmap or a pread from the page cache (the kernel
- * time a root app's events count) is one signal.
+ * time a root app's events count) is one signal. Once per signal: for a
+ * perf event it also draws the next period at random from [P/2, 3P/2),
+ * so that an exact period cannot alias with a loop (one more ioctl).
  */
-uint32_t tt_weight(const siginfo_t *si, struct tt_timer *t, uint32_t cap);
+uint32_t tt_sample(const siginfo_t *si, struct tt_timer *t, uint32_t cap);
 
 #endif

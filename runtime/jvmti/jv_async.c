@@ -485,7 +485,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 	}
 	r->tid = (int32_t)gettid_();
 	r->env = env;
-	r->weight = tt_weight(si, ix < JVS_MAX_THREADS ? &threads[ix].tt : NULL, UINT32_MAX);
+	r->weight = tt_sample(si, ix < JVS_MAX_THREADS ? &threads[ix].tt : NULL, UINT32_MAX);
 	atomic_store_explicit(&r->ready, 1, memory_order_release);
 	if (timing) {
 		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);

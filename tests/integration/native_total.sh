@@ -9,7 +9,8 @@
 # threads less CPU, and both sides see the same less.
 #
 # Also: a thread looping 6 ms hot, 2 ms cold of its own CPU time, a round
-# of exactly two 4 ms ticks, must read about 3:1. CPU-clock timers are only
+# of exactly two 4 ms ticks, must read about 3:1, and so must 7.5 + 2.5 ms,
+# a round of exactly one 10 ms period. CPU-clock timers are only
 # checked on the tick, so they see it at the same two phases for seconds:
 # 3 s captures read 0.50 or 1.00 hot. The sampler takes perf task-clock
 # events where the kernel allows them (common/thread_timer.h); where it
@@ -40,11 +41,14 @@ for hz in 1000 250; do
 done
 
 # The phase loop: 3:1 at 100 Hz, whose 10 ms period lands on the tick.
-phases="a 6:2 ms phase loop reads 3:1"
-for run in 1 2 3; do
-	line=$("$APP" --threads 0 --phases --duration-ms 3000 --frequency 100 2> "$T/app.err") ||
+# An 8 ms round (two ticks) twice; a 10 ms round, the period itself, once:
+# at an exact period every sample met the same phase (0.0 or 1.0), which
+# the sampler's random periods undo (tt_sample).
+phases="6:2 and 7.5:2.5 ms phase loops read 3:1"
+for round in 8000 8000 10000; do
+	line=$("$APP" --threads 0 --phases=$round --duration-ms 3000 --frequency 100 2> "$T/app.err") ||
 		{ cat "$T/app.err" >&2; fail "native_total --phases failed"; }
-	echo "phases $run: ${line#*phase_hot_share=}"
+	echo "phases, round $round us: ${line#*phase_hot_share=}"
 	[[ $line =~ phase_hot_share=([0-9.]+)\ phase_samples=([0-9]+)\ comment=(.*)$ ]] ||
 		fail "phases: unexpected output: $line"
 	share=${BASH_REMATCH[1]} n=${BASH_REMATCH[2]} comment=${BASH_REMATCH[3]}

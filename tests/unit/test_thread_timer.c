@@ -51,7 +51,7 @@ static void on_prof(int sig, siginfo_t *si, void *uc)
 			atomic_fetch_add(&bad, 1);
 	} else
 		atomic_store(&last_index, ix);
-	atomic_fetch_add(&wsum, tt_weight(si, weigh, 1000000));
+	atomic_fetch_add(&wsum, tt_sample(si, weigh, 1000000));
 	atomic_fetch_add(&got, 1);
 }
 
@@ -153,11 +153,11 @@ static void forged_siginfo_is_no_sample(void **state)
 	memset(&si, 0, sizeof(si));
 	si.si_code = SI_TIMER;
 	si.si_overrun = 3;
-	assert_int_equal(tt_weight(&si, NULL, 1000), 4);
+	assert_int_equal(tt_sample(&si, NULL, 1000), 4);
 	si.si_overrun = 5000;
-	assert_int_equal(tt_weight(&si, NULL, 1000), 1000);
+	assert_int_equal(tt_sample(&si, NULL, 1000), 1000);
 	si.si_code = POLL_IN;
-	assert_int_equal(tt_weight(&si, NULL, 1000), 1);
+	assert_int_equal(tt_sample(&si, NULL, 1000), 1);
 }
 
 /* Signals on this thread's CPU time carry the index given to tt_arm. */

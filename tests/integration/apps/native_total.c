@@ -13,10 +13,12 @@
  *   samples=N profile_cpu_ms=X process_cpu_ms=Y ratio=X/Y duration_ms=D
  *   has_cpu_type=0|1 proc_stat_cpu_ms=Z proc_stat_ratio=X/Z note=<note>
  *
- * With --phases, one more thread loops phase_hot() for 6 ms of its CPU
- * time, then phase_cold() for 2 ms: 3:1, in a round of exactly two 4 ms
+ * With --phases[=ROUND_US], one more thread loops phase_hot() for 3/4 of
+ * a round of its CPU time (default 8000 us), then phase_cold() for 1/4:
+ * 3:1. At 8 ms, a round of exactly two 4 ms
  * scheduler ticks, the shape that CPU-clock timers (checked on the tick)
- * see at the same few phases for seconds. The line then ends with
+ * see at the same few phases for seconds; at 10 ms, the round of a 100 Hz
+ * sampler's exact period. The line then ends with
  *   phase_hot_share=H phase_samples=S comment=<the profile's comment>
  * where H is phase_hot's share of the cpu value of the samples in either.
  * and exits 0 when a result was delivered and parsed, 1 otherwise. The
@@ -94,13 +96,15 @@ __attribute__((noinline)) uint64_t phase_cold(uint64_t x, int64_t end)
 	return phase_spin(x, end);
 }
 
+static int64_t round_ns = 8000000;
+
 static void *phaser(void *arg)
 {
 	uint64_t x = (uintptr_t)arg;
 	int64_t t = now_ns(CLOCK_THREAD_CPUTIME_ID);
 	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
-		x = phase_hot(x, t += 6000000);
-		x = phase_cold(x, t += 2000000);
+		x = phase_hot(x, t += round_ns / 4 * 3);
+		x = phase_cold(x, t += round_ns / 4);
 	}
 	sink = x;
 	return NULL;
@@ -300,7 +304,7 @@ int main(int argc, char **argv)
 		{ "threads", required_argument, NULL, 't' },
 		{ "duration-ms", required_argument, NULL, 'd' },
 		{ "frequency", required_argument, NULL, 'f' },
-		{ "phases", no_argument, NULL, 'p' },
+		{ "phases", optional_argument, NULL, 'p' },
 		{ 0 }
 	};
 	struct prof_params params = PROF_PARAMS_INIT(.duration_ms = 3000, .frequency_hz = 1000);
@@ -313,15 +317,21 @@ int main(int argc, char **argv)
 		case 't': nthreads = atoi(optarg); break;
 		case 'd': params.duration_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'f': params.frequency_hz = (uint32_t)strtoul(optarg, NULL, 10); break;
-		case 'p': phases = true; break;
+		case 'p':
+			phases = true;
+			if (optarg)
+				round_ns = strtoll(optarg, NULL, 10) * 1000;
+			break;
 		default:
 			fprintf(stderr, "usage: native_total [--threads N] [--duration-ms MS] "
-				"[--frequency HZ] [--phases]\n");
+				"[--frequency HZ] [--phases[=ROUND_US]]\n");
 			return 2;
 		}
 	}
-	if (nthreads < 0 || nthreads > 16 || params.duration_ms > 100000) {
-		fprintf(stderr, "native_total: --threads 0..16, --duration-ms up to 100000\n");
+	if (nthreads < 0 || nthreads > 16 || params.duration_ms > 100000 || round_ns < 4000 ||
+	    round_ns > 1000000000) {
+		fprintf(stderr, "native_total: --threads 0..16, --duration-ms up to 100000, "
+			"--phases 4..1000000 us\n");
 		return 2;
 	}
 	prof_client *pc = prof_connect(NULL, &err);
