@@ -5,7 +5,8 @@
  * with running sums per window (system-wide and per app). A cursor per
  * window marks its first entry; entries before it have aged out. Advancing
  * the clock moves the cursors, so a decision is O(1) amortised and the only
- * per-admission I/O is one prepared INSERT (its own transaction).
+ * per-admission I/O is one prepared INSERT (its own transaction), or,
+ * inside a batch, a share of one row per app written at its commit.
  */
 #include "rl.h"
 
@@ -27,6 +28,7 @@
 
 #define HOUR_MS (3600LL * 1000)
 #define PRUNE_EVERY_MS HOUR_MS
+#define RL_PEND_MAX 32 /* apps summed per batch; more writes the rows early */
 #define LOG_EVERY_MS (60LL * 1000)
 #define NBUCKET 8192 /* power of two, twice RL_MAX_APPS: probes stay short */
 #define REPAIR_RESET "run 'profilingd --reset-ratelimit'"
@@ -40,6 +42,21 @@ struct entry {
 	int64_t t;
 	uint32_t cost;
 	uint32_t app;
+};
+
+/*
+ * An app's admissions in the open batch, summed: one row at the commit
+ * instead of one per admission (issue #18: the INSERT was about a tenth
+ * of the daemon's CPU per decision when one app floods). The row takes
+ * the latest admission's time, so after a restart the batch's earlier
+ * ones age out of their windows up to one batch (a loop turn) late: the
+ * budget looks more used, never less. The key is copied: reclaim() may
+ * move the apps before the commit.
+ */
+struct pend {
+	char key[RL_APP_MAX];
+	uint32_t cost;
+	int64_t t;
 };
 
 struct app {
@@ -60,6 +77,10 @@ struct rl {
 	/* Group commit (rl_batch_begin): writes go into one transaction,
 	 * opened at the first and committed by rl_batch_commit. */
 	bool batch, in_tx;
+	/* A batch's admissions, one row per app: written at its commit. */
+	struct pend pend[RL_PEND_MAX];
+	unsigned npend;
+	int pend_err;           /* an SQLite code: the batch lost rows */
 	char why[256];
 	const char *repair;     /* how to leave the failed state */
 	int longest;            /* index of the longest window */
@@ -772,6 +793,54 @@ static int batch_tx(struct rl *rl)
 	return rc;
 }
 
+static int insert_entry(struct rl *rl, const char *app, uint32_t cost, int64_t t)
+{
+	sqlite3_bind_text(rl->ins_entry, 1, app, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(rl->ins_entry, 2, cost);
+	sqlite3_bind_int64(rl->ins_entry, 3, t);
+	return run(rl->ins_entry);
+}
+
+/*
+ * Write the batch's summed rows into its transaction. A failure fails the
+ * whole batch (pend_err), whose earlier admissions are in those rows.
+ */
+static int pend_write(struct rl *rl)
+{
+	int rc = rl->db ? batch_tx(rl) : SQLITE_MISUSE;
+	for (unsigned i = 0; i < rl->npend && rc == SQLITE_OK; i++)
+		rc = insert_entry(rl, rl->pend[i].key, rl->pend[i].cost, rl->pend[i].t);
+	rl->npend = 0;
+	if (rc != SQLITE_OK && rl->pend_err == SQLITE_OK)
+		rl->pend_err = rc;
+	return rc;
+}
+
+/* Add an admission to its app's row in the open batch. */
+static int pend_add(struct rl *rl, const char *app, uint32_t cost, int64_t t)
+{
+	unsigned i;
+	for (i = 0; i < rl->npend && strcmp(rl->pend[i].key, app); i++)
+		;
+	if (i < rl->npend && cost <= UINT32_MAX - rl->pend[i].cost) {
+		rl->pend[i].cost += cost;
+		if (t > rl->pend[i].t)
+			rl->pend[i].t = t;
+		return SQLITE_OK;
+	}
+	int rc = rl->pend_err;
+	/* Full, or the sum would not fit in a row's cost: write them now. */
+	if (rc == SQLITE_OK && (i < rl->npend || rl->npend == RL_PEND_MAX))
+		rc = pend_write(rl);
+	if (rc != SQLITE_OK)
+		return rc;
+	struct pend *p = &rl->pend[rl->npend++];
+	util_strlcpy(p->key, app, sizeof(p->key));
+	p->cost = cost;
+	p->t = t;
+	return SQLITE_OK;
+}
+
 int rl_batch_begin(struct rl *rl)
 {
 	if (!rl)
@@ -784,13 +853,19 @@ int rl_batch_commit(struct rl *rl)
 {
 	if (!rl)
 		return -EINVAL;
+	int rc = rl->pend_err;
+	if (rc == SQLITE_OK && rl->npend)
+		rc = pend_write(rl);
+	rl->npend = 0;
+	rl->pend_err = SQLITE_OK;
 	bool in_tx = rl->in_tx;
 	rl->batch = rl->in_tx = false;
-	if (!in_tx)
-		return 0;
 	if (!rl->db) /* failed (closed) since: nothing of the batch is kept */
-		return -EIO;
-	int rc = run(rl->commit);
+		return in_tx || rc != SQLITE_OK ? -EIO : 0;
+	if (rc == SQLITE_OK && !in_tx)
+		return 0;
+	if (rc == SQLITE_OK)
+		rc = run(rl->commit);
 	if (rc == SQLITE_OK)
 		return 0;
 	int64_t now = (int64_t)time(NULL) * 1000;
@@ -835,14 +910,8 @@ int rl_admit(struct rl *rl, const char *app, int type, bool system_triggered,
 		return -PROF_E_RATE_LIMIT_SYSTEM;
 	}
 
-	if ((rc = batch_tx(rl)) != SQLITE_OK) {
-		write_error(rl, rc, now_ms, "opening the batch's transaction");
-		return (rc & 0xff) == SQLITE_FULL ? -PROF_E_NO_DISK_SPACE : -PROF_E_RATE_LIMIT_SYSTEM;
-	}
-	sqlite3_bind_text(rl->ins_entry, 1, app, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(rl->ins_entry, 2, cost);
-	sqlite3_bind_int64(rl->ins_entry, 3, now_ms);
-	if ((rc = run(rl->ins_entry)) != SQLITE_OK) {
+	rc = rl->batch ? pend_add(rl, app, cost, now_ms) : insert_entry(rl, app, cost, now_ms);
+	if (rc != SQLITE_OK) {
 		write_error(rl, rc, now_ms, "recording an admission");
 		/* A full disk is not the budget's fault: say which it is. */
 		return (rc & 0xff) == SQLITE_FULL ? -PROF_E_NO_DISK_SPACE : -PROF_E_RATE_LIMIT_SYSTEM;

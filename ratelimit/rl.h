@@ -102,8 +102,12 @@ const char *rl_exempt_app(const struct rl *rl);
 
 /*
  * Admit a capture of type (1..RL_TYPE_MAX) for app, recording it. On 0 the
- * entry is already committed to the store, or, inside a batch, written
- * into the batch's transaction for rl_batch_commit. Refusals:
+ * entry is already committed to the store, or, inside a batch, added to
+ * the app's one row of the batch, which rl_batch_commit writes and
+ * commits (stored with the app's latest admission time in the batch, so
+ * after a restart its earlier ones count up to one batch longer; at most
+ * 32 apps are summed at once, more are written into the transaction
+ * early). Refusals:
  *   -PROF_E_RATE_LIMIT_SYSTEM   a system cap is hit first; also in the
  *                               failed state, when the store cannot be
  *                               written, or at RL_MAX_APPS / RL_MAX_ENTRIES
@@ -118,7 +122,8 @@ int rl_admit(struct rl *rl, const char *app, int type, bool system_triggered,
  * into one transaction (opened at the first write), and rl_batch_commit
  * commits it: one WAL append for many admissions. The caller must hold
  * back whatever tells a peer "admitted" until rl_batch_commit returned 0.
- * rl_batch_commit: 0, -EINVAL, or -ENOSPC / -EIO when the commit failed;
+ * rl_batch_commit: 0, -EINVAL, or -ENOSPC / -EIO when the commit (or an
+ * early write of the batch's rows) failed;
  * then the batch is rolled back from the file but its entries stay
  * counted in memory until the next rl_open (it fails closed: the budget
  * looks more used than it is, never less). rl_close commits an open batch.

@@ -688,6 +688,48 @@ static void test_batch(void **state)
 	assert_int_equal(rows(f->path, "entries"), 3);
 }
 
+/*
+ * Inside a batch an app's admissions are one row, the sum of their costs
+ * at the latest one's time; past 32 apps the rows are written early, and
+ * none is lost. After a reopen the row counts until the latest time ages
+ * out (conservative by up to one batch).
+ */
+static void test_batch_sums(void **state)
+{
+	struct fx *f = *state;
+	struct rl_config c;
+	struct rl_usage u[RL_NWIN];
+	char app[32];
+
+	rl_config_defaults(&c);
+	for (int w = 0; w < RL_NWIN; w++)
+		c.win[w].system_cap = c.win[w].app_cap = UINT32_MAX;
+	struct rl *rl = open_ok(f->path, &c, T0);
+	assert_int_equal(rl_batch_begin(rl), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(rl_admit(rl, "uid:1", PROF_HEAP_DUMP, false, T0 + i), 0);
+	/* uid:1 and 31 more fill the batch's rows; the 33rd app writes them. */
+	for (int i = 0; i < 40; i++) {
+		snprintf(app, sizeof(app), "uid:%d", 100 + i);
+		assert_int_equal(rl_admit(rl, app, PROF_HEAP_DUMP, true, T0 + 2), 0);
+	}
+	assert_int_equal(rl_admit(rl, "uid:1", PROF_HEAP_DUMP, false, T0 + 2), 0);
+	assert_int_equal(rl_batch_commit(rl), 0);
+	rl_close(rl);
+	/* 32 written early, then uid:131..139 and uid:1 again. */
+	assert_int_equal(rows(f->path, "entries"), 42);
+
+	rl = open_ok(f->path, &c, T0 + 3);
+	usage_at(rl, "uid:1", T0 + 3, u);
+	assert_int_equal(u[0].app_used, 40);
+	assert_int_equal(u[0].system_used, 40 + 40 * 5);
+	usage_at(rl, "uid:1", T0 + 2 + H - 1, u);
+	assert_int_equal(u[0].app_used, 40);
+	usage_at(rl, "uid:1", T0 + 2 + H, u);
+	assert_int_equal(u[0].app_used, 0);
+	rl_close(rl);
+}
+
 /* Run rl_open with the logger writing into a file; return what it wrote. */
 static struct rl *open_logged(struct fx *f, char *log, size_t size)
 {
@@ -1072,6 +1114,7 @@ int main(void)
 		T(test_persist_reopen),
 		T(test_crash),
 		T(test_batch),
+		T(test_batch_sums),
 		T(test_corrupt_garbage),
 		T(test_corrupt_page),
 		T(test_malformed_row),
