@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -730,6 +731,53 @@ static void test_batch_sums(void **state)
 	rl_close(rl);
 }
 
+/*
+ * A batch whose commit fails (here the file may not grow: RLIMIT_FSIZE)
+ * is rolled back whole, the 32 rows written early with the rest, and
+ * rl_batch_commit says so; the store keeps what was committed before.
+ */
+static void test_batch_fails(void **state)
+{
+	struct fx *f = *state;
+	struct rl_config c;
+	struct rl_usage u[RL_NWIN];
+	int status;
+
+	rl_config_defaults(&c);
+	for (int w = 0; w < RL_NWIN; w++)
+		c.win[w].system_cap = c.win[w].app_cap = UINT32_MAX;
+	struct rl *rl = open_ok(f->path, &c, T0);
+	assert_int_equal(rl_admit(rl, "uid:1", PROF_HEAP_DUMP, false, T0), 0);
+	rl_close(rl);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct rl *r = NULL;
+		struct rlimit lim = { 4096, 4096 };
+		char app[32];
+		signal(SIGXFSZ, SIG_IGN);
+		if (rl_open(f->path, &c, T0 + 1, &r) || rl_failed(r, NULL) || rl_batch_begin(r) ||
+		    setrlimit(RLIMIT_FSIZE, &lim))
+			_exit(3);
+		for (int i = 0; i < 40; i++) {
+			snprintf(app, sizeof(app), "uid:%d", 100 + i);
+			if (rl_admit(r, app, PROF_HEAP_DUMP, true, T0 + 1))
+				_exit(4);
+		}
+		int e = rl_batch_commit(r);
+		_exit(e == -EIO || e == -ENOSPC ? 0 : 5);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(rows(f->path, "entries"), 1);
+	rl = open_ok(f->path, &c, T0 + 2);
+	usage_at(rl, "uid:100", T0 + 2, u);
+	assert_int_equal(u[0].app_used, 0);
+	assert_int_equal(u[0].system_used, 10);
+	rl_close(rl);
+}
+
 /* Run rl_open with the logger writing into a file; return what it wrote. */
 static struct rl *open_logged(struct fx *f, char *log, size_t size)
 {
@@ -1115,6 +1163,7 @@ int main(void)
 		T(test_crash),
 		T(test_batch),
 		T(test_batch_sums),
+		T(test_batch_fails),
 		T(test_corrupt_garbage),
 		T(test_corrupt_page),
 		T(test_malformed_row),
