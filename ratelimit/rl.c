@@ -49,9 +49,11 @@ struct entry {
  * instead of one per admission (issue #18: the INSERT was about a tenth
  * of the daemon's CPU per decision when one app floods). The row takes
  * the latest admission's time, so after a restart the batch's earlier
- * ones age out of their windows up to one batch (a loop turn) late: the
- * budget looks more used, never less. The key is copied: reclaim() may
- * move the apps before the commit.
+ * ones age out of their windows late by the spread of the row's times:
+ * a loop turn, unless the clock stepped inside it. The budget looks more
+ * used, never less. An app gets a second row when the 32 were written
+ * early or its sum would pass UINT32_MAX. The key is copied: reclaim()
+ * may move the apps before the commit.
  */
 struct pend {
 	char key[RL_APP_MAX];
@@ -164,6 +166,9 @@ static void close_db(struct rl *rl)
 	rl->begin = rl->commit = NULL;
 	sqlite3_close(rl->db);
 	rl->db = NULL;
+	/* An open batch's writes went with it: its commit must fail. */
+	if (rl->in_tx && rl->pend_err == SQLITE_OK)
+		rl->pend_err = SQLITE_ABORT;
 	rl->in_tx = false;
 }
 
@@ -786,8 +791,21 @@ int rl_check(struct rl *rl, const char *app, int type, bool system_triggered,
 /* Inside a batch, the transaction its writes join (opened at the first). */
 static int batch_tx(struct rl *rl)
 {
-	if (!rl->batch || rl->in_tx)
+	if (!rl->batch)
 		return SQLITE_OK;
+	if (!rl->db)
+		return SQLITE_MISUSE;
+	if (rl->in_tx) {
+		if (!sqlite3_get_autocommit(rl->db))
+			return SQLITE_OK;
+		/* SQLite rolled the transaction back after a failed statement
+		 * (FULL, IOERR): the batch's earlier writes are gone, and the
+		 * next ones must not commit on their own. */
+		rl->in_tx = false;
+		if (rl->pend_err == SQLITE_OK)
+			rl->pend_err = SQLITE_ABORT;
+		return SQLITE_ABORT;
+	}
 	int rc = run(rl->begin);
 	rl->in_tx = rc == SQLITE_OK;
 	return rc;
@@ -861,7 +879,7 @@ int rl_batch_commit(struct rl *rl)
 	bool in_tx = rl->in_tx;
 	rl->batch = rl->in_tx = false;
 	if (!rl->db) /* failed (closed) since: nothing of the batch is kept */
-		return in_tx || rc != SQLITE_OK ? -EIO : 0;
+		return rc != SQLITE_OK ? -EIO : 0;
 	if (rc == SQLITE_OK && !in_tx)
 		return 0;
 	if (rc == SQLITE_OK)
@@ -870,8 +888,9 @@ int rl_batch_commit(struct rl *rl)
 		return 0;
 	int64_t now = (int64_t)time(NULL) * 1000;
 	write_error(rl, rc, now, "committing a batch of admissions");
-	/* A failed COMMIT may leave the transaction open; end it. */
-	if (!sqlite3_get_autocommit(rl->db))
+	/* A failed COMMIT may leave the transaction open; end it. (A corrupt
+	 * store has been closed by write_error.) */
+	if (rl->db && !sqlite3_get_autocommit(rl->db))
 		exec(rl->db, "ROLLBACK");
 	return (rc & 0xff) == SQLITE_FULL ? -ENOSPC : -EIO;
 }

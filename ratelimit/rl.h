@@ -103,11 +103,11 @@ const char *rl_exempt_app(const struct rl *rl);
 /*
  * Admit a capture of type (1..RL_TYPE_MAX) for app, recording it. On 0 the
  * entry is already committed to the store, or, inside a batch, added to
- * the app's one row of the batch, which rl_batch_commit writes and
- * commits (stored with the app's latest admission time in the batch, so
- * after a restart its earlier ones count up to one batch longer; at most
- * 32 apps are summed at once, more are written into the transaction
- * early). Refusals:
+ * the app's row of the batch, which rl_batch_commit writes and commits
+ * (stored at the app's latest admission time in the batch, so after a
+ * restart its earlier ones count longer by the spread of those times: a
+ * loop turn unless the clock stepped; at most 32 apps are summed at
+ * once, more write the rows into the transaction early). Refusals:
  *   -PROF_E_RATE_LIMIT_SYSTEM   a system cap is hit first; also in the
  *                               failed state, when the store cannot be
  *                               written, or at RL_MAX_APPS / RL_MAX_ENTRIES
@@ -119,7 +119,8 @@ int rl_admit(struct rl *rl, const char *app, int type, bool system_triggered,
 
 /*
  * Group commit. After rl_batch_begin, rl_admit and rl_trigger_record write
- * into one transaction (opened at the first write), and rl_batch_commit
+ * into one transaction (opened at the first write; rl_admit's rows are
+ * written at the commit, or early past 32 apps), and rl_batch_commit
  * commits it: one WAL append for many admissions. The caller must hold
  * back whatever tells a peer "admitted" until rl_batch_commit returned 0.
  * rl_batch_commit: 0, -EINVAL, or -ENOSPC / -EIO when the commit (or an

@@ -12,6 +12,7 @@
 #include "rl.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -71,6 +72,41 @@ static int fx_teardown(void **state)
 	rmdir(f->dir);
 	free(f);
 	return 0;
+}
+
+/*
+ * Fault injection for the store's error paths: the next step of a
+ * statement whose SQL starts with fault_sql fails with fault_rc instead
+ * of running; with fault_rollback the open transaction is rolled back
+ * first, as SQLite does itself after some FULL and IOERR failures. rl.c's
+ * calls reach this one: the executable's definition wins over the
+ * library's.
+ */
+static const char *fault_sql;
+static int fault_rc;
+static bool fault_rollback;
+
+static void fault(const char *sql, int rc, bool rollback)
+{
+	fault_sql = sql;
+	fault_rc = rc;
+	fault_rollback = rollback;
+}
+
+int sqlite3_step(sqlite3_stmt *st)
+{
+	static int (*real)(sqlite3_stmt *);
+	const char *sql = fault_sql ? sqlite3_sql(st) : NULL;
+
+	if (sql && strncmp(sql, fault_sql, strlen(fault_sql)) == 0) {
+		fault_sql = NULL;
+		if (fault_rollback)
+			sqlite3_exec(sqlite3_db_handle(st), "ROLLBACK", NULL, NULL, NULL);
+		return fault_rc;
+	}
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "sqlite3_step");
+	return real(st);
 }
 
 static struct rl *open_ok(const char *path, const struct rl_config *cfg, int64_t now)
@@ -778,6 +814,56 @@ static void test_batch_fails(void **state)
 	rl_close(rl);
 }
 
+/* A batch's row meets a corrupt store at the commit: refused, failed
+ * closed, and no use of the closed handle (it crashed once). */
+static void test_batch_corrupt_row(void **state)
+{
+	struct fx *f = *state;
+	struct rl *rl = open_ok(f->path, NULL, T0);
+
+	assert_int_equal(rl_batch_begin(rl), 0);
+	assert_int_equal(rl_admit(rl, "uid:1", PROF_HEAP_DUMP, false, T0), 0);
+	fault("INSERT INTO entries", SQLITE_CORRUPT, false);
+	assert_int_equal(rl_batch_commit(rl), -EIO);
+	assert_true(rl_failed(rl, NULL));
+	rl_close(rl);
+}
+
+/* The store closes mid-batch (prune meets a corrupt page) after only a
+ * cooldown was written: the commit must not say 0. */
+static void test_batch_store_closed(void **state)
+{
+	struct fx *f = *state;
+	struct rl *rl = open_ok(f->path, NULL, T0);
+
+	assert_int_equal(rl_batch_begin(rl), 0);
+	assert_int_equal(rl_trigger_record(rl, "uid:1", PROF_TRIGGER_OOM, T0), 0);
+	fault("DELETE FROM entries", SQLITE_CORRUPT, false);
+	assert_int_equal(rl_admit(rl, "uid:2", PROF_HEAP_DUMP, false, T0 + 2 * H), SYS);
+	assert_true(rl_failed(rl, NULL));
+	assert_int_equal(rl_batch_commit(rl), -EIO);
+	rl_close(rl);
+}
+
+/* SQLite rolls the batch's transaction back after a failed write: the
+ * rows written at the commit must not then commit on their own. */
+static void test_batch_rolled_back(void **state)
+{
+	struct fx *f = *state;
+	struct rl *rl = open_ok(f->path, NULL, T0);
+
+	assert_int_equal(rl_batch_begin(rl), 0);
+	assert_int_equal(rl_trigger_record(rl, "uid:1", PROF_TRIGGER_OOM, T0), 0);
+	fault("INSERT INTO triggers", SQLITE_FULL, true);
+	assert_int_equal(rl_trigger_record(rl, "uid:2", PROF_TRIGGER_OOM, T0), -EIO);
+	assert_int_equal(rl_admit(rl, "uid:3", PROF_HEAP_DUMP, false, T0), 0);
+	assert_int_not_equal(rl_batch_commit(rl), 0);
+	assert_false(rl_failed(rl, NULL));
+	rl_close(rl);
+	assert_int_equal(rows(f->path, "entries"), 0);
+	assert_int_equal(rows(f->path, "triggers"), 0);
+}
+
 /* Run rl_open with the logger writing into a file; return what it wrote. */
 static struct rl *open_logged(struct fx *f, char *log, size_t size)
 {
@@ -1164,6 +1250,9 @@ int main(void)
 		T(test_batch),
 		T(test_batch_sums),
 		T(test_batch_fails),
+		T(test_batch_corrupt_row),
+		T(test_batch_store_closed),
+		T(test_batch_rolled_back),
 		T(test_corrupt_garbage),
 		T(test_corrupt_page),
 		T(test_malformed_row),
