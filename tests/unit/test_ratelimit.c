@@ -109,6 +109,14 @@ int sqlite3_step(sqlite3_stmt *st)
 	return real(st);
 }
 
+/* The default config with caps no test reaches. */
+static void no_caps(struct rl_config *c)
+{
+	rl_config_defaults(c);
+	for (int w = 0; w < RL_NWIN; w++)
+		c->win[w].system_cap = c->win[w].app_cap = UINT32_MAX;
+}
+
 static struct rl *open_ok(const char *path, const struct rl_config *cfg, int64_t now)
 {
 	struct rl *rl = NULL;
@@ -738,9 +746,7 @@ static void test_batch_sums(void **state)
 	struct rl_usage u[RL_NWIN];
 	char app[32];
 
-	rl_config_defaults(&c);
-	for (int w = 0; w < RL_NWIN; w++)
-		c.win[w].system_cap = c.win[w].app_cap = UINT32_MAX;
+	no_caps(&c);
 	struct rl *rl = open_ok(f->path, &c, T0);
 	assert_int_equal(rl_batch_begin(rl), 0);
 	for (int i = 0; i < 3; i++)
@@ -779,9 +785,7 @@ static void test_batch_fails(void **state)
 	struct rl_usage u[RL_NWIN];
 	int status;
 
-	rl_config_defaults(&c);
-	for (int w = 0; w < RL_NWIN; w++)
-		c.win[w].system_cap = c.win[w].app_cap = UINT32_MAX;
+	no_caps(&c);
 	struct rl *rl = open_ok(f->path, &c, T0);
 	assert_int_equal(rl_admit(rl, "uid:1", PROF_HEAP_DUMP, false, T0), 0);
 	rl_close(rl);
@@ -1102,9 +1106,7 @@ static void test_app_cap(void **state)
 	char app[32];
 	struct rl *rl;
 
-	rl_config_defaults(&c);
-	for (int w = 0; w < RL_NWIN; w++)
-		c.win[w].system_cap = c.win[w].app_cap = UINT32_MAX;
+	no_caps(&c);
 	rl = open_ok(f->path, &c, T0);
 	/* uid:0 and uid:1 spend at T0, the others an hour later. */
 	for (int i = 0; i < RL_MAX_APPS; i++) {
