@@ -825,7 +825,7 @@ static int insert_entry(struct rl *rl, const char *app, uint32_t cost, int64_t t
  */
 static int pend_write(struct rl *rl)
 {
-	int rc = rl->db ? batch_tx(rl) : SQLITE_MISUSE;
+	int rc = batch_tx(rl);
 	for (unsigned i = 0; i < rl->npend && rc == SQLITE_OK; i++)
 		rc = insert_entry(rl, rl->pend[i].key, rl->pend[i].cost, rl->pend[i].t);
 	rl->npend = 0;
@@ -876,16 +876,14 @@ int rl_batch_commit(struct rl *rl)
 		rc = pend_write(rl);
 	rl->npend = 0;
 	rl->pend_err = SQLITE_OK;
-	bool in_tx = rl->in_tx;
-	rl->batch = rl->in_tx = false;
-	if (!rl->db) /* failed (closed) since: nothing of the batch is kept */
-		return rc != SQLITE_OK ? -EIO : 0;
-	if (rc == SQLITE_OK && !in_tx)
-		return 0;
-	if (rc == SQLITE_OK)
+	/* in_tx only with a store: close_db clears it. */
+	if (rc == SQLITE_OK && rl->in_tx)
 		rc = run(rl->commit);
+	rl->batch = rl->in_tx = false;
 	if (rc == SQLITE_OK)
 		return 0;
+	if (!rl->db) /* failed (closed) since: nothing of the batch is kept */
+		return -EIO;
 	int64_t now = (int64_t)time(NULL) * 1000;
 	write_error(rl, rc, now, "committing a batch of admissions");
 	/* A failed COMMIT may leave the transaction open; end it. (A corrupt
