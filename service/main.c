@@ -34,6 +34,7 @@
 #include "svc_redact.h"
 #include "svc_spawn.h"
 #include "svc_sandbox.h"
+#include "svc_trim.h"
 #include "svc_request.h"
 #include "svc_session.h"
 #include "svc_trigger.h"
@@ -505,6 +506,10 @@ int main(int argc, char **argv)
 	 * its top. */
 	(void)malloc_trim(0);
 	release_zero_pages(cfg, sizeof(*cfg));
+	/* And the text that start-up ran, now and after later bursts
+	 * (svc_trim.h); the daemon runs the same without it. */
+	if ((r = svc_trim_init(base)) < 0)
+		LOG_W("text trimming off: %s", strerror(-r));
 	LOG_N("profilingd %s ready (state %s)", PROFILINGD_VERSION, cfg->state_dir);
 	svc_sd_notify("READY=1"); /* Type=notify under systemd; a no-op otherwise */
 	if (event_base_dispatch(base) < 0)
@@ -529,6 +534,7 @@ out:
 		event_free(ev_int);
 	if (ev_term)
 		event_free(ev_term);
+	svc_trim_free();
 	svc_ctl_fini();
 	svc_methods_fini(); /* its configs only: the captures end with the sessions */
 	svc_trigger_fini();

@@ -1,0 +1,182 @@
+/* Give start-up's and bursts' text back to the page cache (svc_trim.h). */
+#include "svc_trim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "log.h"
+
+/* One mapping of /proc/self/smaps while its fields are read. */
+struct vma {
+	unsigned long start, end;
+	int eligible; /* private, not writable, of a file */
+	long rss_kib, anon_kib;
+};
+
+/* Unmap v's pages if every one of them is still the file's; its KiB. */
+static long trim_one(const struct vma *v)
+{
+	if (!v->eligible || v->rss_kib <= 0 || v->anon_kib != 0)
+		return 0;
+	if (madvise((void *)v->start, v->end - v->start, MADV_DONTNEED) < 0)
+		return 0;
+	return v->rss_kib;
+}
+
+/*
+ * A header line of smaps: "start-end perms offset dev inode [path]". A
+ * file's path starts with '/', unlike "[heap]", "[vdso]" and the like or
+ * an anonymous mapping's empty one.
+ */
+static int parse_header(const char *line, struct vma *v)
+{
+	char perms[8];
+	int path_at = 0;
+	if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &v->start, &v->end, perms, &path_at) < 3)
+		return -EINVAL;
+	v->eligible = strlen(perms) == 4 && perms[1] != 'w' && perms[3] == 'p' && path_at > 0 &&
+		      line[path_at] == '/';
+	v->rss_kib = 0;
+	v->anon_kib = 0;
+	return 0;
+}
+
+long svc_trim_text(void)
+{
+	FILE *f = fopen("/proc/self/smaps", "re");
+	if (!f)
+		return -errno;
+	char line[512];
+	struct vma v = { 0 };
+	int have = 0;
+	long kib = 0;
+	while (fgets(line, sizeof(line), f)) {
+		size_t n = strlen(line);
+		int whole = n > 0 && line[n - 1] == '\n';
+		/* A field line starts with a capital ("Rss:"), a header with
+		 * the mapping's start in lower-case hex. */
+		if (line[0] >= 'A' && line[0] <= 'Z') {
+			if (have && !strncmp(line, "Rss:", 4))
+				v.rss_kib = strtol(line + 4, NULL, 10);
+			else if (have && !strncmp(line, "Anonymous:", 10))
+				v.anon_kib = strtol(line + 10, NULL, 10);
+		} else {
+			/* The mapping before is complete: all its fields read. */
+			if (have)
+				kib += trim_one(&v);
+			have = parse_header(line, &v) == 0;
+		}
+		/* The rest of a longer line (a path past 511 bytes). */
+		while (!whole) {
+			int c = fgetc(f);
+			whole = c == '\n' || c == EOF;
+		}
+	}
+	if (have)
+		kib += trim_one(&v);
+	int err = ferror(f) ? -EIO : 0;
+	fclose(f);
+	return err ? err : kib;
+}
+
+void svc_trim_start(struct svc_trim_state *s, long post_kib)
+{
+	s->prev_kib = s->post_kib = post_kib;
+	s->floor_kib = -1;
+	s->learning = 0;
+}
+
+int svc_trim_step(struct svc_trim_state *s, long cur_kib)
+{
+	if (cur_kib != s->prev_kib) { /* still mapping: not quiet */
+		s->prev_kib = cur_kib;
+		return 0;
+	}
+	if (s->learning) {
+		s->floor_kib = cur_kib;
+		s->learning = 0;
+		return 0;
+	}
+	long base = s->floor_kib >= 0 ? s->floor_kib : s->post_kib;
+	if (cur_kib > base + SVC_TRIM_SLACK_KIB)
+		return 1;
+	if (s->floor_kib < 0)
+		s->floor_kib = cur_kib;
+	return 0;
+}
+
+void svc_trim_trimmed(struct svc_trim_state *s, long post_kib)
+{
+	s->prev_kib = s->post_kib = post_kib;
+	s->floor_kib = -1;
+	s->learning = 1;
+}
+
+static struct event *check_ev;
+static int statm_fd = -1;
+static struct svc_trim_state state;
+
+/* File-backed and shared resident KiB (statm's third field), or -errno. */
+static long file_kib(void)
+{
+	char buf[128];
+	ssize_t n = pread(statm_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return n < 0 ? -errno : -EIO;
+	buf[n] = '\0';
+	unsigned long size, res, shared;
+	if (sscanf(buf, "%lu %lu %lu", &size, &res, &shared) != 3)
+		return -EIO;
+	return (long)(shared * (unsigned long)(sysconf(_SC_PAGESIZE) / 1024));
+}
+
+/* Trim; the level just after. */
+static long trim_now(const char *why)
+{
+	long kib = svc_trim_text();
+	if (kib < 0)
+		LOG_W("cannot read /proc/self/smaps: %s", strerror((int)-kib));
+	else
+		LOG_I("%s: %ld KiB of text unmapped", why, kib);
+	return file_kib();
+}
+
+static void on_check(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what, (void)arg;
+	long cur = file_kib();
+	if (cur >= 0 && svc_trim_step(&state, cur))
+		svc_trim_trimmed(&state, trim_now("quiet after a burst"));
+}
+
+int svc_trim_init(struct event_base *base)
+{
+	statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	if (statm_fd < 0)
+		return -errno;
+	const struct timeval every = { SVC_TRIM_CHECK_S, 0 };
+	check_ev = event_new(base, -1, EV_PERSIST, on_check, NULL);
+	if (!check_ev || event_add(check_ev, &every) < 0) {
+		svc_trim_free();
+		return -ENOMEM;
+	}
+	svc_trim_start(&state, trim_now("start-up done"));
+	return 0;
+}
+
+void svc_trim_free(void)
+{
+	if (check_ev)
+		event_free(check_ev);
+	check_ev = NULL;
+	if (statm_fd >= 0)
+		close(statm_fd);
+	statm_fd = -1;
+}
