@@ -534,7 +534,7 @@ out:
 		event_free(ev_int);
 	if (ev_term)
 		event_free(ev_term);
-	svc_trim_free();
+	svc_trim_fini();
 	svc_ctl_fini();
 	svc_methods_fini(); /* its configs only: the captures end with the sessions */
 	svc_trigger_fini();

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +18,17 @@
 struct vma {
 	unsigned long start, end;
 	int eligible; /* private, not writable, of a file */
-	long rss_kib, anon_kib;
+	long rss_kib, anon_kib, swap_kib;
 };
 
-/* Unmap v's pages if every one of them is still the file's; its KiB. */
+/*
+ * Unmap v's pages if every one of them is still the file's; its KiB.
+ * Anonymous counts only the written pages in memory: one swapped out
+ * shows as Swap instead, and unmapping it would read the file back.
+ */
 static long trim_one(const struct vma *v)
 {
-	if (!v->eligible || v->rss_kib <= 0 || v->anon_kib != 0)
+	if (!v->eligible || v->rss_kib <= 0 || v->anon_kib != 0 || v->swap_kib != 0)
 		return 0;
 	if (madvise((void *)v->start, v->end - v->start, MADV_DONTNEED) < 0)
 		return 0;
@@ -44,13 +49,16 @@ static int parse_header(const char *line, struct vma *v)
 	v->eligible = strlen(perms) == 4 && perms[1] != 'w' && perms[3] == 'p' && path_at > 0 &&
 		      line[path_at] == '/';
 	v->rss_kib = 0;
-	v->anon_kib = 0;
+	/* Unknown until their lines are read: a mapping whose lines are
+	 * missing is not trimmed. */
+	v->anon_kib = v->swap_kib = -1;
 	return 0;
 }
 
-long svc_trim_text(void)
+int svc_trim_text(long *kib_out)
 {
 	FILE *f = fopen("/proc/self/smaps", "re");
+	*kib_out = 0;
 	if (!f)
 		return -errno;
 	char line[512];
@@ -67,6 +75,8 @@ long svc_trim_text(void)
 				v.rss_kib = strtol(line + 4, NULL, 10);
 			else if (have && !strncmp(line, "Anonymous:", 10))
 				v.anon_kib = strtol(line + 10, NULL, 10);
+			else if (have && !strncmp(line, "Swap:", 5))
+				v.swap_kib = strtol(line + 5, NULL, 10);
 		} else {
 			/* The mapping before is complete: all its fields read. */
 			if (have)
@@ -83,7 +93,8 @@ long svc_trim_text(void)
 		kib += trim_one(&v);
 	int err = ferror(f) ? -EIO : 0;
 	fclose(f);
-	return err ? err : kib;
+	*kib_out = kib;
+	return err;
 }
 
 void svc_trim_start(struct svc_trim_state *s, long post_kib)
@@ -95,10 +106,18 @@ void svc_trim_start(struct svc_trim_state *s, long post_kib)
 
 int svc_trim_step(struct svc_trim_state *s, long cur_kib)
 {
-	if (cur_kib != s->prev_kib) { /* still mapping: not quiet */
-		s->prev_kib = cur_kib;
+	/* The level just after a trim could not be read: the first one that
+	 * can stands in for it. */
+	if (s->post_kib < 0)
+		s->post_kib = cur_kib;
+	/* Still mapping (a fault-around or more since the last check): not
+	 * quiet. A level that only went down is quiet. */
+	long prev = s->prev_kib;
+	s->prev_kib = cur_kib;
+	if (prev < 0 || cur_kib > prev + SVC_TRIM_QUIET_KIB)
 		return 0;
-	}
+	if (s->learning == 1 && cur_kib > s->post_kib + SVC_TRIM_SLACK_KIB)
+		return 1; /* a burst came before the floor was known: once more */
 	if (s->learning) {
 		s->floor_kib = cur_kib;
 		s->learning = 0;
@@ -116,7 +135,7 @@ void svc_trim_trimmed(struct svc_trim_state *s, long post_kib)
 {
 	s->prev_kib = s->post_kib = post_kib;
 	s->floor_kib = -1;
-	s->learning = 1;
+	s->learning = s->learning ? 2 : 1;
 }
 
 static struct event *check_ev;
@@ -137,12 +156,13 @@ static long file_kib(void)
 	return (long)(shared * (unsigned long)(sysconf(_SC_PAGESIZE) / 1024));
 }
 
-/* Trim; the level just after. */
+/* Trim; the level just after (-errno when statm cannot be read). */
 static long trim_now(const char *why)
 {
-	long kib = svc_trim_text();
-	if (kib < 0)
-		LOG_W("cannot read /proc/self/smaps: %s", strerror((int)-kib));
+	long kib;
+	int r = svc_trim_text(&kib);
+	if (r < 0)
+		LOG_W("cannot read /proc/self/smaps: %s (%ld KiB unmapped)", strerror(-r), kib);
 	else
 		LOG_I("%s: %ld KiB of text unmapped", why, kib);
 	return file_kib();
@@ -150,9 +170,17 @@ static long trim_now(const char *why)
 
 static void on_check(evutil_socket_t fd, short what, void *arg)
 {
+	static bool said;
 	(void)fd, (void)what, (void)arg;
 	long cur = file_kib();
-	if (cur >= 0 && svc_trim_step(&state, cur))
+	if (cur < 0) {
+		if (!said)
+			LOG_W("cannot read /proc/self/statm: %s; no trim until it can",
+			      strerror((int)-cur));
+		said = true;
+		return;
+	}
+	if (svc_trim_step(&state, cur))
 		svc_trim_trimmed(&state, trim_now("quiet after a burst"));
 }
 
@@ -164,14 +192,15 @@ int svc_trim_init(struct event_base *base)
 	const struct timeval every = { SVC_TRIM_CHECK_S, 0 };
 	check_ev = event_new(base, -1, EV_PERSIST, on_check, NULL);
 	if (!check_ev || event_add(check_ev, &every) < 0) {
-		svc_trim_free();
-		return -ENOMEM;
+		int e = check_ev ? -EIO : -ENOMEM;
+		svc_trim_fini();
+		return e;
 	}
 	svc_trim_start(&state, trim_now("start-up done"));
 	return 0;
 }
 
-void svc_trim_free(void)
+void svc_trim_fini(void)
 {
 	if (check_ev)
 		event_free(check_ev);

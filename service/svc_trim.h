@@ -13,11 +13,13 @@
  * on them, which the kernel's reclaim would otherwise weigh as in use.
  *
  * What it touches, and why that is safe: only private mappings of a file
- * that are not writable and hold no anonymous page, i.e. whose every
- * page still equals the file. A relocated read-only segment (RELRO) holds
- * anonymous pages and is left alone, as is anything writable, the heap,
- * stacks, shared mappings and mappings of no file. Contents read the
- * same after the call; only residency changes.
+ * that are not writable and hold no anonymous page, in memory or swapped
+ * out, i.e. whose every page still equals the file. A relocated
+ * read-only segment (RELRO) holds anonymous pages and is left alone, as
+ * is anything writable, the heap, stacks, shared mappings and mappings
+ * of no file. Contents read the same after the call; only residency
+ * changes. The daemon has one thread, so no mapping changes between the
+ * read of smaps and the madvise.
  *
  * The cost: the first run of a path after a trim takes a minor fault per
  * 64 KiB it touches (a few microseconds each while the file is cached; a
@@ -29,8 +31,9 @@
  * the loop has gone quiet after a burst ran code it does not run while
  * quiet (svc_trim_step). A steady loop's own paths come back once and
  * set the level to compare with, so they are not trimmed over and over:
- * at most one trim per burst, and one more if a burst follows a trim
- * before the next check. A trim reads smaps and makes one madvise per
+ * at most two trims per burst (the second when the level is up again at
+ * the first quiet check after the first: another burst, or the loop's
+ * own paths). A trim reads smaps and makes one madvise per
  * mapping: 0.25-0.4 ms here. An app that alternates bursts of requests
  * with 10 s of quiet gets the daemon to trim at most once per two checks
  * (20 s), then pays the refaults of its own burst.
@@ -45,30 +48,36 @@ struct event_base;
 
 #define SVC_TRIM_CHECK_S 10
 #define SVC_TRIM_SLACK_KIB 512
+/* Grown by no more than one fault-around since the last check: quiet. */
+#define SVC_TRIM_QUIET_KIB 64
 
 /*
- * Unmap the resident pages of every mapping described above. Returns
- * the KiB they held (per /proc/self/smaps just before), or -errno when
- * smaps cannot be read; a mapping madvise refuses is skipped.
+ * Unmap the resident pages of every mapping described above; *kib gets
+ * the KiB they held (per /proc/self/smaps just before). 0, or -errno
+ * when smaps cannot be read (*kib: what was unmapped before that). A
+ * mapping madvise refuses is skipped.
  */
-long svc_trim_text(void);
+int svc_trim_text(long *kib);
 
 /*
  * The check's state, and its step: cur is the file-backed resident KiB
  * now; returns true when the caller should trim now, after which it
  * calls svc_trim_trimmed with the level just after. Quiet means the
- * level stood still since the last check. What a quiet loop maps back
+ * level grew by at most SVC_TRIM_QUIET_KIB since the last check (a level
+ * that went down is quiet too). What a quiet loop maps back
  * after a trim made while quiet is its own paths: that level becomes
  * the floor, and only a level past the floor + SVC_TRIM_SLACK_KIB is
- * trimmed again. The start-up trim teaches nothing (a burst may follow
- * it before any quiet check), so until a floor is known the level just
- * after the last trim stands in for it.
+ * trimmed again. A burst may come between a trim and the next check, so
+ * a level past the one just after the trim + slack is trimmed once more
+ * before the floor is taken. The start-up trim teaches nothing, so
+ * until a floor is known the level just after the last trim stands in
+ * for it.
  */
 struct svc_trim_state {
 	long prev_kib;  /* at the last check; -1 before the first */
 	long post_kib;  /* just after the last trim */
 	long floor_kib; /* the quiet loop's own level; -1: not known */
-	int learning;   /* the last trim was made while quiet */
+	int learning;   /* 1: after a trim made while quiet; 2: after its second */
 };
 void svc_trim_start(struct svc_trim_state *s, long post_kib);
 int svc_trim_step(struct svc_trim_state *s, long cur_kib);
@@ -78,6 +87,6 @@ void svc_trim_trimmed(struct svc_trim_state *s, long post_kib);
 int svc_trim_init(struct event_base *base);
 
 /* Disarm; safe when never armed. */
-void svc_trim_free(void);
+void svc_trim_fini(void);
 
 #endif
