@@ -2,7 +2,6 @@
 #include "svc_trim.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 #include <event2/event.h>
 
 #include "log.h"
+#include "util.h"
 
 /* One mapping of /proc/self/smaps while its fields are read. */
 struct vma {
@@ -139,17 +139,15 @@ void svc_trim_trimmed(struct svc_trim_state *s, long post_kib)
 }
 
 static struct event *check_ev;
-static int statm_fd = -1;
 static struct svc_trim_state state;
 
 /* File-backed and shared resident KiB (statm's third field), or -errno. */
 static long file_kib(void)
 {
 	char buf[128];
-	ssize_t n = pread(statm_fd, buf, sizeof(buf) - 1, 0);
-	if (n <= 0)
-		return n < 0 ? -errno : -EIO;
-	buf[n] = '\0';
+	ssize_t n = util_read_file("/proc/self/statm", buf, sizeof(buf));
+	if (n < 0)
+		return (long)n;
 	unsigned long size, res, shared;
 	if (sscanf(buf, "%lu %lu %lu", &size, &res, &shared) != 3)
 		return -EIO;
@@ -186,9 +184,6 @@ static void on_check(evutil_socket_t fd, short what, void *arg)
 
 int svc_trim_init(struct event_base *base)
 {
-	statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-	if (statm_fd < 0)
-		return -errno;
 	const struct timeval every = { SVC_TRIM_CHECK_S, 0 };
 	check_ev = event_new(base, -1, EV_PERSIST, on_check, NULL);
 	if (!check_ev || event_add(check_ev, &every) < 0) {
@@ -205,7 +200,4 @@ void svc_trim_fini(void)
 	if (check_ev)
 		event_free(check_ev);
 	check_ev = NULL;
-	if (statm_fd >= 0)
-		close(statm_fd);
-	statm_fd = -1;
 }

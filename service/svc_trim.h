@@ -38,8 +38,8 @@
  * with 10 s of quiet gets the daemon to trim at most once per two checks
  * (20 s), then pays the refaults of its own burst.
  *
- * Needs /proc/self/smaps and /proc/self/statm, open(2), read(2), pread(2)
- * and madvise(2) (all in the daemon's seccomp policy).
+ * Needs /proc/self/smaps and /proc/self/statm, open(2), read(2) and
+ * madvise(2) (all in the daemon's seccomp policy).
  */
 #ifndef PD_SVC_TRIM_H
 #define PD_SVC_TRIM_H
