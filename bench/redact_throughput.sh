@@ -20,7 +20,9 @@
 # threads' CPU shared out, not their overlap. redact_gen
 # writes pprof with common/pprof.c (samples last: the redactor's one pass);
 # the same profile re-encoded by protoc (samples first) shows the two-pass
-# path, and the gzip floor is given for zlib and ISA-L.
+# path, and the gzip floor is given for zlib and ISA-L. The trace's kernel
+# stream is redacted on two threads (rdc_perfetto.c); its one-thread
+# figure (--one-thread) is measured in the same run and printed beside.
 # Not a test: it asserts nothing.
 #   usage: bench/redact_throughput [BUILD_DIR] [HPROF_MB] [TRACE_MB] [PPROF_SAMPLES] [ROUNDS]
 set -euo pipefail
@@ -74,10 +76,11 @@ for f in small large; do
 done
 PPROF_RAW=$(gzip -dc "$T/large.pb.gz" | wc -c)
 
-# one FORMAT FILE SINK: best wall seconds, max RSS KiB and the status line
-# of ROUNDS runs into $T/res; a failed run is reported, not fatal.
+# one FORMAT FILE SINK [FLAG..]: best wall seconds, max RSS KiB and the
+# status line of ROUNDS runs into $T/res; a failed run is reported, not fatal.
 one() {
 	local fmt=$1 in=$2 sink=$3 best="" cpu="" rss=0 st="" rc=0
+	shift 3
 	local out=/dev/null kin=/dev/null kopt=()
 	# A trace's kernel half comes on fd 3, as from the daemon.
 	[ "$fmt" = perfetto ] && kin=$in.kernel && kopt=(--kernel-fd 3)
@@ -87,7 +90,7 @@ one() {
 		t0=$(date +%s%N)
 		rc=0
 		/usr/bin/time -v -o "$T/tv" "$REDACT" --format "$fmt" --pids "$PID" --tids "$TIDS" \
-			"${kopt[@]}" --allow-root < "$in" 3< "$kin" > "$out" 2> "$T/st" || rc=$?
+			"${kopt[@]}" "$@" --allow-root < "$in" 3< "$kin" > "$out" 2> "$T/st" || rc=$?
 		t1=$(date +%s%N)
 		st=$(grep -v '^Command exited with non-zero status' "$T/st" | tail -n 1)
 		local r
@@ -172,6 +175,16 @@ if [ -n "$PROTOC" ]; then
 		TWO_CPU=$(awk -v b="$b" -v c="$cns" 'BEGIN { if (c >= 5e7) printf "%.1f", b * 1e3 / c; else print "-" }')
 	fi
 fi
+# The trace on one thread (the kernel's stream is redacted on two by
+# default, rdc_perfetto.c): what the second thread adds, in this run.
+one perfetto "$T/large.pftrace" null --one-thread
+read -r ns cns _ rc _ < "$T/res"
+PF1_RATE=- PF1_CPU=-
+if [ "$rc" -eq 0 ]; then
+	b=$(( $(stat -c %s "$T/large.pftrace") + $(stat -c %s "$T/large.pftrace.kernel") ))
+	PF1_RATE=$(awk -v b="$b" -v ns="$ns" 'BEGIN { printf "%.1f", b * 1e3 / ns }')
+	PF1_CPU=$(awk -v b="$b" -v c="$cns" 'BEGIN { if (c >= 5e7) printf "%.1f", b * 1e3 / c; else print "-" }')
+fi
 declare -A PEER
 PEER[pprof]=- PEER[perfetto]=- PEER[hprof]=-
 if [ -n "$PROTOC" ]; then
@@ -206,9 +219,13 @@ for fmt in pprof perfetto hprof; do
 			f, rate, rf, g, met, rs, rl, rl / rs, flat, pr }'
 	goaltext="> $goal MB/s"
 	[ "$fmt" = pprof ] && goaltext="> 200 MB/s, peak RSS < 8 MiB"
-	summary "redactor: $fmt throughput to /dev/null (peak RSS ${rl} MiB)" "$rate MB/s" "$peer" \
+	label="redactor: $fmt throughput to /dev/null (peak RSS ${rl} MiB)"
+	[ "$fmt" = perfetto ] && label="redactor: perfetto throughput to /dev/null, kernel stream on 2 threads (1 thread: $PF1_RATE MB/s; peak RSS ${rl} MiB)"
+	summary "$label" "$rate MB/s" "$peer" \
 		"$([ "$prate" = - ] && echo - || echo "$prate MB/s")" "$goaltext"
 done
+echo "  perfetto: the kernel's stream on two threads; on one (--one-thread) $PF1_RATE MB/s," \
+	"CPU $PF1_CPU MB/s"
 awk -v raw="$PPROF_RAW" -v ns="$PPROF_NS" 'BEGIN {
 	printf "  pprof MB/s is of gzip'"'"'d input; of the inflated profile it is %.1f MB/s.\n", raw * 1e3 / ns }'
 echo "  the same profile in protoc's field order (tables after the samples: two passes):" \

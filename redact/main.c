@@ -169,6 +169,8 @@ static void usage(FILE *f)
 		"Run by profilingd; see docs/ARCHITECTURE.md.\n\n"
 		"  --tids T[,T..]        the app's threads (for traces)\n"
 		"  --kernel-fd N         perfetto: the kernel's stream is on fd N (3 or more)\n"
+		"  --one-thread          perfetto: redact the kernel's stream on one thread,\n"
+		"                        not two (bench/redact_throughput's comparison)\n"
 		"  --dlp REGEX           scrub matches from trace names (repeatable)\n"
 		"  --dlp-builtin         also scrub e-mail addresses, IPv4 and long hex tokens\n"
 		"  --uid U               heap formats: the process's uid (process metadata)\n"
@@ -185,7 +187,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	enum { O_FORMAT = 256, O_PIDS, O_TIDS, O_KFD, O_DLP, O_DLP_BUILTIN, O_DEBUG, O_FORBIDDEN,
-	       O_ROOT, O_UID, O_CMDLINE, O_OOM_TID, O_FORK };
+	       O_ROOT, O_UID, O_CMDLINE, O_OOM_TID, O_FORK, O_ONE };
 	static const struct option opts[] = {
 		{ "format", required_argument, NULL, O_FORMAT },
 		{ "pids", required_argument, NULL, O_PIDS },
@@ -200,13 +202,14 @@ int main(int argc, char **argv)
 		{ "uid", required_argument, NULL, O_UID },
 		{ "cmdline", required_argument, NULL, O_CMDLINE },
 		{ "oom-tid", required_argument, NULL, O_OOM_TID },
+		{ "one-thread", no_argument, NULL, O_ONE },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	static int32_t pids[MAX_IDS], tids[MAX_IDS];
 	const char *format = NULL, *dlp[RDC_DLP_MAX];
 	size_t npids = 0, ntids = 0, ndlp = 0;
-	bool debug = false, forbidden = false, allow_root = false, try_fork = false;
+	bool debug = false, forbidden = false, allow_root = false, try_fork = false, one = false;
 	int c, r, kfd = -1;
 	static char cmdline[RDC_CMDLINE_MAX];
 	struct rdc_proc proc = { .cmdline = cmdline };
@@ -249,6 +252,7 @@ int main(int argc, char **argv)
 		case O_DEBUG: debug = true; break;
 		case O_FORBIDDEN: forbidden = true; break;
 		case O_ROOT: allow_root = true; break;
+		case O_ONE: one = true; break;
 		case O_UID:
 			if (parse_u32(optarg, &proc.uid) < 0)
 				goto bad;
@@ -333,7 +337,7 @@ int main(int argc, char **argv)
 	}
 
 	struct rdc_policy pol = { .pids = pids, .npids = npids, .tids = tids, .ntids = ntids,
-				  .dlp = d, .proc = &proc };
+				  .dlp = d, .proc = &proc, .pf_chunk = one ? SIZE_MAX : 0 };
 	struct rdc_stats st;
 	memset(&st, 0, sizeof(st));
 	r = perfetto ? rdc_perfetto(0, kfd, 1, &pol, &st) : fn(0, 1, &pol, &st);

@@ -29,7 +29,12 @@ struct rdc_policy {
 	size_t ntids;
 	const struct rdc_dlp *dlp; /* patterns to scrub from names, or NULL */
 	const struct rdc_proc *proc; /* the heap formats' process metadata, or NULL */
+	/* Perfetto: the kernel's stream is redacted on two threads, a chunk of
+	 * this many bytes each at a time (rdc_perfetto.c); 0 is
+	 * RDC_PF_CHUNK, SIZE_MAX one thread. Tests make it small. */
+	size_t pf_chunk;
 };
+#define RDC_PF_CHUNK (1u << 20)
 
 /*
  * The captured process as the daemon read it when the capture started

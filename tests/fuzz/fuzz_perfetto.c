@@ -3,10 +3,13 @@
  * The input is fed as both of its streams: the kernel's (profilingd-
  * ftrace's, which carries task names any process picks) and the runtime's
  * (the app's word), so each parser sees every input and the seed corpus
- * serves both. */
+ * serves both. The kernel's stream is redacted twice: on one thread, and
+ * on two in chunks of a few packets (the second thread guessing who the
+ * app is); the answers, the counts and the bytes must be the same. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -17,13 +20,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct rdc_dlp *dlp;
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* One redaction; the output's bytes in *buf (malloc'd). */
+static int redact(const uint8_t *data, size_t size, size_t chunk, struct rdc_stats *st,
+		  uint8_t **buf, size_t *len)
 {
 	static const int32_t pids[] = { 100 };
 	static const int32_t tids[] = { 100, 101 };
-
-	if (!dlp && rdc_dlp_compile(rdc_dlp_builtin, rdc_dlp_builtin_count, &dlp))
-		abort();
 	int in = fz_memfd("fuzz-in", data, size);
 	int kin = fz_memfd("fuzz-kernel", data, size);
 	int out = memfd_create("fuzz-out", MFD_CLOEXEC);
@@ -31,16 +33,40 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 
 	struct rdc_policy p = {
-		.pids = pids, .npids = 1, .tids = tids, .ntids = 2, .dlp = dlp,
+		.pids = pids, .npids = 1, .tids = tids, .ntids = 2, .dlp = dlp, .pf_chunk = chunk,
 	};
-	struct rdc_stats st;
-	int r = rdc_perfetto(in, kin, out, &p, &st);
+	int r = rdc_perfetto(in, kin, out, &p, st);
+	off_t end = lseek(out, 0, SEEK_END);
 	/* What it accepted it read (both streams) and wrote in full. */
-	if (r == 0 && (st.in_bytes != 2 * (uint64_t)size ||
-		       lseek(out, 0, SEEK_END) != (off_t)st.out_bytes))
+	if (end < 0 || (r == 0 && (st->in_bytes != 2 * (uint64_t)size ||
+				   end != (off_t)st->out_bytes)))
+		abort();
+	*len = (size_t)end;
+	if (!(*buf = malloc(*len + 1)) || pread(out, *buf, *len, 0) != (ssize_t)*len)
 		abort();
 	close(in);
 	close(kin);
 	close(out);
+	return r;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (!dlp && rdc_dlp_compile(rdc_dlp_builtin, rdc_dlp_builtin_count, &dlp))
+		abort();
+	struct rdc_stats a, b;
+	uint8_t *ab, *bb;
+	size_t al, bl;
+	int ra = redact(data, size, SIZE_MAX, &a, &ab, &al);
+	/* A chunk of a packet or few: every pair's guess is tried. */
+	int rb = redact(data, size, 1 + size % 64, &b, &bb, &bl);
+	if (ra != rb)
+		abort();
+	if (ra == 0 && (al != bl || memcmp(ab, bb, al) || a.kept != b.kept ||
+			a.dropped != b.dropped || a.anonymised != b.anonymised ||
+			a.scrubbed != b.scrubbed))
+		abort();
+	free(ab);
+	free(bb);
 	return 0;
 }

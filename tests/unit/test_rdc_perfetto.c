@@ -1766,6 +1766,140 @@ static void test_lean_grows(void **state)
 	close(general);
 }
 
+/* ---- the kernel's stream on two threads (rdc_perfetto.c, par_*): a
+ * second thread redacts every other chunk from a guess that the chunk
+ * before it did not change who the app is. Forks by the app, a task id
+ * handed out again by a foe, process lists and top-level fields that are
+ * not packets land anywhere in the chunks, which are small here (many
+ * pairs a trace, the guess both right and wrong). The bytes out, the
+ * counts and the answer must be those of one thread, and so must the
+ * runtime's packets judged after it, which name the forked tasks. */
+
+/* Tasks forked and handed out again in these traces. */
+#define PAR_KID 300
+
+static FEvent *par_event(void)
+{
+	uint64_t ts = 1000 + fx_rnd(1u << 30);
+	int32_t kid = PAR_KID + (int32_t)fx_rnd(8);
+	switch (fx_rnd(6)) {
+	case 0: {
+		static const int32_t parent[] = { APP, APP_T, FOE, PAR_KID, PAR_KID + 1 };
+		return fe_fork(ts, "parent", parent[fx_rnd(5)], fx_comm(), kid);
+	}
+	case 1:
+		return fe_switch(ts, fx_comm(), kid, fx_comm(), fx_pid());
+	case 2:
+		return fe_switch(ts, fx_comm(), fx_pid(), fx_comm(), kid);
+	case 3:
+		return fe_rename(ts, kid, "old", fx_comm());
+	default:
+		return fx_event();
+	}
+}
+
+/* Top-level fields that are not packets, as a newer writer might add:
+ * a varint, a fixed64, a fixed32 and a length-delimited one of n bytes. */
+static void par_unknown(int fd, size_t n)
+{
+	uint8_t b[32];
+	size_t k = 0;
+	b[k++] = 2 << 3 | 0;
+	k += varint(b + k, 300 + fx_rnd(100000));
+	b[k++] = 3 << 3 | 1;
+	memset(b + k, 0xab, 8);
+	k += 8;
+	b[k++] = 4 << 3 | 5;
+	memset(b + k, 0xcd, 4);
+	k += 4;
+	b[k++] = 5 << 3 | 2;
+	k += varint(b + k, n);
+	put(fd, b, k);
+	uint8_t *body = malloc(n ? n : 1);
+	assert_non_null(body);
+	memset(body, 'z', n);
+	put(fd, body, n);
+	free(body);
+}
+
+static struct out par_redact(int in, int kin, const struct rdc_dlp *dlp, size_t chunk)
+{
+	struct rdc_policy pol = policy(dlp);
+	pol.pf_chunk = chunk;
+	return redact_fds(in, kin, &pol);
+}
+
+static void par_compare(int in, int kin, const struct rdc_dlp *dlp, size_t chunk, bool bytes)
+{
+	struct out a = par_redact(in, kin, dlp, SIZE_MAX), b = par_redact(in, kin, dlp, chunk);
+	assert_int_equal(a.rc, b.rc);
+	if (bytes || a.rc == 0) {
+		assert_int_equal(a.len, b.len);
+		assert_memory_equal(a.buf, b.buf, a.len);
+		assert_int_equal(a.st.kept, b.st.kept);
+		assert_int_equal(a.st.dropped, b.st.dropped);
+		assert_int_equal(a.st.anonymised, b.st.anonymised);
+		assert_int_equal(a.st.scrubbed, b.st.scrubbed);
+		assert_int_equal(a.st.in_bytes, b.st.in_bytes);
+	}
+	out_free(&a);
+	out_free(&b);
+}
+
+static void test_par_equals_serial(void **state)
+{
+	struct rdc_dlp *dlp;
+	size_t ok = 0;
+
+	assert_int_equal(rdc_dlp_compile(rdc_dlp_builtin, rdc_dlp_builtin_count, &dlp), 0);
+	for (uint32_t seed = 1; seed <= 60; seed++) {
+		fx_rng = seed;
+		int kin = memfd(), in = memfd();
+		for (size_t k = 0, np = 20 + fx_rnd(80); k < np; k++) {
+			if (fx_rnd(10) == 0)
+				par_unknown(kin, fx_rnd(300));
+			if (fx_rnd(12) == 0) {
+				put_packet(kin, pk_tree(0, PAR_KID + (int32_t)fx_rnd(8), APP, "forked"));
+			} else {
+				size_t n = fx_rnd(12);
+				FEvent **ev = ARR(FEvent *, n ? n : 1);
+				for (size_t i = 0; i < n; i++)
+					ev[i] = par_event();
+				put_packet(kin, pk_bundle(fx_rnd(4), ev, n));
+			}
+			pool_free(NULL);
+		}
+		/* Longer than a read's room past the chunk: skipped across reads. */
+		if (seed % 20 == 0)
+			par_unknown(kin, (1u << 20) + 4096);
+		/* The runtime's tracks for the forked tasks: whose they are is
+		 * what the kernel's stream taught, to its end. */
+		put_packet(in, pk_process(7, 1, APP, "app"));
+		for (int32_t t = 0; t < 8; t++) {
+			put_packet(in, pk_thread(7, 10 + (uint64_t)t, 1, APP, PAR_KID + t, "kid"));
+			put_packet(in, pk_slice(7, 5000 + (uint64_t)t, 10 + (uint64_t)t,
+						PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "work"));
+		}
+		pool_free(NULL);
+		const struct rdc_dlp *d = seed % 2 ? dlp : NULL;
+		size_t chunk = 1 + fx_rnd(seed % 3 ? 400 : 4000);
+		par_compare(in, kin, d, chunk, true);
+		struct out o = par_redact(in, kin, d, chunk);
+		ok += o.rc == 0;
+		out_free(&o);
+		/* Cut short anywhere: the same answer as one thread. */
+		off_t size = lseek(kin, 0, SEEK_END);
+		assert_true(size > 0);
+		assert_int_equal(ftruncate(kin, (off_t)fx_rnd((uint32_t)size)), 0);
+		par_compare(in, kin, d, chunk, false);
+		close(kin);
+		close(in);
+	}
+	/* Most traces kept something of the app's: bytes, not only errors. */
+	assert_true(ok > 40);
+	rdc_dlp_free(dlp);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1788,6 +1922,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_fast_equals_general, pool_free),
 		cmocka_unit_test_teardown(test_lean_noncanonical, pool_free),
 		cmocka_unit_test_teardown(test_lean_grows, pool_free),
+		cmocka_unit_test_teardown(test_par_equals_serial, pool_free),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
