@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sysexits.h>
 #include <unistd.h>
@@ -312,6 +313,10 @@ int main(int argc, char **argv)
 		status("error: --kernel-fd %d is not open\n", kfd);
 		return EX_SOFTWARE;
 	}
+	struct rlimit as;
+	if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY &&
+	    as.rlim_cur < RDC_PF_THREADS_AS)
+		one = true;
 	/* The pprof redactor's threads (rdc_pprof.c) share the one malloc
 	 * arena: no 64 MiB arena reservation per thread under RLIMIT_AS. */
 	mallopt(M_ARENA_MAX, 1);

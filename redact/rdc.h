@@ -35,6 +35,11 @@ struct rdc_policy {
 	size_t pf_chunk;
 };
 #define RDC_PF_CHUNK (1u << 20)
+/* Below this address-space cap (RLIMIT_AS, from [redact] max_memory_bytes)
+ * profilingd-redact keeps a trace on one thread: the other two may take
+ * up to ~170 MiB more (two 64 MiB unpack budgets, two 16 MiB held outputs,
+ * the chunks and stacks), which a cap set for one thread would not have. */
+#define RDC_PF_THREADS_AS (512ull << 20)
 
 /*
  * The captured process as the daemon read it when the capture started

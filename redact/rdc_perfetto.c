@@ -63,6 +63,10 @@
  * past it (a DLP replacement longer than the text, many times over) the
  * chunk is redone on the first thread, which writes as it goes. */
 #define PF_PAR_OUT (16u << 20)
+/* After this many second chunks redone (an app that forks all along), the
+ * rest of the kernel's stream is redacted on one thread: the CPU a wrong
+ * guess wastes (RLIMIT_CPU counts every thread) stays a few chunks'. */
+#define PF_PAR_MISSES 4
 /* The second thread's stack: the lean path, protobuf-c's unpacker (its
  * nesting is capped by wire_check at PF_MAX_DEPTH) and the DLP matcher. */
 #define PF_PAR_STACK (1u << 20)
@@ -92,9 +96,13 @@ struct blk {
 };
 #define BLK_HDR ((sizeof(struct blk) + 15) & ~(size_t)15)
 
+/* total: the blocks this packet took, against budget; spare: standard
+ * blocks kept from earlier packets. A packet's fit so depends on that
+ * packet alone, on whichever thread and after whatever came before (the
+ * threads of rdc_perfetto: par_, rt_ must fail where one thread does). */
 struct arena {
-	struct blk *head;
-	size_t total, budget;
+	struct blk *head, *spare;
+	size_t total, budget, nspare;
 	bool over, nomem;
 };
 
@@ -116,8 +124,11 @@ static void *ar_alloc(void *ad, size_t n)
 			a->over = true;
 			return NULL;
 		}
-		b = malloc(BLK_HDR + sz);
-		if (!b) {
+		if (sz == ARENA_BLK && a->spare) {
+			b = a->spare;
+			a->spare = b->next;
+			a->nspare--;
+		} else if (!(b = malloc(BLK_HDR + sz))) {
 			a->nomem = true;
 			return NULL;
 		}
@@ -137,27 +148,26 @@ static void ar_free(void *ad, void *p)
 	/* Everything goes at once in ar_reset(). */
 }
 
-/* Keep a few standard blocks for the next packet so steady state does not
- * call malloc; give big one-off blocks back. */
+/* Keep a few standard blocks for the next packets so steady state does
+ * not call malloc; give big one-off blocks back. */
 static void ar_reset(struct arena *a)
 {
-	struct blk *keep = NULL, *b = a->head;
-	size_t kept = 0;
+	struct blk *b = a->head;
 
 	while (b) {
 		struct blk *next = b->next;
-		if (b->size == ARENA_BLK && kept + b->size <= ARENA_KEEP) {
+		if (b->size == ARENA_BLK && (a->nspare + 1) * ARENA_BLK <= ARENA_KEEP) {
 			b->used = 0;
-			b->next = keep;
-			keep = b;
-			kept += b->size;
+			b->next = a->spare;
+			a->spare = b;
+			a->nspare++;
 		} else {
 			free(b);
 		}
 		b = next;
 	}
-	a->head = keep;
-	a->total = kept;
+	a->head = NULL;
+	a->total = 0;
 	a->over = a->nomem = false;
 }
 
@@ -168,7 +178,12 @@ static void ar_fini(struct arena *a)
 		next = b->next;
 		free(b);
 	}
-	a->head = NULL;
+	for (struct blk *b = a->spare, *next; b; b = next) {
+		next = b->next;
+		free(b);
+	}
+	a->head = a->spare = NULL;
+	a->nspare = 0;
 }
 
 /* ---- open-addressing map: u64 key -> nonzero u8 value */
@@ -663,6 +678,13 @@ static int scrub(struct pf *c, char **s)
 	if (!c->p->dlp || !*s || !**s)
 		return 0;
 	size_t len = strlen(*s);
+	/* A match consumes at least a byte and becomes one replacement. A hit
+	 * takes the arena what a miss does: each thread of rdc_perfetto has a
+	 * cache of its own, and a packet must fit (or not) on all alike. */
+	size_t cap = len * (sizeof(RDC_DLP_REPLACEMENT) - 1) + 1;
+	char *out = ar_alloc(&c->ar, cap);
+	if (!out)
+		return ar_err(c);
 	struct dlp_ent *e = NULL;
 	if (len < DLP_CACHE_STR) {
 		e = &c->cache[util_str_hash(*s) % DLP_CACHE_N];
@@ -670,14 +692,11 @@ static int scrub(struct pf *c, char **s)
 			if (!e->changed)
 				return 0;
 			c->st->scrubbed++;
-			return set_str(c, s, e->out);
+			memcpy(out, e->out, strlen(e->out) + 1);
+			*s = out;
+			return 0;
 		}
 	}
-	/* A match consumes at least a byte and becomes one replacement. */
-	size_t cap = len * (sizeof(RDC_DLP_REPLACEMENT) - 1) + 1;
-	char *out = ar_alloc(&c->ar, cap);
-	if (!out)
-		return ar_err(c);
 	int changed = 0;
 	int r = rdc_dlp_scrub(c->p->dlp, *s, out, cap, &changed);
 	if (r)
@@ -2111,8 +2130,10 @@ static int packet(struct pf *c, const uint8_t *buf, size_t len, bool fast)
  * the DLP cache), so the bytes out are the one-thread pass's
  * (test_rdc_perfetto's par_equals_serial). A failure on the second thread
  * decides nothing: the chunk is redone here, and that run's answer is the
- * answer. Memory: two chunks (each at most pf_chunk + a packet + a field's
- * header) and one chunk's output (PF_PAR_OUT at most).
+ * answer. After PF_PAR_MISSES chunks redone, the rest is one thread's.
+ * Memory: two chunks (each at most pf_chunk + a packet + a field's
+ * header) and one chunk's output (PF_PAR_OUT at most). On an error only
+ * the answer is one thread's: the counts of bytes read ahead differ.
  */
 
 struct pchunk {
@@ -2128,6 +2149,7 @@ struct par {
 	int fd;
 	uint64_t skip;         /* bytes of a skipped field still to be read */
 	bool synced;           /* w.learned equals the first thread's */
+	unsigned misses;       /* second chunks redone here */
 	/* The second chunk's: par_fill()'s answer and bytes read; the
 	 * second thread's answer (0, or -errno: the chunk is redone). */
 	int wfill, wret;
@@ -2159,9 +2181,11 @@ static int chunk_run(struct pf *c, const struct pchunk *ch)
 {
 	const uint8_t *p = ch->buf, *e = ch->buf + ch->len;
 	while (p < e) {
-		uint64_t len;
-		p++; /* 0x0a: nothing else is kept */
-		if (mem_varint(&p, e, &len) != 1 || len > (uint64_t)(e - p))
+		uint64_t tag, len;
+		/* A tag of value 0x0a (in any of its encodings): nothing else
+		 * is kept. */
+		if (mem_varint(&p, e, &tag) != 1 || tag != 0x0a || mem_varint(&p, e, &len) != 1 ||
+		    len > (uint64_t)(e - p))
 			return -EIO; /* par_frame() kept a field it should not have */
 		c->packets++;
 		ar_reset(&c->ar);
@@ -2360,7 +2384,7 @@ static int par_pair(struct pf *c, int *fill)
 	w->wb.len = w->wb.mlen = 0;
 	q->wread = 0;
 	q->wret = -EAGAIN;
-	bool started = q->synced && par_start(&t, q) == 0;
+	bool started = q->synced && q->misses < PF_PAR_MISSES && par_start(&t, q) == 0;
 	if (!started)
 		q->wfill = par_fill(q, &q->ch[1], &q->wread);
 	int r = chunk_run(c, &q->ch[0]);
@@ -2370,16 +2394,16 @@ static int par_pair(struct pf *c, int *fill)
 	*fill = q->wfill;
 	if (r)
 		return r;
-	if (started && q->wret == 0 && c->learn_gen == gen) {
-		if ((r = par_take(c, q)))
-			return r;
-		if (w->learn_gen != wgen && (r = learned_copy(c, w)))
-			q->synced = false;
-		return r;
-	}
+	/* Its learned ids first: a copy that fails leaves ours as they were
+	 * (map_copy), and the chunk is redone here. */
+	if (started && q->wret == 0 && c->learn_gen == gen &&
+	    (w->learn_gen == wgen || learned_copy(c, w) == 0))
+		return par_take(c, q);
 	/* The guess was wrong, or the thread failed: redo it here. */
-	if (started)
+	if (started) {
 		q->synced = false;
+		q->misses++;
+	}
 	return chunk_run(c, &q->ch[1]);
 }
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "perfetto_trace.pb-c.h"
@@ -1777,6 +1778,8 @@ static void test_lean_grows(void **state)
 
 /* Tasks forked and handed out again in these traces. */
 #define PAR_KID 300
+/* 31 bytes: under the DLP cache's width */
+#define BUDGET_COMM "abcdefghijklmnopqrstuvwxyz01234"
 
 static FEvent *par_event(void)
 {
@@ -1829,18 +1832,68 @@ static struct out par_redact(int in, int kin, const struct rdc_dlp *dlp, size_t 
 	return redact_fds(in, kin, &pol);
 }
 
+/* The kernel's stream through a pipe, written by a child in pieces of
+ * 1-300 bytes: reads that end anywhere, and no file to read again. */
+static struct out par_redact_pipe(int in, int kin, const struct rdc_dlp *dlp, size_t chunk)
+{
+	int pfd[2];
+	assert_int_equal(pipe(pfd), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(pfd[0]);
+		uint8_t b[300];
+		ssize_t n;
+		off_t at = 0;
+		while ((n = pread(kin, b, 1 + fx_rnd(sizeof(b)), at)) > 0) {
+			if (write(pfd[1], b, (size_t)n) != n)
+				_exit(1);
+			at += n;
+		}
+		_exit(0);
+	}
+	close(pfd[1]);
+	struct rdc_policy pol = policy(dlp);
+	pol.pf_chunk = chunk;
+	struct out o = { 0 };
+	int outfd = memfd();
+	assert_int_equal(lseek(in, 0, SEEK_SET), 0);
+	o.rc = rdc_perfetto(in, pfd[0], outfd, &pol, &o.st);
+	close(pfd[0]);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	off_t end = lseek(outfd, 0, SEEK_END);
+	assert_true(end >= 0);
+	o.len = (size_t)end;
+	o.buf = malloc(o.len + 1);
+	assert_non_null(o.buf);
+	assert_int_equal(pread(outfd, o.buf, o.len, 0), (ssize_t)o.len);
+	close(outfd);
+	return o;
+}
+
+static void par_same(const struct out *a, const struct out *b, bool bytes)
+{
+	assert_int_equal(a->rc, b->rc);
+	if (bytes || a->rc == 0) {
+		assert_int_equal(a->len, b->len);
+		assert_memory_equal(a->buf, b->buf, a->len);
+		assert_int_equal(a->st.kept, b->st.kept);
+		assert_int_equal(a->st.dropped, b->st.dropped);
+		assert_int_equal(a->st.anonymised, b->st.anonymised);
+		assert_int_equal(a->st.scrubbed, b->st.scrubbed);
+		assert_int_equal(a->st.in_bytes, b->st.in_bytes);
+	}
+}
+
 static void par_compare(int in, int kin, const struct rdc_dlp *dlp, size_t chunk, bool bytes)
 {
 	struct out a = par_redact(in, kin, dlp, SIZE_MAX), b = par_redact(in, kin, dlp, chunk);
-	assert_int_equal(a.rc, b.rc);
-	if (bytes || a.rc == 0) {
-		assert_int_equal(a.len, b.len);
-		assert_memory_equal(a.buf, b.buf, a.len);
-		assert_int_equal(a.st.kept, b.st.kept);
-		assert_int_equal(a.st.dropped, b.st.dropped);
-		assert_int_equal(a.st.anonymised, b.st.anonymised);
-		assert_int_equal(a.st.scrubbed, b.st.scrubbed);
-		assert_int_equal(a.st.in_bytes, b.st.in_bytes);
+	par_same(&a, &b, bytes);
+	if (fx_rnd(3) == 0) {
+		struct out c = par_redact_pipe(in, kin, dlp, chunk);
+		par_same(&a, &c, bytes);
+		out_free(&c);
 	}
 	out_free(&a);
 	out_free(&b);
@@ -1860,6 +1913,21 @@ static void test_par_equals_serial(void **state)
 				par_unknown(kin, fx_rnd(300));
 			if (fx_rnd(12) == 0) {
 				put_packet(kin, pk_tree(0, PAR_KID + (int32_t)fx_rnd(8), APP, "forked"));
+			} else if (fx_rnd(15) == 0) {
+				/* The packet's tag in two bytes (0x8a 0x00): still a
+				 * packet to protobuf, and to both readers. */
+				FEvent **ev = ARR(FEvent *, 1);
+				ev[0] = par_event();
+				Packet *pkt = pk_bundle(fx_rnd(4), ev, 1);
+				size_t n = perfetto__protos__trace_packet__get_packed_size(pkt);
+				uint8_t *b = malloc(n + 16);
+				assert_non_null(b);
+				b[0] = 0x8a;
+				b[1] = 0x00;
+				size_t h = 2 + varint(b + 2, n);
+				perfetto__protos__trace_packet__pack(pkt, b + h);
+				put(kin, b, h + n);
+				free(b);
 			} else {
 				size_t n = fx_rnd(12);
 				FEvent **ev = ARR(FEvent *, n ? n : 1);
@@ -1872,11 +1940,14 @@ static void test_par_equals_serial(void **state)
 		/* Longer than a read's room past the chunk: skipped across reads. */
 		if (seed % 20 == 0)
 			par_unknown(kin, (1u << 20) + 4096);
-		/* The runtime's tracks for the forked tasks: whose they are is
-		 * what the kernel's stream taught, to its end. */
+		/* The runtime's tracks for the forked tasks, named by tid
+		 * alone: whose they are is what the kernel's stream taught, to
+		 * its end (the runtime's thread guesses, and is checked). */
 		put_packet(in, pk_process(7, 1, APP, "app"));
 		for (int32_t t = 0; t < 8; t++) {
-			put_packet(in, pk_thread(7, 10 + (uint64_t)t, 1, APP, PAR_KID + t, "kid"));
+			Packet *th = pk_thread(7, 10 + (uint64_t)t, 1, APP, PAR_KID + t, "kid");
+			th->track_descriptor->thread->has_pid = 0;
+			put_packet(in, th);
 			put_packet(in, pk_slice(7, 5000 + (uint64_t)t, 10 + (uint64_t)t,
 						PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "work"));
 		}
@@ -1897,6 +1968,92 @@ static void test_par_equals_serial(void **state)
 	}
 	/* Most traces kept something of the app's: bytes, not only errors. */
 	assert_true(ok > 40);
+	rdc_dlp_free(dlp);
+}
+
+/* A packet fits the unpack budget (64 MiB of arena a packet), or does
+ * not, whatever came before it and on whichever thread: the arena counts
+ * only the packet's own blocks, and a DLP cache hit takes what a miss
+ * takes. Here the kernel's stream leaves spare arena blocks behind (a
+ * process list of 60000 foreign processes) and names a 31-byte app comm
+ * only in a chunk of the second thread (its DLP cache alone); the runtime's
+ * stream is one track event of n empty annotations and that comm. Near
+ * the largest n one thread redacts, and at one more, three threads agree. */
+static int budget_kernel(void)
+{
+	int kin = memfd();
+	size_t np = 60000;
+	Perfetto__Protos__ProcessTree t = PERFETTO__PROTOS__PROCESS_TREE__INIT;
+	Perfetto__Protos__ProcessTree__Process *pr = calloc(np, sizeof(*pr));
+	t.processes = calloc(np, sizeof(*t.processes));
+	assert_non_null(pr);
+	assert_non_null(t.processes);
+	for (size_t i = 0; i < np; i++) {
+		Perfetto__Protos__ProcessTree__Process init = PERFETTO__PROTOS__PROCESS_TREE__PROCESS__INIT;
+		pr[i] = init;
+		pr[i].has_pid = 1;
+		pr[i].pid = 5000 + (int32_t)i;
+		t.processes[i] = &pr[i];
+	}
+	t.n_processes = np;
+	Packet *p = pk(0);
+	p->data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE;
+	p->process_tree = &t;
+	put_packet(kin, p);
+	free(t.processes);
+	free(pr);
+	/* In chunks of a packet, pairs (list, x) and (x, comm): the comm is
+	 * seen by the second thread alone. */
+	for (int i = 0; i < 3; i++) {
+		FEvent **ev = ARR(FEvent *, 1);
+		ev[0] = fe_switch(1000 + (uint64_t)i, i == 2 ? BUDGET_COMM : "x", APP, "other", FOE);
+		put_packet(kin, pk_bundle(0, ev, 1));
+	}
+	return kin;
+}
+
+static int budget_runtime(size_t n)
+{
+	int in = memfd();
+	put_packet(in, pk_process(7, 1, APP, "app"));
+	Packet *p = pk_slice(7, 5000, 1, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, "x");
+	Perfetto__Protos__DebugAnnotation *empty =
+		NEW(Perfetto__Protos__DebugAnnotation, PERFETTO__PROTOS__DEBUG_ANNOTATION__INIT);
+	TEvent *e = p->track_event;
+	e->n_debug_annotations = n + 1;
+	e->debug_annotations = ARR(Perfetto__Protos__DebugAnnotation *, n + 1);
+	for (size_t i = 0; i < n; i++)
+		e->debug_annotations[i] = empty;
+	e->debug_annotations[n] = annot_str("comm", BUDGET_COMM);
+	put_packet(in, p);
+	return in;
+}
+
+static void test_par_budget(void **state)
+{
+	struct rdc_dlp *dlp;
+	assert_int_equal(rdc_dlp_compile(rdc_dlp_builtin, rdc_dlp_builtin_count, &dlp), 0);
+	int kin = budget_kernel();
+	size_t lo = 1000, hi = 2000000;
+	while (lo + 1 < hi) {
+		size_t m = lo + (hi - lo) / 2;
+		int in = budget_runtime(m);
+		struct out o = par_redact(in, kin, dlp, SIZE_MAX);
+		lo = o.rc == 0 ? m : lo;
+		hi = o.rc == 0 ? hi : m;
+		out_free(&o);
+		close(in);
+		pool_free(NULL);
+	}
+	/* The edge exists: the budget, not the input's size, stops it. */
+	assert_true(hi < 2000000);
+	for (size_t n = lo > 4 ? lo - 4 : lo; n <= hi; n++) {
+		int in = budget_runtime(n);
+		par_compare(in, kin, dlp, 1, false);
+		close(in);
+		pool_free(NULL);
+	}
+	close(kin);
 	rdc_dlp_free(dlp);
 }
 
@@ -1923,6 +2080,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_lean_noncanonical, pool_free),
 		cmocka_unit_test_teardown(test_lean_grows, pool_free),
 		cmocka_unit_test_teardown(test_par_equals_serial, pool_free),
+		cmocka_unit_test_teardown(test_par_budget, pool_free),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
