@@ -20,9 +20,10 @@
 # threads' CPU shared out, not their overlap. redact_gen
 # writes pprof with common/pprof.c (samples last: the redactor's one pass);
 # the same profile re-encoded by protoc (samples first) shows the two-pass
-# path, and the gzip floor is given for zlib and ISA-L. The trace's kernel
-# stream is redacted on two threads (rdc_perfetto.c); its one-thread
-# figure (--one-thread) is measured in the same run and printed beside.
+# path, and the gzip floor is given for zlib and ISA-L. The trace is
+# redacted on three threads (rdc_perfetto.c: the kernel's stream on two,
+# the runtime's beside it); its one-thread figure (--one-thread) is
+# measured in the same run and printed beside.
 # Not a test: it asserts nothing.
 #   usage: bench/redact_throughput [BUILD_DIR] [HPROF_MB] [TRACE_MB] [PPROF_SAMPLES] [ROUNDS]
 set -euo pipefail
@@ -220,11 +221,11 @@ for fmt in pprof perfetto hprof; do
 	goaltext="> $goal MB/s"
 	[ "$fmt" = pprof ] && goaltext="> 200 MB/s, peak RSS < 8 MiB"
 	label="redactor: $fmt throughput to /dev/null (peak RSS ${rl} MiB)"
-	[ "$fmt" = perfetto ] && label="redactor: perfetto throughput to /dev/null, kernel stream on 2 threads (1 thread: $PF1_RATE MB/s; peak RSS ${rl} MiB)"
+	[ "$fmt" = perfetto ] && label="redactor: perfetto throughput to /dev/null, on 3 threads (on 1: $PF1_RATE MB/s; peak RSS ${rl} MiB)"
 	summary "$label" "$rate MB/s" "$peer" \
 		"$([ "$prate" = - ] && echo - || echo "$prate MB/s")" "$goaltext"
 done
-echo "  perfetto: the kernel's stream on two threads; on one (--one-thread) $PF1_RATE MB/s," \
+echo "  perfetto: on three threads (the kernel's stream on two, the runtime's beside it); on one (--one-thread) $PF1_RATE MB/s," \
 	"CPU $PF1_CPU MB/s"
 awk -v raw="$PPROF_RAW" -v ns="$PPROF_NS" 'BEGIN {
 	printf "  pprof MB/s is of gzip'"'"'d input; of the inflated profile it is %.1f MB/s.\n", raw * 1e3 / ns }'
