@@ -383,9 +383,25 @@ static int rb_varint(struct rbuf *r, uint64_t *v, bool *eof)
 	return -EBADMSG;
 }
 
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t k = write(fd, p, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		if (k == 0)
+			return -EIO;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* The buffer out: to the fd, or (fd -1) onto mem. */
 static int wb_flush(struct wbuf *w)
 {
-	size_t off = 0;
 	if (w->fd < 0 && w->len) {
 		if (w->len > PF_PAR_OUT - w->mlen)
 			return -E2BIG;
@@ -401,17 +417,10 @@ static int wb_flush(struct wbuf *w)
 		}
 		memcpy(w->mem + w->mlen, w->buf, w->len);
 		w->mlen += w->len;
-		off = w->len;
-	}
-	while (off < w->len) {
-		ssize_t n = write(w->fd, w->buf + off, w->len - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO;
-		off += (size_t)n;
+	} else {
+		int r = write_all(w->fd, w->buf, w->len);
+		if (r)
+			return r;
 	}
 	w->total += w->len;
 	w->len = 0;
@@ -2111,6 +2120,61 @@ static int packet(struct pf *c, const uint8_t *buf, size_t len, bool fast)
 	return write_packet(c, pkt);
 }
 
+/* ---- a redaction context: the caller's, and each thread's of its own */
+
+/* out_fd -1: output held in memory (another thread's, taken by
+ * pf_take()). ids are filled by the caller. */
+static int pf_setup(struct pf *c, const struct rdc_policy *p, struct rdc_stats *st, int out_fd)
+{
+	c->p = p;
+	c->st = st;
+	c->wb.fd = out_fd;
+	c->ids.max = p->npids + p->ntids;
+	c->learned.max = PF_MAX_LEARNED;
+	c->seqs.max = PF_MAX_SEQS;
+	c->tracks.max = PF_MAX_TRACKS;
+	c->ar.budget = PF_UNPACK_BUDGET;
+	c->pa.alloc = ar_alloc;
+	c->pa.free = ar_free;
+	c->pa.allocator_data = &c->ar;
+	if (p->dlp && !(c->cache = calloc(DLP_CACHE_N, sizeof(*c->cache))))
+		return -ENOMEM;
+	return 0;
+}
+
+/* What pf_setup() and the redaction allocated; c itself stays. */
+static void pf_release(struct pf *c)
+{
+	ar_fini(&c->ar);
+	map_fini(&c->ids);
+	map_fini(&c->learned);
+	map_fini(&c->seqs);
+	map_fini(&c->tracks);
+	free(c->cache);
+	free(c->fev);
+	free(c->pkt);
+	free(c->out);
+	free(c->wb.mem);
+}
+
+/* Another thread's output (held in memory) after ours, and its counts. */
+static int pf_take(struct pf *c, const struct pf *from)
+{
+	int r = wb_flush(&c->wb);
+	if (!r)
+		r = write_all(c->wb.fd, from->wb.mem, from->wb.mlen);
+	if (r)
+		return r;
+	c->wb.total += from->wb.mlen;
+	c->st->kept += from->st->kept;
+	c->st->dropped += from->st->dropped;
+	c->st->anonymised += from->st->anonymised;
+	c->st->scrubbed += from->st->scrubbed;
+	c->app_records += from->app_records;
+	c->packets += from->packets;
+	return 0;
+}
+
 /* ---- the kernel's stream on two threads
  *
  * Why: a sched-heavy trace is nearly all kernel bundles, and their lean
@@ -2330,41 +2394,6 @@ static int learned_copy(struct pf *d, const struct pf *s)
 	return map_copy(&d->learned, &s->learned);
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t k = write(fd, p, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		if (k == 0)
-			return -EIO;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
-/* The second thread's output and counts after ours. */
-static int par_take(struct pf *c, struct par *q)
-{
-	struct pf *w = &q->w;
-	int r = wb_flush(&c->wb);
-	if (!r)
-		r = write_all(c->wb.fd, w->wb.mem, w->wb.mlen);
-	if (r)
-		return r;
-	c->wb.total += w->wb.mlen;
-	c->st->kept += q->wst.kept;
-	c->st->dropped += q->wst.dropped;
-	c->st->anonymised += q->wst.anonymised;
-	c->st->scrubbed += q->wst.scrubbed;
-	c->app_records += w->app_records;
-	c->packets += w->packets;
-	return 0;
-}
-
 /*
  * A full first chunk, redacted here while the second thread reads the
  * second and redacts it (or, without that thread, both here). *fill:
@@ -2398,7 +2427,7 @@ static int par_pair(struct pf *c, int *fill)
 	 * (map_copy), and the chunk is redone here. */
 	if (started && q->wret == 0 && c->learn_gen == gen &&
 	    (w->learn_gen == wgen || learned_copy(c, w) == 0))
-		return par_take(c, q);
+		return pf_take(c, w);
 	/* The guess was wrong, or the thread failed: redo it here. */
 	if (started) {
 		q->synced = false;
@@ -2448,18 +2477,10 @@ static int par_init(struct pf *c, size_t chunk)
 	c->par = q;
 	struct pf *w = &q->w;
 	q->chunk = chunk;
-	w->p = c->p;
-	w->st = &q->wst;
-	w->wb.fd = -1;
-	w->ar.budget = PF_UNPACK_BUDGET;
-	w->pa.alloc = ar_alloc;
-	w->pa.free = ar_free;
-	w->pa.allocator_data = &w->ar;
 	w->kernel = true;
-	w->learned.max = PF_MAX_LEARNED;
-	int r = map_copy(&w->ids, &c->ids);
-	if (!r && c->p->dlp && !(w->cache = calloc(DLP_CACHE_N, sizeof(*w->cache))))
-		r = -ENOMEM;
+	int r = pf_setup(w, c->p, &q->wst, -1);
+	if (!r)
+		r = map_copy(&w->ids, &c->ids);
 	/* Room for a chunk, the packet that ends it and a field's header:
 	 * below a chunk, what is not framed is less than one field, so a
 	 * read always has room. */
@@ -2475,15 +2496,7 @@ static void par_fini(struct par *q)
 {
 	if (!q)
 		return;
-	struct pf *w = &q->w;
-	ar_fini(&w->ar);
-	map_fini(&w->ids);
-	map_fini(&w->learned);
-	free(w->cache);
-	free(w->fev);
-	free(w->pkt);
-	free(w->out);
-	free(w->wb.mem);
+	pf_release(&q->w);
 	free(q->ch[0].buf);
 	free(q->ch[1].buf);
 	free(q);
@@ -2529,18 +2542,8 @@ static void rt_fini(struct rt *t)
 {
 	if (!t)
 		return;
-	struct pf *r = &t->r;
-	ar_fini(&r->ar);
-	map_fini(&r->ids);
-	map_fini(&r->learned);
-	map_fini(&r->seqs);
-	map_fini(&r->tracks);
+	pf_release(&t->r);
 	map_fini(&t->probe.ids);
-	free(r->cache);
-	free(r->fev);
-	free(r->pkt);
-	free(r->out);
-	free(r->wb.mem);
 	free(t);
 }
 
@@ -2559,22 +2562,11 @@ static struct rt *rt_start(struct pf *c, int in_fd, int kernel_fd, pthread_t *th
 	struct pf *r = &t->r;
 	t->fd = in_fd;
 	t->start = lseek(in_fd, 0, SEEK_CUR);
-	r->p = c->p;
-	r->st = &t->st;
-	r->wb.fd = -1;
-	r->ar.budget = PF_UNPACK_BUDGET;
-	r->pa.alloc = ar_alloc;
-	r->pa.free = ar_free;
-	r->pa.allocator_data = &r->ar;
-	r->learned.max = PF_MAX_LEARNED;
-	r->seqs.max = PF_MAX_SEQS;
-	r->tracks.max = PF_MAX_TRACKS;
 	t->probe.ids.max = PF_MAX_LEARNED;
 	r->probe = &t->probe;
 	pthread_attr_t at;
-	bool ok = t->start >= 0 && map_copy(&r->ids, &c->ids) == 0 &&
-		  (!c->p->dlp || (r->cache = calloc(DLP_CACHE_N, sizeof(*r->cache)))) &&
-		  pthread_attr_init(&at) == 0;
+	bool ok = t->start >= 0 && pf_setup(r, c->p, &t->st, -1) == 0 &&
+		  map_copy(&r->ids, &c->ids) == 0 && pthread_attr_init(&at) == 0;
 	if (ok) {
 		ok = pthread_attr_setstacksize(&at, PF_PAR_STACK) == 0 &&
 		     pthread_create(th, &at, rt_worker, t) == 0;
@@ -2601,20 +2593,12 @@ static int rt_end(struct pf *c, struct rt *t)
 			return -errno;
 		return stream(c, t->fd, false);
 	}
-	int e = wb_flush(&c->wb);
-	if (!e)
-		e = write_all(c->wb.fd, r->wb.mem, r->wb.mlen);
+	int e = pf_take(c, r);
 	if (e)
 		return e;
-	c->wb.total += r->wb.mlen;
+	/* The bytes read, as stream() would have counted them. */
 	c->in_total += c->rb.total;
 	c->rb.total = r->rb.total;
-	c->st->kept += t->st.kept;
-	c->st->dropped += t->st.dropped;
-	c->st->anonymised += t->st.anonymised;
-	c->st->scrubbed += t->st.scrubbed;
-	c->app_records += r->app_records;
-	c->packets += r->packets;
 	return 0;
 }
 
@@ -2757,20 +2741,7 @@ int rdc_perfetto(int in_fd, int kernel_fd, int out_fd, const struct rdc_policy *
 	struct pf *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->p = p;
-	c->st = st;
-	c->wb.fd = out_fd;
-	c->ids.max = p->npids + p->ntids;
-	c->learned.max = PF_MAX_LEARNED;
-	c->seqs.max = PF_MAX_SEQS;
-	c->tracks.max = PF_MAX_TRACKS;
-	c->ar.budget = PF_UNPACK_BUDGET;
-	c->pa.alloc = ar_alloc;
-	c->pa.free = ar_free;
-	c->pa.allocator_data = &c->ar;
-	int r = 0;
-	if (p->dlp && !(c->cache = calloc(DLP_CACHE_N, sizeof(*c->cache))))
-		r = -ENOMEM;
+	int r = pf_setup(c, p, st, out_fd);
 	if (!r)
 		r = policy_ids(c);
 	/* Two threads for a kernel stream; not worth a thread below a pair. */
@@ -2786,15 +2757,7 @@ int rdc_perfetto(int in_fd, int kernel_fd, int out_fd, const struct rdc_policy *
 	st->in_bytes = c->in_total + c->rb.total;
 	st->out_bytes = c->wb.total;
 	par_fini(c->par);
-	ar_fini(&c->ar);
-	map_fini(&c->ids);
-	map_fini(&c->learned);
-	map_fini(&c->seqs);
-	map_fini(&c->tracks);
-	free(c->cache);
-	free(c->fev);
-	free(c->pkt);
-	free(c->out);
+	pf_release(c);
 	free(c);
 	return r;
 }
