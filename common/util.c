@@ -55,6 +55,9 @@ int util_write_all(int fd, const void *buf, size_t len)
 				continue;
 			return -errno;
 		}
+		/* Nothing written and no error: asking again would spin. */
+		if (n == 0)
+			return -EIO;
 		p += n;
 		len -= (size_t)n;
 	}

@@ -18,7 +18,8 @@ size_t util_strlcpy(char *dst, const char *src, size_t size);
  * keyed by peer strings must cost no more on a collision than on a miss.
  */
 uint32_t util_str_hash(const char *s);
-/* write() all of buf, retrying on EINTR. 0 or -errno. */
+/* write() all of buf, retrying on EINTR. 0 or -errno (-EIO when write()
+ * writes nothing and reports no error). */
 int util_write_all(int fd, const void *buf, size_t len);
 /*
  * Read fd to its end into a malloc'd buffer (*out, *n; the caller frees).

@@ -17,6 +17,7 @@
 #ifndef PD_RDC_H
 #define PD_RDC_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -106,6 +107,11 @@ int rdc_ringdump(int in_fd, int out_fd, const struct rdc_policy *p, struct rdc_s
 /* True if pid (or tid) belongs to the app. */
 int rdc_is_app_pid(const struct rdc_policy *p, int32_t pid);
 int rdc_is_app_tid(const struct rdc_policy *p, int32_t tid);
+
+/* A redactor's own thread with a stack of stack bytes: the redactors run
+ * under RLIMIT_AS, which the default 8 MiB stack would take from. 0 or
+ * -errno. */
+int rdc_thread_start(pthread_t *t, size_t stack, void *(*fn)(void *), void *arg);
 
 /* ---- DLP: POSIX extended regexes scrubbed from names and annotations. */
 

@@ -1,10 +1,24 @@
-/* Identity checks and DLP scrubbing shared by the redactors. */
+/* Identity checks, thread starts and DLP scrubbing shared by the
+ * redactors. */
 #include "rdc.h"
 
 #include <errno.h>
 #include <regex.h>
 #include <stdlib.h>
 #include <string.h>
+
+int rdc_thread_start(pthread_t *t, size_t stack, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t a;
+	int r = pthread_attr_init(&a);
+	if (r)
+		return -r;
+	r = pthread_attr_setstacksize(&a, stack);
+	if (!r)
+		r = pthread_create(t, &a, fn, arg);
+	pthread_attr_destroy(&a);
+	return -r;
+}
 
 int rdc_is_app_pid(const struct rdc_policy *p, int32_t pid)
 {

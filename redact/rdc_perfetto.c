@@ -383,22 +383,6 @@ static int rb_varint(struct rbuf *r, uint64_t *v, bool *eof)
 	return -EBADMSG;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t k = write(fd, p, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		if (k == 0)
-			return -EIO;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 /* The buffer out: to the fd, or (fd -1) onto mem. */
 static int wb_flush(struct wbuf *w)
 {
@@ -418,7 +402,7 @@ static int wb_flush(struct wbuf *w)
 		memcpy(w->mem + w->mlen, w->buf, w->len);
 		w->mlen += w->len;
 	} else {
-		int r = write_all(w->fd, w->buf, w->len);
+		int r = util_write_all(w->fd, w->buf, w->len);
 		if (r)
 			return r;
 	}
@@ -2162,7 +2146,7 @@ static int pf_take(struct pf *c, const struct pf *from)
 {
 	int r = wb_flush(&c->wb);
 	if (!r)
-		r = write_all(c->wb.fd, from->wb.mem, from->wb.mlen);
+		r = util_write_all(c->wb.fd, from->wb.mem, from->wb.mlen);
 	if (r)
 		return r;
 	c->wb.total += from->wb.mlen;
@@ -2184,9 +2168,9 @@ static int pf_take(struct pf *c, const struct pf *from)
  * (policy->pf_chunk bytes or a packet more), and chunks go in pairs. This
  * thread reads the first of a pair and redacts it while a second thread
  * reads the second and redacts it from a copy of who the app was at the
- * pair's start: a guess that
- * the first chunk does not change it (learn(): a fork by the app, an
- * exit). When the first chunk left c->learned as it was and the second
+ * pair's start: a guess that the first chunk does not change it (learn():
+ * a fork by the app, an exit). When the first chunk left c->learned as it
+ * was and the second
  * thread finished, the second's output (held in memory) follows the
  * first's, and its counts and learned tasks are taken; otherwise it is
  * thrown away and the chunk redone here. Everything else the kernel's
@@ -2374,19 +2358,6 @@ static void *par_worker(void *arg)
 	return NULL;
 }
 
-static int par_start(pthread_t *t, struct par *q)
-{
-	pthread_attr_t a;
-	int r = pthread_attr_init(&a);
-	if (r)
-		return -r;
-	r = pthread_attr_setstacksize(&a, PF_PAR_STACK);
-	if (!r)
-		r = pthread_create(t, &a, par_worker, q);
-	pthread_attr_destroy(&a);
-	return -r;
-}
-
 /* d takes s's learned tasks. */
 static int learned_copy(struct pf *d, const struct pf *s)
 {
@@ -2413,7 +2384,8 @@ static int par_pair(struct pf *c, int *fill)
 	w->wb.len = w->wb.mlen = 0;
 	q->wread = 0;
 	q->wret = -EAGAIN;
-	bool started = q->synced && q->misses < PF_PAR_MISSES && par_start(&t, q) == 0;
+	bool started = q->synced && q->misses < PF_PAR_MISSES &&
+		       rdc_thread_start(&t, PF_PAR_STACK, par_worker, q) == 0;
 	if (!started)
 		q->wfill = par_fill(q, &q->ch[1], &q->wread);
 	int r = chunk_run(c, &q->ch[0]);
@@ -2564,15 +2536,8 @@ static struct rt *rt_start(struct pf *c, int in_fd, int kernel_fd, pthread_t *th
 	t->start = lseek(in_fd, 0, SEEK_CUR);
 	t->probe.ids.max = PF_MAX_LEARNED;
 	r->probe = &t->probe;
-	pthread_attr_t at;
-	bool ok = t->start >= 0 && pf_setup(r, c->p, &t->st, -1) == 0 &&
-		  map_copy(&r->ids, &c->ids) == 0 && pthread_attr_init(&at) == 0;
-	if (ok) {
-		ok = pthread_attr_setstacksize(&at, PF_PAR_STACK) == 0 &&
-		     pthread_create(th, &at, rt_worker, t) == 0;
-		pthread_attr_destroy(&at);
-	}
-	if (!ok) {
+	if (t->start < 0 || pf_setup(r, c->p, &t->st, -1) || map_copy(&r->ids, &c->ids) ||
+	    rdc_thread_start(th, PF_PAR_STACK, rt_worker, t)) {
 		rt_fini(t);
 		return NULL;
 	}

@@ -484,21 +484,6 @@ static int gz_inflate_step(struct gzw *g)
 	return did;
 }
 
-/* A thread of the redactor's: a small stack (it calls only the codec and
- * read or write), which RLIMIT_AS would otherwise pay 8 MiB for. */
-static int thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
-{
-	pthread_attr_t a;
-	int r;
-
-	if ((r = pthread_attr_init(&a)))
-		return -r;
-	r = pthread_attr_setstacksize(&a, PR_THREAD_STACK);
-	if (!r)
-		r = pthread_create(t, &a, fn, arg);
-	pthread_attr_destroy(&a);
-	return -r;
-}
 
 /* The gzip worker's loop: a buffer of each job that has work, else wait
  * on the bell until a queue moves. */
@@ -536,7 +521,7 @@ static int gz_start(struct gzw *g)
 		}
 		g->mu_on = true;
 	}
-	if ((r = thread_start(&g->th, gz_worker, g)))
+	if ((r = rdc_thread_start(&g->th, PR_THREAD_STACK, gz_worker, g)))
 		return r;
 	g->th_on = true;
 	return 0;
