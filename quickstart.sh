@@ -20,7 +20,7 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 install_missing() {
 	local missing=()
 	for p in "$@"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" > /dev/null ||
 			missing+=("$p")
 	done
 	[ ${#missing[@]} -eq 0 ] && return 0

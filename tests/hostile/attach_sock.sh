@@ -140,7 +140,7 @@ NSP=$!
 JPIDS="$JPIDS $NSP"
 for _ in $(seq 600); do grep -qx ready "$T/ns.out" && break; sleep 0.1; done
 grep -qx ready "$T/ns.out" || fail "the attacker's JVM in its own pid namespace did not start: $(cat "$T/ns.out")"
-AP=$(pgrep -P "$NSP" | head -n 1)
+AP=$(pgrep -P "$NSP" | sed -n 1p)
 JPIDS="$JPIDS $AP"
 [ "$(awk '$1 == "NSpid:" { print $NF }' "/proc/$AP/status")" = 1 ] || fail "the attacker's VM is not pid 1 in its namespace"
 names_left "$AP" ns /tmp 1 "a VM in its own pid namespace"

@@ -18,7 +18,7 @@ for t in capture crash; do
 		> "$T/$t.out" 2>&1 && rc=0 || rc=$?
 	cat "$T/$t.out"
 	[ "$rc" -ne 2 ] || fail "the $t attacker could not run"
-	[ "$rc" -eq 0 ] || fail "disk fill through the $t fd: $(grep 'ATTACK WORKED' "$T/$t.out" | head -n 1)"
+	[ "$rc" -eq 0 ] || fail "disk fill through the $t fd: $(grep 'ATTACK WORKED' "$T/$t.out" | sed -n 1p)"
 done
 grep -q '^capture result: 5 ' "$T/capture.out" || fail "the capture past the cap did not fail with POST_PROCESSING"
 daemon_alive || fail "daemon died"

@@ -27,7 +27,7 @@ as_uid "$VIC" "$T/v/$VNAME" -c \
 	> /dev/null 2>&1 &
 VPID=
 for _ in $(seq 100); do
-	VPID=$(pgrep -u "$VIC" -x "$VNAME" | head -1) && [ -n "$VPID" ] && break
+	VPID=$(pgrep -u "$VIC" -x "$VNAME" | sed -n 1p) && [ -n "$VPID" ] && break
 	sleep 0.05
 done
 [ -n "$VPID" ] || fail "the victim $VNAME did not start"
@@ -55,7 +55,7 @@ npid=$(grep -cE "^ *(pid|prev_pid|next_pid|child_pid|parent_pid|tgid|tid|old_pid
 	"$T/trace.txt" || true)
 echo "foreign named fields: $nforeign; lines with the victim's name in the raw bytes: $nvictim; fields with its pid $VPID: $npid"
 if [ "$nforeign" -gt 0 ] || [ "$nvictim" -gt 0 ] || [ "$npid" -gt 0 ]; then
-	sort "$T/foreign.txt" | uniq -c | sort -rn | head -5
+	sort "$T/foreign.txt" | uniq -c | sort -rn | sed -n 1,5p
 	fail "forged kernel packets widened the app: $nforeign foreign named fields, victim name $nvictim times, victim pid $npid times"
 fi
 

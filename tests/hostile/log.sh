@@ -18,7 +18,7 @@ out=$(as_uid "$A" "$HOSTILE/hostile_log" inject "$PROFILINGD_SOCKET" "$RUNTIME_S
 	fail "the injection run failed: $out"
 sleep 0.3
 bad=$(grep -a 'FAKE' "$L" | grep -avE '^[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} profilingd ' || true)
-[ -z "$bad" ] || fail "a peer string started a log line of its own: $(echo "$bad" | head -3)"
+[ -z "$bad" ] || fail "a peer string started a log line of its own: $(echo "$bad" | sed -n 1,3p)"
 ! grep -aq $'\r' "$L" || fail "a raw carriage return reached the log"
 ! grep -aq $'\e' "$L" || fail "a raw ESC reached the log"
 grep -aqF 'native\n<0>FAKE-runtime line' "$L" || fail "the runtime's name is not in the log, escaped"

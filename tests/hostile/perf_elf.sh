@@ -25,7 +25,7 @@ as_uid "$ATT" unshare -Urm true 2> /dev/null ||
 mkdir -m 700 "$T/secret"
 cp "$HOSTILE/hostile_perf_secret" "$T/secret/elf"
 chmod 600 "$T/secret/elf"
-secret_bid=$(readelf -n "$T/secret/elf" | awk '/Build ID:/ { print $3; exit }')
+secret_bid=$(readelf -n "$T/secret/elf" | awk '/Build ID:/ && !d { print $3; d = 1 }')
 [ -n "$secret_bid" ] || fail "the root-only ELF has no build id"
 as_uid "$ATT" cat "$T/secret/elf" > /dev/null 2>&1 && fail "setup: uid $ATT can read the root-only ELF"
 
@@ -45,7 +45,7 @@ out=$(as_uid "$ATT" "$T/att/real/prog" 2> "$T/friendly.err") ||
 [ -f "$out" ] || fail "friendly: '$out' is not a file"
 grep -q "no agent in pid [0-9]*: sampling it with perf_event_open" "$T/daemon.log" ||
 	fail "the daemon did not go agentless"
-zcat "$out" | grep -aq spin_attacker_hot__ || fail "friendly: spin_attacker_hot__ is not in the profile"
+zcat "$out" | qgrep -a spin_attacker_hot__ || fail "friendly: spin_attacker_hot__ is not in the profile"
 echo "ok: friendly agentless capture symbolised: $out"
 
 # The attack: inside its namespaces view/ is real/, so the program runs as
@@ -59,7 +59,7 @@ case $rc in
 	[ -f "$out" ] || fail "attack: '$out' is not a file"
 	n=$(zcat "$out" | grep -ac zz_root_only_secret || true)
 	[ "$n" -eq 0 ] || fail "the root-only ELF's symbol zz_root_only_secret is in uid $ATT's profile $out"
-	zcat "$out" | grep -aq "$secret_bid" &&
+	zcat "$out" | qgrep -a "$secret_bid" &&
 		fail "the root-only ELF's build id $secret_bid is in uid $ATT's profile $out: profilingd-perf opened it"
 	echo "ok: attack delivered a profile without the root-only file's names or build id"
 	;;

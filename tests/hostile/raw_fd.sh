@@ -25,7 +25,7 @@ as_uid "$attacker" PROFILING_NO_AGENT=1 PROFILINGD_RUNTIME_SOCKET="$RUNTIME_SOCK
 	"$HOSTILE/hostile_raw_fd" "$vname" > "$T/attack.out" 2>&1 && rc=0 || rc=$?
 cat "$T/attack.out"
 [ "$rc" -ne 2 ] || fail "the attacker could not run"
-[ "$rc" -eq 0 ] || fail "raw-fd read-back: $(grep 'ATTACK WORKED' "$T/attack.out" | head -n 2)"
+[ "$rc" -eq 0 ] || fail "raw-fd read-back: $(grep 'ATTACK WORKED' "$T/attack.out" | sed -n 1,2p)"
 grep -q '^result: 0 ' "$T/attack.out" || fail "the capture itself failed: $(grep '^result' "$T/attack.out")"
 daemon_alive || fail "daemon died"
 if grep -q "no kernel sched data" "$T/daemon.log"; then

@@ -42,7 +42,7 @@ diff -u "$T/want" "$T/exports" > "$T/exports.diff" ||
 pass "exports: $(wc -l < "$T/exports") symbols, prof_* versioned, allocator unversioned"
 
 # 1. The old binary has unversioned references and no PROFILING_ need.
-if readelf --dyn-syms -W "$APPS/abi_v1_app" | grep -q 'prof_.*@PROFILING'; then
+if readelf --dyn-syms -W "$APPS/abi_v1_app" | qgrep 'prof_.*@PROFILING'; then
 	fail "abi_v1_app was linked with versioned references: it must be linked with the v1 stand-in"
 fi
 start_daemon

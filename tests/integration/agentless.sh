@@ -70,7 +70,7 @@ SLEEPER=$!
 rc=0
 "$PERF" --pid "$SLEEPER" --hz 99 --duration-ms 300 > "$T/idle.pb.gz" 2> "$T/err" || rc=$?
 [ "$rc" -eq 0 ] || fail "idle target: exit $rc, expected 0: $(tail -n 1 "$T/err")"
-tail -n 1 "$T/err" | grep -q "^ok samples=0 " || fail "idle target status: $(tail -n 1 "$T/err")"
+tail -n 1 "$T/err" | qgrep "^ok samples=0 " || fail "idle target status: $(tail -n 1 "$T/err")"
 go tool pprof -raw "$T/idle.pb.gz" > "$T/idle.txt" 2>&1 || { cat "$T/idle.txt"; fail "idle target: not a valid profile"; }
 grep -q "^Samples:" "$T/idle.txt" || fail "idle target: no Samples section"
 awk '/^Samples:/ { s=1; next } /^Locations/ { s=0 } s && /^ *[0-9]+ / { n++ } END { exit n != 0 }' "$T/idle.txt" ||
@@ -81,7 +81,7 @@ echo "ok: an idle target gives an empty profile"
 rc=0
 "$PERF" --pid 999999999 --hz 99 --duration-ms 100 > /dev/null 2> "$T/err" || rc=$?
 [ "$rc" -eq 70 ] || fail "missing target: exit $rc, expected 70"
-tail -n 1 "$T/err" | grep -q "^error: " || fail "missing target status: $(tail -n 1 "$T/err")"
+tail -n 1 "$T/err" | qgrep "^error: " || fail "missing target status: $(tail -n 1 "$T/err")"
 
 # Through the daemon: a root request for a process with no agent is taken
 # with profilingd-perf, redacted and delivered. The process has no
@@ -101,7 +101,7 @@ grep -q "no agent in pid $SP2: sampling it with perf_event_open" "$T/daemon.log"
 grep -q "pid $SP2 has no connection to the daemon, so no runtime: not waiting 60000 ms" "$T/daemon.log" ||
 	fail "the daemon waited runtime_wait_ms for a process that cannot have a runtime"
 # The profile covers the requested 800 ms (profilingd-perf's own window).
-dur=$(go tool pprof -raw "$out" 2>/dev/null | sed -n 's/^Duration: //p' | head -1)
+dur=$(go tool pprof -raw "$out" 2>/dev/null | sed -n 's/^Duration: //p' | sed -n 1p)
 echo "agentless capture through the daemon: Duration: $dur"
 # go prints it as e.g. "800m" or "801.2ms"; at least the 800 ms asked for.
 case $dur in 8[0-9][0-9]m* | 9[0-9][0-9]m* | [1-9].*s | [1-9]s) ;;
@@ -125,14 +125,14 @@ grep -q "system trigger spinner: excessive-cpu of $want" "$T/daemon.log" || fail
 SP3=$!
 res=
 for _ in $(seq 150); do
-	res=$(ls "$T/state/results/$(id -u)"/stack_excessive-cpu_*.pb.gz 2>/dev/null | head -1 || true)
+	res=$(ls "$T/state/results/$(id -u)"/stack_excessive-cpu_*.pb.gz 2>/dev/null | sed -n 1p || true)
 	[ -n "$res" ] && break
 	sleep 0.1
 done
 kill "$SP3" 2>/dev/null || true
 [ -n "$res" ] || { tail -20 "$T/daemon.log"; fail "the system trigger made no capture"; }
 stop_daemon
-stop=$(go tool pprof -top "$res" 2>/dev/null | awk '/flat%/ { getline; print $NF; exit }')
+stop=$(go tool pprof -top "$res" 2>/dev/null | awk '/flat%/ && !d { getline; print $NF; d = 1 }')
 [ "$stop" = spin_here ] || fail "system-trigger capture top is '$stop'"
 echo "ok: a [trigger.*] system trigger captured the unmodified spinner: $res"
 

@@ -54,7 +54,7 @@ out=$("$QB" $A q) || fail "query after one request"
 # 2. The answer changes once a request is admitted.
 expect "after one request: app left" "$(field app_left "$out")" 1
 expect "after one request: system left" "$(field system_left "$out")" 2
-"$PROFCTL" --json ratelimit uid:$A | grep -q '"app":"uid:'$A'","windows":\[{"length_s":3600,"used":1,' ||
+"$PROFCTL" --json ratelimit uid:$A | qgrep '"app":"uid:'$A'","windows":\[{"length_s":3600,"used":1,' ||
 	fail "ratelimit.db holds more than the one request: $("$PROFCTL" --json ratelimit uid:$A)"
 echo "ok: the queries charged nothing (used 1 after two queries and a request)"
 agree "app window with room" $A 0
@@ -106,7 +106,7 @@ expect "cooldown: triggers/cooling" "$(field triggers "$q")/$(field cooling "$q"
 expect "cooldown: the query" "$(err "$q")" 0
 expect "cooldown: the request" "$(sed -n 4p <<< "$out")" "request 0"
 # The next fire, as the query said, meets the cooldown.
-"$PROFCTL" --json triggers uid:$D | grep -q '"fired":1,"coalesced":0,"refused":1' ||
+"$PROFCTL" --json triggers uid:$D | qgrep '"fired":1,"coalesced":0,"refused":1' ||
 	fail "the second anomaly was not refused: $("$PROFCTL" --json triggers uid:$D)"
 grep -q "anomaly trigger of uid:$D.*refused: trigger is cooling down" "$T/daemon.log" ||
 	fail "the refusal is not the cooldown's"

@@ -7,7 +7,7 @@ command -v dpkg-deb > /dev/null || skip "dpkg-deb is not installed"
 command -v dpkg-shlibdeps > /dev/null || skip "dpkg-shlibdeps (dpkg-dev) is not installed"
 (cd "$T" && cpack -G DEB -B "$T/pkg" --config "$BUILD/CPackConfig.cmake") > "$T/cpack.log" 2>&1 ||
 	{ tail -n 30 "$T/cpack.log"; fail "cpack -G DEB failed"; }
-deb=$(ls "$T"/pkg/profilingd_*.deb 2>/dev/null | head -1)
+deb=$(ls "$T"/pkg/profilingd_*.deb 2>/dev/null | sed -n 1p)
 [ -n "$deb" ] || { tail "$T/cpack.log"; fail "no .deb produced"; }
 dpkg-deb -c "$deb" | awk '{ print $NF }' > "$T/files"
 for f in sbin/profilingd libexec/profilingd/profilingd-redact libexec/profilingd/profilingd-perf \

@@ -82,7 +82,7 @@ grep -q "profilingd.db is corrupt" "$T/daemon.log" || fail "corruption not expla
 grep -q -- "--reset-db" "$T/daemon.log" || fail "the repair is not named"
 [ -z "$(ls "$S" | grep broken)" ] || fail "the file was moved aside without being asked"
 "$PROFILINGD" -c "$T/profilingd.conf" --reset-db > "$T/reset.out" 2>&1 || fail "--reset-db: $(cat "$T/reset.out")"
-ls "$S" | grep -q '^profilingd.db.broken-' || fail "the corrupt file was not kept"
+ls "$S" | qgrep '^profilingd.db.broken-' || fail "the corrupt file was not kept"
 start_daemon
 id=$("$IT" request-expect 0 | sed -n 's/^request \([0-9]*\):.*/\1/p')
 [ -n "$id" ] && [ "$id" -gt "$maxid" ] || fail "new id $id does not exceed the old results' $maxid"

@@ -12,7 +12,7 @@ case "$out" in "$T/state/results/$(id -u)/stack_demo_"*.pb.gz) ;; *) fail "unexp
 mode=$(stat -c %a "$out")
 [ "$mode" = 600 ] || fail "result mode is $mode, want 600"
 [ "$(stat -c %a "$(dirname "$out")")" = 700 ] || fail "result dir is not 0700"
-ls "$T/state/raw" | grep -q . && fail "raw capture files left behind"
+ls "$T/state/raw" | qgrep . && fail "raw capture files left behind"
 
 go tool pprof -top "$out" > "$T/top.txt" 2>&1 || { cat "$T/top.txt"; fail "go tool pprof cannot read the result"; }
 cat "$T/top.txt"

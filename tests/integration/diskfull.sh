@@ -24,8 +24,8 @@ export PROFILINGD_RUNTIME_SOCKET=$RUNTIME_SOCKET IT_STATE=$S
 q() { sqlite3 "$S/$1" "$2"; }
 
 check_clean() {
-	ls "$S/raw" | grep -q . && fail "raw/ not empty after $1: $(ls "$S/raw")"
-	ls -a "$S/results/"* 2>/dev/null | grep -q '^\.tmp-' && fail "temp result left after $1"
+	ls "$S/raw" | qgrep . && fail "raw/ not empty after $1: $(ls "$S/raw")"
+	ls -a "$S/results/"* 2>/dev/null | qgrep '^\.tmp-' && fail "temp result left after $1"
 	[ ! -e "$S/filler" ] || fail "filler left"
 	return 0
 }
@@ -40,7 +40,7 @@ PROFILING_NO_AGENT=1 "$IT" diskfull-redact > "$T/redact.out" || fail "diskfull-r
 cat "$T/redact.out"
 full=$(sed -n 's/.*; session \([0-9]*\)$/\1/p' "$T/redact.out")
 check_clean "a redaction that did not fit"
-ls "$S/results/"*/ | grep -q "_$full\." && fail "a result file of the failed session $full"
+ls "$S/results/"*/ | qgrep "_$full\." && fail "a result file of the failed session $full"
 PROFILING_NO_AGENT=1 "$IT" diskfull-before || fail "diskfull-before"
 check_clean "a request on a full disk"
 "$IT" diskfull-agent || fail "diskfull-agent"

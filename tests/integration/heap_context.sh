@@ -96,7 +96,7 @@ sleep 1.2 # the JVM's own tasks in the ring's window (no time is asserted)
 dump() {
 	timeout 120 "$PROFCTL" -s "$T/state/control.sock" request --pid $JP --type heap-dump \
 		--format perfetto "$@" --wait > "$T/ctl.out" 2>&1 || { cat "$T/ctl.out"; fail "profctl request $*"; }
-	path=$(grep -o '/[^ ]*\.perfetto-trace' "$T/ctl.out" | head -1)
+	path=$(grep -o '/[^ ]*\.perfetto-trace' "$T/ctl.out" | sed -n 1p)
 	[ -f "$path" ] || fail "no result file: $(cat "$T/ctl.out")"
 }
 

@@ -45,7 +45,7 @@ protoc --decode=perfetto.protos.Trace --proto_path="$SRC/proto" perfetto_heap.pr
 facts=$("$CHECKERS/heapgraph_check" "$pt") || fail "heapgraph_check cannot read it"
 echo "$facts" | sed 's/^/perfetto: /'
 ppid=$(grep -o '^ready [0-9]*' "$T/plain-perfetto.out" | awk '{ print $2 }')
-echo "$facts" | grep -qx "pids $ppid" || fail "perfetto: the profile is not of the workload's pid $ppid"
+echo "$facts" | qgrep -x "pids $ppid" || fail "perfetto: the profile is not of the workload's pid $ppid"
 live=$(echo "$facts" | awk '$1 == "inuse" && $2 == "alloc_live_a" { print $3 }')
 awk -v l="${live:-0}" -v m=$MIB 'BEGIN { exit !(l >= 0.9 * 64 * m && l <= 1.1 * 64 * m) }' ||
 	fail "perfetto: alloc_live_a in use is ${live:-0} B, not 64 MiB +-10 %"

@@ -60,7 +60,7 @@ awk '/^```c$/ { n++; on=1; next } /^```$/ { on=0 } on { print > (dir "/readme" n
 	dir="$T" "$SRC/README.md"
 [ -f "$T/readme1.c.part" ] && [ -f "$T/readme2.c.part" ] || fail "README has no two C examples"
 grep -lq PROF_TRIGGER_OOM "$T"/readme[2-9].c.part || fail "no README C example is the OOM trigger"
-end=$(grep -n '^}' "$T/readme1.c.part" | head -1 | cut -d: -f1)
+end=$(grep -n '^}' "$T/readme1.c.part" | sed -n 1p | cut -d: -f1)
 examples=()
 for part in "$T"/readme[2-9].c.part; do
 	n=$(basename "$part" .c.part)

@@ -43,7 +43,7 @@ f1=$(js_flat "$out")
 head -n 12 "$T/top1.txt"
 awk -v f="$f1" 'BEGIN { exit !(f >= 30) }' ||
 	fail "agentless: JS hotLoopFunction has ${f1}% flat, expected most of the samples"
-go tool pprof -raw "$out" 2>/dev/null | grep -q "JIT names: /tmp/perf-$P1.map" || fail "no JIT-names comment"
+go tool pprof -raw "$out" 2>/dev/null | qgrep "JIT names: /tmp/perf-$P1.map" || fail "no JIT-names comment"
 echo "ok: agentless: hotLoopFunction ${f1}% flat"
 
 # 2. In process: node under libprofiling_preload.so; the agent's symboliser
@@ -64,7 +64,7 @@ else
 		fail "in-process capture of node: $(cat "$T/r2.err")"
 	grep -q "stack capture of pid $P2 " "$T/daemon.log" || fail "not the in-process agent's capture"
 	f2=$(js_flat "$out")
-	go tool pprof -top "$out" 2>/dev/null | head -n 12
+	go tool pprof -top "$out" 2>/dev/null | sed -n 1,12p
 	awk -v f="$f2" 'BEGIN { exit !(f >= 30) }' ||
 		fail "in process: JS hotLoopFunction has ${f2}% flat, expected most of the samples"
 	echo "ok: in process: hotLoopFunction ${f2}% flat"

@@ -31,7 +31,7 @@ run() {
 		SafepointBias $((CAPTURE_MS / 1000 + 4)) 1500 # its split from about when the capture starts
 	wait_runtime "$JPID"
 	local line
-	line=$(grep "runtime up: pid $JPID " "$T/daemon.log" | head -1)
+	line=$(grep "runtime up: pid $JPID " "$T/daemon.log" | sed -n 1p)
 	[[ $line =~ missing\ ([a-z_,-]+) ]] && [[ ,${BASH_REMATCH[1]}, != *,async_stacks,* ]] ||
 		fail "$what: the hello says AsyncGetCallTrace is missing: $line"
 	sleep 1 # past the JIT's first compilations
@@ -43,7 +43,7 @@ run() {
 	truth=$(sed -n 's/^truth countedLoop=\([0-9.]*\)%.*/\1/p' "$T/sb.out")
 	[ -n "$truth" ] || { cat "$T/sb.out" "$T/sb.err"; fail "$what: no split from the workload"; }
 	go tool pprof -top "$out" > "$T/top.txt" 2>&1 || fail "$what: go tool pprof cannot read $out"
-	go tool pprof -comments "$out" 2>/dev/null | grep -q AsyncGetCallTrace ||
+	go tool pprof -comments "$out" 2>/dev/null | qgrep AsyncGetCallTrace ||
 		fail "$what: the profile does not come from the AsyncGetCallTrace sampler"
 	local c w
 	c=$(cum "$T/top.txt" SafepointBias.countedLoop)

@@ -28,7 +28,7 @@ for jdk in $JDKS; do
 		fail "$name: stack capture of an unmodified JVM failed"
 	grep -q "session .*: JVMTI agent loaded into pid $JPID" "$T/daemon.log" ||
 		fail "$name: the daemon did not load the agent"
-	grep "runtime up: pid $JPID " "$T/daemon.log" | grep -q "kind jvm" || fail "$name: no jvm hello"
+	grep "runtime up: pid $JPID " "$T/daemon.log" | qgrep "kind jvm" || fail "$name: no jvm hello"
 	hot=$(pprof_flat "$out" HotCold.hot)
 	cold=$(pprof_flat "$out" HotCold.cold)
 	awk -v h="$hot" -v c="$cold" 'BEGIN { exit !(h > 0 && c > 0 && h > c) }' ||

@@ -36,8 +36,8 @@ for jdk in $JDKS; do
 	echo "$name: $begins GC slices begun, $ends ended on the JVM's tracks"
 	[ "$begins" -ge 3 ] || { head -60 "$T/trace.txt"; fail "$name: fewer than 3 GC slices"; }
 	[ "$ends" -ge $((begins - 1)) ] || fail "$name: GC slices are not closed ($begins begun, $ends ended)"
-	grep -q "thread_name: \"VM Thread\"" "$T/trace.txt" || grep -q "thread_name: \"GC" "$T/trace.txt" ||
-		echo "note: GC thread track name: $(grep thread_name "$T/trace.txt" | sort -u | head -3)"
+	grep -q "thread_name: \"VM Thread\"" "$T/trace.txt" || qgrep "thread_name: \"GC" "$T/trace.txt" ||
+		echo "note: GC thread track name: $(grep thread_name "$T/trace.txt" | sort -u | sed -n 1,3p)"
 	kill "$JPID"; wait "$JPID" 2>/dev/null || true
 done
 stop_daemon

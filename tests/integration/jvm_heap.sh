@@ -12,7 +12,7 @@ for jdk in $JDKS; do
 	name=$(jdk_name "$jdk")
 	jvm_start "$jdk" "hh-$name" "-agentpath:$AGENT=socket=$RUNTIME_SOCKET" -cp "$CLASSES" HeapHog 60
 	wait_runtime "$JPID"
-	grep "runtime up: pid $JPID " "$T/daemon.log" | grep -q "caps 0x[0-9a-f]*[2367abef]" ||
+	grep "runtime up: pid $JPID " "$T/daemon.log" | qgrep "caps 0x[0-9a-f]*[2367abef]" ||
 		echo "note: caps line: $(grep "runtime up: pid $JPID " "$T/daemon.log")"
 	out=$("$APPS/it_request" --pid "$JPID" --type heap --duration-ms 2000 \
 		--interval 65536) || fail "$name: heap profile through the daemon failed"

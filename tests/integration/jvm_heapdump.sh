@@ -57,7 +57,7 @@ for J in "${JDKS[@]}"; do
 		fail "$name: primitive array contents survived redaction"
 	[ "$(echo "$facts" | awk '$1 == "max_refs_to" { print $3 }')" -ge $N ] ||
 		fail "$name: no object array holds the $N references to the nodes"
-	echo "$facts" | grep -q '^thread main state TIMED_WAITING frames .*Leak.sleepHere,Leak.main' ||
+	echo "$facts" | qgrep '^thread main state TIMED_WAITING frames .*Leak.sleepHere,Leak.main' ||
 		fail "$name: the main thread's stack (Thread.print) is not in the dump"
 	# The real reader: VisualVM's own HPROF library (Debian's visualvm).
 	if [ -f "$VVJAR" ]; then
@@ -71,7 +71,7 @@ for J in "${JDKS[@]}"; do
 		[ "$(vfact visualvm_instances 'Leak$Node')" = $N ] || fail "$name: VisualVM counts other nodes"
 		[ "$(vfact visualvm_instances 'byte[]')" = "$bytes" ] || fail "$name: VisualVM counts other byte[]"
 		[ "$(vfact visualvm_max_refs_to 'Leak$Node')" -ge $N ] || fail "$name: VisualVM sees no list->node edges"
-		echo "$vv" | grep -q '^visualvm_stack Leak.main(Leak.java' ||
+		echo "$vv" | qgrep '^visualvm_stack Leak.main(Leak.java' ||
 			fail "$name: VisualVM shows no stack for the main thread"
 	else
 		echo "$name: skipped: VisualVM check: $VVJAR not installed (Debian package visualvm)"
@@ -98,7 +98,7 @@ if [ -f "$AGENT" ]; then
 		fail "heap_dump_via_agent: the daemon used the attach protocol"
 	facts=$("$CHECKERS/hprof_check" "$path" 'Leak$Node') ||
 		fail "the agent's HPROF does not parse"
-	echo "$facts" | grep -q "^instances Leak\$Node $N$" || fail "agent dump: $facts"
+	echo "$facts" | qgrep "^instances Leak\$Node $N$" || fail "agent dump: $facts"
 	[ "$(echo "$facts" | awk '$1 == "nonzero_primitive_arrays" { print $2 }')" = 0 ] ||
 		fail "agent dump: values survived redaction"
 	kill $JP; wait $JP 2>/dev/null || true

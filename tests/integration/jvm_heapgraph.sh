@@ -58,7 +58,7 @@ for J in "${JDKS[@]}"; do
 	echo "$name: Alpha graph $ga histogram $ha; Beta graph $gb histogram $hb"
 	[ "$ga" = $A ] && [ "$ha" = $A ] || fail "$name: Alpha: graph $ga, histogram $ha, expected $A"
 	[ "$gb" = $B ] && [ "$hb" = $B ] || fail "$name: Beta: graph $gb, histogram $hb, expected $B"
-	echo "$facts" | grep -qx "pids $JP" || fail "$name: the graph is not of pid $JP"
+	echo "$facts" | qgrep -x "pids $JP" || fail "$name: the graph is not of pid $JP"
 	refs=$(echo "$facts" | awk '$1 == "refs" { print $2 }')
 	# Each Beta -> its Alpha, and the two lists' arrays -> every element.
 	[ "$refs" -ge $((A + 2 * B)) ] || fail "$name: $refs references, want >= $((A + 2 * B))"
@@ -84,7 +84,7 @@ for J in "${JDKS[@]}"; do
 	# No values: the secret's characters in any encoding.
 	grep -qa "$SECRET" "$path" && fail "$name: the secret is in the graph (ASCII)"
 	u16=$(printf '%s' "$SECRET" | iconv -f ascii -t utf-16le | od -An -tx1 | tr -d ' \n')
-	od -An -tx1 -v "$path" | tr -d ' \n' | grep -q "$u16" &&
+	od -An -tx1 -v "$path" | tr -d ' \n' | qgrep "$u16" &&
 		fail "$name: the secret is in the graph (UTF-16)"
 	kill $JP; wait $JP 2>/dev/null || true
 	pass "$name: heap graph: Alpha $ga, Beta $gb = histogram, $refs references, $samples thread stacks, no values"

@@ -51,7 +51,7 @@ for jdk in $JDKS; do
 	grep -q OutOfMemoryError "$T/grow-$name.err" && fail "$name: Java's own OutOfMemoryError came first"
 	grep -q "oom trigger of sys:jvmoom fired for pid $jpid" "$T/daemon.log" ||
 		fail "$name: the OOM trigger did not fire for JVM pid $jpid"
-	ldump=$(grep -n "JVM heap dump of pid $jpid: ok" "$T/daemon.log" | head -n 1 | cut -d : -f 1 || true)
+	ldump=$(grep -n "JVM heap dump of pid $jpid: ok" "$T/daemon.log" | sed -n 1p | cut -d : -f 1 || true)
 	[ -n "$ldump" ] || fail "$name: no heap dump of pid $jpid was taken at the warning"
 	link="OOM-killed .* after this capture (pid $jpid); its heap capture is queued again"
 	for _ in $(seq 100); do
@@ -59,17 +59,17 @@ for jdk in $JDKS; do
 		sleep 0.1
 	done
 	grep -q "$link" "$T/daemon.log" || fail "$name: the OOM kill of pid $jpid was not linked to the dump"
-	lkill=$(grep -n "$link" "$T/daemon.log" | head -n 1 | cut -d : -f 1 || true)
+	lkill=$(grep -n "$link" "$T/daemon.log" | sed -n 1p | cut -d : -f 1 || true)
 	[ "$ldump" -lt "$lkill" ] || fail "$name: the heap dump came after the kill"
-	f=$(ls -t "$T/state/results/$U"/*.hprof 2>/dev/null | head -n 1 || true)
+	f=$(ls -t "$T/state/results/$U"/*.hprof 2>/dev/null | sed -n 1p || true)
 	[ -n "$f" ] && [ "$(ls "$T/state/results/$U" | grep -c '\.hprof$')" -gt "$before" ] ||
 		fail "$name: no heap dump stored for uid $U"
 	facts=$("$CHECKERS/hprof_check" "$f" 'OomGrow$Chunk') || fail "$name: the dump does not parse"
 	chunks=$(echo "$facts" | awk '$1 == "instances" { print $3 }')
 	# 30 % of 256 MiB less the JVM's own: some 40 MiB of 256 KiB chunks.
 	[ "${chunks:-0}" -ge 80 ] || fail "$name: only ${chunks:-no} OomGrow\$Chunk in the dump"
-	echo "$facts" | grep -q '^nonzero_primitive_arrays 0$' || fail "$name: the stored dump is not redacted"
-	echo "$facts" | grep -q '^thread grower .*OomGrow' || fail "$name: no stack of the grower thread"
+	echo "$facts" | qgrep '^nonzero_primitive_arrays 0$' || fail "$name: the stored dump is not redacted"
+	echo "$facts" | qgrep '^thread grower .*OomGrow' || fail "$name: no stack of the grower thread"
 	pass "$name: heap dump at 30 % of the cgroup's limit ($(stat -c %s "$f") bytes, $chunks chunks," \
 		"redacted), then the OOM kill, linked; warning to dump to kill: $(log_times \
 		"oom trigger of sys:jvmoom fired for pid $jpid" "JVM heap dump of pid $jpid: ok" \

@@ -66,7 +66,7 @@ for jdk in $JDKS; do
 		{ cat "$T/traces.txt"; fail "$name: no native frames above and below the Java ones"; }
 	has_stack "$out" "^JniMixed[.]javaCallback JavaCalls::call_helper( [^ ]+)* jni_CallStaticLongMethod Java_JniMixed_nativeWork JniMixed[.]nativeWork $below" ||
 		{ cat "$T/traces.txt"; fail "$name: no Java -> C -> Java stack with the C frames between"; }
-	go tool pprof -comments "$out" 2>/dev/null | grep -q "mixed stacks: [1-9][0-9]* native runs" ||
+	go tool pprof -comments "$out" 2>/dev/null | qgrep "mixed stacks: [1-9][0-9]* native runs" ||
 		{ go tool pprof -comments "$out"; fail "$name: the comment does not count the native runs"; }
 	go tool pprof -tags "$out" > "$T/tags.txt" 2>&1
 	echo "$name cpu: native frames above, between and below the Java ones"
@@ -81,14 +81,14 @@ for jdk in $JDKS; do
 	echo "$name wall: the sleeping thread is sampled in Thread.sleep"
 	kill "$JPID"; wait "$JPID" 2>/dev/null || true
 	# JDK 22+ warn about System.loadLibrary (restricted methods); nothing else.
-	! grep -v '^WARNING: ' "$T/jni-$name.err" | grep -q . ||
+	! grep -v '^WARNING: ' "$T/jni-$name.err" | qgrep . ||
 		{ cat "$T/jni-$name.err"; fail "$name: the JVM or agent printed"; }
 
 	# Without VMStructs: said in the hello, AGCT's Java frames only below the top.
 	jvm_start "$jdk" novms-$name "-Djava.library.path=$CLASSES" \
 		"-agentpath:$AGENT=socket=$RUNTIME_SOCKET,vmstructs=0" -cp "$CLASSES" JniMixed 60
 	wait_runtime "$JPID"
-	line=$(grep "runtime up: pid $JPID " "$T/daemon.log" | head -1)
+	line=$(grep "runtime up: pid $JPID " "$T/daemon.log" | sed -n 1p)
 	[[ $line =~ missing\ ([a-z_,-]+) ]] && [[ ,${BASH_REMATCH[1]}, == *,mixed_stacks,* ]] ||
 		fail "$name vmstructs=0: the hello does not list mixed_stacks as missing: $line"
 	out=$("$APPS/it_request" --pid "$JPID" --type stack --hz 200 \
@@ -98,7 +98,7 @@ for jdk in $JDKS; do
 		{ cat "$T/traces.txt"; fail "$name vmstructs=0: no Java -> native -> Java stack"; }
 	has_trace "$out" pd_native_spin Java_JniMixed_nativeWork JniMixed.nativeWork JniMixed.main ||
 		{ cat "$T/traces.txt"; fail "$name vmstructs=0: no native frames above the Java ones"; }
-	go tool pprof -comments "$out" 2>/dev/null | grep -q "mixed stacks: off (no VMStructs" ||
+	go tool pprof -comments "$out" 2>/dev/null | qgrep "mixed stacks: off (no VMStructs" ||
 		fail "$name vmstructs=0: the comment does not say mixed stacks are off"
 	echo "$name vmstructs=0: mixed_stacks missing; Java -> native -> Java as AGCT gives it"
 	kill "$JPID"; wait "$JPID" 2>/dev/null || true
@@ -107,13 +107,13 @@ for jdk in $JDKS; do
 	jvm_start "$jdk" noagct-$name "-agentpath:$AGENT=socket=$RUNTIME_SOCKET,asgct=0" \
 		-cp "$CLASSES" HotCold 60
 	wait_runtime "$JPID"
-	line=$(grep "runtime up: pid $JPID " "$T/daemon.log" | head -1)
+	line=$(grep "runtime up: pid $JPID " "$T/daemon.log" | sed -n 1p)
 	[[ $line =~ missing\ ([a-z_,-]+) ]] && [[ ,${BASH_REMATCH[1]}, == *,async_stacks,* ]] &&
 		[[ ,${BASH_REMATCH[1]}, == *,mixed_stacks,* ]] ||
 		fail "$name asgct=0: the hello does not list async_stacks, mixed_stacks as missing: $line"
 	out=$("$APPS/it_request" --pid "$JPID" --type stack --hz 100 \
 		--duration-ms 2000) || fail "$name asgct=0: capture failed"
-	go tool pprof -comments "$out" 2>/dev/null | grep -q "GetStackTrace" ||
+	go tool pprof -comments "$out" 2>/dev/null | qgrep "GetStackTrace" ||
 		fail "$name asgct=0: the profile is not from the GetStackTrace sampler"
 	[ "$(pprof_flat "$out" HotCold.hot)" != 0 ] || fail "$name asgct=0: no HotCold.hot samples"
 	echo "$name asgct=0: $line; GetStackTrace samples"

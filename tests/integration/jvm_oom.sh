@@ -26,7 +26,7 @@ for jdk in $JDKS; do
 	grep -q "JVM pid $JPID ran out of Java heap" "$T/daemon.log" ||
 		fail "$name: the daemon never heard of the OOM"
 	grep -q "Java heap exhausted" "$T/oom-$name.err" || fail "$name: the agent did not hold the OOM"
-	how=$(sed -n 's/.*OOM hold released: //p' "$T/oom-$name.err" | head -1)
+	how=$(sed -n 's/.*OOM hold released: //p' "$T/oom-$name.err" | sed -n 1p)
 	[ -n "$how" ] || { tail "$T/oom-$name.err"; fail "$name: the hold was never released"; }
 	echo "$name: RuntimeEvent reached the daemon; hold released: $how"
 	n=$(grep -c "Java heap exhausted" "$T/oom-$name.err")

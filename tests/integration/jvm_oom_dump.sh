@@ -42,7 +42,7 @@ for jdk in $JDKS; do
 	grep -q "OutOfMemoryError" "$T/oom-$name.err" || fail "$name: the JVM did not end with its OOM"
 	f=
 	for _ in $(seq 100); do
-		f=$(ls -t "$T/state/results/$U"/*.hprof 2>/dev/null | head -1 || true)
+		f=$(ls -t "$T/state/results/$U"/*.hprof 2>/dev/null | sed -n 1p || true)
 		[ -n "$f" ] && [ "$(ls "$T/state/results/$U" | grep -c '\.hprof$')" -gt "$before" ] && break
 		sleep 0.1
 	done
@@ -51,7 +51,7 @@ for jdk in $JDKS; do
 	chunks=$(echo "$facts" | awk '$1 == "instances" { print $3 }')
 	# 64 MiB of 256 KiB arrays: the heap was full when it was dumped.
 	[ "$chunks" -ge 100 ] || fail "$name: only $chunks byte[] in the OOM dump"
-	echo "$facts" | grep -q '^thread main ' || fail "$name: no main thread stack in the OOM dump"
+	echo "$facts" | qgrep '^thread main ' || fail "$name: no main thread stack in the OOM dump"
 	pass "$name: OOM -> heap dump ($(stat -c %s "$f") bytes, $chunks byte[]) before the JVM exited (rc $rc)"
 done
 stop_daemon

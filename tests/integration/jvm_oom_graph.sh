@@ -29,7 +29,7 @@ AGENT=$T/jvmti/$(basename "$AGENT") CLASSES=$T/classes
 block() {
 	awk -v open="$1" '
 		!on && $0 ~ open { on = 1; depth = 0 }
-		on { print; depth += gsub(/{/, "{"); depth -= gsub(/}/, "}"); if (depth == 0) exit }'
+		on && !done { print; depth += gsub(/{/, "{"); depth -= gsub(/}/, "}"); if (depth == 0) done = 1 }'
 }
 
 start_daemon "[trigger.javaoom]" "type = oom" "java_main = OomThread" "format = perfetto"
@@ -55,7 +55,7 @@ for jdk in $JDKS; do
 	# The session's own result (its id ends the name).
 	f=
 	for _ in $(seq 300); do
-		f=$(ls "$T/state/results/$U"/*_"$sid".perfetto-trace 2>/dev/null | head -1 || true)
+		f=$(ls "$T/state/results/$U"/*_"$sid".perfetto-trace 2>/dev/null | sed -n 1p || true)
 		[ -n "$f" ] && break
 		sleep 0.1
 	done
@@ -66,28 +66,28 @@ for jdk in $JDKS; do
 
 	apm=$(block '^ *art_process_metadata {' < "$txt")
 	[ -n "$apm" ] || fail "$name: no art_process_metadata"
-	echo "$apm" | grep -qx "    pid: $JPID" || fail "$name: metadata pid is not $JPID: $apm"
-	echo "$apm" | grep -qx "    uid: $U" || fail "$name: metadata uid is not $U"
-	echo "$apm" | grep -qx "    process_name: \"$jdk/bin/java\"" ||
+	echo "$apm" | qgrep -x "    pid: $JPID" || fail "$name: metadata pid is not $JPID: $apm"
+	echo "$apm" | qgrep -x "    uid: $U" || fail "$name: metadata uid is not $U"
+	echo "$apm" | qgrep -x "    process_name: \"$jdk/bin/java\"" ||
 		fail "$name: metadata process_name is not $jdk/bin/java"
-	echo "$apm" | grep -qx "    oom_allocation_size: 0" || fail "$name: no OOME marker"
+	echo "$apm" | qgrep -x "    oom_allocation_size: 0" || fail "$name: no OOME marker"
 	stack=$(echo "$apm" | block '^ *oom_thread_java_stack {')
 	[ -n "$stack" ] || fail "$name: no oom_thread_java_stack"
-	echo "$stack" | grep -q 'method_name: "OomThread.fillHeap"' ||
+	echo "$stack" | qgrep 'method_name: "OomThread.fillHeap"' ||
 		fail "$name: the OOM stack is not the filler's: $stack"
-	echo "$stack" | grep -Eq 'method_name: "OomThread\.(idle|main)"' &&
+	echo "$stack" | qgrep -E 'method_name: "OomThread\.(idle|main)"' &&
 		fail "$name: the OOM stack holds another thread's frames: $stack"
-	echo "$stack" | grep -q 'source_file: "OomThread.java"' || fail "$name: no source file in the OOM stack"
-	leaf=$(echo "$stack" | grep -m1 'method_name:' | sed 's/.*method_name: //')
+	echo "$stack" | qgrep 'source_file: "OomThread.java"' || fail "$name: no source file in the OOM stack"
+	leaf=$(echo "$stack" | sed -n 's/.*method_name: //p' | sed -n 1p)
 
 	tree=$(block '^ *process_tree {' < "$txt")
 	proc=$(echo "$tree" | block '^ *processes {')
-	echo "$proc" | grep -qx "      pid: $JPID" || fail "$name: process_tree pid is not $JPID"
-	echo "$proc" | grep -qx "      uid: $U" || fail "$name: process_tree uid is not $U"
-	echo "$proc" | grep -qx "      cmdline: \"$jdk/bin/java\"" || fail "$name: cmdline[0] is not the java binary"
-	echo "$proc" | grep -q "cmdline: \"OomThread\"" || fail "$name: cmdline lacks OomThread"
-	thr=$(echo "$tree" | awk -v t="      tid: $tid" '$0 == "    threads {" { b = "" } { b = b $0 "\n" } $0 == t { hit = 1 } $0 == "    }" && hit { printf "%s", b; exit }')
-	echo "$thr" | grep -q 'name: "hg-oom-filler"' ||
+	echo "$proc" | qgrep -x "      pid: $JPID" || fail "$name: process_tree pid is not $JPID"
+	echo "$proc" | qgrep -x "      uid: $U" || fail "$name: process_tree uid is not $U"
+	echo "$proc" | qgrep -x "      cmdline: \"$jdk/bin/java\"" || fail "$name: cmdline[0] is not the java binary"
+	echo "$proc" | qgrep "cmdline: \"OomThread\"" || fail "$name: cmdline lacks OomThread"
+	thr=$(echo "$tree" | awk -v t="      tid: $tid" '$0 == "    threads {" { b = "" } { b = b $0 "\n" } $0 == t { hit = 1 } $0 == "    }" && hit && !done { printf "%s", b; done = 1 }')
+	echo "$thr" | qgrep 'name: "hg-oom-filler"' ||
 		fail "$name: thread $tid (the failing one) is not hg-oom-filler in the tree: $thr"
 	pass "$name: OOM heap graph: failing thread $tid hg-oom-filler, stack leaf $leaf, pid/uid/cmdline of $JPID"
 done

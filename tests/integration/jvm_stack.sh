@@ -25,7 +25,7 @@ check_profile() {
 	# events read 2.5-3.2:1 under load; the bounds leave room for the JIT's
 	# first round in a capture that starts at the JVM's hello.
 	local lo=1.8 hi=5
-	go tool pprof -comments "$f" 2>/dev/null | grep -q "perf task-clock events" || {
+	go tool pprof -comments "$f" 2>/dev/null | qgrep "perf task-clock events" || {
 		echo "$what: no perf events here: the timers' wider 1.5-6 bounds"
 		lo=1.5 hi=6
 	}
@@ -47,7 +47,7 @@ for jdk in $JDKS; do
 	wait_runtime "$JPID"
 	# Capabilities: stack_sampling always; heap_profile and trace_ring either
 	# granted (caps bits 0x2, 0x8) or listed as missing, never assumed.
-	line=$(grep "runtime up: pid $JPID " "$T/daemon.log" | head -1)
+	line=$(grep "runtime up: pid $JPID " "$T/daemon.log" | sed -n 1p)
 	echo "$name: $line"
 	[[ $line =~ kind\ jvm\ caps\ 0x([0-9a-f]+)\ missing\ ([a-z_,-]+) ]] || fail "$name: hello line: $line"
 	caps=$((16#${BASH_REMATCH[1]})) missing=${BASH_REMATCH[2]}

@@ -20,6 +20,12 @@ fail() { echo "FAIL: $*" >&2; [ -f "$T/daemon.log" ] && tail -n 30 "$T/daemon.lo
 skip() { echo "skipped: $*"; exit 77; }
 pass() { echo "PASS: $*"; }
 
+# grep -q at the end of a pipe exits at its first match, and under pipefail
+# the writer's SIGPIPE then fails the test even though the line was there
+# (it_jvm_heapgraph failed so in CI: "pids N" was the fifth of many lines).
+# qgrep takes grep's options and reads to the end instead.
+qgrep() { grep "$@" > /dev/null; }
+
 cleanup() {
 	if [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then
 		kill -TERM "$DAEMON_PID" 2>/dev/null || true

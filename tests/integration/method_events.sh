@@ -77,12 +77,12 @@ for site in site_a site_b; do
 	awk -v s="$site" '/ target_fn$/ { t=1; next } t && $NF == s { ok=1 } /^-+\+/ { t=0 } END { exit !ok }' \
 		"$T/traces.txt" || { head -n 40 "$T/traces.txt"; fail "no target_fn <- $site stack"; }
 done
-go tool pprof -tags "$T/m.pb.gz" 2> /dev/null | grep -q "thread_id:" || fail "no thread_id label"
+go tool pprof -tags "$T/m.pb.gz" 2> /dev/null | qgrep "thread_id:" || fail "no thread_id label"
 echo "ok: profilingd-perf: hits=$N of $N, $stacks stacks, sum unchanged, other_fn untouched"
 
 # The same function named by the executable's build id and file offset.
-bid=$(readelf -nW "$TGT" | awk '/Build ID:/ { print $NF; exit }')
-sym=$(nm "$TGT" | awk '$3 == "target_fn" { print $1; exit }')
+bid=$(readelf -nW "$TGT" | awk '/Build ID:/ && !d { print $NF; d = 1 }')
+sym=$(nm "$TGT" | awk '$3 == "target_fn" && !d { print $1; d = 1 }')
 off=
 while read -r o v z; do
 	if (( 16#$sym >= v && 16#$sym < v + z )); then off=$(printf '0x%x' $(( 16#$sym - v + o ))); fi
@@ -101,7 +101,7 @@ wait_probes "$HP" || fail "build id target: $(tail -n 1 "$T/err")"
 touch "$T/go"
 wait "$HP" || rc=$?
 wait "$TP"
-tail -n 1 "$T/err" | grep -q "^ok hits=100 " || fail "build id target: rc $rc: $(tail -n 1 "$T/err")"
+tail -n 1 "$T/err" | qgrep "^ok hits=100 " || fail "build id target: rc $rc: $(tail -n 1 "$T/err")"
 echo "ok: buildid:$bid:+$off: hits=100"
 
 # 1b. --format perfetto: a trace with one instant event per recorded hit on
@@ -177,7 +177,7 @@ for budget in 0 1; do
 	[ "$bh" -le $N ] || fail "budget $budget: $bh hits of $N calls"
 	[ "$(sed -n 's/^sum //p' "$T/target_b.out")" = "$want_sum" ] ||
 		fail "budget $budget: the program computed $(cat "$T/target_b.out"), $want_sum without probes"
-	go tool pprof -traces "$T/b.pb.gz" 2>&1 | grep -q "overhead budget: [0-9]* ns per recorded hit on average, over the budget of $budget us" ||
+	go tool pprof -traces "$T/b.pb.gz" 2>&1 | qgrep "overhead budget: [0-9]* ns per recorded hit on average, over the budget of $budget us" ||
 		fail "budget $budget: the profile does not say the budget removed the probes"
 	echo "ok: budget $budget us: probes removed after $bh of $N hits: $status"
 done
@@ -282,8 +282,8 @@ echo "ok: a thread started later is probed by a rescan: $status"
 # (one emulated trap instead of a single-stepped endbr64): its hits are
 # still exactly its calls, in one unpaced burst, and its stacks' leaf is
 # the function.
-if objdump -d "$PAIR" | grep -A2 '<fn_cet>:' | grep -q 'push *%rbp' &&
-	objdump -d "$PAIR" | grep -A1 '<fn_cet>:' | grep -q endbr64; then
+if objdump -d "$PAIR" | grep -A2 '<fn_cet>:' | qgrep 'push *%rbp' &&
+	objdump -d "$PAIR" | grep -A1 '<fn_cet>:' | qgrep endbr64; then
 	rm -f "$T/go"
 	"$PAIR" cet "$T/go" $N > "$T/cet.out" &
 	TP=$!
@@ -301,7 +301,7 @@ if objdump -d "$PAIR" | grep -A2 '<fn_cet>:' | grep -q 'push *%rbp' &&
 	status=$(tail -n 1 "$T/err")
 	[[ $status =~ ^ok\ hits=$N\ stacks=([0-9]+)\ lost=([0-9]+)\  ]] || fail "endbr64: rc $rc: '$status'"
 	[ $((BASH_REMATCH[1] + BASH_REMATCH[2])) -eq $N ] || fail "endbr64: stacks + lost != $N: $status"
-	go tool pprof -traces "$T/cet.pb.gz" 2>&1 | grep -Eq '^ +[0-9]+ +fn_cet$' ||
+	go tool pprof -traces "$T/cet.pb.gz" 2>&1 | qgrep -E '^ +[0-9]+ +fn_cet$' ||
 		fail "endbr64: no stack with fn_cet as its leaf"
 	echo "ok: endbr64; push %rbp: probed on the push, hits=$N exact: $status"
 else
@@ -370,7 +370,7 @@ refuse() { # refuse WHAT EXPECTED ARGS...
 	shift 2
 	"$PERF" --pid "$SP" --duration-ms 200 "$@" > /dev/null 2> "$T/herr" || rc=$?
 	[ "$rc" -eq 70 ] || fail "$what: exit $rc, expected 70"
-	tail -n 1 "$T/herr" | grep -q "$expect" || fail "$what: '$(tail -n 1 "$T/herr")' lacks '$expect'"
+	tail -n 1 "$T/herr" | qgrep "$expect" || fail "$what: '$(tail -n 1 "$T/herr")' lacks '$expect'"
 	kill -0 "$SP" || fail "$what: the target died"
 	echo "ok: $what refused: $(tail -n 1 "$T/herr")"
 }
@@ -401,7 +401,7 @@ for _ in $(seq 100); do [ "$(stat -c %u /proc/$UP 2> /dev/null)" = $U ] && break
 rc=0
 "$PERF" --pid "$UP" --duration-ms 200 --method "$T/private_target:target_fn" > /dev/null 2> "$T/herr" || rc=$?
 [ "$rc" -eq 70 ] || fail "unreadable file: exit $rc, expected 70"
-tail -n 1 "$T/herr" | grep -q "Permission denied (opened as the target's user)" ||
+tail -n 1 "$T/herr" | qgrep "Permission denied (opened as the target's user)" ||
 	fail "unreadable file: $(tail -n 1 "$T/herr")"
 kill -0 "$UP" || fail "unreadable file: the target died"
 echo "ok: a file uid $U cannot read is refused: $(tail -n 1 "$T/herr")"
@@ -420,7 +420,7 @@ PIDS+=("$TP2")
 RQ=$!
 hp=
 for _ in $(seq 500); do
-	hp=$(pgrep -f "^profilingd-perf --pid $TP2 " | head -n 1 || true)
+	hp=$(pgrep -f "^profilingd-perf --pid $TP2 " | sed -n 1p || true)
 	[ -n "$hp" ] && break
 	sleep 0.02
 done
@@ -451,7 +451,7 @@ for _ in $(seq 500); do [ "$(readlink "/proc/$TPA/exe" 2> /dev/null)" = "$(readl
 RQ=$!
 hp=
 for _ in $(seq 500); do
-	hp=$(pgrep -f "^profilingd-perf --pid $TPA " | head -n 1 || true)
+	hp=$(pgrep -f "^profilingd-perf --pid $TPA " | sed -n 1p || true)
 	[ -n "$hp" ] && break
 	sleep 0.02
 done
@@ -477,7 +477,7 @@ PIDS+=("$TP3")
 RQ=$!
 hp=
 for _ in $(seq 500); do
-	hp=$(pgrep -f "^profilingd-perf --pid $TP3 " | head -n 1 || true)
+	hp=$(pgrep -f "^profilingd-perf --pid $TP3 " | sed -n 1p || true)
 	[ -n "$hp" ] && break
 	sleep 0.02
 done
@@ -514,18 +514,18 @@ PIDS+=("$TP4")
 RQ=$!
 hp=
 for _ in $(seq 500); do
-	hp=$(pgrep -f "^profilingd-perf --pid $TP4 " | head -n 1 || true)
+	hp=$(pgrep -f "^profilingd-perf --pid $TP4 " | sed -n 1p || true)
 	[ -n "$hp" ] && break
 	sleep 0.02
 done
 [ -n "$hp" ] || fail "budget: no profilingd-perf for pid $TP4: $(cat "$T/req4.err")"
-tr '\0' ' ' < "/proc/$hp/cmdline" | grep -q -- "--budget-us 1 " || fail "the helper has no --budget-us 1: $(tr '\0' ' ' < "/proc/$hp/cmdline")"
+tr '\0' ' ' < "/proc/$hp/cmdline" | qgrep -- "--budget-us 1 " || fail "the helper has no --budget-us 1: $(tr '\0' ' ' < "/proc/$hp/cmdline")"
 wait_probes "$hp" || fail "budget: profilingd-perf $hp ended before its probes were in"
 touch "$T/go"
 wait "$RQ" || fail "budget: the capture was not delivered: $(cat "$T/req4.err")"
 grep -q "note: method events disabled over budget: [0-9]* ns per recorded hit on average, the budget is 1 us" \
 	"$T/req4.err" || fail "budget: the result's note: $(cat "$T/req4.err")"
-go tool pprof -traces "$(cat "$T/path4")" 2>&1 | grep -q "over the budget of 1 us" ||
+go tool pprof -traces "$(cat "$T/path4")" 2>&1 | qgrep "over the budget of 1 us" ||
 	fail "budget: the delivered profile does not say so"
 kill "$TP4" 2> /dev/null || true
 wait "$TP4" 2> /dev/null || true
@@ -543,12 +543,12 @@ PIDS+=("$TP4")
 RQ=$!
 hp=
 for _ in $(seq 500); do
-	hp=$(pgrep -f "^profilingd-perf --pid $TP4 " | head -n 1 || true)
+	hp=$(pgrep -f "^profilingd-perf --pid $TP4 " | sed -n 1p || true)
 	[ -n "$hp" ] && break
 	sleep 0.02
 done
 [ -n "$hp" ] || fail "request budget: no profilingd-perf for pid $TP4: $(cat "$T/req4.err")"
-tr '\0' ' ' < "/proc/$hp/cmdline" | grep -q -- "--budget-us 2 " || fail "the helper has no --budget-us 2"
+tr '\0' ' ' < "/proc/$hp/cmdline" | qgrep -- "--budget-us 2 " || fail "the helper has no --budget-us 2"
 wait_probes "$hp" || fail "request budget: profilingd-perf $hp ended before its probes were in"
 touch "$T/go"
 wait "$RQ" || fail "request budget: not delivered: $(cat "$T/req4.err")"
@@ -637,7 +637,7 @@ grep -q '"matched":20,' "$T/list.json" || fail "methods list does not count 20 p
 # Wait for every hooked process's probes (its helper's perf-event fds).
 for p in $set1; do
 	hp=
-	for _ in $(seq 500); do hp=$(pgrep -f "^profilingd-perf --pid $p " | head -n 1 || true); [ -n "$hp" ] && break; sleep 0.02; done
+	for _ in $(seq 500); do hp=$(pgrep -f "^profilingd-perf --pid $p " | sed -n 1p || true); [ -n "$hp" ] && break; sleep 0.02; done
 	[ -n "$hp" ] && wait_probes "$hp" || fail "no probes for hooked pid $p"
 done
 
@@ -655,7 +655,7 @@ for _ in $(seq 500); do
 	sleep 0.02
 done
 [ -z "$left" ] || fail "probes still held for pids$left after the kill switch"
-"$PROFCTL" --json methods list | grep -q '"disabled":1' || fail "the config is not shown disabled"
+"$PROFCTL" --json methods list | qgrep '"disabled":1' || fail "the config is not shown disabled"
 for p in "${CP[@]}"; do kill -0 "$p" || fail "pid $p died under the canary or the kill switch"; done
 echo "ok: kill switch: $k captures stopped, no probe left"
 
@@ -724,7 +724,7 @@ start_daemon "[limits]" "max_sessions = 64" "[methods.sys]" "exe = $(readlink -f
 	"method = $(readlink -f "$TGT"):target_fn" "canary_percent = 100" "expiry_s = 600"
 grep -Eq "method events sys v1 on .*: 21 processes, 21 in the 100 % canary, 21 hooked" "$T/daemon.log" ||
 	fail "[methods.sys] not applied: $(grep 'method events sys' "$T/daemon.log" | tail -n 3)"
-"$PROFCTL" methods list | grep -q "^sys " || fail "methods list does not show [methods.sys]"
+"$PROFCTL" methods list | qgrep "^sys " || fail "methods list does not show [methods.sys]"
 echo "ok: [methods.sys] from the config hooked all 21 processes"
 stop_daemon
 
@@ -751,10 +751,10 @@ grep -q "^kept " "$T/list.txt" || fail "kept not listed after a restart: $(cat "
 grep -Eq "method events kept v4 on $EXE: [0-9]+ processes, [0-9]+ in the 100 % canary, [1-9][0-9]* hooked" \
 	"$T/daemon.log" || fail "the restored config hooked nothing: $(grep 'method events kept' "$T/daemon.log" | tail -n 2)"
 # Its budget came back too, and its captures' helpers have it.
-"$PROFCTL" --json methods list | grep -q '"id":"kept","version":4,.*"budget_us":7,' ||
+"$PROFCTL" --json methods list | qgrep '"id":"kept","version":4,.*"budget_us":7,' ||
 	fail "kept's budget after a restart: $("$PROFCTL" --json methods list)"
-hp=$(pgrep -f "^profilingd-perf --pid .*target_fn" | head -n 1 || true)
-[ -n "$hp" ] && tr '\0' ' ' < "/proc/$hp/cmdline" | grep -q -- "--budget-us 7 " ||
+hp=$(pgrep -f "^profilingd-perf --pid .*target_fn" | sed -n 1p || true)
+[ -n "$hp" ] && tr '\0' ' ' < "/proc/$hp/cmdline" | qgrep -- "--budget-us 7 " ||
 	fail "the restored config's helper has no --budget-us 7"
 # It is the saved one (version 4): the same version is refused, a higher one replaces it.
 ! "$PROFCTL" methods add kept --exe "$EXE" --method "$EXE:target_fn" --config-version 4 > "$T/re.out" 2>&1 ||
@@ -763,7 +763,7 @@ grep -q "at version 4" "$T/re.out" || fail "restored version: $(cat "$T/re.out")
 "$PROFCTL" methods disable kept > /dev/null || fail "methods disable kept"
 stop_daemon
 start_daemon "[limits]" "max_sessions = 64"
-! "$PROFCTL" methods list | grep -q "^kept " || fail "a disabled config came back after a restart"
+! "$PROFCTL" methods list | qgrep "^kept " || fail "a disabled config came back after a restart"
 stop_daemon
 echo "ok: profctl configs: restored after a restart (version, expiry); expired and disabled ones not"
 pass "method events: canary $k of 20, stable across a restart; kill switch; configs saved"

@@ -117,7 +117,7 @@ capture_round() {
 # register_code CLASSFILE: javap's listing of register(Object)'s code.
 register_code() {
 	"$jdk/bin/javap" -c -p "$1" | awk '/register\(java.lang.Object\)/ { on=1; next }
-		on && /^ *$/ { exit } on && /^ +[0-9]+: / { $1=""; print }'
+		on && /^ *$/ { on = 0; done = 1 } on && !done && /^ +[0-9]+: / { $1=""; print }'
 }
 
 # vm_register_code OUT: the same from the VM's own copy of Target, dumped
@@ -129,7 +129,7 @@ vm_register_code() {
 	mkdir -p "$d"
 	[ -x "$jdk/bin/jhsdb" ] || return 1
 	a=$(printf "class Target\nclasses\n" | timeout 120 "$jdk/bin/jhsdb" clhsdb --pid "$JPID" 2>&1 | tee "$T/jhsdb.out" |
-		grep -o '^Target @0x[0-9a-f]*' | head -n 1 | cut -d@ -f2) || true
+		grep -o '^Target @0x[0-9a-f]*' | sed -n 1p | cut -d@ -f2) || true
 	[ -n "$a" ] || return 1
 	echo "dumpclass $a $d" | timeout 120 "$jdk/bin/jhsdb" clhsdb --pid "$JPID" > /dev/null 2>&1 || true
 	[ -f "$d/Target.class" ] || return 1
@@ -145,7 +145,7 @@ check_hooked_in_vm() {
 		echo "note: $name: jhsdb cannot dump the VM's classes here: no class-bytes check: $(tail -n 3 "$T/jhsdb.out" | tr "\n" " ")"
 		return 0
 	fi
-	head -n 2 "$T/hooked.txt" | grep -q "sipush" && head -n 2 "$T/hooked.txt" | grep -q "invokestatic.*profilingd/MethodHook.hit" ||
+	head -n 2 "$T/hooked.txt" | qgrep "sipush" && head -n 2 "$T/hooked.txt" | qgrep "invokestatic.*profilingd/MethodHook.hit" ||
 		{ cat "$T/hooked.txt"; fail "$name: the VM's Target.register(Object) does not call the hook while hooked"; }
 	echo "ok: $name: while hooked, the VM's register(Object) starts with: $(head -n 2 "$T/hooked.txt" | tr -s ' ' | paste -sd';')"
 }
@@ -158,7 +158,7 @@ refused() {
 	! "$APPS/it_request" --pid "$JPID" --type methods --duration-ms 5000 "${args[@]}" \
 		> /dev/null 2> "$T/rerr" || fail "$what: accepted"
 	# The agent's refusals come back in the result, admission's in the log.
-	grep -q -- "$expect" "$T/rerr" || grep -q -- "$expect" "$T/daemon.log" ||
+	grep -q -- "$expect" "$T/rerr" || qgrep -- "$expect" "$T/daemon.log" ||
 		fail "$what: no '$expect' in: $(cat "$T/rerr")"
 	kill -0 "$JPID" || fail "$what: the JVM died"
 	echo "ok: refused $what: $(tail -n 1 "$T/rerr" | cut -c1-160)"
@@ -172,7 +172,7 @@ for jdk in $JDKS; do
 	jvm_start "$jdk" "$LOG" "-agentpath:$AGENT=socket=$RUNTIME_SOCKET,debug=1" \
 		-cp "$CLASSES" MethodEvents "$T/r" 10
 	wait_runtime "$JPID"
-	line=$(grep "runtime up: pid $JPID " "$T/daemon.log" | head -1)
+	line=$(grep "runtime up: pid $JPID " "$T/daemon.log" | sed -n 1p)
 	[[ $line =~ caps\ 0x([0-9a-f]+) ]] || fail "$name: hello line: $line"
 	# Target is not loaded yet: its class is hooked as it loads.
 	grep -q "Target is not loaded yet" "$T/$LOG.err" && fail "$name: Target loaded before round 1"
@@ -226,7 +226,7 @@ for jdk in $JDKS; do
 		fail "$name: budget: the result's comments do not say so"
 	grep -q "hooks removed in .* ms: .*none calls the hook" "$T/tr.txt" ||
 		fail "$name: budget: the hooks were not removed"
-	echo "ok: $name: over a budget of 0 us the agent removed its hooks: $(sed -n 's/.*hits=\([0-9]*\) stacks=.*/hits=\1/p' "$T/tr.txt" | head -n 1)"
+	echo "ok: $name: over a budget of 0 us the agent removed its hooks: $(sed -n 's/.*hits=\([0-9]*\) stacks=.*/hits=\1/p' "$T/tr.txt" | sed -n 1p)"
 	# The budget is per target: TGT (400 hits a round) goes over the
 	# budget of 0 us at the first check after its 16th hit and is removed;
 	# Target.roundEnd (one hit a round: too few to be judged) keeps its
@@ -250,7 +250,7 @@ for jdk in $JDKS; do
 		kill -0 "$RQ" 2>/dev/null || fail "$name: per-target budget: the capture ended before $TGT was removed: $(cat "$T/req.err")"
 		sleep 0.05
 	done
-	grep "method events: target $TGT over budget" "$T/$LOG.err" | tail -n 1 | grep -q ": removed, " ||
+	grep "method events: target $TGT over budget" "$T/$LOG.err" | tail -n 1 | qgrep ": removed, " ||
 		fail "$name: per-target budget: no removal of $TGT: $(grep 'over budget' "$T/$LOG.err" | tail -n 1)"
 	kill -0 "$RQ" 2>/dev/null || fail "$name: per-target budget: the capture ended with $TGT's removal"
 	touch "$T/r/go6"
@@ -355,7 +355,7 @@ for jdk in $JDKS; do
 	for k in 1 2 3 4; do
 		if [ $((k % 2)) = 1 ]; then want='arg1:\[\[redacted\]\]'; else want='arg1:\[bob\]'; fi
 		grep -q "arg0:\[$k\]" "$T/samples.txt" || { cat "$T/samples.txt"; fail "$name: args: no sample with arg0 $k"; }
-		grep "arg0:\[$k\]" "$T/samples.txt" | grep -q "$want" ||
+		grep "arg0:\[$k\]" "$T/samples.txt" | qgrep "$want" ||
 			{ cat "$T/samples.txt"; fail "$name: args: arg0 $k's arg1 is not $want"; }
 	done
 	! grep -q "alice" "$T/raw.txt" || { grep alice "$T/raw.txt"; fail "$name: args: the e-mail is not scrubbed"; }
@@ -416,7 +416,7 @@ for jdk in $JDKS; do
 	done
 	wait "$RQ" || fail "$name: live: the capture failed: $(cat "$T/req.err")"
 	go tool pprof -traces "$(cat "$T/path")" > "$T/tr.txt" 2>&1 || fail "$name: live: not a pprof"
-	h=$(sed -n 's/.*hits=\([0-9]*\) stacks=.*/\1/p' "$T/tr.txt" | head -n 1)
+	h=$(sed -n 's/.*hits=\([0-9]*\) stacks=.*/\1/p' "$T/tr.txt" | sed -n 1p)
 	# The hook stops at --max-hits itself: exactly 400, however many
 	# rounds ran before the check ended the capture (it overshot to 800
 	# when only the 100 ms check stopped it).

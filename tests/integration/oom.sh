@@ -25,7 +25,7 @@ cat "$T/run.err"
 out=$(head -n 1 "$T/run.out")
 [ -f "$out" ] || fail "no heap capture was delivered before the kill"
 go tool pprof -sample_index=inuse_space -top "$out" 2>/dev/null > "$T/heap.txt"
-cat "$T/heap.txt" | head -12
+cat "$T/heap.txt" | sed -n 1,12p
 top=$(awk '/flat%/ { getline; print $NF; exit }' "$T/heap.txt")
 case "$top" in leak_here|leak_here.*) ;; *) false;; esac || fail "the heap capture's top allocator is '$top', want leak_here"
 grep -q "OOM-killed" "$T/daemon.log" || fail "the kill was not recorded"

@@ -66,7 +66,7 @@ stop_daemon
 start_daemon "[trigger.fill]" "type = excessive-cpu" "exe = $APPS/spinner" "cpu_percent = 15" \
 	"cpu_window_ms = 1s" "capture = trace" "duration_ms = 500" "buffer_fill_policy = discard"
 "$PROFILINGD" --check-config "$T/profilingd.conf" 2> /dev/null |
-	grep -qx "buffer_fill_policy = discard" || fail "--check-config does not print buffer_fill_policy"
+	qgrep -x "buffer_fill_policy = discard" || fail "--check-config does not print buffer_fill_policy"
 PROFILINGD_RUNTIME_SOCKET=$RUNTIME_SOCKET LD_PRELOAD=$BUILD/client/libprofiling_preload.so \
 	"$APPS/spinner" 120 &
 TGT=$!
@@ -83,7 +83,7 @@ grep -q "excessive-cpu trigger of sys:fill fired for pid $TGT" "$T/daemon.log" |
 pass "[trigger.fill] buffer_fill_policy = discard: the system trigger's trace ran with fill=discard"
 
 AGENT=$BUILD/runtime/jvmti/libprofiling_jvmti.so
-JAVA=$(ls /usr/lib/jvm/*/bin/java 2> /dev/null | head -n 1 || true)
+JAVA=$(ls /usr/lib/jvm/*/bin/java 2> /dev/null | sed -n 1p || true)
 if [ ! -f "$AGENT" ] || [ ! -f "$APPS/java/HeapHog.class" ] || [ -z "$JAVA" ]; then
 	echo "note: no JVMTI agent, Java test programs or JDK: track_java_allocations not tested"
 	exit 0
@@ -115,7 +115,7 @@ stop_daemon
 start_daemon "[trigger.jalloc]" "type = excessive-cpu" "java_main = HeapHog" "cpu_percent = 10" \
 	"cpu_window_ms = 1s" "capture = heap" "duration_ms = 500" "track_java_allocations = off"
 "$PROFILINGD" --check-config "$T/profilingd.conf" 2> /dev/null |
-	grep -qx "track_java_allocations = off" || fail "--check-config does not print track_java_allocations"
+	qgrep -x "track_java_allocations = off" || fail "--check-config does not print track_java_allocations"
 "$JAVA" "-agentpath:$AGENT=socket=$RUNTIME_SOCKET" -cp "$APPS/java" HeapHog 60 \
 	> "$T/hh2.out" 2> "$T/hh2.err" &
 JPID=$!

@@ -36,14 +36,14 @@ rc=0; "$PROFCTL" --socket "$T/nope.sock" status 2> "$T/e" || rc=$?
 grep -q "cannot connect to $T/nope.sock: No such file or directory (is profilingd running? see --socket)" "$T/e" ||
 	fail "connect error not readable: $(cat "$T/e")"
 [ "$(wc -l < "$T/e")" = 1 ] || fail "connect error is not one line"
-"$PROFCTL" --help | grep -q "flame ID -o" || fail "--help does not list flame"
+"$PROFCTL" --help | qgrep "flame ID -o" || fail "--help does not list flame"
 # Each command's own help: its usage line and what it does; exit 0.
 for c in status apps triggers ratelimit results show top flame collapsed export request; do
 	"$PROFCTL" "$c" --help > "$T/h" || fail "profctl $c --help: exit $?"
-	head -1 "$T/h" | grep -q "^usage: profctl .* $c" || fail "profctl $c --help: $(head -1 "$T/h")"
+	head -1 "$T/h" | qgrep "^usage: profctl .* $c" || fail "profctl $c --help: $(head -1 "$T/h")"
 	[ "$(wc -l < "$T/h")" -ge 2 ] || fail "profctl $c --help says nothing about it"
 done
-"$PROFCTL" request --help | grep -q -- "--wait" || fail "request --help does not list --wait"
+"$PROFCTL" request --help | qgrep -- "--wait" || fail "request --help does not list --wait"
 rc=0; "$PROFCTL" show 2> "$T/e" || rc=$?
 [ $rc = 2 ] && grep -q "show takes one ID (see profctl show --help)" "$T/e" ||
 	fail "profctl show without an ID: exit $rc, $(cat "$T/e")"
@@ -64,7 +64,7 @@ for _ in $(seq 150); do
 	sleep 0.1
 done
 echo "status: runtime of pid $DEMO_PID: $rt"
-echo "$rt" | grep -q "'native', \[.*'stack_sampling'" || fail "status does not list the demo's runtime"
+echo "$rt" | qgrep "'native', \[.*'stack_sampling'" || fail "status does not list the demo's runtime"
 "$PROFCTL" status > "$T/st-rt.txt" || fail "status with a runtime"
 grep -Eq "^$DEMO_PID +0 +native +.*stack_sampling" "$T/st-rt.txt" ||
 	{ kill -0 $DEMO_PID 2> /dev/null || skip_rt=1; [ -n "${skip_rt:-}" ] ||
@@ -97,17 +97,17 @@ TID=$(json "[r['id'] for r in d if r['path']=='$t_out'][0]" < "$T/results.json")
 "$PROFCTL" results > "$T/results.txt" || fail "results"
 grep -Eq "^$RID +.* uid:0 +stack " "$T/results.txt" || fail "results table lacks $RID"
 grep -Eq "^$AID +.* uid:$A +stack " "$T/results.txt" || fail "results table lacks $AID"
-"$PROFCTL" results $A | grep -Eq "^$RID " && fail "results $A lists root's result"
+"$PROFCTL" results $A | qgrep -E "^$RID " && fail "results $A lists root's result"
 "$PROFCTL" show "$RID" > "$T/show.txt" || fail "show"
 grep -q "^Path: *$root_out\$" "$T/show.txt" || fail "show: path"
 grep -q "^Type: *stack" "$T/show.txt" || fail "show: type"
 [ "$("$PROFCTL" --json show "$RID" | json 'd["format"]')" = pprof ] || fail "show --json format"
 
 # --- apps, triggers, ratelimit
-"$PROFCTL" apps | grep -Eq "^uid:$A +$A " || fail "apps lacks uid:$A"
+"$PROFCTL" apps | qgrep -E "^uid:$A +$A " || fail "apps lacks uid:$A"
 "$PROFCTL" --json apps > "$T/apps.json" && python3 -m json.tool "$T/apps.json" > /dev/null || fail "apps --json"
 [ "$(json "[a['results'] for a in d if a['app']=='uid:$A'][0]" < "$T/apps.json")" -ge 1 ] || fail "apps --json results of A"
-"$PROFCTL" triggers | grep -Eq "^sys:ctl-spin +excessive-cpu +stack " || fail "triggers lacks the system trigger"
+"$PROFCTL" triggers | qgrep -E "^sys:ctl-spin +excessive-cpu +stack " || fail "triggers lacks the system trigger"
 [ "$("$PROFCTL" --json triggers | json '[t["detail"] for t in d if t["app"]=="sys:ctl-spin"][0]')" = \
   "cpu >= 90% for 1000 ms; /nonexistent/ctl-spin" ] || fail "triggers --json detail"
 "$PROFCTL" ratelimit uid:0 > "$T/rl.txt" || fail "ratelimit uid:0"
@@ -231,7 +231,7 @@ echo "$(date +%T) request --json --wait"
 timeout 120 "$PROFCTL" --json request --pid $SPIN --type stack --duration 500ms --wait > "$T/req.json" ||
 	{ cat "$T/req.json"; fail "request --json --wait"; }
 [ "$(json 'd["phase"]' < "$T/req.json")" = done ] || fail "request --json: $(cat "$T/req.json")"
-json 'd["phases"]' < "$T/req.json" | grep -q capturing || fail "request --json phases"
+json 'd["phases"]' < "$T/req.json" | qgrep capturing || fail "request --json phases"
 # Without --wait: accepted at once; status shows the session running.
 echo "$(date +%T) request without --wait"
 sid=$(timeout 60 "$PROFCTL" --json request --pid $SPIN --type stack --duration 3s | json 'd["request_id"]') ||
@@ -244,8 +244,8 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 echo "status during request $sid: phase $seen"
-echo "$seen" | grep -Eq "waiting-for-runtime|capturing|redacting" || fail "status does not show session $sid"
-"$PROFCTL" status | grep -Eq "^$sid +$SPIN +uid:0 +stack " || true
+echo "$seen" | qgrep -E "waiting-for-runtime|capturing|redacting" || fail "status does not show session $sid"
+"$PROFCTL" status | qgrep -E "^$sid +$SPIN +uid:0 +stack " || true
 # Until it ended (the next request of the same pid would be refused meanwhile).
 for _ in $(seq 120); do
 	[ "$("$PROFCTL" --json status | json "any(s['id']==$sid for s in d['sessions'])")" = True ] || break
@@ -293,7 +293,7 @@ PYEOF
 # --- a non-root uid: its own results only, no request.
 as_a "$PROFCTL" --json results > "$T/a.json" || fail "results as uid $A"
 [ "$(json "sorted(set(r['uid'] for r in d))" < "$T/a.json")" = "[$A]" ] || fail "uid $A sees others' results: $(cat "$T/a.json")"
-as_a "$PROFCTL" results | grep -Eq "^$RID " && fail "uid $A's results table lists root's result"
+as_a "$PROFCTL" results | qgrep -E "^$RID " && fail "uid $A's results table lists root's result"
 as_a "$PROFCTL" show "$AID" > /dev/null || fail "uid $A cannot show its own result"
 as_a "$PROFCTL" top "$AID" > /dev/null || fail "uid $A cannot top its own result"
 rc=0; as_a "$PROFCTL" show "$RID" 2> "$T/e" || rc=$?
@@ -308,7 +308,7 @@ grep -q "^profctl: request is root-only: run profctl as root" "$T/e" || fail "re
 as_a "$PROFCTL" --json status > "$T/a-status.json" || fail "status as uid $A"
 [ "$(json "[b['app'] for b in d['ratelimit']]" < "$T/a-status.json")" = "[None, 'uid:$A']" ] ||
 	fail "uid $A's status shows budgets of others: $(json "d['ratelimit']" < "$T/a-status.json")"
-as_a "$PROFCTL" triggers | grep -q "sys:" && fail "uid $A sees system triggers"
+as_a "$PROFCTL" triggers | qgrep "sys:" && fail "uid $A sees system triggers"
 as_a "$PROFCTL" --json apps | python3 -c "import json,sys; a=json.load(sys.stdin); sys.exit(any(x['uid']!=$A for x in a))" ||
 	fail "uid $A sees other apps"
 

@@ -110,7 +110,7 @@ expect "corrupt store, app X" "$("$B" $X 3)" "admitted=0 process=0 system=3 disk
 	fail "--reset-ratelimit succeeded while the daemon runs"
 stop_daemon
 "$PROFILINGD" -c "$T/profilingd.conf" --reset-ratelimit || fail "--reset-ratelimit failed"
-ls "$T/state/" | grep -q "ratelimit.db.broken-" || fail "the broken store was not kept aside"
+ls "$T/state/" | qgrep "ratelimit.db.broken-" || fail "the broken store was not kept aside"
 PD_REAL_LIMITS=1 start_daemon "${CONF[@]}"
 expect "after repair, app X" "$("$B" $X 3)" "admitted=3 process=0 system=0 disk=0 other=0"
 stop_daemon
@@ -142,7 +142,7 @@ start_daemon "[limits]" "max_app_result_bytes = $((size + 1))"
 "$DEMO" --duration-ms 300 > /dev/null 2> "$T/demo3.err" && fail "capture crossing the quota was delivered"
 grep -q "capture failed: no disk space" "$T/demo3.err" || { cat "$T/demo3.err"; fail "crossing the quota is not NO_DISK_SPACE"; }
 [ "$(ls "$T/state/results/$(id -u)" | wc -l)" = 1 ] || fail "a result over the quota was kept"
-ls "$T/state/raw" | grep -q . && fail "raw file of the refused result left behind"
+ls "$T/state/raw" | qgrep . && fail "raw file of the refused result left behind"
 stop_daemon
 echo "ok: result quota ($size-byte result; sync refusal and store-time refusal)"
 pass "rate limiting and admission"

@@ -35,7 +35,7 @@ rl1=$(q "$S/ratelimit.db" "SELECT COUNT(*) FROM entries")
 [ "$rl1" -eq $((rl0 + 1)) ] || fail "rate-limit entries after kill -9: $rl1, want $((rl0 + 1))"
 st=$(q "$S/profilingd.db" "SELECT state FROM sessions WHERE id=$inflight")
 [ "$st" = active ] || fail "the killed daemon's session is '$st', not active"
-ls "$S/raw" | grep -q . || fail "no partial capture in raw/ (the kill came too late?)"
+ls "$S/raw" | qgrep . || fail "no partial capture in raw/ (the kill came too late?)"
 # Had it died between renaming a result into place and indexing it, that
 # file would be here: the restart must remove it (the app is told "failed").
 orphan=$S/results/$(id -u)/stack_inflight_20260101T000000Z_$inflight.pb.gz
@@ -61,9 +61,9 @@ row=$(q "$S/profilingd.db" "SELECT error, path, message FROM results WHERE sessi
 	fail "session not failed"
 files=$(ls "$S/results/$(id -u)")
 [ "$(echo "$files" | wc -l)" -eq 2 ] || fail "result files: $files"
-echo "$files" | grep -q "_$acked\." && echo "$files" | grep -q "_$queued\." || fail "files: $files"
-ls "$S/raw" | grep -q . && fail "raw/ not cleaned"
-ls -a "$S/results/$(id -u)" | grep -q '^\.tmp-' && fail "temp result left"
+echo "$files" | qgrep "_$acked\." && echo "$files" | qgrep "_$queued\." || fail "files: $files"
+ls "$S/raw" | qgrep . && fail "raw/ not cleaned"
+ls -a "$S/results/$(id -u)" | qgrep '^\.tmp-' && fail "temp result left"
 for db in profilingd ratelimit; do
 	[ "$(q "$S/$db.db" "PRAGMA integrity_check")" = ok ] || fail "$db.db integrity"
 done

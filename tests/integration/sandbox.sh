@@ -323,7 +323,7 @@ fi
 # forbidden call then traps, is named, and the helper exits 75.
 start_daemon "[capture]" "runtime_wait_ms = 100" "[sandbox]" "seccomp = debug"
 helper_capture
-tr '\0' ' ' < "/proc/$helper/cmdline" | grep -q -- '--debug-seccomp' ||
+tr '\0' ' ' < "/proc/$helper/cmdline" | qgrep -- '--debug-seccomp' ||
 	fail "helper $helper started without --debug-seccomp: $(tr '\0' ' ' < "/proc/$helper/cmdline")"
 if [ -n "$GDB" ]; then
 	for _ in $(seq 200); do

@@ -91,7 +91,7 @@ stop_daemon
 grep -q "signal 15: shutting down" "$T/daemon.log" || fail "no shutdown line"
 grep -q "stopped$" "$T/daemon.log" || fail "the daemon did not log its clean stop"
 if grep -Eq "Sanitizer|runtime error:" "$T/daemon.log"; then
-	grep -E -A20 "Sanitizer|runtime error:" "$T/daemon.log" | head -40 >&2
+	grep -E -A20 "Sanitizer|runtime error:" "$T/daemon.log" | sed -n 1,40p >&2
 	fail "a sanitizer reported at the stop"
 fi
 wait "$APP" || fail "the runtime's app failed"
@@ -127,8 +127,8 @@ for id in $cut; do
 		FROM results WHERE session_id=$id")
 	[ "$res" = "1||8|$MSG|0" ] || fail "session $id's failure result: '$res'"
 done
-ls "$S/raw" | grep -q . && fail "raw/ not emptied: $(ls "$S/raw")"
-find "$S/results" -name '.tmp-*' | grep -q . && fail "a .tmp- result is left"
+ls "$S/raw" | qgrep . && fail "raw/ not emptied: $(ls "$S/raw")"
+find "$S/results" -name '.tmp-*' | qgrep . && fail "a .tmp- result is left"
 
 # 3. The next start recovers nothing and reports the runtime's capture once.
 start_daemon "${CONF[@]}"

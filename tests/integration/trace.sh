@@ -64,7 +64,7 @@ echo "sched_switch sides naming app threads ($tids): $app_sw"
 	fail "no sched events of the app's threads"; }
 grep -q 'comm: "profilingd' "$T/trace.txt" && fail "another process's name (profilingd) is in the trace"
 grep -q 'comm: "swapper' "$T/trace.txt" && fail "the idle task's name is in the trace"
-grep -q 'sched_waking' "$T/trace.txt" && ! grep -A3 'sched_waking' "$T/trace.txt" | grep -q "pid: ${tids%% *}" &&
+grep -q 'sched_waking' "$T/trace.txt" && ! grep -A3 'sched_waking' "$T/trace.txt" | qgrep "pid: ${tids%% *}" &&
 	echo "(wakings present are the app's)"
 stop_daemon
 pass "system trace: 3 threads of nested slices, sched data, foreign tasks anonymised"

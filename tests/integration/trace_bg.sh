@@ -60,8 +60,8 @@ check_case() {
 	case "$path" in *.perfetto-trace) ;; *) fail "unexpected result line $out";; esac
 	[ "$(grep -c 'kernel sched data: ok' "$T/daemon.log")" -gt "$n" ] || fail "${mode:-request}: no kernel half"
 	grep -o 'kernel sched data: .*' "$T/daemon.log" | tail -1
-	grep 'kernel sched data: ok' "$T/daemon.log" | tail -1 | grep -q 'background=read' || fail "the recorder did not read the ring"
-	grep 'kernel sched data: ok' "$T/daemon.log" | tail -1 | grep -q 'bg_short_ms=0' || fail "the ring did not reach back $BG_MS ms (a 32 MiB ring per CPU is too small for this load?)"
+	grep 'kernel sched data: ok' "$T/daemon.log" | tail -1 | qgrep 'background=read' || fail "the recorder did not read the ring"
+	grep 'kernel sched data: ok' "$T/daemon.log" | tail -1 | qgrep 'bg_short_ms=0' || fail "the ring did not reach back $BG_MS ms (a 32 MiB ring per CPU is too small for this load?)"
 	protoc --decode=perfetto.protos.Trace --proto_path="$SRC/proto" perfetto_trace.proto \
 		< "$path" > "$T/trace.txt" || fail "protoc cannot decode the trace"
 	echo "${mode:-request} trace: $(stat -c %s "$path") bytes, $(grep -c '^packet {' "$T/trace.txt") packets"

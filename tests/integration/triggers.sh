@@ -62,7 +62,7 @@ out=$("$APP" cold-run 2> "$T/cold.err") || { cat "$T/cold.err"; fail "cold start
 grep -q "trigger=1 error=0" "$T/cold.err" || fail "cold start result has no trigger"
 ms=$(sed -n 's/.*(\([0-9]*\) ms).*/\1/p' "$T/cold.err" | tail -1)
 [ "${ms:-99999}" -lt 4000 ] || fail "cold start did not end at fully drawn (${ms} ms)"
-go tool pprof -top "$out" 2>/dev/null | grep -q spin_hot || fail "cold start capture misses the start-up work"
+go tool pprof -top "$out" 2>/dev/null | qgrep spin_hot || fail "cold start capture misses the start-up work"
 echo "ok: cold start from exec, ended at fully drawn after ${ms} ms"
 "$APP" clear || fail "clear triggers"
 if [ -r /proc/pressure/cpu ]; then

@@ -38,7 +38,7 @@ done
 # build dir and extracted, never installed.
 KDIR=$BUILD/tests/vm/kernel
 mkdir -p "$KDIR"
-KERNEL=$(ls "$KDIR"/x/boot/vmlinuz-* 2>/dev/null | head -n 1 || true)
+KERNEL=$(ls "$KDIR"/x/boot/vmlinuz-* 2>/dev/null | sed -n 1p || true)
 if [ -z "$KERNEL" ]; then
 	pkg=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null |
 		awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
@@ -47,7 +47,7 @@ if [ -z "$KERNEL" ]; then
 		skip "cannot download $pkg (no network or no apt source)"
 	dpkg-deb -x "$KDIR"/"$pkg"_*.deb "$KDIR/x" || fail "cannot extract $pkg"
 	rm -f "$KDIR"/"$pkg"_*.deb
-	KERNEL=$(ls "$KDIR"/x/boot/vmlinuz-* | head -n 1)
+	KERNEL=$(ls "$KDIR"/x/boot/vmlinuz-* | sed -n 1p)
 fi
 echo "kernel: $KERNEL"
 
