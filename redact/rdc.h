@@ -34,6 +34,10 @@ struct rdc_policy {
 	 * this many bytes each at a time (rdc_perfetto.c); 0 is
 	 * RDC_PF_CHUNK, SIZE_MAX one thread. Tests make it small. */
 	size_t pf_chunk;
+	/* Perfetto: every packet by protobuf-c, none by the wire paths (the
+	 * kernel's bundles, the runtime's track events). They write the same
+	 * bytes; fuzz_perfetto checks that against this. */
+	bool pf_no_wire;
 };
 #define RDC_PF_CHUNK (1u << 20)
 /* Below this address-space cap (RLIMIT_AS, from [redact] max_memory_bytes)

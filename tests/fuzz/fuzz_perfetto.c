@@ -5,7 +5,10 @@
  * (the app's word), so each parser sees every input and the seed corpus
  * serves both. The kernel's stream is redacted twice: on one thread, and
  * on two in chunks of a few packets (the second thread guessing who the
- * app is); the answers, the counts and the bytes must be the same. */
+ * app is); and on one thread with every packet by protobuf-c, none by
+ * the wire paths (the kernel's bundles, the runtime's track events). The
+ * answers, the counts and the bytes must be the same. */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,8 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static struct rdc_dlp *dlp;
 
 /* One redaction; the output's bytes in *buf (malloc'd). */
-static int redact(const uint8_t *data, size_t size, size_t chunk, struct rdc_stats *st,
-		  uint8_t **buf, size_t *len)
+static int redact(const uint8_t *data, size_t size, size_t chunk, bool no_wire,
+		  struct rdc_stats *st, uint8_t **buf, size_t *len)
 {
 	static const int32_t pids[] = { 100 };
 	static const int32_t tids[] = { 100, 101 };
@@ -34,6 +37,7 @@ static int redact(const uint8_t *data, size_t size, size_t chunk, struct rdc_sta
 
 	struct rdc_policy p = {
 		.pids = pids, .npids = 1, .tids = tids, .ntids = 2, .dlp = dlp, .pf_chunk = chunk,
+		.pf_no_wire = no_wire,
 	};
 	int r = rdc_perfetto(in, kin, out, &p, st);
 	off_t end = lseek(out, 0, SEEK_END);
@@ -50,23 +54,33 @@ static int redact(const uint8_t *data, size_t size, size_t chunk, struct rdc_sta
 	return r;
 }
 
+/* Two runs' answers and, where they succeeded, counts and bytes. */
+static void same(int ra, const struct rdc_stats *a, const uint8_t *ab, size_t al, int rb,
+		 const struct rdc_stats *b, const uint8_t *bb, size_t bl)
+{
+	if (ra != rb)
+		abort();
+	if (ra == 0 && (al != bl || memcmp(ab, bb, al) || a->kept != b->kept ||
+			a->dropped != b->dropped || a->anonymised != b->anonymised ||
+			a->scrubbed != b->scrubbed))
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (!dlp && rdc_dlp_compile(rdc_dlp_builtin, rdc_dlp_builtin_count, &dlp))
 		abort();
-	struct rdc_stats a, b;
-	uint8_t *ab, *bb;
-	size_t al, bl;
-	int ra = redact(data, size, SIZE_MAX, &a, &ab, &al);
+	struct rdc_stats a, b, g;
+	uint8_t *ab, *bb, *gb;
+	size_t al, bl, gl;
+	int ra = redact(data, size, SIZE_MAX, false, &a, &ab, &al);
 	/* A chunk of a packet or few: every pair's guess is tried. */
-	int rb = redact(data, size, 1 + size % 64, &b, &bb, &bl);
-	if (ra != rb)
-		abort();
-	if (ra == 0 && (al != bl || memcmp(ab, bb, al) || a.kept != b.kept ||
-			a.dropped != b.dropped || a.anonymised != b.anonymised ||
-			a.scrubbed != b.scrubbed))
-		abort();
+	int rb = redact(data, size, 1 + size % 64, false, &b, &bb, &bl);
+	int rg = redact(data, size, SIZE_MAX, true, &g, &gb, &gl);
+	same(ra, &a, ab, al, rb, &b, bb, bl);
+	same(ra, &a, ab, al, rg, &g, gb, gl);
 	free(ab);
 	free(bb);
+	free(gb);
 	return 0;
 }

@@ -1577,6 +1577,165 @@ static void test_fast_equals_general(void **state)
 	rdc_dlp_free(dlp);
 }
 
+/* ---- the runtime's lean track path (rdc_perfetto.c lean_track) against
+ * the general path. Stream a holds the packets as they are; stream b the
+ * same, each with an unknown field 99 at the end, which the lean path
+ * refuses and the general path drops. Both must write the same bytes and
+ * count the same, for protobuf-c's packets (taken by the lean path) and
+ * for hand-written ones it must refuse (a NUL in a name, name and
+ * name_iid together, padded or negative varints, too many categories). */
+
+struct tl_buf {
+	uint8_t b[512];
+	size_t n;
+};
+
+static void tl_v(struct tl_buf *o, uint64_t v)
+{
+	o->n += varint(o->b + o->n, v);
+}
+
+static void tl_bytes(struct tl_buf *o, const void *p, size_t n)
+{
+	assert_true(o->n + n <= sizeof(o->b));
+	memcpy(o->b + o->n, p, n);
+	o->n += n;
+}
+
+/* One packet of stream a and of stream b. */
+static void tl_put(int a, int b, const uint8_t *p, size_t n)
+{
+	static const uint8_t unknown[] = { 0x98, 0x06, 0x01 }; /* field 99: 1 */
+	uint8_t *x = malloc(n + sizeof(unknown));
+	assert_non_null(x);
+	if (n)
+		memcpy(x, p, n);
+	memcpy(x + n, unknown, sizeof(unknown));
+	put_frame(a, p, n);
+	put_frame(b, x, n + sizeof(unknown));
+	free(x);
+}
+
+static void tl_packet(int a, int b, const Packet *pkt)
+{
+	size_t n = perfetto__protos__trace_packet__get_packed_size(pkt);
+	uint8_t *p = malloc(n + 1);
+	assert_non_null(p);
+	perfetto__protos__trace_packet__pack(pkt, p);
+	tl_put(a, b, p, n);
+	free(p);
+}
+
+/* Hand-written: a track event on sequence 7, track 11 (the app's), its
+ * body [ev, ev + n), and trusted_pid's bytes (tp, ntp) after it. */
+static void tl_raw(int a, int b, const void *ev, size_t n, const void *tp, size_t ntp)
+{
+	struct tl_buf o = { .n = 0 };
+	tl_bytes(&o, "\x40\x88\x27\x50\x07\x5a", 6); /* timestamp 5000, seq 7, event */
+	tl_v(&o, n);
+	tl_bytes(&o, ev, n);
+	if (ntp)
+		tl_bytes(&o, tp, ntp);
+	tl_put(a, b, o.b, o.n);
+}
+
+static void tl_refused(int a, int b)
+{
+	/* a NUL in the name: protobuf-c's copy ends at it */
+	tl_raw(a, b, "\x58\x0b\xba\x01\x05" "ab\0cd", 10, NULL, 0);
+	/* name_iid and name: one oneof */
+	tl_raw(a, b, "\x50\x03\x58\x0b\xba\x01\x02hi", 9, NULL, 0);
+	/* name before track_uuid: not protobuf-c's order */
+	tl_raw(a, b, "\xba\x01\x02hi\x58\x0b", 7, NULL, 0);
+	/* a padded track_uuid */
+	tl_raw(a, b, "\x58\x8b\x00\xba\x01\x02hi", 8, NULL, 0);
+	/* a negative type (10 bytes) */
+	tl_raw(a, b, "\x48\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x58\x0b", 13, NULL, 0);
+	/* a negative trusted_pid */
+	tl_raw(a, b, "\x58\x0b\xba\x01\x02hi", 7, "\xf8\x04\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 12);
+	/* trusted_pid twice */
+	tl_raw(a, b, "\x58\x0b", 2, "\xf8\x04\x05\xf8\x04\x06", 6);
+	/* nine categories */
+	struct tl_buf o = { .n = 0 };
+	tl_bytes(&o, "\x58\x0b", 2);
+	for (int i = 0; i < 9; i++)
+		tl_bytes(&o, "\xb2\x01\x01x", 4);
+	tl_raw(a, b, o.b, o.n, NULL, 0);
+	/* an empty name and category: taken, and kept as they are */
+	tl_raw(a, b, "\x58\x0b\xb2\x01\x00\xba\x01\x00", 8, "\xf8\x04\x65", 3);
+}
+
+static void test_track_lean_equals_general(void **state)
+{
+	static const char *const names[] = {
+		"outer", "inner-slice", "", "mail bob@example.com now", "ip 10.1.2.3 here",
+		"a-long-slice-name-past-the-dlp-cache-width-0123456789abcdef0123456789abcdef",
+	};
+	static const uint64_t uuids[] = { 0, 10, 11, 20, 21, 99 };
+	static const uint32_t seqs[] = { 0, 7, 9, 13 };
+	struct rdc_dlp *dlp;
+	size_t compared = 0;
+
+	assert_int_equal(rdc_dlp_compile(rdc_dlp_builtin, rdc_dlp_builtin_count, &dlp), 0);
+	for (uint32_t seed = 1; seed <= 60; seed++) {
+		fx_rng = seed;
+		int a = memfd(), b = memfd();
+		/* The tracks: the app's on sequence 7, secretproc's on 9. */
+		tl_packet(a, b, pk_process(7, 10, APP, "com.example.app"));
+		tl_packet(a, b, pk_thread(7, 11, 10, APP, APP, "app-main"));
+		tl_packet(a, b, pk_process(9, 20, FOE, SECRET));
+		tl_packet(a, b, pk_thread(9, 21, 20, FOE, FOE_T, SECRET "-worker"));
+		if (seed % 5 == 0)
+			tl_refused(a, b);
+		for (size_t k = 0, np = 1 + fx_rnd(60); k < np; k++) {
+			Packet *p = pk_slice(seqs[fx_rnd(4)], 5000 + k, uuids[fx_rnd(6)],
+					     (Perfetto__Protos__TrackEvent__Type)fx_rnd(5), NULL);
+			TEvent *e = p->track_event;
+			if (fx_rnd(4) == 0)
+				p->has_timestamp = 0;
+			if (fx_rnd(5) == 0)
+				e->has_type = 0;
+			if (fx_rnd(3) == 0) {
+				p->has_trusted_pid = 1;
+				p->trusted_pid = fx_rnd(2) ? APP : FOE;
+			}
+			switch (fx_rnd(3)) {
+			case 0:
+				e->name_field_case = PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME;
+				e->name = tstr(names[fx_rnd(6)]);
+				break;
+			case 1:
+				e->name_field_case = PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME_IID;
+				e->name_iid = 1 + fx_rnd(300);
+				break;
+			}
+			if ((e->n_categories = fx_rnd(4) ? 0 : 1 + fx_rnd(3))) {
+				e->categories = ARR(char *, e->n_categories);
+				for (size_t i = 0; i < e->n_categories; i++)
+					e->categories[i] = tstr(names[fx_rnd(6)]);
+			}
+			tl_packet(a, b, p);
+		}
+		struct rdc_policy pol = policy(seed % 2 ? dlp : NULL);
+		struct out x = redact_fd(a, &pol), y = redact_fd(b, &pol);
+		assert_int_equal(x.rc, y.rc);
+		assert_int_equal(x.len, y.len);
+		assert_memory_equal(x.buf, y.buf, x.len);
+		assert_int_equal(x.st.kept, y.st.kept);
+		assert_int_equal(x.st.dropped, y.st.dropped);
+		assert_int_equal(x.st.scrubbed, y.st.scrubbed);
+		assert_false(has_bytes(&x, SECRET));
+		compared += x.rc == 0;
+		out_free(&x);
+		out_free(&y);
+		close(a);
+		close(b);
+		pool_free(NULL);
+	}
+	assert_true(compared > 40);
+	rdc_dlp_free(dlp);
+}
+
 /* ---- the lean path (canonical switches copied as spans) on bytes that
  * protobuf-c would not write: varints padded with a 0x80 0x00, and an
  * event's fields now and then in reverse order. The lean path must hand
@@ -2078,6 +2237,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_unknown_top_level, pool_free),
 		cmocka_unit_test_teardown(test_fast_equals_general, pool_free),
 		cmocka_unit_test_teardown(test_lean_noncanonical, pool_free),
+		cmocka_unit_test_teardown(test_track_lean_equals_general, pool_free),
 		cmocka_unit_test_teardown(test_lean_grows, pool_free),
 		cmocka_unit_test_teardown(test_par_equals_serial, pool_free),
 		cmocka_unit_test_teardown(test_par_budget, pool_free),
