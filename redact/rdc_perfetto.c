@@ -2357,6 +2357,9 @@ static int pf_take(struct pf *c, const struct pf *from)
  * (test_rdc_perfetto's par_equals_serial). A failure on the second thread
  * decides nothing: the chunk is redone here, and that run's answer is the
  * answer. After PF_PAR_MISSES chunks redone, the rest is one thread's.
+ * Reads stay in stream order: the second thread says when it has read its
+ * chunk (rdone), and this thread, done with the first, then reads the
+ * next pair's first while the second is redacted (par_next()).
  * Memory: two chunks (each at most pf_chunk + a packet + a field's
  * header) and one chunk's output (PF_PAR_OUT at most). On an error only
  * the answer is one thread's: the counts of bytes read ahead differ.
@@ -2380,6 +2383,11 @@ struct par {
 	 * second thread's answer (0, or -errno: the chunk is redone). */
 	int wfill, wret;
 	uint64_t wread;
+	/* The second thread has read its chunk (rdone, under mu): this
+	 * thread may read the next pair's first while that one is redacted. */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool rdone, sync_ok;
 };
 
 /* A varint in [*p, e): 1 read, 0 cut short (more to read), -EBADMSG past
@@ -2526,11 +2534,16 @@ static int par_fill(struct par *q, struct pchunk *ch, uint64_t *nread)
 	return r;
 }
 
-/* The second thread: reads the pair's second chunk, then redacts it. */
+/* The second thread: reads the pair's second chunk, says so, then
+ * redacts it. */
 static void *par_worker(void *arg)
 {
 	struct par *q = arg;
 	q->wfill = par_fill(q, &q->ch[1], &q->wread);
+	pthread_mutex_lock(&q->mu);
+	q->rdone = true;
+	pthread_cond_signal(&q->cv);
+	pthread_mutex_unlock(&q->mu);
 	int r = chunk_run(&q->w, &q->ch[1]);
 	q->wret = r ? r : wb_flush(&q->w.wb);
 	return NULL;
@@ -2543,16 +2556,37 @@ static int learned_copy(struct pf *d, const struct pf *s)
 	return map_copy(&d->learned, &s->learned);
 }
 
+/* from's unframed bytes begin to (from keeps its packets). */
+static void par_carry(struct pchunk *to, struct pchunk *from)
+{
+	memcpy(to->buf, from->buf + from->len, from->raw);
+	to->len = 0;
+	to->raw = from->raw;
+	from->raw = 0;
+}
+
+/* The next pair's first chunk: the rest of b, and what follows. */
+static int par_next(struct pf *c)
+{
+	struct par *q = c->par;
+	par_carry(&q->ch[0], &q->ch[1]);
+	return par_fill(q, &q->ch[0], &c->rb.total);
+}
+
 /*
  * A full first chunk, redacted here while the second thread reads the
  * second and redacts it (or, without that thread, both here). *fill:
- * par_fill()'s answer for the second.
+ * par_fill()'s answer for the second; when that is 0 (a full chunk),
+ * *next is par_fill()'s answer for the next pair's first, read here while
+ * the second thread redacts (the reads stay in stream order: the second
+ * thread has read its chunk first).
  */
-static int par_pair(struct pf *c, int *fill)
+static int par_pair(struct pf *c, int *fill, int *next)
 {
 	struct par *q = c->par;
 	struct pf *w = &q->w;
 	pthread_t t;
+	bool ahead = false;
 
 	if (!q->synced && learned_copy(w, c) == 0)
 		q->synced = true;
@@ -2562,17 +2596,31 @@ static int par_pair(struct pf *c, int *fill)
 	w->wb.len = w->wb.mlen = 0;
 	q->wread = 0;
 	q->wret = -EAGAIN;
-	bool started = q->synced && q->misses < PF_PAR_MISSES &&
+	q->rdone = false;
+	bool started = q->synced && q->misses < PF_PAR_MISSES && q->sync_ok &&
 		       rdc_thread_start(&t, PF_PAR_STACK, par_worker, q) == 0;
 	if (!started)
 		q->wfill = par_fill(q, &q->ch[1], &q->wread);
 	int r = chunk_run(c, &q->ch[0]);
-	if (started)
+	if (started) {
+		if (!r) {
+			pthread_mutex_lock(&q->mu);
+			while (!q->rdone)
+				pthread_cond_wait(&q->cv, &q->mu);
+			pthread_mutex_unlock(&q->mu);
+			if (q->wfill == 0) {
+				*next = par_next(c);
+				ahead = true;
+			}
+		}
 		pthread_join(t, NULL);
+	}
 	c->rb.total += q->wread;
 	*fill = q->wfill;
 	if (r)
 		return r;
+	if (!ahead && q->wfill == 0)
+		*next = par_next(c);
 	/* Its learned ids first: a copy that fails leaves ours as they were
 	 * (map_copy), and the chunk is redone here. */
 	if (started && q->wret == 0 && c->learn_gen == gen &&
@@ -2586,23 +2634,14 @@ static int par_pair(struct pf *c, int *fill)
 	return chunk_run(c, &q->ch[1]);
 }
 
-/* from's unframed bytes begin to (from keeps its packets). */
-static void par_carry(struct pchunk *to, struct pchunk *from)
-{
-	memcpy(to->buf, from->buf + from->len, from->raw);
-	to->len = 0;
-	to->raw = from->raw;
-	from->raw = 0;
-}
-
 /* The kernel's stream, to its end, read into the chunks. */
 static int par_stream(struct pf *c, int fd)
 {
 	struct par *q = c->par;
 	struct pchunk *a = &q->ch[0], *b = &q->ch[1];
 	q->fd = fd;
+	int fa = par_fill(q, a, &c->rb.total), fb, r;
 	for (;;) {
-		int fa = par_fill(q, a, &c->rb.total), fb, r;
 		if (fa) {
 			/* The end, or an error after what is whole in a: that
 			 * error is the one a thread reading as it redacts meets
@@ -2611,11 +2650,10 @@ static int par_stream(struct pf *c, int fd)
 			return r ? r : fa < 0 ? fa : 0;
 		}
 		par_carry(b, a);
-		if ((r = par_pair(c, &fb)))
+		if ((r = par_pair(c, &fb, &fa)))
 			return r;
 		if (fb)
 			return fb < 0 ? fb : 0;
-		par_carry(a, b);
 	}
 }
 
@@ -2628,6 +2666,12 @@ static int par_init(struct pf *c, size_t chunk)
 	struct pf *w = &q->w;
 	q->chunk = chunk;
 	w->kernel = true;
+	/* Without them the second thread is never started. */
+	q->sync_ok = pthread_mutex_init(&q->mu, NULL) == 0;
+	if (q->sync_ok && pthread_cond_init(&q->cv, NULL)) {
+		pthread_mutex_destroy(&q->mu);
+		q->sync_ok = false;
+	}
 	int r = pf_setup(w, c->p, &q->wst, -1);
 	if (!r)
 		r = map_copy(&w->ids, &c->ids);
@@ -2649,14 +2693,21 @@ static void par_fini(struct par *q)
 	pf_release(&q->w);
 	free(q->ch[0].buf);
 	free(q->ch[1].buf);
+	if (q->sync_ok) {
+		pthread_cond_destroy(&q->cv);
+		pthread_mutex_destroy(&q->mu);
+	}
 	free(q);
 }
 
 /* ---- the runtime's stream beside the kernel's
  *
- * Why: the runtime's packets take protobuf-c's path, ~40 MB/s; after the
+ * Why: the runtime's packets took protobuf-c's path, ~40 MB/s; after the
  * kernel's stream on two threads they were the longest part left on one
- * (bench/redact_throughput: 4.7 of 200 MB, a fifth of the time).
+ * (bench/redact_throughput: 4.7 of 200 MB, a fifth of the time). Since
+ * lean_track() they take ~0.02 s there, but a runtime stream of other
+ * packets (descriptors, annotations, interned data) still takes the
+ * general path.
  * How: judging them needs only what the kernel's stream teaches (learned,
  * read through learned_app()), never changes it, and shares no other
  * state with it. So a third thread redacts the runtime's stream while the
