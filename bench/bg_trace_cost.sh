@@ -58,7 +58,7 @@ ring_held() {
 	for s in "$BG"/per_cpu/cpu*/stats; do
 		awk '/^overrun:/ { o = $2 } /^oldest event ts:/ { a = $4 } /^now ts:/ { n = $3 }
 		     END { if (o > 0) printf "%.1f\n", n - a }' "$s"
-	done | sort -n | head -n 1 | grep . || echo -
+	done | sort -n | sed -n 1p | grep . || echo -
 }
 kernel_ticks() { awk '/^cpu / { print $4 + $7 + $8 }' /proc/stat; }
 daemon_ticks() { awk '{ print $14 + $15 }' "/proc/$DPID/stat"; }

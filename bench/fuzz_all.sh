@@ -66,7 +66,7 @@ for t in "${targets[@]}"; do
 	rc=$(cat "$d/rc" 2>/dev/null || echo '?')
 	result=ok
 	if [ "$rc" != 0 ]; then
-		result="CRASH (rc $rc): $(ls "$d"/artifacts/* 2>/dev/null | head -n 1)"
+		result="CRASH (rc $rc): $(ls "$d"/artifacts/* 2>/dev/null | sed -n 1p)"
 		status=1
 	fi
 	printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$t" "$secs" "${runs:-?}" "${eps:-?}" \

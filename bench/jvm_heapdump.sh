@@ -82,7 +82,7 @@ jcmd_dump() {
 }
 pd_dump() { "$BUILD/tests/integration/apps/it_request" --pid "$JP" --type heapdump; }
 
-echo "JVM heap dump, $N objects, $("$J/bin/java" -version 2>&1 | head -1), median of $ROUNDS"
+echo "JVM heap dump, $N objects, $("$J/bin/java" -version 2>&1 | sed -n 1p), median of $ROUNDS"
 echo "$(nproc) cores, $(uname -r)"
 printf '%-34s %11s %11s %13s\n' "" "time" "VM pause" "size"
 start_vm

@@ -45,7 +45,7 @@ run() { # run probe|plain -> "work_ns=W hit_ns=H"
 		"$PERF" --pid "$ap" --duration-ms 600000 --method "$(readlink -f "$APP"):$WHERE" --every "$EVERY" \
 			> /dev/null 2> "$T/perr" &
 		hp=$!
-		for _ in $(seq 500); do ls -l "/proc/$hp/fd" 2> /dev/null | grep -c perf_event | grep -qv '^[01]$' && break; sleep 0.02; done
+		for _ in $(seq 500); do ls -l "/proc/$hp/fd" 2> /dev/null | grep -c perf_event | grep -v '^[01]$' > /dev/null && break; sleep 0.02; done
 	fi
 	touch "$T/go"
 	wait "$ap"

@@ -29,13 +29,13 @@ RESULTS=${PD_BENCH_RESULTS:-$HERE/RESULTS-oom-v2.md}
 summary() { [ -z "${PD_BENCH_SUMMARY:-}" ] || printf '%s|%s|%s|%s|%s\n' "$@" >> "$PD_BENCH_SUMMARY"; }
 
 stats() { # "n p50 max" of the numbers on stdin (nearest rank)
-	sort -g | awk '{ v[NR] = $1 } END { if (!NR) { print 0, "-", "-"; exit }
+	sort -g | awk '{ v[NR] = $1 } END { if (!NR) { print 0, "-", "-"; exit } # pipes-lint: ok (exit in END)
 		printf "%d %.1f %.1f\n", NR, v[int(NR * 0.5 + 0.999999)], v[NR] }'
 }
 
 started=$(date -u '+%Y-%m-%d %H:%M UTC')
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
-machine="$(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), host kernel $(uname -r)"
+machine="$(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | sed -n 1p)), host kernel $(uname -r)"
 echo "oom_v2_bench: $started, $machine, load $load0"
 : > "$T/rows"
 : > "$T/vms"
@@ -65,7 +65,7 @@ vm_bench() {
 	local cpu
 	cpu=$(awk -v a="$c0" -v b="$c1" -v s="$s0" -v e="$s1" -v hz="$(getconf CLK_TCK)" \
 		'BEGIN { printf "%.0f s of host CPU in %.0f s (%.0f %% of a core)", (b - a) / hz, e - s, (b - a) / hz / (e - s) * 100 }')
-	vmkernel=$(sed -n 's/^vm: kernel \([^,]*\),.*/\1/p' "$out" | head -n 1)
+	vmkernel=$(sed -n 's/^vm: kernel \([^,]*\),.*/\1/p' "$out" | sed -n 1p)
 	echo "- $label: $cpu, host load $l0 -> $l1" >> "$T/vms"
 	echo "  VM: kernel $vmkernel, 1 vCPU, 1 GiB; $cpu; host load $l0 -> $l1"
 	grep -a '^VMBENCH v2_cross\|^oom-swarm' "$out" | sed 's/^/  /'
@@ -143,7 +143,7 @@ summary "oom_v2: daemon CPU in the VM (TCG, 125 MIPS icount), $ic_nidle idle pro
 	echo "$machine; host load $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 	echo "(other engineers' builds share the machine). The v2 figures come from a"
 	echo "VM: Debian's $vmkernel under qemu with TCG (every instruction"
-	echo "emulated, 1 vCPU, 1 GiB; $(qemu-system-x86_64 --version | head -n 1)). The v1 figure is"
+	echo "emulated, 1 vCPU, 1 GiB; $(qemu-system-x86_64 --version | sed -n 1p)). The v1 figure is"
 	echo "native. The VM runs:"
 	echo
 	cat "$T/vms"

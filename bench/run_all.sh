@@ -55,7 +55,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
 			{ echo "apt-get failed:"; tail -n 3 "$T/apt.log"; }
 	fi
 fi
-version() { "$@" 2>&1 | head -n 1; }
+version() { "$@" 2>&1 | sed -n 1p; }
 PEERS="ProcDump: $(command -v procdump > /dev/null && dpkg-query -W -f '${Version}' procdump 2>/dev/null || echo missing);"
 PEERS="$PEERS perf: $(command -v perf > /dev/null && version perf --version || echo missing);"
 PEERS="$PEERS heaptrack: $(command -v heaptrack > /dev/null && version heaptrack --version || echo missing)"
@@ -101,7 +101,7 @@ fi
 total=$(($(date +%s) - t0))
 
 # the number a value starts with, or empty ("not fired ..." has no ratio)
-num() { printf "%s" "$1" | grep -oE -- '^-?[0-9]+(\.[0-9]+)?' | head -n 1; }
+num() { printf "%s" "$1" | grep -oE -- '^-?[0-9]+(\.[0-9]+)?' | sed -n 1p; }
 {
 	echo "# Benchmark results"
 	echo
@@ -112,7 +112,7 @@ num() { printf "%s" "$1" | grep -oE -- '^-?[0-9]+(\.[0-9]+)?' | head -n 1; }
 	echo "runs: read them as orders of magnitude and against their goals."
 	echo
 	echo "- date: $started, $total s in all ($([ -n "$QUICK" ] && echo "quick mode" || echo "full mode"))"
-	echo "- machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)," \
+	echo "- machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | sed -n 1p)," \
 		"$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo) RAM"
 	echo "- kernel: $(uname -r); load average at the start: $load0, at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "- build: $BUILD ($(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)," \

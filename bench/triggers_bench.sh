@@ -237,7 +237,7 @@ if part 3; then
 		fi
 		local deadline=$((SECONDS + (idle + cap) / 1000))
 		while [ $SECONDS -lt $deadline ] && kill -0 "$SPIN" 2>/dev/null; do
-			fire=$(fire_tod "$T/cpu.log" excessive-cpu | awk -v p="$pid" '$1 == p { print $2; exit }')
+			fire=$(fire_tod "$T/cpu.log" excessive-cpu | awk -v p="$pid" '$1 == p && !d { print $2; d = 1 }')
 			pdt=$(awk '/CPU:/ { print $1; exit }' "$pd" 2>/dev/null)
 			[ -n "$fire" ] && { [ "$HAVE_PD" = 0 ] || [ -n "$pdt" ]; } && break
 			sleep 0.2
@@ -260,7 +260,7 @@ if part 3; then
 		fi
 		sleep 0.2
 		t0=$(sed -n 's/^spin t0=//p' "$out")
-		fire=$(fire_tod "$T/cpu.log" excessive-cpu | awk -v p="$pid" '$1 == p { print $2; exit }')
+		fire=$(fire_tod "$T/cpu.log" excessive-cpu | awk -v p="$pid" '$1 == p && !d { print $2; d = 1 }')
 		nfire=$(fire_tod "$T/cpu.log" excessive-cpu | awk -v p="$pid" '$1 == p { n++ } END { print n + 0 }')
 		share=$(sed -n 's/^share //p' "$out" | tr ' ' ',')
 		pdt=$(awk '/CPU:/ { print $1; exit }' "$pd" 2>/dev/null)
@@ -373,7 +373,7 @@ if part 4; then
 		eo_pct=$(awk -v a="$eo0" -v b="$eo1" 'BEGIN { printf "%.4f", (b - a) / 1e9 / 30 * 100 }')
 		eo_rss=$(awk '$1 == "VmRSS:" { print $2 }' /proc/"$EO"/status)
 		eo_mib=$(awk -v a="$eo_rss" 'BEGIN { printf "%.1f MiB", a / 1024 }')
-		echo "  earlyoom $(earlyoom -v 2>&1 | head -n 1 | awk '{ print $2 }') (--dryrun," 			"same 30 s): CPU ${eo_pct} % of a core; VmRSS ${eo_rss} KiB:" 			"$(awk '$1 ~ /^Rss(Anon|File|Shmem):$/ { printf "%s %s KiB ", $1, $2 }' /proc/"$EO"/status)"
+		echo "  earlyoom $(earlyoom -v 2>&1 | sed -n 1p | awk '{ print $2 }') (--dryrun," 			"same 30 s): CPU ${eo_pct} % of a core; VmRSS ${eo_rss} KiB:" 			"$(awk '$1 ~ /^Rss(Anon|File|Shmem):$/ { printf "%s %s KiB ", $1, $2 }' /proc/"$EO"/status)"
 		echo "  earlyoom's VmRSS by mapping:"
 		smaps_table "$EO"
 		kill "$EO" 2>/dev/null
