@@ -108,6 +108,26 @@ static pid_t spawn(const char *exe, pid_t want)
 }
 
 /* pid's executable is exe now (the child's exec is done). */
+/* pid's state letter from /proc/<pid>/stat, or 0. */
+static char state_of(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* Until pid runs exe and has gone to sleep in it (every program here
+ * waits: sleep, or sh's read). /proc/<pid>/exe shows the new image before
+ * the kernel queues the exec's connector event; the sleep comes after. */
 static void wait_exec(pid_t pid, const char *exe)
 {
 	char link[64], now[256];
@@ -116,7 +136,7 @@ static void wait_exec(pid_t pid, const char *exe)
 		ssize_t n = readlink(link, now, sizeof(now) - 1);
 		if (n > 0) {
 			now[n] = '\0';
-			if (!strcmp(now, exe))
+			if (!strcmp(now, exe) && state_of(pid) == 'S')
 				return;
 		}
 		usleep(1000);
@@ -255,11 +275,26 @@ static void test_exec(void **state)
  * and which pids' execs have been handed out. */
 static pid_t execd[256];
 static size_t nexecd;
+/* The execs of one pid the test watches, counted: the ring above may lose
+ * them among the machine's other execs. */
+static pid_t watched;
+static unsigned nwatched;
 
 static void on_exec(pid_t pid)
 {
 	svc_jvm_exec(pid);
 	execd[nexecd++ % 256] = pid;
+	nwatched += pid == watched;
+}
+
+/* What the connector reported lost, as the daemon wires it (svc_trigger's
+ * lost op drops every answer). */
+static unsigned nlost;
+
+static void on_lost(void)
+{
+	nlost++;
+	svc_jvm_lost();
 }
 
 static bool saw_exec(pid_t pid)
@@ -270,14 +305,32 @@ static bool saw_exec(pid_t pid)
 	return false;
 }
 
-/* Run the loop until pid's exec was handed out (pid > 0) and nothing
- * waits in the socket: the cache is then served without a stat. Bounded
- * by turns, not time; false if that never happened. */
-static bool pump(struct event_base *b, pid_t pid)
+/* Run the loop until nothing waits in the socket: the cache is then
+ * served without a stat. Bounded by turns, not time; false if that never
+ * happened. */
+static bool pump(struct event_base *b)
 {
 	for (int i = 0; i < 20000; i++) {
 		event_base_loop(b, EVLOOP_NONBLOCK);
-		if ((pid <= 0 || saw_exec(pid)) && trg_proc_current())
+		if (trg_proc_current())
+			return true;
+		usleep(500);
+	}
+	return false;
+}
+
+/* Run the loop until the watched pid's n-th exec was handed out, or an
+ * overrun dropped every answer (the look after it reads afresh), and
+ * nothing waits in the socket. The kernel queues an exec's event after
+ * /proc/<pid>/exe shows the new image, so an earlier exec's event may
+ * still come after wait_exec() and pump(): counting tells them apart.
+ * Bounded by turns, not time. */
+static bool pump_execs(struct event_base *b, unsigned n)
+{
+	unsigned lost0 = nlost;
+	for (int i = 0; i < 20000; i++) {
+		event_base_loop(b, EVLOOP_NONBLOCK);
+		if ((nwatched >= n || nlost != lost0) && trg_proc_current())
 			return true;
 		usleep(500);
 	}
@@ -322,20 +375,22 @@ static struct event_base *connector_loop(void (*lost)(void))
 static void test_exec_event(void **state)
 {
 	(void)state;
-	struct event_base *b = connector_loop(svc_jvm_lost);
+	struct event_base *b = connector_loop(on_lost);
 
 	/* Not a JVM (this test's image), then exec into java. */
 	int wfd;
 	pid_t a = child_to_java(&wfd);
-	assert_true(pump(b, 0));
+	watched = a; /* forked: its one exec is the one into java */
+	nwatched = 0;
+	assert_true(pump(b));
 	uint64_t s = start_of(a);
 	assert_false(svc_jvm_detect(a, s));
-	assert_true(pump(b, 0));
+	assert_true(pump(b));
 	assert_false(svc_jvm_detect(a, s)); /* from the cache */
 	assert_int_equal(write(wfd, "x", 1), 1);
 	close(wfd);
 	wait_exec(a, java);
-	assert_true(pump(b, a));
+	assert_true(pump_execs(b, 1));
 	assert_int_equal(start_of(a), s);
 	assert_true(svc_jvm_detect(a, s));
 
@@ -350,17 +405,21 @@ static void test_exec_event(void **state)
 			execl(java_sh, java_sh, "-c", "read x; exec \"$0\" 60", other, (char *)NULL);
 		_exit(127);
 	}
+	/* Its execs: into java_sh, then into other. Events are read only in
+	 * pump(), so none of c's was counted before this. */
+	watched = c;
+	nwatched = 0;
 	close(q[0]);
 	wait_exec(c, java_sh);
-	assert_true(pump(b, 0));
+	assert_true(pump(b));
 	uint64_t sc = start_of(c);
 	assert_true(svc_jvm_detect(c, sc));
-	assert_true(pump(b, 0));
+	assert_true(pump(b));
 	assert_true(svc_jvm_detect(c, sc)); /* from the cache */
 	assert_int_equal(write(q[1], "x\n", 2), 2);
 	close(q[1]);
 	wait_exec(c, other);
-	assert_true(pump(b, c));
+	assert_true(pump_execs(b, 2));
 	assert_int_equal(start_of(c), sc);
 	assert_false(svc_jvm_detect(c, sc));
 
@@ -372,16 +431,6 @@ static void test_exec_event(void **state)
 	reap(c);
 	trg_proc_fini();
 	event_base_free(b);
-}
-
-/* What the connector reported lost, as the daemon wires it (svc_trigger's
- * lost op drops every answer). */
-static unsigned nlost;
-
-static void on_lost(void)
-{
-	nlost++;
-	svc_jvm_lost();
 }
 
 /* This process's proc-connector socket (trg_proc's), or -1. */
@@ -426,7 +475,7 @@ static void test_exec_lost(void **state)
 
 	int wfd;
 	pid_t a = child_to_java(&wfd);
-	assert_true(pump(b, 0));
+	assert_true(pump(b));
 	uint64_t s = start_of(a);
 	assert_false(svc_jvm_detect(a, s));
 
@@ -449,7 +498,7 @@ static void test_exec_lost(void **state)
 	close(wfd);
 	wait_exec(a, java);
 
-	assert_true(pump(b, 0));
+	assert_true(pump(b));
 	assert_true(nlost > 0);
 	assert_false(saw_exec(a)); /* the kernel dropped it: only "lost" says so */
 	assert_int_equal(start_of(a), s);
