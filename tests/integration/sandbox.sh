@@ -223,15 +223,25 @@ else
 	"$SPIN" 60 > /dev/null &
 fi
 spin=$!
-# setpriv switches ids, then execs: wait for the spinner itself.
-for _ in $(seq 100); do
+# setpriv switches ids, then execs: wait for the spinner itself (bounded
+# by tries; a loaded machine may take seconds), or the helper would be
+# aimed at setpriv, which changes under it.
+for _ in $(seq 1000); do
 	[ "$(readlink "/proc/$spin/exe" 2>/dev/null)" = "$(readlink -f "$SPIN")" ] && break
 	sleep 0.02
 done
+[ "$(readlink "/proc/$spin/exe" 2>/dev/null)" = "$(readlink -f "$SPIN")" ] ||
+	fail "the spinner $spin did not start: /proc/$spin/exe is '$(readlink "/proc/$spin/exe" 2>/dev/null)'"
 "$BUILD/runtime/perf/profilingd-perf" --pid "$spin" --hz 99 --duration-ms 30000 > /dev/null 2> "$T/perf.err" &
 hp=$!
 for _ in $(seq 200); do [ "$(status_field "$hp" Seccomp 2>/dev/null)" = 2 ] && break; sleep 0.05; done
-kill -0 "$hp" 2>/dev/null || { wait "$hp"; fail "profilingd-perf ended at once ($?): $(tail -n 3 "$T/perf.err")"; }
+# (wait's status read with ||: a bare failing wait here would end the test
+# under set -e without saying why.)
+if ! kill -0 "$hp" 2>/dev/null; then
+	hrc=0
+	wait "$hp" || hrc=$?
+	fail "profilingd-perf ended at once ($hrc): $(tail -n 3 "$T/perf.err")"
+fi
 if command -v setpriv > /dev/null; then
 	[ "$(status_field "$hp" Uid)" = 65534 ] || fail "profilingd-perf samples a uid-65534 target as uid $(status_field "$hp" Uid)"
 	if [ "$(cat /proc/sys/kernel/perf_event_paranoid)" -le 2 ]; then
