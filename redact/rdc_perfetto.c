@@ -2586,7 +2586,6 @@ static int par_pair(struct pf *c, int *fill, int *next)
 	struct par *q = c->par;
 	struct pf *w = &q->w;
 	pthread_t t;
-	bool ahead = false;
 
 	if (!q->synced && learned_copy(w, c) == 0)
 		q->synced = true;
@@ -2608,10 +2607,8 @@ static int par_pair(struct pf *c, int *fill, int *next)
 			while (!q->rdone)
 				pthread_cond_wait(&q->cv, &q->mu);
 			pthread_mutex_unlock(&q->mu);
-			if (q->wfill == 0) {
+			if (q->wfill == 0)
 				*next = par_next(c);
-				ahead = true;
-			}
 		}
 		pthread_join(t, NULL);
 	}
@@ -2619,7 +2616,9 @@ static int par_pair(struct pf *c, int *fill, int *next)
 	*fill = q->wfill;
 	if (r)
 		return r;
-	if (!ahead && q->wfill == 0)
+	/* Without a second thread the next first chunk is read here (with
+	 * one, it was read above, as r is 0). */
+	if (!started && q->wfill == 0)
 		*next = par_next(c);
 	/* Its learned ids first: a copy that fails leaves ours as they were
 	 * (map_copy), and the chunk is redone here. */
