@@ -2,8 +2,9 @@
  * redact_gen: synthetic raw captures for bench/redact_throughput, written
  * to stdout. A one-line summary goes to stderr. Deterministic (fixed seed).
  *
- *   redact_gen pprof N_SAMPLES PID > f.pb.gz
- *	A gzip'd pprof of N_SAMPLES samples over 2,000 functions (8,000
+ *   redact_gen pprof N_SAMPLES PID [LEVEL] > f.pb.gz
+ *	A gzip'd pprof, at zlib LEVEL (default 0: stored, PP_GZ_HOP, as
+ *	profilingd's runtimes send it), of N_SAMPLES samples over 2,000 functions (8,000
  *	locations in one user mapping, 256 in the kernel's). Even samples are
  *	the app's (pid=PID), odd ones another process's (pid=PID+1), so the
  *	redactor drops half. Every sample has a thread_id label; about a
@@ -26,6 +27,9 @@
  *	segment), sticky-class, thread and JNI global roots, linked instances, 1 KiB
  *	(average) byte arrays and object arrays; HEAP DUMP END. About
  *	SIZE_MB (10^6 bytes).
+ *
+ *   redact_gen gz LEVEL < RAW > RAW.gz
+ *	Not a generator: gzip stdin at zlib LEVEL (0-9; gzip(1) has no 0).
  *
  *   redact_gen zlib GZ_FILE RAW_FILE
  *	Not a generator: the gzip floor of the pprof redactor, in-process
@@ -141,7 +145,7 @@ static void out_fini(struct out *o)
 #define PP_USER_BASE 0x7f12000000ull
 #define PP_KERNEL_BASE 0xffffffff81000000ull
 
-static int gen_pprof(long nsamples, int32_t pid)
+static int gen_pprof(long nsamples, int32_t pid, int level)
 {
 	struct pp_builder *b;
 	uint64_t umap, kmap, fid[PP_FUNCS], *loc, kfid[16];
@@ -218,12 +222,12 @@ static int gen_pprof(long nsamples, int32_t pid)
 			die("pp_add_sample", r);
 	}
 	uint64_t written = 0;
-	if ((r = pp_write_gz(b, 1, &written)) < 0)
-		die("pp_write_gz", r);
+	if ((r = pp_write_gz_level(b, 1, level, &written)) < 0)
+		die("pp_write_gz_level", r);
 	fprintf(stderr,
 		"redact_gen pprof: %ld samples (%ld with kernel frames), %u functions, %u locations, "
-		"%llu bytes gzip'd\n",
-		nsamples, kernel, PP_FUNCS, PP_LOCS + PP_KLOCS, (unsigned long long)written);
+		"%llu bytes gzip'd at level %d\n",
+		nsamples, kernel, PP_FUNCS, PP_LOCS + PP_KLOCS, (unsigned long long)written, level);
 	pp_free(b);
 	free(loc);
 	return 0;
@@ -669,9 +673,10 @@ static int gen_hprof(uint64_t size_mb)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: redact_gen pprof N_SAMPLES PID\n"
+	fprintf(stderr, "usage: redact_gen pprof N_SAMPLES PID [LEVEL]\n"
 			"       redact_gen perfetto SIZE_MB PID 3> KERNEL_FILE\n"
 			"       redact_gen hprof SIZE_MB\n"
+			"       redact_gen gz LEVEL < RAW > RAW.gz\n"
 			"       redact_gen zlib GZ_FILE RAW_FILE\n");
 	exit(2);
 }
@@ -813,10 +818,54 @@ static long num_arg(const char *s, long max)
 	return v;
 }
 
+/* A zlib level, 0-9. */
+static int level_arg(const char *s)
+{
+	if (s[0] < '0' || s[0] > '9' || s[1])
+		usage();
+	return s[0] - '0';
+}
+
+/* gzip stdin to stdout at a zlib level. */
+static int regz(int level)
+{
+	static uint8_t in[1 << 16], out[1 << 16];
+	z_stream z;
+	ssize_t n;
+	int flush, zr;
+
+	memset(&z, 0, sizeof(z));
+	if (deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		die("deflateInit2", ENOMEM);
+	do {
+		n = read(0, in, sizeof(in));
+		if (n < 0)
+			die("read", errno);
+		flush = n == 0 ? Z_FINISH : Z_NO_FLUSH;
+		z.next_in = in;
+		z.avail_in = (uInt)n;
+		do {
+			z.next_out = out;
+			z.avail_out = sizeof(out);
+			zr = deflate(&z, flush);
+			if (zr == Z_STREAM_ERROR)
+				die("deflate", EIO);
+			size_t have = sizeof(out) - z.avail_out;
+			if (have && fwrite(out, 1, have, stdout) != have)
+				die("write", EIO);
+		} while (z.avail_out == 0);
+	} while (flush != Z_FINISH);
+	deflateEnd(&z);
+	return fflush(stdout) ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc == 4 && !strcmp(argv[1], "pprof"))
-		return gen_pprof(num_arg(argv[2], PP_MAX_ENTRIES), (int32_t)num_arg(argv[3], 1 << 22));
+	if ((argc == 4 || argc == 5) && !strcmp(argv[1], "pprof"))
+		return gen_pprof(num_arg(argv[2], PP_MAX_ENTRIES), (int32_t)num_arg(argv[3], 1 << 22),
+				 argc == 5 ? level_arg(argv[4]) : PP_GZ_HOP);
+	if (argc == 3 && !strcmp(argv[1], "gz"))
+		return regz(level_arg(argv[2]));
 	if (argc == 4 && !strcmp(argv[1], "perfetto"))
 		return gen_perfetto((uint64_t)num_arg(argv[2], 1 << 20),
 				    (int32_t)num_arg(argv[3], 1 << 22));

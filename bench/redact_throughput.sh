@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/redact_throughput: profilingd-redact throughput and peak RSS on
-# synthetic captures from redact_gen: a gzip'd pprof, a Perfetto trace
+# synthetic captures from redact_gen: a gzip'd pprof (stored blocks, as
+# profilingd's runtimes send it: PP_GZ_HOP in common/pprof.h), a Perfetto trace
 # (track events on fd 0, the kernel's sched_switch bundles on fd 3, as the
 # daemon hands them over) and a HotSpot-style HPROF. Each
 # input is redacted to /dev/null and to a file; wall time is the best of
@@ -20,7 +21,9 @@
 # threads' CPU shared out, not their overlap. redact_gen
 # writes pprof with common/pprof.c (samples last: the redactor's one pass);
 # the same profile re-encoded by protoc (samples first) shows the two-pass
-# path, and the gzip floor is given for zlib and ISA-L. The trace is
+# path. The same profile gzip'd at level 6 (what the runtimes sent before
+# issue #18, and what another producer may send) is measured too, with its
+# gzip floor for zlib and ISA-L: inflating it is what caps that row. The trace is
 # redacted on three threads (rdc_perfetto.c: the kernel's stream on two,
 # the runtime's beside it); its one-thread figure (--one-thread) is
 # measured in the same run and printed beside.
@@ -57,6 +60,8 @@ PROTOC=$(command -v protoc || true)
 T=$(mktemp -d /tmp/pd-redactbench.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 PID=4242
+# common/pprof.h's PP_GZ_HOP: the runtimes' gzip level on their way to the daemon.
+PP_GZ_HOP=0
 # redact_gen's app threads are PID..PID+7.
 TIDS=$(seq -s, $((PID + 1)) $((PID + 7)))
 small() { local s=$(($1 / 4)); [ "$s" -ge 1 ] && echo "$s" || echo 1; }
@@ -65,6 +70,7 @@ echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "generating inputs in $T ..."
 "$GEN" pprof "$(small "$PPROF_N")" "$PID" > "$T/small.pb.gz" 2> "$T/gen.log"
 "$GEN" pprof "$PPROF_N" "$PID" > "$T/large.pb.gz" 2>> "$T/gen.log"
+"$GEN" pprof "$PPROF_N" "$PID" 6 > "$T/large6.pb.gz" 2>> "$T/gen.log"
 "$GEN" perfetto "$(small "$TRACE_MB")" "$PID" > "$T/small.pftrace" 3> "$T/small.pftrace.kernel" \
 	2>> "$T/gen.log"
 "$GEN" perfetto "$TRACE_MB" "$PID" > "$T/large.pftrace" 3> "$T/large.pftrace.kernel" \
@@ -153,12 +159,22 @@ pprof_decode() { gzip -dc "$T/large.pb.gz" | protoc --decode=perftools.profiles.
 	-I "$SRC/proto" "$SRC/proto/profile.proto"; }
 trace_decode() { cat "$T/large.pftrace.kernel" "$T/large.pftrace" | protoc \
 	--decode=perfetto.protos.Trace -I "$SRC/proto" "$SRC/proto/perfetto_trace.proto"; }
-# The pprof redactor's gzip floor, in-process: inflating the input once,
-# deflating (level 1) what it keeps once; zlib's, and ISA-L's when the
-# build has it (then the redactor uses it).
-"$REDACT" --format pprof --pids "$PID" --allow-root < "$T/large.pb.gz" 2> /dev/null |
+# The same profile gzip'd at level 6: a producer other than profilingd's
+# runtimes (or the runtimes before issue #18).
+one pprof "$T/large6.pb.gz" null
+read -r ns cns _ rc _ < "$T/res"
+L6_RATE=- L6_CPU=-
+if [ "$rc" -eq 0 ]; then
+	b=$(stat -c %s "$T/large6.pb.gz")
+	L6_RATE=$(awk -v b="$b" -v ns="$ns" 'BEGIN { printf "%.1f", b * 1e3 / ns }')
+	L6_CPU=$(awk -v b="$b" -v c="$cns" 'BEGIN { if (c >= 5e7) printf "%.1f", b * 1e3 / c; else print "-" }')
+fi
+# The pprof redactor's gzip floor on that level-6 file, in-process:
+# inflating the input once, deflating (level 1) what it keeps once; zlib's,
+# and ISA-L's when the build has it (then the redactor uses it).
+"$REDACT" --format pprof --pids "$PID" --allow-root < "$T/large6.pb.gz" 2> /dev/null |
 	gzip -dc > "$T/kept.pb" 2> /dev/null || true
-read -r INFLATE_NS DEFLATE_NS IINFLATE_NS IDEFLATE_NS < <("$GEN" zlib "$T/large.pb.gz" \
+read -r INFLATE_NS DEFLATE_NS IINFLATE_NS IDEFLATE_NS < <("$GEN" zlib "$T/large6.pb.gz" \
 	"$T/kept.pb" 2> /dev/null || echo - - - -)
 # The same profile in protoc's field order (strings and tables after the
 # samples, as Go and protobuf-c write it): the redactor's two-pass path.
@@ -167,7 +183,7 @@ TWO_RATE=- TWO_CPU=-
 if [ -n "$PROTOC" ]; then
 	gzip -dc "$T/large.pb.gz" | protoc --decode=perftools.profiles.Profile -I "$SRC/proto" \
 		"$SRC/proto/profile.proto" | protoc --encode=perftools.profiles.Profile \
-		-I "$SRC/proto" "$SRC/proto/profile.proto" | gzip -6 > "$T/twopass.pb.gz"
+		-I "$SRC/proto" "$SRC/proto/profile.proto" | "$GEN" gz "$PP_GZ_HOP" > "$T/twopass.pb.gz"
 	one pprof "$T/twopass.pb.gz" null
 	read -r ns cns _ rc _ < "$T/res"
 	if [ "$rc" -eq 0 ]; then
@@ -221,6 +237,7 @@ for fmt in pprof perfetto hprof; do
 	goaltext="> $goal MB/s"
 	[ "$fmt" = pprof ] && goaltext="> 200 MB/s, peak RSS < 8 MiB"
 	label="redactor: $fmt throughput to /dev/null (peak RSS ${rl} MiB)"
+	[ "$fmt" = pprof ] && label="redactor: pprof throughput to /dev/null, input gzip'd as the runtimes send it (stored; at level 6: $L6_RATE MB/s; peak RSS ${rl} MiB)"
 	[ "$fmt" = perfetto ] && label="redactor: perfetto throughput to /dev/null, on 3 threads (on 1: $PF1_RATE MB/s; peak RSS ${rl} MiB)"
 	summary "$label" "$rate MB/s" "$peer" \
 		"$([ "$prate" = - ] && echo - || echo "$prate MB/s")" "$goaltext"
@@ -228,12 +245,15 @@ done
 echo "  perfetto: on three threads (the kernel's stream on two, the runtime's beside it); on one (--one-thread) $PF1_RATE MB/s," \
 	"CPU $PF1_CPU MB/s"
 awk -v raw="$PPROF_RAW" -v ns="$PPROF_NS" 'BEGIN {
-	printf "  pprof MB/s is of gzip'"'"'d input; of the inflated profile it is %.1f MB/s.\n", raw * 1e3 / ns }'
+	printf "  pprof MB/s is of the input as the runtimes send it (gzip, stored blocks: the\n"
+	printf "  profile plus 5 bytes a 64 KiB block); of the profile itself %.1f MB/s.\n", raw * 1e3 / ns }'
+echo "  the same profile gzip'd at level 6 (another producer; the runtimes before issue #18):" \
+	"$L6_RATE MB/s, CPU $L6_CPU MB/s"
 echo "  the same profile in protoc's field order (tables after the samples: two passes):" \
 	"$TWO_RATE MB/s, CPU $TWO_CPU MB/s"
-[ "$INFLATE_NS" != - ] && [ "$DEFLATE_NS" != - ] && awk -v b="$(stat -c %s "$T/large.pb.gz")" \
+[ "$INFLATE_NS" != - ] && [ "$DEFLATE_NS" != - ] && awk -v b="$(stat -c %s "$T/large6.pb.gz")" \
 	-v i="$INFLATE_NS" -v d="$DEFLATE_NS" -v ii="$IINFLATE_NS" -v id="$IDEFLATE_NS" 'BEGIN {
-	printf "  the gzip floor in-process: inflating this file takes %.1f ms with zlib, deflating\n", i / 1e6
+	printf "  the gzip floor in-process, for the level-6 file: inflating it takes %.1f ms with zlib, deflating\n", i / 1e6
 	printf "  what is kept at level 1 %.1f ms", d / 1e6
 	if (ii != "-")
 		printf "; with ISA-L (what the redactor uses) %.1f and %.1f ms", ii / 1e6, id / 1e6

@@ -934,7 +934,7 @@ static int heap_emit(const struct heap_tables *t, int fd, int64_t start_ns, int6
 		if (r < 0)
 			goto out;
 	}
-	r = pp_write_gz(b, fd, bytes);
+	r = pp_write_gz_level(b, fd, PP_GZ_HOP, bytes);
 out:
 	pp_free(b);
 	sym_close(sym);

@@ -370,7 +370,7 @@ int smp_write_pprof(int fd, int64_t start_ns, int64_t duration_ns,
 		if ((r = pp_add_sample(b, locs, rec->nframes, vals, 2, labels, 3)) < 0)
 			goto out;
 	}
-	r = pp_write_gz(b, fd, bytes);
+	r = pp_write_gz_level(b, fd, PP_GZ_HOP, bytes);
 out:
 	pp_free(b);
 	sym_close(sym);

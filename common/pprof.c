@@ -955,6 +955,11 @@ static void gz_append(ProtobufCBuffer *buf, size_t len, const uint8_t *data)
 /* On error the fd may hold a partial stream; callers write to a temp file. */
 int pp_write_gz(struct pp_builder *b, int fd, uint64_t *written)
 {
+	return pp_write_gz_level(b, fd, Z_DEFAULT_COMPRESSION, written);
+}
+
+int pp_write_gz_level(struct pp_builder *b, int fd, int level, uint64_t *written)
+{
 	struct pp_view v;
 	struct gz_sink *s;
 	int r;
@@ -965,6 +970,8 @@ int pp_write_gz(struct pp_builder *b, int fd, uint64_t *written)
 		return -EINVAL;
 	if (fd < 0)
 		return -EBADF;
+	if (level < Z_DEFAULT_COMPRESSION || level > Z_BEST_COMPRESSION)
+		return -EINVAL;
 	s = malloc(sizeof(*s));
 	if (!s)
 		return -ENOMEM;
@@ -972,7 +979,7 @@ int pp_write_gz(struct pp_builder *b, int fd, uint64_t *written)
 	s->base.append = gz_append;
 	s->fd = fd;
 	/* windowBits 15 + 16: gzip wrapper, which is what pprof expects. */
-	if (deflateInit2(&s->zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
+	if (deflateInit2(&s->zs, level, Z_DEFLATED, 15 + 16, 8,
 			 Z_DEFAULT_STRATEGY) != Z_OK) {
 		free(s);
 		return -ENOMEM;

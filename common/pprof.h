@@ -69,8 +69,22 @@ int pp_add_sample(struct pp_builder *b, const uint64_t *locs, size_t nlocs,
 		  const int64_t *values, size_t nvalues,
 		  const struct pp_label *labels, size_t nlabels);
 
-/* Serialise, gzip and write to fd. *written (may be NULL) gets the bytes. */
+/* Serialise, gzip (zlib's default level) and write to fd. *written (may
+ * be NULL) gets the bytes. */
 int pp_write_gz(struct pp_builder *b, int fd, uint64_t *written);
+
+/*
+ * The same at a zlib level (0-9, or -1 for the default). PP_GZ_HOP is what
+ * a runtime writes to profilingd: stored blocks, still a gzip file any
+ * reader opens. The daemon's redactor inflates it and deflates what it
+ * keeps anyway, so compressing on this hop costs the app's CPU twice over
+ * (bench/redact_throughput's 16 MB profile: 640 ms of zlib level 6 in the
+ * app, against 18 ms stored) and the redactor's inflate a third (issue
+ * #18). The price: the file on the hop is the profile's own size, which
+ * [limits] max_result_bytes and the redactor's input cap count.
+ */
+#define PP_GZ_HOP 0
+int pp_write_gz_level(struct pp_builder *b, int fd, int level, uint64_t *written);
 
 /* Serialise uncompressed into a malloc'd buffer (for tests and the redactor). */
 int pp_serialize(struct pp_builder *b, uint8_t **out, size_t *len);

@@ -1256,7 +1256,7 @@ int jva_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 		if ((r = pp_add_sample(b, locs, s->nframes, vals, 2, labels, 3)) < 0)
 			goto out;
 	}
-	r = pp_write_gz(b, fd, bytes);
+	r = pp_write_gz_level(b, fd, PP_GZ_HOP, bytes);
 out:
 	free_modules();
 	jvm_names_free(nm);

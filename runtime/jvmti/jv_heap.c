@@ -281,7 +281,7 @@ int jvh_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 		if ((r = pp_add_sample(b, locs, s->nframes, vals, 4, labels, 2)) < 0)
 			goto out;
 	}
-	r = pp_write_gz(b, fd, bytes);
+	r = pp_write_gz_level(b, fd, PP_GZ_HOP, bytes);
 out:
 	pthread_mutex_unlock(&H_lock);
 	jvm_names_free(names);

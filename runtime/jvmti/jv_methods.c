@@ -1171,7 +1171,7 @@ int jve_write_pprof(JNIEnv *jni, int fd, int64_t start_ns, int64_t dur_ns, struc
 	pp_add_comment(b, line);
 	if (H.note[0])
 		pp_add_comment(b, H.note);
-	r = pp_write_gz(b, fd, bytes);
+	r = pp_write_gz_level(b, fd, PP_GZ_HOP, bytes);
 out:
 	jvm_names_free(names);
 	pp_free(b);

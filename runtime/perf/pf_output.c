@@ -267,7 +267,7 @@ int pf_output_write(int fd, const struct pf_capture_info *ci, const struct pf_ag
 		if ((r = pp_add_sample(b, locs, st.nframes, vals, 2, labels, nl)) < 0)
 			goto out;
 	}
-	r = pp_write_gz(b, fd, NULL);
+	r = pp_write_gz_level(b, fd, PP_GZ_HOP, NULL);
 out:
 	pp_free(b);
 	free(cache.key);

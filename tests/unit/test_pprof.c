@@ -332,8 +332,12 @@ static uint8_t *read_fd(int fd, size_t *len)
 	return buf;
 }
 
-/* Write b gzip'd to a memfd, check it is gzip and equals pp_serialize. */
-static Perftools__Profiles__Profile *roundtrip_gz(struct pp_builder *b)
+/*
+ * Write b gzip'd to a memfd (pp_write_gz, or pp_write_gz_level at level
+ * when level >= -1), check it is gzip and equals pp_serialize. *size (may
+ * be NULL) gets the gzip'd bytes.
+ */
+static Perftools__Profiles__Profile *roundtrip_at(struct pp_builder *b, int level, size_t *size)
 {
 	Perftools__Profiles__Profile *p;
 	uint8_t *gz, *raw, *ref;
@@ -343,8 +347,13 @@ static Perftools__Profiles__Profile *roundtrip_gz(struct pp_builder *b)
 
 	fd = memfd_create("test_pprof", MFD_CLOEXEC);
 	assert_true(fd >= 0);
-	assert_int_equal(pp_write_gz(b, fd, &written), 0);
+	if (level >= -1)
+		assert_int_equal(pp_write_gz_level(b, fd, level, &written), 0);
+	else
+		assert_int_equal(pp_write_gz(b, fd, &written), 0);
 	gz = read_fd(fd, &gzlen);
+	if (size)
+		*size = gzlen;
 	close(fd);
 	assert_int_equal(written, gzlen);
 	assert_true(gzlen > 18);
@@ -360,6 +369,11 @@ static Perftools__Profiles__Profile *roundtrip_gz(struct pp_builder *b)
 	free(raw);
 	free(ref);
 	return p;
+}
+
+static Perftools__Profiles__Profile *roundtrip_gz(struct pp_builder *b)
+{
+	return roundtrip_at(b, -2, NULL);
 }
 
 static void test_strings(void **state)
@@ -472,6 +486,52 @@ static void test_large_gz(void **state)
 	assert_int_equal(p->sample[N - 1]->location_id[1], N - 1);
 	assert_str_at(p, p->function[N - 1]->name, name);
 	perftools__profiles__profile__free_unpacked(p, NULL);
+	pp_free(b);
+}
+
+/*
+ * The runtimes' level on their way to the daemon (PP_GZ_HOP): stored
+ * blocks, so the file is the profile's size plus a few bytes, and still a
+ * gzip of the same profile as the default level's.
+ */
+static void test_hop_level(void **state)
+{
+	Perftools__Profiles__Profile *p;
+	struct pp_builder *b;
+	uint64_t map, fn, loc, w = 1;
+	size_t hop, dflt, rawlen;
+	uint8_t *raw;
+	char name[64];
+
+	(void)state;
+	assert_int_equal(pp_new(&b), 0);
+	assert_int_equal(pp_add_sample_type(b, "samples", "count"), 0);
+	assert_int_equal(pp_add_mapping(b, 0x1000, 0x100000, 0, "/bin/x", NULL, true, false, &map), 0);
+	for (int i = 0; i < 4000; i++) {
+		int64_t v = i % 7;
+
+		snprintf(name, sizeof(name), "function_number_%d", i % 50);
+		assert_int_equal(pp_add_function(b, name, NULL, "x.c", 0, &fn), 0);
+		assert_int_equal(pp_add_location(b, map, 0x1000 + 4 * (uint64_t)i, fn, 0, &loc), 0);
+		assert_int_equal(pp_add_sample(b, &loc, 1, &v, 1, NULL, 0), 0);
+	}
+	assert_int_equal(pp_serialize(b, &raw, &rawlen), 0);
+	p = roundtrip_at(b, PP_GZ_HOP, &hop);
+	assert_int_equal(p->n_sample, 4000);
+	perftools__profiles__profile__free_unpacked(p, NULL);
+	p = roundtrip_at(b, -1, &dflt);
+	assert_int_equal(p->n_sample, 4000);
+	perftools__profiles__profile__free_unpacked(p, NULL);
+	/* Stored: a 5-byte header a block (at most 64 KiB) and gzip's 18. */
+	assert_true(hop >= rawlen + 18);
+	assert_true(hop <= rawlen + 18 + 5 * (rawlen / 16384 + 1));
+	assert_true(dflt < rawlen / 2);
+	/* Levels outside zlib's: refused before anything is written. */
+	assert_int_equal(pp_write_gz_level(b, 1, -2, &w), -EINVAL);
+	assert_int_equal(w, 0);
+	assert_int_equal(pp_write_gz_level(b, 1, 10, NULL), -EINVAL);
+	assert_int_equal(pp_write_gz_level(NULL, 1, PP_GZ_HOP, NULL), -EINVAL);
+	free(raw);
 	pp_free(b);
 }
 
@@ -685,6 +745,7 @@ int main(void)
 		cmocka_unit_test(test_write_gz),
 		cmocka_unit_test(test_empty),
 		cmocka_unit_test(test_large_gz),
+		cmocka_unit_test(test_hop_level),
 		cmocka_unit_test(test_null_args),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_sample_type_cap),

@@ -28,8 +28,9 @@ static int memfd(void)
 	return fd;
 }
 
-/* A profile with app and foreign samples, a kernel frame and a peer label. */
-static int make_profile(bool with_app)
+/* A profile with app and foreign samples, a kernel frame and a peer
+ * label, gzip'd at a zlib level. */
+static int make_profile_at(bool with_app, int level)
 {
 	struct pp_builder *b;
 	uint64_t m, mk, f_app, f_other, f_k, l_app, l_other, l_k, l_main, f_main;
@@ -58,10 +59,15 @@ static int make_profile(bool with_app)
 	/* No pid label at all: not attributable, so dropped. */
 	assert_int_equal(pp_add_sample(b, stack_other, 2, v, 2, NULL, 0), 0);
 	int fd = memfd();
-	assert_int_equal(pp_write_gz(b, fd, NULL), 0);
+	assert_int_equal(pp_write_gz_level(b, fd, level, NULL), 0);
 	pp_free(b);
 	lseek(fd, 0, SEEK_SET);
 	return fd;
+}
+
+static int make_profile(bool with_app)
+{
+	return make_profile_at(with_app, -1);
 }
 
 static uint8_t *slurp(int fd, size_t *n)
@@ -132,6 +138,38 @@ static void test_keeps_only_app(void **state)
 	free(raw);
 	close(in);
 	close(out);
+}
+
+/* The runtimes' stored gzip (PP_GZ_HOP) redacts to the very bytes the
+ * same profile at zlib's default level does. */
+static void test_hop_input(void **state)
+{
+	int32_t pids[] = { APP };
+	struct rdc_policy pol = { .pids = pids, .npids = 1 };
+	struct rdc_stats st6, st0;
+	int in6 = make_profile(true), in0 = make_profile_at(true, PP_GZ_HOP);
+	int out6 = memfd(), out0 = memfd();
+	size_t n6, n0, z6, z0;
+
+	(void)state;
+	assert_int_equal(rdc_pprof(in6, out6, &pol, &st6), 0);
+	assert_int_equal(rdc_pprof(in0, out0, &pol, &st0), 0);
+	uint8_t *a = slurp(out6, &n6), *b = slurp(out0, &n0);
+	uint8_t *i6 = slurp(in6, &z6), *i0 = slurp(in0, &z0);
+	assert_true(z0 > z6); /* the stored input really is another file */
+	assert_int_equal(n6, n0);
+	assert_memory_equal(a, b, n6);
+	assert_int_equal(st0.kept, st6.kept);
+	assert_int_equal(st0.dropped, st6.dropped);
+	assert_int_equal(st0.in_bytes, z0);
+	free(a);
+	free(b);
+	free(i6);
+	free(i0);
+	close(in6);
+	close(in0);
+	close(out6);
+	close(out0);
 }
 
 static void test_no_app_samples(void **state)
@@ -540,6 +578,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_keeps_only_app),
+		cmocka_unit_test(test_hop_input),
 		cmocka_unit_test(test_no_app_samples),
 		cmocka_unit_test(test_no_samples_at_all),
 		cmocka_unit_test(test_malformed),
