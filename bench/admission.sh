@@ -137,3 +137,16 @@ summary "admission: daemon CPU per decision, $N clients" "$DCPU us" "$PEER" "$(p
 summary "admission: clients' CPU per decision (libprofiling), $N clients" "${CCPU:-?} us" "$PEER" "$(pv "$FCCPU" us)" "-"
 FTCPU=$(sum_cpu "$FCPU" "$FCCPU")
 summary "admission: daemon + clients CPU per decision, $N clients" "$TCPU us" "$PEER" "$(pv "$FTCPU" us)" "<= 30 us"
+
+# why FIGURE TEXT: a goal this run missed, with the reason in this run's
+# own figures, for RESULTS.md (bench/run_all.sh's convention).
+why() { [ -z "${PD_BENCH_WHY:-}" ] || printf '%s|%s\n' "$1" "$2" >> "$PD_BENCH_WHY"; }
+if [ "$(verdict "$RATE" -gt 50000)" = missed ]; then
+	read -r NEED CEIL DMAX < <(awk -v t="$TCPU" -v d="$DCPU" -v n="$(nproc)" 'BEGIN {
+		if (t == "?" || t <= 0) { print "? ? ?"; exit }
+		printf "%.2f %.0f %s\n", t * 50000 / 1e6, n * 1e6 / t, (d == "?" || d <= 0) ? "?" : sprintf("%.0f", 1e6 / d) }')
+	why "decisions > 50000/s: ${RATE:-?}/s" "CPU: the daemon took $DCPU us and the clients ${CCPU:-?} us a decision, $TCPU us in all; 50,000/s would take $NEED of the $(nproc) CPUs, so this run's ceiling, with perfect overlap, is $CEIL/s, and the daemon's one thread alone tops out at $DMAX/s. A server deciding nothing reached ${FRATE:-?}/s with the same clients (${FCPU:-?} + ${FCCPU:-?} us a decision). Load average $LOAD0 before, $LOAD1 after."
+fi
+if [ "$(verdict "$P99" -lt 2000)" = missed ]; then
+	why "p99 < 2000 us: ${P99:-?} us" "A reply waits for the end of its loop turn (the group commit): p50 ${P50:-?} us. The server deciding nothing, with no commit and the same clients, had p99 ${FP99:-?} us (p50 ${FP50:-?} us) in this run. Load average $LOAD0 before, $LOAD1 after."
+fi

@@ -15,6 +15,10 @@
 #     values carry their unit ("1.25 s", "0.40 %", "3.1x"); "-" where there
 #     is no peer or no goal. The ratio column is value / peer_value, from
 #     the first number in each.
+#   - when PD_BENCH_WHY names a file and a goal was missed in this run, it
+#     appends one line per miss:  figure|why
+#     the reason in figures measured in the same run (not a constant
+#     written down once); RESULTS.md lists them under the table.
 #   - a non-zero exit means it could not run: reported in the table, and the
 #     suite goes on.
 # Every bench/*.sh except run_all.sh and fuzz_all.sh (fuzzing, not a
@@ -30,7 +34,7 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
 	--out) OUTFILE=$2; shift ;;
-	-h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,30p' "$0"; exit 0 ;;
 	*) BUILD=$1 ;;
 	esac
 	shift
@@ -61,8 +65,9 @@ PEERS="$PEERS perf: $(command -v perf > /dev/null && version perf --version || e
 PEERS="$PEERS heaptrack: $(command -v heaptrack > /dev/null && version heaptrack --version || echo missing)"
 PEERS="$PEERS; earlyoom: $(command -v earlyoom > /dev/null && version earlyoom -v || echo missing)"
 
-export PD_BENCH_SUMMARY=$T/summary PD_BENCH_QUICK=$QUICK
+export PD_BENCH_SUMMARY=$T/summary PD_BENCH_QUICK=$QUICK PD_BENCH_WHY=$T/why
 : > "$PD_BENCH_SUMMARY"
+: > "$PD_BENCH_WHY"
 STATUS=()
 started=$(date -u '+%Y-%m-%d %H:%M UTC')
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -75,9 +80,12 @@ run() {
 	echo "=== $name"
 	s=$(date +%s)
 	: > "$T/$name.sum"
-	PD_BENCH_SUMMARY=$T/$name.sum timeout -k 10 "$LIMIT" "$@" 2>&1 | tee "$T/$name.log"
+	: > "$T/$name.why"
+	PD_BENCH_SUMMARY=$T/$name.sum PD_BENCH_WHY=$T/$name.why timeout -k 10 "$LIMIT" "$@" 2>&1 |
+		tee "$T/$name.log"
 	rc=${PIPESTATUS[0]}
 	sed "s/^/$name|/" "$T/$name.sum" >> "$PD_BENCH_SUMMARY"
+	sed "s/^/$name|/" "$T/$name.why" >> "$PD_BENCH_WHY"
 	STATUS+=("$name|$rc|$(($(date +%s) - s))|$(wc -l < "$T/$name.sum")")
 }
 
@@ -129,6 +137,14 @@ num() { printf "%s" "$1" | grep -oE -- '^-?[0-9]+(\.[0-9]+)?' | sed -n 1p; }
 		fi
 		echo "| $b | $fig | $val | ${peer:--} | ${pval:--} | $ratio | ${goal:--} |"
 	done < "$PD_BENCH_SUMMARY"
+	if [ -s "$PD_BENCH_WHY" ]; then
+		echo
+		echo "## Goals missed in this run, and why (measured in the same run)"
+		echo
+		while IFS='|' read -r b fig why; do
+			echo "- **$b: $fig.** $why"
+		done < "$PD_BENCH_WHY"
+	fi
 	echo
 	echo "## Runs"
 	echo

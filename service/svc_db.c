@@ -394,7 +394,9 @@ static int db_quick_check(const char *path)
  *  - lookaside: 100 slots of 1200 bytes, 120 KiB per connection, all
  *    touched at open when its free list is built. 64 slots of 256 bytes
  *    (16 KiB) serve the daemon's small prepared statements; what does not
- *    fit falls back to malloc.
+ *    fit falls back to malloc. (Debian 12's libsqlite3 is built with
+ *    SQLITE_OMIT_LOOKASIDE, PRAGMA compile_options: there this call
+ *    changes nothing; it stays for a libsqlite3 that has one.)
  *  - the page cache's bulk allocation of 20 pages (~86 KiB) per
  *    connection on its first read: pages are malloc'ed one by one instead,
  *    so an idle daemon holds only the pages its small databases have.
