@@ -28,8 +28,9 @@
  *	(average) byte arrays and object arrays; HEAP DUMP END. About
  *	SIZE_MB (10^6 bytes).
  *
- *   redact_gen gz LEVEL < RAW > RAW.gz
- *	Not a generator: gzip stdin at zlib LEVEL (0-9; gzip(1) has no 0).
+ *   redact_gen gz [LEVEL] < RAW > RAW.gz
+ *	Not a generator: gzip stdin at zlib LEVEL (0-9; gzip(1) has no 0),
+ *	by default PP_GZ_HOP, as the runtimes send it.
  *
  *   redact_gen zlib GZ_FILE RAW_FILE
  *	Not a generator: the gzip floor of the pprof redactor, in-process
@@ -676,7 +677,7 @@ static void usage(void)
 	fprintf(stderr, "usage: redact_gen pprof N_SAMPLES PID [LEVEL]\n"
 			"       redact_gen perfetto SIZE_MB PID 3> KERNEL_FILE\n"
 			"       redact_gen hprof SIZE_MB\n"
-			"       redact_gen gz LEVEL < RAW > RAW.gz\n"
+			"       redact_gen gz [LEVEL] < RAW > RAW.gz\n"
 			"       redact_gen zlib GZ_FILE RAW_FILE\n");
 	exit(2);
 }
@@ -864,8 +865,8 @@ int main(int argc, char **argv)
 	if ((argc == 4 || argc == 5) && !strcmp(argv[1], "pprof"))
 		return gen_pprof(num_arg(argv[2], PP_MAX_ENTRIES), (int32_t)num_arg(argv[3], 1 << 22),
 				 argc == 5 ? level_arg(argv[4]) : PP_GZ_HOP);
-	if (argc == 3 && !strcmp(argv[1], "gz"))
-		return regz(level_arg(argv[2]));
+	if ((argc == 2 || argc == 3) && !strcmp(argv[1], "gz"))
+		return regz(argc == 3 ? level_arg(argv[2]) : PP_GZ_HOP);
 	if (argc == 4 && !strcmp(argv[1], "perfetto"))
 		return gen_perfetto((uint64_t)num_arg(argv[2], 1 << 20),
 				    (int32_t)num_arg(argv[3], 1 << 22));

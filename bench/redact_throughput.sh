@@ -60,8 +60,6 @@ PROTOC=$(command -v protoc || true)
 T=$(mktemp -d /tmp/pd-redactbench.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 PID=4242
-# common/pprof.h's PP_GZ_HOP: the runtimes' gzip level on their way to the daemon.
-PP_GZ_HOP=0
 # redact_gen's app threads are PID..PID+7.
 TIDS=$(seq -s, $((PID + 1)) $((PID + 7)))
 small() { local s=$(($1 / 4)); [ "$s" -ge 1 ] && echo "$s" || echo 1; }
@@ -114,6 +112,17 @@ one() {
 	echo "$best $cpu $rss $rc $st" > "$T/res"
 }
 
+# mbps BYTES NS: MB/s. cpu_mbps BYTES CPU_NS: the same per second of CPU,
+# "-" under 50 ms (/usr/bin/time counts CPU in 10 ms steps).
+mbps() { awk -v b="$1" -v ns="$2" 'BEGIN { printf "%.1f", b * 1e3 / ns }'; }
+cpu_mbps() { awk -v b="$1" -v c="$2" 'BEGIN { if (c >= 5e7) printf "%.1f", b * 1e3 / c; else print "-" }'; }
+# rates BYTES: "MB/s CPU_MB/s" of the last one() run, "- -" if it failed.
+rates() {
+	local ns cns rc
+	read -r ns cns _ rc _ < "$T/res"
+	if [ "$rc" -eq 0 ]; then echo "$(mbps "$1" "$ns") $(cpu_mbps "$1" "$cns")"; else echo "- -"; fi
+}
+
 printf '%-9s %-6s %9s %-5s %8s %9s %9s %8s  %s\n' input size MB sink wall_s MB/s CPU_MB/s RSS_MiB status
 declare -A RATE RSS CPURATE
 for fmt in pprof perfetto hprof; do
@@ -136,8 +145,8 @@ for fmt in pprof perfetto hprof; do
 				if (c >= 5e7) cm = sprintf("%.1f", b / 1e6 / (c / 1e9))
 				printf "%-9s %-6s %9.1f %-5s %8.3f %9.1f %9s %8.1f  %s\n", f, s, b / 1e6, k,
 					ns / 1e9, b / 1e6 / (ns / 1e9), cm, r / 1024, st }'
-			RATE[$fmt.$size.$sink]=$(awk -v b="$bytes" -v ns="$ns" 'BEGIN { printf "%.1f", b * 1e3 / ns }')
-			CPURATE[$fmt.$size.$sink]=$(awk -v b="$bytes" -v c="$cns" 'BEGIN { if (c >= 5e7) printf "%.1f", b * 1e3 / c; else print "-" }')
+			RATE[$fmt.$size.$sink]=$(mbps "$bytes" "$ns")
+			CPURATE[$fmt.$size.$sink]=$(cpu_mbps "$bytes" "$cns")
 			[ "$fmt.$size.$sink" = pprof.large.null ] && PPROF_NS=$ns
 			RSS[$fmt.$size.$sink]=$(awk -v r="$rss" 'BEGIN { printf "%.1f", r / 1024 }')
 		done
@@ -163,13 +172,7 @@ trace_decode() { cat "$T/large.pftrace.kernel" "$T/large.pftrace" | protoc \
 # The same profile gzip'd at level 6: a producer other than profilingd's
 # runtimes (or the runtimes before issue #18).
 one pprof "$T/large6.pb.gz" null
-read -r ns cns _ rc _ < "$T/res"
-L6_RATE=- L6_CPU=-
-if [ "$rc" -eq 0 ]; then
-	b=$(stat -c %s "$T/large6.pb.gz")
-	L6_RATE=$(awk -v b="$b" -v ns="$ns" 'BEGIN { printf "%.1f", b * 1e3 / ns }')
-	L6_CPU=$(awk -v b="$b" -v c="$cns" 'BEGIN { if (c >= 5e7) printf "%.1f", b * 1e3 / c; else print "-" }')
-fi
+read -r L6_RATE L6_CPU < <(rates "$(stat -c %s "$T/large6.pb.gz")")
 # The pprof redactor's gzip floor on that level-6 file, in-process:
 # inflating the input once, deflating (level 1) what it keeps once; zlib's,
 # and ISA-L's when the build has it (then the redactor uses it).
@@ -184,25 +187,14 @@ TWO_RATE=- TWO_CPU=-
 if [ -n "$PROTOC" ]; then
 	gzip -dc "$T/large.pb.gz" | protoc --decode=perftools.profiles.Profile -I "$SRC/proto" \
 		"$SRC/proto/profile.proto" | protoc --encode=perftools.profiles.Profile \
-		-I "$SRC/proto" "$SRC/proto/profile.proto" | "$GEN" gz "$PP_GZ_HOP" > "$T/twopass.pb.gz"
+		-I "$SRC/proto" "$SRC/proto/profile.proto" | "$GEN" gz > "$T/twopass.pb.gz"
 	one pprof "$T/twopass.pb.gz" null
-	read -r ns cns _ rc _ < "$T/res"
-	if [ "$rc" -eq 0 ]; then
-		b=$(stat -c %s "$T/twopass.pb.gz")
-		TWO_RATE=$(awk -v b="$b" -v ns="$ns" 'BEGIN { printf "%.1f", b * 1e3 / ns }')
-		TWO_CPU=$(awk -v b="$b" -v c="$cns" 'BEGIN { if (c >= 5e7) printf "%.1f", b * 1e3 / c; else print "-" }')
-	fi
+	read -r TWO_RATE TWO_CPU < <(rates "$(stat -c %s "$T/twopass.pb.gz")")
 fi
 # The trace on one thread (the kernel's stream is redacted on two by
 # default, rdc_perfetto.c): what the second thread adds, in this run.
 one perfetto "$T/large.pftrace" null --one-thread
-read -r ns cns _ rc _ < "$T/res"
-PF1_RATE=- PF1_CPU=-
-if [ "$rc" -eq 0 ]; then
-	b=$(( $(stat -c %s "$T/large.pftrace") + $(stat -c %s "$T/large.pftrace.kernel") ))
-	PF1_RATE=$(awk -v b="$b" -v ns="$ns" 'BEGIN { printf "%.1f", b * 1e3 / ns }')
-	PF1_CPU=$(awk -v b="$b" -v c="$cns" 'BEGIN { if (c >= 5e7) printf "%.1f", b * 1e3 / c; else print "-" }')
-fi
+read -r PF1_RATE PF1_CPU < <(rates $(( $(stat -c %s "$T/large.pftrace") + $(stat -c %s "$T/large.pftrace.kernel") )))
 declare -A PEER
 PEER[pprof]=- PEER[perfetto]=- PEER[hprof]=-
 if [ -n "$PROTOC" ]; then
@@ -244,8 +236,14 @@ for fmt in pprof perfetto hprof; do
 		"$([ "$prate" = - ] && echo - || echo "$prate MB/s")" "$goaltext"
 	# A goal missed: the reason in this run's figures (bench/run_all.sh).
 	if [ -n "${PD_BENCH_WHY:-}" ] && awk -v r="$rate" -v g="$goal" 'BEGIN { exit !(r <= g) }'; then
+		cr=${CPURATE[$fmt.large.null]}
+		if [ "$cr" = - ]; then
+			cr="its CPU was under what /usr/bin/time resolves (50 ms): the input is too small to tell CPU from start-up"
+		else
+			cr="per second of its own CPU (user + system, all threads) it did $cr MB/s in this run: below $goal, the CPU is short however the threads overlap; above it, the wall time lost to waiting or to other jobs"
+		fi
 		printf '%s|%s\n' "redactor: $fmt > $goal MB/s: $rate MB/s" \
-			"Per second of its own CPU (user + system, all threads) it did ${CPURATE[$fmt.large.null]} MB/s in this run: below $goal, the CPU is short however the threads overlap; above it, the wall time lost to waiting or to other jobs (load average $(cut -d' ' -f1-3 /proc/loadavg) after the run, $(nproc) CPUs)." \
+			"${cr^} (load average $(cut -d' ' -f1-3 /proc/loadavg) after the run, $(nproc) CPUs)." \
 			>> "$PD_BENCH_WHY"
 	fi
 done
