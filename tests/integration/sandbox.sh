@@ -226,12 +226,12 @@ spin=$!
 # setpriv switches ids, then execs: wait for the spinner itself (bounded
 # by tries; a loaded machine may take seconds), or the helper would be
 # aimed at setpriv, which changes under it.
+spinning() { [ "$(readlink "/proc/$spin/exe" 2>/dev/null)" = "$(readlink -f "$SPIN")" ]; }
 for _ in $(seq 1000); do
-	[ "$(readlink "/proc/$spin/exe" 2>/dev/null)" = "$(readlink -f "$SPIN")" ] && break
+	spinning && break
 	sleep 0.02
 done
-[ "$(readlink "/proc/$spin/exe" 2>/dev/null)" = "$(readlink -f "$SPIN")" ] ||
-	fail "the spinner $spin did not start: /proc/$spin/exe is '$(readlink "/proc/$spin/exe" 2>/dev/null)'"
+spinning || fail "the spinner $spin did not start: /proc/$spin/exe is '$(readlink "/proc/$spin/exe" 2>/dev/null)'"
 "$BUILD/runtime/perf/profilingd-perf" --pid "$spin" --hz 99 --duration-ms 30000 > /dev/null 2> "$T/perf.err" &
 hp=$!
 for _ in $(seq 200); do [ "$(status_field "$hp" Seccomp 2>/dev/null)" = 2 ] && break; sleep 0.05; done

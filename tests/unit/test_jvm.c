@@ -107,7 +107,6 @@ static pid_t spawn(const char *exe, pid_t want)
 	return pid;
 }
 
-/* pid's executable is exe now (the child's exec is done). */
 /* pid's state letter from /proc/<pid>/stat, or 0. */
 static char state_of(pid_t pid)
 {
