@@ -7,7 +7,8 @@
  * of outcomes, the p50/p99 request->reply latency and the clients' CPU
  * time per decision (user + system of all client processes, from
  * getrusage: what the 32 clients cost the shared cores, whatever the
- * load). Asserts nothing. What the server behind the socket does with a
+ * load), and the share of the machine's CPU time left idle while they
+ * ran. Asserts nothing. What the server behind the socket does with a
  * request (profilingd persists each admission before its reply;
  * admission_floor decides nothing) is for admission.sh to say.
  *   usage: admission CLIENTS SECONDS  (PROFILINGD_SOCKET names the server)
@@ -70,6 +71,29 @@ static void worker(struct worker_out *o, double secs)
 	_exit(0);
 }
 
+/*
+ * The machine's CPU time, idle (idle + iowait) and in all, from /proc/stat
+ * in USER_HZ ticks: around the clients' run alone, without their start or
+ * the sort below, which run on one CPU. 0, or -1 when unreadable.
+ */
+static int cpu_times(unsigned long long *idle, unsigned long long *all)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "r");
+	if (!f)
+		return -1;
+	int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+		       &v[3], &v[4], &v[5], &v[6], &v[7]);
+	fclose(f);
+	if (n != 8)
+		return -1;
+	*idle = v[3] + v[4];
+	*all = 0;
+	for (int i = 0; i < 8; i++)
+		*all += v[i];
+	return 0;
+}
+
 static int cmpf(const void *a, const void *b)
 {
 	float x = *(const float *)a, y = *(const float *)b;
@@ -90,6 +114,8 @@ int main(int argc, char **argv)
 				       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (outs == MAP_FAILED)
 		return 1;
+	unsigned long long idle0 = 0, all0 = 0, idle1 = 0, all1 = 0;
+	int times = cpu_times(&idle0, &all0);
 	double t0 = now_s();
 	for (int i = 0; i < n; i++)
 		if (fork() == 0)
@@ -97,6 +123,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n; i++)
 		wait(NULL);
 	double el = now_s() - t0;
+	if (times == 0)
+		times = cpu_times(&idle1, &all1);
 	unsigned long adm = 0, busy = 0, other = 0, total_lat = 0;
 	for (int i = 0; i < n; i++) {
 		adm += outs[i].admitted;
@@ -126,6 +154,9 @@ int main(int argc, char **argv)
 		       (ru.ru_utime.tv_sec * 1e6 + ru.ru_utime.tv_usec) / dec,
 		       (ru.ru_stime.tv_sec * 1e6 + ru.ru_stime.tv_usec) / dec);
 	}
+	if (times == 0 && all1 > all0)
+		printf("  idle        %.0f %% of the machine's CPU time, while the clients ran\n",
+		       100.0 * (double)(idle1 - idle0) / (double)(all1 - all0));
 	free(all);
 	return 0;
 }
