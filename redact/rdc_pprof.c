@@ -262,6 +262,8 @@ static int src_pread(struct src *s, uint8_t *dst, size_t want, size_t *got)
 {
 	uint64_t left = s->size - s->in_off;
 
+	/* Set on every path: a caller reads it after any r >= 0. */
+	*got = 0;
 	if (want > left)
 		want = (size_t)left;
 	if (s->mem) {
@@ -1282,8 +1284,10 @@ static int add_comment(struct pr *c, int64_t idx)
  */
 static int next_field(struct src *s, uint32_t *num, unsigned *wt, uint64_t *v)
 {
+	/* src_want is 0 or -errno: "< 0" says so to the compiler, whose
+	 * Release build otherwise sees a return > 0 that leaves *num unset. */
 	int r = src_want(s, 32, true);
-	if (r)
+	if (r < 0)
 		return r;
 	if (s->pos == s->end)
 		return 0;
