@@ -74,19 +74,20 @@ static void worker(struct worker_out *o, double secs)
 /*
  * The machine's CPU time, idle (idle + iowait) and in all, from /proc/stat
  * in USER_HZ ticks: around the clients' run alone, without their start or
- * the sort below, which run on one CPU. 0, or -1 when unreadable.
+ * the sort below, which run on one CPU. 0, -errno of fopen, or -EIO when
+ * the line is not what it should be.
  */
 static int cpu_times(unsigned long long *idle, unsigned long long *all)
 {
 	unsigned long long v[8] = { 0 };
 	FILE *f = fopen("/proc/stat", "r");
 	if (!f)
-		return -1;
+		return -errno;
 	int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
 		       &v[3], &v[4], &v[5], &v[6], &v[7]);
 	fclose(f);
 	if (n != 8)
-		return -1;
+		return -EIO;
 	*idle = v[3] + v[4];
 	*all = 0;
 	for (int i = 0; i < 8; i++)

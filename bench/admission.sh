@@ -117,21 +117,23 @@ round() {
 			'BEGIN { if (a != "" && b != "" && s > 0) printf "server_busy %.0f\n", 100 * (b - a) / hz / s }'
 	} > "$3"
 }
-# med KIND FIGURE: the median of a figure over the rounds of kind (d: the
-# daemon, f: the floor); for an even count the mean of the middle two, in
-# the figures' own precision. "?" when no round has it.
+# rfig KIND ROUND FIGURE: one round's figure (KIND d: the daemon, f: the
+# floor), or nothing.
+rfig() { sed -n "s/^$3 //p" "$T/$1.$2"; }
+# values KIND FIGURE: the rounds' figures that were measured, sorted.
+values() {
+	for r in $(seq "$ROUNDS"); do rfig "$1" "$r" "$2"; done | grep -E '^[0-9.]+$' | sort -n
+}
+# med KIND FIGURE: the median over the rounds; for an even count the mean
+# of the middle two, in the figures' own precision. "?" when none.
 med() {
-	for r in $(seq "$ROUNDS"); do sed -n "s/^$2 //p" "$T/$1.$r"; done |
-		grep -E '^[0-9.]+$' | sort -n | awk '{ v[NR] = $1; if ($1 ~ /\./) dec = 1 }
+	values "$1" "$2" | awk '{ v[NR] = $1; if ($1 ~ /\./) dec = 1 }
 		END { if (!NR) { print "?"; exit }
 		      m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
 		      printf dec ? "%.2f\n" : "%.0f\n", m }'
 }
 # range KIND FIGURE: "lowest-highest" over the rounds.
-range() {
-	for r in $(seq "$ROUNDS"); do sed -n "s/^$2 //p" "$T/$1.$r"; done |
-		grep -E '^[0-9.]+$' | sort -n | awk '{ v[NR] = $1 } END { print NR ? v[1] "-" v[NR] : "?" }'
-}
+range() { values "$1" "$2" | awk '{ v[NR] = $1 } END { print NR ? v[1] "-" v[NR] : "?" }'; }
 for r in $(seq "$ROUNDS"); do
 	round "$T/c.sock" "$DPID" "$T/d.$r"
 	echo "round $r/$ROUNDS, profilingd:"
@@ -161,20 +163,20 @@ echo "  (each admission persisted to both databases before its reply)"
 stop "$DPID"
 DPID=
 
-FRATE= FP50= FP99= FCPU= FCCPU= FIDLE=
+FRATE= FP50= FP99= FCPU= FCCPU= FIDLE= FBUSY=
 if [ "$PEER" != - ]; then
 	FRATE=$(med f rate) FP50=$(med f p50) FP99=$(med f p99)
-	FCPU=$(med f server_cpu) FCCPU=$(med f clients_cpu) FIDLE=$(med f idle)
+	FCPU=$(med f server_cpu) FCCPU=$(med f clients_cpu) FIDLE=$(med f idle) FBUSY=$(med f server_busy)
 	# profilingd's share of the floor, round by round (each pair ran back
 	# to back), then the median: steadier than the two medians' ratio.
 	for r in $(seq "$ROUNDS"); do
-		awk -v a="$(sed -n 's/^rate //p' "$T/d.$r")" -v b="$(sed -n 's/^rate //p' "$T/f.$r")" \
+		awk -v a="$(rfig d "$r" rate)" -v b="$(rfig f "$r" rate)" \
 			'BEGIN { if (a != "" && b > 0) printf "share %.0f\n", 100 * a / b }' >> "$T/d.$r"
 	done
 	echo "  peer        admission_floor (profilingd's replies, refusals and results, none of its work),"
 	echo "              same clients and seconds: ${FRATE}/s ($(med f admitted_rate)/s admitted; rounds $(range f rate)),"
 	echo "              p50 ${FP50} us, p99 ${FP99} us; its CPU ${FCPU} us/decision, clients ${FCCPU} us/decision"
-	echo "              its thread ran $(med f server_busy) % of a round; ${FIDLE} % of the machine's CPU time was idle"
+	echo "              its thread ran ${FBUSY} % of a round; ${FIDLE} % of the machine's CPU time was idle"
 	echo "              profilingd's rate is $(med d share) % of it (the median of the rounds' shares)"
 fi
 stop "$FPID"
@@ -195,7 +197,7 @@ summary "admission: daemon + clients CPU per decision, $N clients" "$TCPU us" "$
 why() { [ -z "${PD_BENCH_WHY:-}" ] || printf '%s|%s\n' "$1" "$2" >> "$PD_BENCH_WHY"; }
 if [ "$(verdict "$RATE" -gt 50000)" = missed ]; then
 	VS_FLOOR=
-	[ -z "$FIDLE" ] || VS_FLOOR=" ($FIDLE % in the floor's rounds, whose thread ran $(med f server_busy) % of each)"
+	[ -z "$FIDLE" ] || VS_FLOOR=" ($FIDLE % in the floor's rounds, whose thread ran $FBUSY % of each)"
 	read -r NEED CEIL DMAX < <(awk -v t="$TCPU" -v d="$DCPU" -v n="$(nproc)" 'BEGIN {
 		if (t == "?" || t <= 0) { print "? ? ?"; exit }
 		printf "%.2f %.0f %s\n", t * 50000 / 1e6, n * 1e6 / t, (d == "?" || d <= 0) ? "?" : sprintf("%.0f", 1e6 / d) }')

@@ -139,14 +139,12 @@ for fmt in pprof perfetto hprof; do
 			one "$fmt" "$in" "$sink"
 			read -r ns cns rss rc st < "$T/res"
 			[ "$rc" -ne 0 ] && st="FAILED (exit $rc): $st"
-			awk -v f="$fmt" -v s="$size" -v b="$bytes" -v k="$sink" -v ns="$ns" -v r="$rss" \
-				-v st="$st" -v c="$cns" 'BEGIN {
-				cm = "-" # /usr/bin/time counts CPU in 10 ms steps
-				if (c >= 5e7) cm = sprintf("%.1f", b / 1e6 / (c / 1e9))
-				printf "%-9s %-6s %9.1f %-5s %8.3f %9.1f %9s %8.1f  %s\n", f, s, b / 1e6, k,
-					ns / 1e9, b / 1e6 / (ns / 1e9), cm, r / 1024, st }'
 			RATE[$fmt.$size.$sink]=$(mbps "$bytes" "$ns")
 			CPURATE[$fmt.$size.$sink]=$(cpu_mbps "$bytes" "$cns")
+			awk -v f="$fmt" -v s="$size" -v b="$bytes" -v k="$sink" -v ns="$ns" -v r="$rss" \
+				-v st="$st" -v m="${RATE[$fmt.$size.$sink]}" -v cm="${CPURATE[$fmt.$size.$sink]}" 'BEGIN {
+				printf "%-9s %-6s %9.1f %-5s %8.3f %9s %9s %8.1f  %s\n", f, s, b / 1e6, k,
+					ns / 1e9, m, cm, r / 1024, st }'
 			[ "$fmt.$size.$sink" = pprof.large.null ] && PPROF_NS=$ns
 			RSS[$fmt.$size.$sink]=$(awk -v r="$rss" 'BEGIN { printf "%.1f", r / 1024 }')
 		done
