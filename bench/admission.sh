@@ -19,6 +19,11 @@
 # and 28.7k/s in two full runs of the same build); the median of rounds
 # taken turn about with the floor moves less, and the range says by how
 # much the machine moved under this run.
+# Beside them, the machine's price of a wakeup (bench/pingpong, in the
+# same run) and how many a decision cost its clients at least. On this
+# VM a wakeup and switch costs about 10 us of CPU (perf puts it under the
+# paravirtual irq-enable after the wakeup), several times bare metal's,
+# and it is the same for any server, the floor included.
 #   usage: bench/admission [BUILD_DIR] [CLIENTS] [SECONDS] [ROUNDS]
 # Where the daemon's time goes: perf record -g -p <daemon pid> during the
 # run (docs/RATELIMIT.md, "Group commit", has the before/after).
@@ -143,6 +148,25 @@ for r in $(seq "$ROUNDS"); do
 		echo "round $r/$ROUNDS, admission_floor: $(fig "$T/f.$r.txt" rate)/s, p99 $(fig "$T/f.$r.txt" p99) us"
 	fi
 done
+# The machine's price of a wakeup, measured here rather than assumed:
+# bench/pingpong passes a byte between two processes over pipes, two
+# wakeups and two context switches a round and nearly nothing else. Each
+# decision wakes its client at least once (the reply), and an admission
+# wakes it again (the result), so this bounds from below what any server
+# and these clients pay a decision on this machine. "?" when not built.
+WAKE=?
+if [ -x "$BUILD/bench/pingpong" ]; then
+	WAKE=$("$BUILD/bench/pingpong" 50000 | awk -F'[ =]' '{ for (i = 1; i < NF; i++) v[$i] = $(i + 1) }
+		END { if (v["rounds"] > 0) printf "%.1f", (v["usr_ms"] + v["sys_ms"]) * 1e3 / (2 * v["rounds"]); else print "?" }')
+fi
+# wakes KIND: the client wakeups a decision costs at least (1 + the share
+# admitted), and their CPU at WAKE us each: "N times (X us)", or "?".
+wakes() {
+	awk -v d="$(med "$1" rate)" -v a="$(med "$1" admitted_rate)" -v w="$WAKE" 'BEGIN {
+		if (d == "?" || d <= 0 || a == "?") { print "?"; exit }
+		n = 1 + a / d
+		if (w == "?") printf "%.2f times\n", n; else printf "%.2f times (%.1f us)\n", n, n * w }'
+}
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 RATE=$(med d rate) P50=$(med d p50) P99=$(med d p99)
 DCPU=$(med d server_cpu) CCPU=$(med d clients_cpu) IDLE=$(med d idle) BUSY=$(med d server_busy)
@@ -157,6 +181,7 @@ echo "  goal        p99 < 2000 us: ${P99} us, $(verdict "$P99" -lt 2000) (p50 ${
 echo "  daemon cpu  $DCPU us/decision (user + system: less load-bound than the rate, but it follows the share admitted)"
 echo "  total cpu   $TCPU us/decision (daemon + clients; at most $(( $(nproc) * 1000000 / 50000 )) us for 50000/s on $(nproc) CPUs, aim 30 us)"
 echo "  busy        the daemon's thread ran ${BUSY} % of a round; ${IDLE} % of the machine's CPU time was idle"
+echo "  wakeups     $WAKE us of CPU a wakeup and switch here (bench/pingpong); a decision wakes its client at least $(wakes d)"
 echo "  load        $LOAD0 before, $LOAD1 after ($(nproc) CPUs, shared: indicative figures)"
 echo "  store: $(du -h "$T/state/ratelimit.db" | cut -f1) ratelimit.db, daemon RSS $(ps -o rss= -p "$DPID") KiB"
 echo "  (each admission persisted to both databases before its reply)"
@@ -177,6 +202,7 @@ if [ "$PEER" != - ]; then
 	echo "              same clients and seconds: ${FRATE}/s ($(med f admitted_rate)/s admitted; rounds $(range f rate)),"
 	echo "              p50 ${FP50} us, p99 ${FP99} us; its CPU ${FCPU} us/decision, clients ${FCCPU} us/decision"
 	echo "              its thread ran ${FBUSY} % of a round; ${FIDLE} % of the machine's CPU time was idle"
+	echo "              a decision wakes its client at least $(wakes f)"
 	echo "              profilingd's rate is $(med d share) % of it (the median of the rounds' shares)"
 fi
 stop "$FPID"
@@ -201,7 +227,7 @@ if [ "$(verdict "$RATE" -gt 50000)" = missed ]; then
 	read -r NEED CEIL DMAX < <(awk -v t="$TCPU" -v d="$DCPU" -v n="$(nproc)" 'BEGIN {
 		if (t == "?" || t <= 0) { print "? ? ?"; exit }
 		printf "%.2f %.0f %s\n", t * 50000 / 1e6, n * 1e6 / t, (d == "?" || d <= 0) ? "?" : sprintf("%.0f", 1e6 / d) }')
-	why "decisions > 50000/s: ${RATE}/s" "CPU: the daemon took $DCPU us and the clients ${CCPU} us a decision, $TCPU us in all (the median of $ROUNDS round(s); the rate's range: $(range d rate)/s); 50,000/s would take $NEED of the $(nproc) CPUs, so this run's ceiling, with perfect overlap, is $CEIL/s, and the daemon's one thread alone tops out at $DMAX/s: it ran ${BUSY} % of each round, and ${IDLE} % of the machine's CPU time was idle${VS_FLOOR}. A server deciding nothing reached ${FRATE:-?}/s with the same clients (${FCPU:-?} + ${FCCPU:-?} us a decision). Load average $LOAD0 before, $LOAD1 after."
+	why "decisions > 50000/s: ${RATE}/s" "CPU: the daemon took $DCPU us and the clients ${CCPU} us a decision, $TCPU us in all (the median of $ROUNDS round(s); the rate's range: $(range d rate)/s); 50,000/s would take $NEED of the $(nproc) CPUs, so this run's ceiling, with perfect overlap, is $CEIL/s, and the daemon's one thread alone tops out at $DMAX/s: it ran ${BUSY} % of each round, and ${IDLE} % of the machine's CPU time was idle${VS_FLOOR}. A server deciding nothing reached ${FRATE:-?}/s with the same clients (${FCPU:-?} + ${FCCPU:-?} us a decision). A wakeup and switch costs $WAKE us of CPU on this machine (bench/pingpong, same run), and a decision wakes its client at least $(wakes d); under the floor, $(wakes f). Those wakeups alone take that share of the $(( $(nproc) * 1000000 / 50000 )) us a decision that 50,000/s allows on $(nproc) CPUs, before any server's work; profilingd's work on top (a durable commit to both databases and an identity check per decision) is the rest of its daemon's CPU. Load average $LOAD0 before, $LOAD1 after."
 fi
 if [ "$(verdict "$P99" -lt 2000)" = missed ]; then
 	why "p99 < 2000 us: ${P99} us" "A reply waits for the end of its loop turn (the group commit): p50 ${P50} us. The server deciding nothing, with no commit and the same clients, had p99 ${FP99:-?} us (p50 ${FP50:-?} us) in the same rounds. Load average $LOAD0 before, $LOAD1 after."
