@@ -22,8 +22,8 @@
 # Beside them, the machine's price of a wakeup (bench/pingpong, in the
 # same run) and how many a decision cost its clients at least. On this
 # VM a wakeup and switch costs about 10 us of CPU (perf puts it under the
-# paravirtual irq-enable after the wakeup), several times bare metal's,
-# and it is the same for any server, the floor included.
+# paravirtual irq-enable after the wakeup), and any server pays it, the
+# floor included.
 #   usage: bench/admission [BUILD_DIR] [CLIENTS] [SECONDS] [ROUNDS]
 # Where the daemon's time goes: perf record -g -p <daemon pid> during the
 # run (docs/RATELIMIT.md, "Group commit", has the before/after).
