@@ -174,12 +174,13 @@ DCPU=$(med d server_cpu) CCPU=$(med d clients_cpu) IDLE=$(med d idle) BUSY=$(med
 # and the sum: on 2 CPUs, 50k decisions/s needs it under 2 x 10^6 / 50000
 # = 40 us even with perfect overlap (issue #18 aims at 30 us).
 TCPU=$(sum_cpu "$DCPU" "$CCPU")
+BUDGET=$(( $(nproc) * 1000000 / 50000 ))
 verdict() { [ -n "$1" ] && [ "$1" != "?" ] && [ "$1" "$2" "$3" ] && echo met || echo missed; }
 echo "admission, $N clients, $SECS s a round, the median of $ROUNDS round(s):"
 echo "  goal        decisions > 50000/s: ${RATE}/s (rounds $(range d rate)), $(verdict "$RATE" -gt 50000)"
 echo "  goal        p99 < 2000 us: ${P99} us, $(verdict "$P99" -lt 2000) (p50 ${P50} us)"
 echo "  daemon cpu  $DCPU us/decision (user + system: less load-bound than the rate, but it follows the share admitted)"
-echo "  total cpu   $TCPU us/decision (daemon + clients; at most $(( $(nproc) * 1000000 / 50000 )) us for 50000/s on $(nproc) CPUs, aim 30 us)"
+echo "  total cpu   $TCPU us/decision (daemon + clients; at most $BUDGET us for 50000/s on $(nproc) CPUs, aim 30 us)"
 echo "  busy        the daemon's thread ran ${BUSY} % of a round; ${IDLE} % of the machine's CPU time was idle"
 echo "  wakeups     $WAKE us of CPU a wakeup and switch here (bench/pingpong); a decision wakes its client at least $(wakes d)"
 echo "  load        $LOAD0 before, $LOAD1 after ($(nproc) CPUs, shared: indicative figures)"
@@ -227,7 +228,7 @@ if [ "$(verdict "$RATE" -gt 50000)" = missed ]; then
 	read -r NEED CEIL DMAX < <(awk -v t="$TCPU" -v d="$DCPU" -v n="$(nproc)" 'BEGIN {
 		if (t == "?" || t <= 0) { print "? ? ?"; exit }
 		printf "%.2f %.0f %s\n", t * 50000 / 1e6, n * 1e6 / t, (d == "?" || d <= 0) ? "?" : sprintf("%.0f", 1e6 / d) }')
-	why "decisions > 50000/s: ${RATE}/s" "CPU: the daemon took $DCPU us and the clients ${CCPU} us a decision, $TCPU us in all (the median of $ROUNDS round(s); the rate's range: $(range d rate)/s); 50,000/s would take $NEED of the $(nproc) CPUs, so this run's ceiling, with perfect overlap, is $CEIL/s, and the daemon's one thread alone tops out at $DMAX/s: it ran ${BUSY} % of each round, and ${IDLE} % of the machine's CPU time was idle${VS_FLOOR}. A server deciding nothing reached ${FRATE:-?}/s with the same clients (${FCPU:-?} + ${FCCPU:-?} us a decision). A wakeup and switch costs $WAKE us of CPU on this machine (bench/pingpong, same run), and a decision wakes its client at least $(wakes d); under the floor, $(wakes f). Those wakeups alone take that share of the $(( $(nproc) * 1000000 / 50000 )) us a decision that 50,000/s allows on $(nproc) CPUs, before any server's work; profilingd's work on top (a durable commit to both databases and an identity check per decision) is the rest of its daemon's CPU. Load average $LOAD0 before, $LOAD1 after."
+	why "decisions > 50000/s: ${RATE}/s" "CPU: the daemon took $DCPU us and the clients ${CCPU} us a decision, $TCPU us in all (the median of $ROUNDS round(s); the rate's range: $(range d rate)/s); 50,000/s would take $NEED of the $(nproc) CPUs, so this run's ceiling, with perfect overlap, is $CEIL/s, and the daemon's one thread alone tops out at $DMAX/s: it ran ${BUSY} % of each round, and ${IDLE} % of the machine's CPU time was idle${VS_FLOOR}. A server deciding nothing reached ${FRATE:-?}/s with the same clients (${FCPU:-?} + ${FCCPU:-?} us a decision). A wakeup and switch costs $WAKE us of CPU on this machine (bench/pingpong, same run), and a decision wakes its client at least $(wakes d); under the floor, $(wakes f). Those wakeups alone take that share of the $BUDGET us a decision that 50,000/s allows on $(nproc) CPUs, before any server's work; profilingd's work on top (a durable commit to both databases and an identity check per decision) is the rest of its daemon's CPU. Load average $LOAD0 before, $LOAD1 after."
 fi
 if [ "$(verdict "$P99" -lt 2000)" = missed ]; then
 	why "p99 < 2000 us: ${P99} us" "A reply waits for the end of its loop turn (the group commit): p50 ${P50} us. The server deciding nothing, with no commit and the same clients, had p99 ${FP99:-?} us (p50 ${FP50:-?} us) in the same rounds. Load average $LOAD0 before, $LOAD1 after."

@@ -9,9 +9,10 @@
 #      (Debian's procdump 1.2)
 #   4. daemon CPU and RSS while watching 500 idle connected processes,
 #      from when the daemon is quiet after their registrations (the
-#      burst's own cost is printed apart), next to earlyoom's (Debian's earlyoom, run --dryrun in the same
-#      30 s: a small C daemon that watches memory, the floor to compare
-#      an idle daemon's VmRSS and CPU with)
+#      burst's own cost is printed apart), next to earlyoom's (Debian's
+#      earlyoom, run --dryrun in the same 30 s: a small C daemon that
+#      watches memory, the floor to compare an idle daemon's VmRSS and
+#      CPU with)
 # Each part gets its own daemon (private state dir and sockets under /tmp,
 # budgets that cannot run out), so no registration of one part leaks into
 # another. Needs root (cgroup v1, proc connector). About 3-4 minutes.
@@ -360,7 +361,7 @@ if part 4; then
 	# own, and the idle window starts once it is over: 11 s (a check and
 	# a second) after the last trim, 21 s when none came, 60 s at most.
 	trims() { grep -c 'of text unmapped' "$T/idle.log"; }
-	settle_ns0=$(dcpu_ns) settle_t0=$SECONDS tr0=$(trims) tr_seen=$(trims) tr_last=$SECONDS
+	settle_ns0=$(dcpu_ns) settle_t0=$SECONDS tr0=$(trims) tr_seen=$tr0 tr_last=$SECONDS
 	while [ $((SECONDS - settle_t0)) -lt 60 ]; do
 		sleep 1
 		n=$(trims)
