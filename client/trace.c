@@ -18,6 +18,13 @@
 #include "util.h"
 
 
+#ifdef TRC_TEST_COPY_HOOK
+/* The unit test's build only (tests/unit/test_trace.c): called before the
+ * snapshot copies each event, so that a test can lap the copy at a chosen
+ * point, as a writer does when the snapshot's thread is preempted. */
+void TRC_TEST_COPY_HOOK(int32_t tid, uint64_t i);
+#endif
+
 struct trc_ring {
 	_Atomic uint64_t head;   /* events ever written; only the owner writes it */
 	/* A discard window (trc_discard_begin): the owner's head when it first
@@ -193,6 +200,43 @@ void trc_discard_end(void)
 	atomic_store(&window, 0);
 }
 
+#define COPY_TRIES 3
+
+/*
+ * Copy ring events [start, h) that are whole into copy; *n is how many.
+ * Returns 1 if the writer lapped the copy (some event was overwritten
+ * before or while it was copied), else 0. What was copied before the last
+ * overwritten event is then older than a hole, and a hole would pair a
+ * begin before it with an end after it that was not its own: only the run
+ * after it is kept, so a thread's events never have a gap.
+ */
+static int copy_run(const struct trc_ring *ring, uint64_t start, uint64_t h,
+		    struct trc_ev *copy, size_t *n)
+{
+	int lapped = 0;
+	*n = 0;
+	for (uint64_t k = start; k < h; k++) {
+#ifdef TRC_TEST_COPY_HOOK
+		TRC_TEST_COPY_HOOK(ring->tid, k - start);
+#endif
+		const struct trc_ev *e = &ring->ev[k % TRC_RING_EVENTS];
+		uint64_t s1 = atomic_load_explicit(&e->seq, memory_order_acquire);
+		int whole = s1 == k + 1;
+		if (whole) {
+			memcpy(&copy[*n], e, sizeof(*e));
+			atomic_thread_fence(memory_order_acquire);
+			whole = atomic_load_explicit(&e->seq, memory_order_relaxed) == s1;
+		}
+		if (!whole) {
+			lapped = 1;
+			*n = 0;
+			continue;
+		}
+		(*n)++;
+	}
+	return lapped;
+}
+
 int trc_snapshot(int fd, struct trc_stats *st, uint64_t *bytes)
 {
 	struct tfmt_out *o = malloc(sizeof(*o));
@@ -229,19 +273,19 @@ int trc_snapshot(int fd, struct trc_stats *st, uint64_t *bytes)
 			start = h > TRC_RING_EVENTS ? h - TRC_RING_EVENTS : 0;
 		}
 		size_t n = 0;
-		for (uint64_t k = start; k < h; k++) {
-			const struct trc_ev *e = &ring->ev[k % TRC_RING_EVENTS];
-			uint64_t s1 = atomic_load_explicit(&e->seq, memory_order_acquire);
-			if (s1 != k + 1)
-				continue; /* overwritten, or being written */
-			memcpy(&copy[n], e, sizeof(*e));
-			atomic_thread_fence(memory_order_acquire);
-			if (atomic_load_explicit(&e->seq, memory_order_relaxed) != s1)
-				continue; /* overwritten while we copied it */
-			n++;
+		/* Ring: a copy the writer lapped is taken again from its new
+		 * head, at most COPY_TRIES times, as a lap is mostly this thread
+		 * preempted once; the last try stands, lapped or not. */
+		for (int t = 1;; t++) {
+			int lapped = copy_run(ring, start, h, copy, &n);
+			if (!lapped || w || t == COPY_TRIES)
+				break;
+			h = atomic_load_explicit(&ring->head, memory_order_acquire);
+			start = h > TRC_RING_EVENTS ? h - TRC_RING_EVENTS : 0;
 		}
-		/* Overwritten before the copy, plus overwritten during it (in a
-		 * discard window: none, and nothing before the window counts). */
+		/* Overwritten before the copy, plus those before the last one
+		 * overwritten during it (in a discard window: none, and nothing
+		 * before the window counts). */
 		st->dropped += (w ? 0 : start) + ((h - start) - n);
 		if (!n)
 			continue;

@@ -8,8 +8,11 @@
  * starts at its first event in the window, keeps TRC_RING_EVENTS of them,
  * and drops the later ones, counted in trc_stats.discarded; the window's
  * snapshot holds no event from before it. Writers take no lock: a ring has
- * one writer, its thread; the snapshot copies it and keeps only the events
- * that were not overwritten while it copied.
+ * one writer, its thread; the snapshot copies it and keeps the newest run
+ * of events it copied whole and in a row: where the writer lapped the copy,
+ * the events before that point are dropped too, so a thread's events in a
+ * snapshot have no gap (one would pair a begin with another's end). A
+ * lapped copy is taken again from the new head, up to 3 tries in all.
  *
  * Caps: TRC_RING_EVENTS events per thread, TRC_MAX_RINGS rings (threads
  * past that record nothing and count in trc_stats.threads_skipped), names
