@@ -26,16 +26,21 @@ static int trig, err_code;
 static atomic_int stop;
 static volatile uint64_t sink;
 
-/* The trigger whose results this run counts; -1 counts every result. */
+/* The trigger whose results this run counts, -1 for every one; and, when
+ * the capture must fire after this run connects, the time it connected
+ * (CLOCK_REALTIME ns, as prof_result.start_ns), else 0. */
 static int want_trigger = -1;
+static uint64_t since_ns;
 
 static void on_result(const struct prof_result *r, void *ud)
 {
 	/* Results are the app's (its uid's), not this process's: one that an
 	 * earlier run left queued, such as "profilingd stopped during the
 	 * capture" when a step stopped the daemon mid-capture, is redelivered
-	 * on connect. It is shown, and not taken for this run's. */
-	if (want_trigger >= 0 && (int)r->trigger != want_trigger) {
+	 * on connect, and may be of the same trigger (a cpu trigger that fired
+	 * again as its app exited). It is shown, and not taken for this run's. */
+	if ((want_trigger >= 0 && (int)r->trigger != want_trigger) ||
+	    (since_ns && r->start_ns < since_ns)) {
 		fprintf(stderr, "trigger_app: not this run's: trigger=%d error=%d tag=%s %s\n",
 			r->trigger, r->error, r->tag, r->error_message);
 		return;
@@ -57,10 +62,13 @@ static void die(const char *what, int r)
 	exit(1);
 }
 
-static void connect_listen(int want)
+static void connect_listen(int want, int fresh)
 {
 	int err;
+	struct timespec ts;
 	want_trigger = want;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	since_ns = fresh ? (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec : 0;
 	c = prof_connect(NULL, &err);
 	if (!c)
 		die("connect", -PROF_E_UNKNOWN);
@@ -132,7 +140,7 @@ int main(int argc, char **argv)
 	const char *m = argc > 1 ? argv[1] : "";
 
 	if (!strcmp(m, "anomaly-register")) {
-		connect_listen(-1);
+		connect_listen(-1, 0);
 		add(PROF_TRIGGER_ANOMALY, &t);
 		prof_close(c);
 		return 0;
@@ -142,14 +150,14 @@ int main(int argc, char **argv)
 	if (!strcmp(m, "anomaly-fire") || !strcmp(m, "cooldown"))
 		pthread_create(&busy, NULL, spinner, (void *)20000L);
 	if (!strcmp(m, "anomaly-fire")) {
-		connect_listen(PROF_TRIGGER_ANOMALY);
+		connect_listen(PROF_TRIGGER_ANOMALY, 1);
 		prof_report_anomaly("slow-frame");
 		if (!wait_results(1, 10000))
 			die("no anomaly result", -PROF_E_TIMEOUT);
 		return finish(PROF_TRIGGER_ANOMALY);
 	}
 	if (!strcmp(m, "cooldown")) {
-		connect_listen(PROF_TRIGGER_ANOMALY);
+		connect_listen(PROF_TRIGGER_ANOMALY, 1);
 		t.rate_limit_period_s = 3600;
 		add(PROF_TRIGGER_ANOMALY, &t);
 		prof_report_anomaly("first");
@@ -164,7 +172,7 @@ int main(int argc, char **argv)
 		return finish(PROF_TRIGGER_ANOMALY);
 	}
 	if (!strcmp(m, "cpu")) {
-		connect_listen(PROF_TRIGGER_EXCESSIVE_CPU);
+		connect_listen(PROF_TRIGGER_EXCESSIVE_CPU, 1);
 		/* Well under one core, so a loaded test machine still crosses it. */
 		t.cpu_percent = 30;
 		t.cpu_window_ms = 1500;
@@ -186,7 +194,7 @@ int main(int argc, char **argv)
 		return finish(PROF_TRIGGER_EXCESSIVE_CPU);
 	}
 	if (!strcmp(m, "hang")) {
-		connect_listen(PROF_TRIGGER_HANG);
+		connect_listen(PROF_TRIGGER_HANG, 1);
 		t.hang_timeout_ms = 800;
 		tp.duration_ms = 1000;
 		add(PROF_TRIGGER_HANG, &t);
@@ -207,7 +215,7 @@ int main(int argc, char **argv)
 		return finish(PROF_TRIGGER_HANG);
 	}
 	if (!strcmp(m, "cold-register")) {
-		connect_listen(-1);
+		connect_listen(-1, 0);
 		t.timeout_ms = 4000;
 		add(PROF_TRIGGER_COLD_START, &t);
 		prof_close(c);
@@ -215,7 +223,7 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(m, "cold-run")) {
 		/* Start-up work, then fully drawn: the capture ends here. */
-		connect_listen(PROF_TRIGGER_COLD_START);
+		connect_listen(PROF_TRIGGER_COLD_START, 0);
 		spin_hot(600);
 		prof_report_fully_drawn();
 		if (!wait_results(1, 8000))
@@ -224,7 +232,7 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(m, "pressure")) {
 		/* CPU pressure made for real: more spinners than cores. */
-		connect_listen(PROF_TRIGGER_PRESSURE_STALL);
+		connect_listen(PROF_TRIGGER_PRESSURE_STALL, 1);
 		t.psi_resource = PROF_PSI_CPU;
 		t.psi_stall_us = 50000;
 		t.psi_window_ms = 1000;
@@ -242,13 +250,13 @@ int main(int argc, char **argv)
 		return finish(PROF_TRIGGER_PRESSURE_STALL);
 	}
 	if (!strcmp(m, "clear")) {
-		connect_listen(-1);
+		connect_listen(-1, 0);
 		int r = prof_clear_triggers(c);
 		prof_close(c);
 		return r < 0;
 	}
 	if (!strcmp(m, "crash")) {
-		connect_listen(-1);
+		connect_listen(-1, 0);
 		add(PROF_TRIGGER_CRASH, &t);
 		prof_trace_begin("before-crash");
 		prof_trace_instant("about-to-fault");
@@ -258,7 +266,7 @@ int main(int argc, char **argv)
 		return 3;
 	}
 	if (!strcmp(m, "crash-collect")) {
-		connect_listen(PROF_TRIGGER_CRASH);
+		connect_listen(PROF_TRIGGER_CRASH, 0);
 		if (!wait_results(1, 5000))
 			die("no crash result", -PROF_E_TIMEOUT);
 		return finish(PROF_TRIGGER_CRASH);
