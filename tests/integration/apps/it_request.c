@@ -108,6 +108,7 @@ int main(int argc, char **argv)
 	int r = prof_request(cl, type, &p, "it", on_result, &o, &id);
 	if (r < 0) {
 		fprintf(stderr, "it_request: refused: %s\n", prof_strerror(r));
+		prof_close(cl);
 		return 1;
 	}
 	while (!o.done && prof_dispatch(cl, cancel_file ? 50 : 1000) >= 0) {
