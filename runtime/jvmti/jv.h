@@ -214,6 +214,17 @@ void JNICALL jve_on_class_file_load(jvmtiEnv *j, JNIEnv *jni, jclass redefined, 
  * every hook is removed again. every: a stack every Nth hit (0: 1). */
 int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, uint64_t max_hits,
 	      char *why, size_t n);
+/*
+ * A target's class can load across jve_start's enabling of the
+ * ClassFileLoadHook: past the hook's call before it was on, and not yet
+ * listed by GetLoadedClasses, so that nothing would ever hook it. Called on
+ * each capture tick: while a target has no method hooked, its loaded
+ * classes are listed again and retransformed, on ticks 1, 2, 4, ...,
+ * JVE_RECHECK_LAST (100 ms apart: up to 25.6 s in); a class that loads
+ * later is the ClassFileLoadHook's. Counts come from GetBytecodes.
+ */
+#define JVE_RECHECK_LAST 256
+void jve_recheck(JNIEnv *jni);
 /* Whether max_hits (0: no cap) hits have been taken. The hook itself stops
  * at the cap, so a result never holds more; this only ends the capture. */
 bool jve_enough(void);

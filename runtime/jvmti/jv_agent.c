@@ -534,8 +534,10 @@ static bool methods_all_over;      /* every target went over the budget */
 static void methods_tick(JNIEnv *jni)
 {
 	/* Nothing to drain: the hook writes into its thread's slot, read once
-	 * at the end. The tick removes the targets over the budget (that
-	 * needs JNI, which methods_enough has not). */
+	 * at the end. The tick hooks a target class that loaded while the
+	 * hooks went in, and removes the targets over the budget (both need
+	 * JNI, which methods_enough has not). */
+	jve_recheck(jni);
 	if (methods_budget_on && !methods_all_over && jve_check_budget(jni, methods_budget_ns)) {
 		LOG_I("method events: every target over the overhead budget of %llu us: the "
 		      "capture ends", (unsigned long long)(methods_budget_ns / 1000));

@@ -6,7 +6,8 @@
  * (RetransformClasses); the ClassFileLoadHook, on while a capture runs,
  * hands each named class to jv_inject.c, which puts a call of the static
  * native profilingd.MethodHook.hit(ID) at the entry of each target method
- * only. Classes that load later go through the same hook as they load.
+ * only. Classes that load later go through the same hook as they load;
+ * one whose load straddled the hook's enabling is found by jve_recheck.
  * Remove (stop, expiry, cancel, the kill switch, a failure): the hook is
  * told to ignore calls, the ClassFileLoadHook stops changing anything and
  * the classes are retransformed again, so the JVM goes back to their
@@ -137,6 +138,7 @@ static struct {
 	uint64_t budget_ns;
 	char removal[JVE_MAX_TARGETS][120]; /* a target's removal, when it failed */
 	uint64_t install_ns, remove_ns;    /* how long each took, for the result */
+	unsigned ticks, recheck_at;        /* jve_recheck's schedule */
 	jint loaded;                       /* classes GetLoadedClasses listed at install */
 } H = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -803,6 +805,8 @@ int jve_start(JNIEnv *jni, char **targets, size_t nt, uint32_t every, uint64_t m
 	memset(H.removal, 0, sizeof(H.removal));
 	H.budget_ns = 0;
 	H.classes = 0;
+	H.ticks = 0;
+	H.recheck_at = 1;
 	H.hooking = true;
 	pthread_mutex_unlock(&H.lock);
 	atomic_store_explicit(&H.gen, H.next_gen, memory_order_release);
@@ -868,6 +872,56 @@ fail:
 	if (remove_hooks(jni) < 0)
 		util_fmt(why + strlen(why), n - strlen(why), "; %s", H.note);
 	return r;
+}
+
+void jve_recheck(JNIEnv *jni)
+{
+	jvmtiEnv *j = jv_jvmti;
+	uint32_t gen = atomic_load(&H.gen), off = atomic_load(&H.off);
+	if (!gen || H.broken || H.recheck_at > JVE_RECHECK_LAST || ++H.ticks < H.recheck_at)
+		return;
+	H.recheck_at *= 2;
+	unsigned mask = 0;
+	pthread_mutex_lock(&H.lock);
+	for (unsigned t = 0; t < H.nt; t++)
+		if (!H.hooked[t] && !(off & (1u << t)))
+			mask |= 1u << t;
+	pthread_mutex_unlock(&H.lock);
+	if (!mask) {
+		H.recheck_at = JVE_RECHECK_LAST + 1; /* every target is in: done */
+		return;
+	}
+	jclass *c = NULL;
+	jint n = 0;
+	if (matching_classes(jni, mask, &c, &n, NULL) < 0 || n == 0) {
+		free_classes(jni, c, n);
+		return;
+	}
+	/* Counted from the bytecodes below, per target, not by the hook: a
+	 * class listed here may hold a target hooked already, which the
+	 * retransform hooks again. */
+	pthread_mutex_lock(&H.lock);
+	H.rehooking = true;
+	pthread_mutex_unlock(&H.lock);
+	jvmtiError e = (*j)->RetransformClasses(j, n, c);
+	pthread_mutex_lock(&H.lock);
+	H.rehooking = false;
+	pthread_mutex_unlock(&H.lock);
+	unsigned total = 0;
+	for (unsigned t = 0; t < H.nt && e == JVMTI_ERROR_NONE; t++) {
+		unsigned h = 0, clean = 0;
+		if (!(mask & (1u << t)))
+			continue;
+		count_hooked(c, n, gen, 1u << t, &h, &clean);
+		pthread_mutex_lock(&H.lock);
+		H.hooked[t] += h;
+		pthread_mutex_unlock(&H.lock);
+		total += h;
+	}
+	LOG_I("method events: %d class(es) of a target with nothing hooked were loaded at tick %u: "
+	      "retransformed%s, %u method(s) now call the hook", (int)n, H.ticks,
+	      e == JVMTI_ERROR_NONE ? "" : " (RetransformClasses failed)", total);
+	free_classes(jni, c, n);
 }
 
 bool jve_enough(void)

@@ -27,7 +27,10 @@
 #   capture works the same; the rounds cannot wait for the hooks (no
 #   debug log), so rounds run until --max-hits ends the capture, and the
 #   hook itself stops at the max: exactly 400 hits, not what the rounds
-#   made before the next check.
+#   made before the next check;
+# - a class whose load straddles the install (its ClassFileLoadHook posted
+#   before the hook was on, not yet listed as loaded; apps/java/LateLoad)
+#   is hooked by the capture's recheck once defined: exactly 400 hits.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/jvm_lib.sh"
 need_go
@@ -431,5 +434,34 @@ for jdk in $JDKS; do
 	kill "$JPID"
 	wait "$JPID" 2>/dev/null || true
 	echo "ok: $name: agent loaded live by the daemon: hits=$h in $k rounds, both call sites, hooks removed"
+
+	# A class whose load straddles the hooks' install (apps/java/LateLoad):
+	# its ClassFileLoadHook was posted before the hook was on, and it was
+	# no loaded class yet when the install listed them. Once defined, the
+	# capture's recheck must find and hook it: exactly 400 hits.
+	LOG=late-$name
+	rm -rf "$T/r"
+	mkdir "$T/r"
+	jvm_start "$jdk" "$LOG" "-agentpath:$AGENT=socket=$RUNTIME_SOCKET,debug=1" \
+		-cp "$CLASSES" LateLoad "$T/r"
+	wait_runtime "$JPID"
+	wait_file "$T/r/waiting"
+	"$APPS/it_request" --pid "$JPID" --type methods --duration-ms 40000 --max-hits 400 \
+		"${WIDE[@]}" --method 'java:LateTarget.hit(I)V' > "$T/path" 2> "$T/req.err" &
+	RQ=$!
+	wait_hooks 1
+	grep -q "LateTarget is not loaded yet" "$T/$LOG.err" ||
+		fail "$name: late: LateTarget was not pending at the install: $(tail -n 3 "$T/$LOG.err")"
+	touch "$T/r/open"
+	wait_file "$T/r/defined"
+	wait "$RQ" || fail "$name: late: the capture failed: $(cat "$T/req.err")"
+	touch "$T/r/stop"
+	go tool pprof -traces "$(cat "$T/path")" > "$T/tr.txt" 2>&1 || fail "$name: late: not a pprof"
+	grep -q "hits=400 stacks=400 " "$T/tr.txt" ||
+		{ head -n 12 "$T/tr.txt"; fail "$name: late: a class defined during the install was not hooked"; }
+	grep -q "class(es) of a target with nothing hooked were loaded at tick" "$T/$LOG.err" ||
+		fail "$name: late: the agent's recheck did not log"
+	wait "$JPID" || fail "$name: late: the JVM exited with $?: $(tail -n 5 "$T/$LOG.err")"
+	echo "ok: $name: a class defined across the install was hooked by the recheck: hits=400"
 done
 pass "JVM method events"
