@@ -131,7 +131,7 @@ static struct {
 	unsigned nt;
 	unsigned hooked[JVE_MAX_TARGETS];  /* methods rewritten, this capture */
 	unsigned classes;
-	bool rehooking;                    /* remove_target's retransform: counted already */
+	bool rehooking;                    /* retransform_uncounted runs: not counted by the hook */
 	char why[JVE_MAX_TARGETS][160];    /* the first refusal of a target's class */
 	char note[256];                    /* the removal's outcome, for the result */
 	uint64_t over_ns[JVE_MAX_TARGETS]; /* jve_check_budget: the mean that went over */
@@ -874,9 +874,24 @@ fail:
 	return r;
 }
 
-void jve_recheck(JNIEnv *jni)
+/* RetransformClasses of classes whose hooks are counted already, or by
+ * the caller from the bytecodes: the ClassFileLoadHook does not add them
+ * to H.hooked (a class loading meanwhile still counts). */
+static jvmtiError retransform_uncounted(jclass *c, jint n)
 {
 	jvmtiEnv *j = jv_jvmti;
+	pthread_mutex_lock(&H.lock);
+	H.rehooking = true;
+	pthread_mutex_unlock(&H.lock);
+	jvmtiError e = (*j)->RetransformClasses(j, n, c);
+	pthread_mutex_lock(&H.lock);
+	H.rehooking = false;
+	pthread_mutex_unlock(&H.lock);
+	return e;
+}
+
+void jve_recheck(JNIEnv *jni)
+{
 	uint32_t gen = atomic_load(&H.gen), off = atomic_load(&H.off);
 	if (!gen || H.broken || H.recheck_at > JVE_RECHECK_LAST || ++H.ticks < H.recheck_at)
 		return;
@@ -900,13 +915,7 @@ void jve_recheck(JNIEnv *jni)
 	/* Counted from the bytecodes below, per target, not by the hook: a
 	 * class listed here may hold a target hooked already, which the
 	 * retransform hooks again. */
-	pthread_mutex_lock(&H.lock);
-	H.rehooking = true;
-	pthread_mutex_unlock(&H.lock);
-	jvmtiError e = (*j)->RetransformClasses(j, n, c);
-	pthread_mutex_lock(&H.lock);
-	H.rehooking = false;
-	pthread_mutex_unlock(&H.lock);
+	jvmtiError e = retransform_uncounted(c, n);
 	unsigned total = 0;
 	for (unsigned t = 0; t < H.nt && e == JVMTI_ERROR_NONE; t++) {
 		unsigned h = 0, clean = 0;
@@ -938,22 +947,18 @@ bool jve_enough(void)
  * process, as a failed removal at the end does. */
 static void remove_target(JNIEnv *jni, unsigned t)
 {
-	jvmtiEnv *j = jv_jvmti;
 	jclass *c = NULL;
 	jint n = 0;
 	unsigned still = 0, clean = 0;
 
+	/* Under the lock: a ClassFileLoadHook running now ends first. */
 	pthread_mutex_lock(&H.lock);
 	atomic_fetch_or(&H.off, 1u << t);
-	H.rehooking = true;
 	pthread_mutex_unlock(&H.lock);
 	int r = matching_classes(jni, 1u << t, &c, &n, NULL);
 	jvmtiError e = JVMTI_ERROR_NONE;
 	if (r == 0 && n > 0)
-		e = (*j)->RetransformClasses(j, n, c);
-	pthread_mutex_lock(&H.lock);
-	H.rehooking = false;
-	pthread_mutex_unlock(&H.lock);
+		e = retransform_uncounted(c, n);
 	if (r == 0 && e == JVMTI_ERROR_NONE)
 		count_hooked(c, n, atomic_load(&H.gen), 1u << t, &still, &clean);
 	free_classes(jni, c, n);

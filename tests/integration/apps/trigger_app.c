@@ -65,10 +65,8 @@ static void die(const char *what, int r)
 static void connect_listen(int want, int fresh)
 {
 	int err;
-	struct timespec ts;
 	want_trigger = want;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	since_ns = fresh ? (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec : 0;
+	since_ns = fresh ? util_now_ns(CLOCK_REALTIME) : 0;
 	c = prof_connect(NULL, &err);
 	if (!c)
 		die("connect", -PROF_E_UNKNOWN);
